@@ -1,0 +1,100 @@
+# sfs — build, test and run.
+#
+#   make            libsfs + bin/sfs, bin/sfs-worker, bin/sfs-compactor, bin/sfs-checkpointer
+#   make test       install missing Debian packages, build, run every test (README's command)
+#   make run        install, build and run the main job (a supervised group: start, work,
+#                   report, stop)
+#   make asan       the tests under AddressSanitizer + UBSan (objects in build-asan/)
+#   make bench      benchmarks; figures go to bench/RESULTS.md by hand, with the command
+#   make soak       longer multi-process soaks (not part of make test)
+#
+# Knobs (make VAR=value):
+#   BUILD      object directory (build)          BIN    binaries (bin)
+#   OPT        optimisation flags (-O2 -g)
+#   SAN        extra sanitizer flags (asan sets)  JOBS   Criterion's parallel jobs (2)
+#   TEST_TIMEOUT  seconds per test binary or script (300)
+
+BUILD  ?= build
+BIN    ?= bin
+OPT    ?= -O2 -g
+SAN    ?=
+JOBS   ?= 2
+TEST_TIMEOUT ?= 300
+
+PKGS    := liburcu rocksdb liblz4 libzstd numa
+# jemalloc is the malloc of every sfs process (not under ASan, which brings its own);
+# --no-as-needed keeps it linked although no symbol is asked of it by name.
+ALLOC_LIB ?= -Wl,--no-as-needed $(shell pkg-config --libs jemalloc 2>/dev/null) -Wl,--as-needed
+DEPS_OK := $(BUILD)/.deps-ok
+
+CC      := gcc
+CFLAGS  := -std=gnu11 $(OPT) $(SAN) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+           -fno-strict-aliasing -D_GNU_SOURCE -D_LGPL_SOURCE -pthread -I include -I .
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -lpthread -lm
+CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
+
+LIB_SRCS := $(wildcard common/*.c shm/*.c layout/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libsfs.a
+
+BINS := $(BIN)/sfs $(BIN)/sfs-worker $(BIN)/sfs-compactor $(BIN)/sfs-checkpointer
+SUP_SRCS := $(wildcard supervisor/*.c)
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all deps test run asan bench soak clean
+all: $(DEPS_OK) $(LIB) $(BINS)
+
+# The build installs its own packages (idempotent: dpkg is asked first).
+$(DEPS_OK): scripts/deps.sh
+	@./scripts/deps.sh
+	@mkdir -p $(@D) && touch $@
+deps:
+	@./scripts/deps.sh
+
+$(BUILD)/%.o: %.c $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	ar rcs $@ $^
+
+$(BIN)/sfs: $(SUP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BIN)/sfs-%: $(BUILD)/%/main.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/helpers.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(CRIT_LIBS) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIB) $(BINS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+test: all $(TEST_BINS)
+	@BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) JOBS=$(JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) ./scripts/run-tests.sh
+
+asan:
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin ALLOC_LIB= OPT="-O1 -g" \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+run: all
+	./scripts/run-demo.sh
+
+bench: all $(BENCH_BINS)
+	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+
+soak: all $(TEST_BINS)
+	@SFS_SOAK=1 BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) JOBS=$(JOBS) TEST_TIMEOUT=1800 ./scripts/run-tests.sh
+
+clean:
+	rm -rf build build-asan bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

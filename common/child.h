@@ -1,0 +1,48 @@
+/*
+ * child.h — what every process the supervisor starts does the same way:
+ * parse the common arguments, attach to the job's segment, register in the
+ * process table, heartbeat, and obey shutdown.  The roles' own work is
+ * called from the loop in bounded steps (STYLE.md rule 6).
+ */
+#ifndef SFS_COMMON_CHILD_H
+#define SFS_COMMON_CHILD_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "shm/proc.h"
+
+struct sfs_child {
+	const char *job;
+	unsigned role;
+	uint32_t index;
+	int node;
+	uint64_t heartbeat_ns;      /* beat period */
+	struct sfs_seg seg;
+	struct sfs_proc_slot *slot;
+};
+
+/* Set by SIGTERM/SIGINT; the loop ends at its next check. */
+extern volatile sig_atomic_t sfs_child_stop;
+
+/* Parse --job, --index, --node, --heartbeat-ms, --help.  Exits 2 with a usage
+ * message on bad arguments. */
+void sfs_child_args(struct sfs_child *c, unsigned role, int argc, char **argv);
+
+/* Attach + register; logs and returns an error code on failure. */
+int sfs_child_start(struct sfs_child *c);
+
+/*
+ * Run until stopped: each round calls @step (may be NULL) with a budget of
+ * work, beats, reports a quiescent state, and when @step found nothing to do
+ * sleeps on the segment's shutdown futex for up to one beat period — an
+ * idle role costs no CPU, a busy one no syscall beyond its own work.
+ * Returns 0 on a clean stop.
+ */
+typedef int (*sfs_child_step_fn)(struct sfs_child *c, unsigned budget);
+int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step);
+
+/* Offline, unregister, detach. */
+void sfs_child_finish(struct sfs_child *c);
+
+#endif

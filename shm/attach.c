@@ -1,0 +1,69 @@
+/*
+ * attach.c — the public attach API (include/sfs.h) for processes outside the
+ * supervised group: map the job's segment and take a process-table slot as
+ * a "client" reader that reports quiescent states like any worker.
+ */
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "shm/qsbr.h"
+
+struct sfs_handle {
+	struct sfs_seg seg;
+	struct sfs_proc_slot *slot;   /* NULL for an observer */
+};
+
+int sfs_attach(const char *job, int node, unsigned flags, sfs_handle_t **out)
+{
+	sfs_handle_t *h = calloc(1, sizeof(*h));
+	int rc;
+
+	if (!h)
+		return -ENOMEM;
+	rc = sfs_seg_attach(job, node, &h->seg);
+	if (rc)
+		goto fail;
+	if (!(flags & SFS_ATTACH_OBSERVER)) {
+		rc = sfs_proc_register(&h->seg, SFS_ROLE_CLIENT, 0, &h->slot);
+		if (rc) {
+			sfs_seg_detach(&h->seg);
+			goto fail;
+		}
+	}
+	*out = h;
+	return 0;
+fail:
+	free(h);
+	return rc;
+}
+
+int sfs_detach(sfs_handle_t *h)
+{
+	if (!h)
+		return SFS_EUSAGE;
+	if (h->slot)
+		sfs_proc_unregister(h->slot);
+	sfs_seg_detach(&h->seg);
+	free(h);
+	return 0;
+}
+
+void sfs_online(sfs_handle_t *h)
+{
+	if (h->slot)
+		sfs_qsbr_online(h->seg.hdr, h->slot);
+}
+
+void sfs_quiescent(sfs_handle_t *h)
+{
+	if (h->slot) {
+		sfs_qsbr_quiescent(h->seg.hdr, h->slot);
+		sfs_proc_heartbeat(h->slot);
+	}
+}
+
+void sfs_offline(sfs_handle_t *h)
+{
+	if (h->slot)
+		sfs_qsbr_offline(h->slot);
+}

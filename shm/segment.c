@@ -1,0 +1,433 @@
+/*
+ * segment.c — create, attach, check and destroy a job's segments; carve
+ * regions.  Everything here is a slow path (start-up, attach, recovery).
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <numa.h>
+#include <numaif.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/log.h"
+#include "common/procinfo.h"
+#include "shm/segment.h"
+
+#define HUGETLBFS_MAGIC 0x958458f6
+
+static const char *const role_names[SFS_ROLE_MAX] = {
+	[SFS_ROLE_NONE] = "none",
+	[SFS_ROLE_SUPERVISOR] = "supervisor",
+	[SFS_ROLE_WORKER] = "worker",
+	[SFS_ROLE_COMPACTOR] = "compactor",
+	[SFS_ROLE_CHECKPOINTER] = "checkpointer",
+	[SFS_ROLE_CLIENT] = "client",
+};
+
+const char *sfs_role_name(unsigned role)
+{
+	return role < SFS_ROLE_MAX ? role_names[role] : "?";
+}
+
+int sfs_role_parse(const char *name)
+{
+	for (int r = 1; r < SFS_ROLE_MAX; r++)
+		if (strcmp(name, role_names[r]) == 0)
+			return r;
+	return -1;
+}
+
+int sfs_job_name_check(const char *job)
+{
+	size_t n = job ? strlen(job) : 0;
+
+	if (n == 0 || n > SFS_JOB_NAME_MAX)
+		return sfs__err(SFS_EUSAGE, "job name '%s': must be 1..%d characters",
+				job ? job : "", SFS_JOB_NAME_MAX);
+	for (size_t i = 0; i < n; i++) {
+		char c = job[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
+			return sfs__err(SFS_EUSAGE,
+					"job name '%s': only letters, digits, '_', '-', '.' allowed",
+					job);
+	}
+	return 0;
+}
+
+static const char *shm_dir(void)
+{
+	const char *d = getenv("SFS_SHM_DIR");
+
+	return d && *d ? d : "/dev/shm";
+}
+
+/* A hugetlbfs mount to place segments on: $SFS_HUGETLBFS, else the first
+ * hugetlbfs in /proc/mounts; NULL when there is none. */
+static const char *huge_dir(char *buf, size_t n)
+{
+	const char *env = getenv("SFS_HUGETLBFS");
+	struct statfs sf;
+	char line[512], dev[128], mnt[256], type[64];
+	FILE *f;
+
+	if (env && *env) {
+		if (statfs(env, &sf) == 0 && (unsigned long)sf.f_type == HUGETLBFS_MAGIC) {
+			snprintf(buf, n, "%s", env);
+			return buf;
+		}
+		return NULL;
+	}
+	f = fopen("/proc/mounts", "re");
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%127s %255s %63s", dev, mnt, type) == 3 &&
+		    strcmp(type, "hugetlbfs") == 0) {
+			fclose(f);
+			snprintf(buf, n, "%s", mnt);
+			return buf;
+		}
+	}
+	fclose(f);
+	return NULL;
+}
+
+static int path_in(const char *dir, const char *job, int node, char *buf, size_t n)
+{
+	int len = snprintf(buf, n, "%s/sfs.%s.%d", dir, job, node);
+
+	if (len < 0 || (size_t)len >= n)
+		return sfs__err(-ENAMETOOLONG, "segment path under %s too long", dir);
+	return 0;
+}
+
+int sfs_seg_path(const char *job, int node, char *buf, size_t n)
+{
+	char hbuf[256];
+	const char *hd;
+	int rc = sfs_job_name_check(job);
+
+	if (rc)
+		return rc;
+	if (node < 0)
+		node = 0;
+	/* An existing segment on hugetlbfs wins; otherwise the plain dir. */
+	hd = huge_dir(hbuf, sizeof(hbuf));
+	if (hd && path_in(hd, job, node, buf, n) == 0 && access(buf, F_OK) == 0)
+		return 0;
+	return path_in(shm_dir(), job, node, buf, n);
+}
+
+static void seg_close(struct sfs_seg *s)
+{
+	if (s->hdr && s->hdr != MAP_FAILED)
+		munmap(s->hdr, s->size);
+	if (s->fd >= 0)
+		close(s->fd);
+	s->hdr = NULL;
+	s->fd = -1;
+}
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* Free huge pages of the default size, from /proc/meminfo. */
+static uint64_t huge_pages_free(uint64_t *page_size)
+{
+	char line[128];
+	uint64_t free_pages = 0, kb = 0;
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "HugePages_Free: %lu", &free_pages);
+		sscanf(line, "Hugepagesize: %lu kB", &kb);
+	}
+	fclose(f);
+	*page_size = kb * 1024;
+	return free_pages;
+}
+
+int sfs_seg_create(const char *job, int node, size_t size, uint64_t generation,
+		   struct sfs_seg *out)
+{
+	struct sfs_seg s = { .fd = -1, .node = node < 0 ? 0 : node };
+	struct sfs_seg_hdr *h;
+	char hbuf[256];
+	const char *hd;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), hpage = 0;
+	unsigned flags = 0;
+	int rc = sfs_job_name_check(job);
+
+	if (rc)
+		return rc;
+	if (size < sizeof(struct sfs_seg_hdr) + page)
+		size = sizeof(struct sfs_seg_hdr) + page;
+
+	hd = huge_dir(hbuf, sizeof(hbuf));
+	if (hd && huge_pages_free(&hpage) * hpage >= round_up(size, hpage ? hpage : 1) && hpage) {
+		flags |= SFS_SEG_HUGE;
+		page = hpage;
+		rc = path_in(hd, job, s.node, s.path, sizeof(s.path));
+	} else {
+		rc = path_in(shm_dir(), job, s.node, s.path, sizeof(s.path));
+	}
+	if (rc)
+		return rc;
+	size = round_up(size, page);
+
+	s.fd = open(s.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (s.fd < 0)
+		return sfs__err(sfs__errno(), "segment %s: create: %s", s.path, strerror(errno));
+	/* The mode must be 0600 whatever the umask. */
+	if (fchmod(s.fd, 0600) != 0 || ftruncate(s.fd, (off_t)size) != 0) {
+		rc = sfs__err(sfs__errno(), "segment %s: size %zu: %s", s.path, size, strerror(errno));
+		goto fail;
+	}
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, 0);
+	if (h == MAP_FAILED) {
+		rc = sfs__err(sfs__errno(), "segment %s: mmap %zu bytes: %s", s.path, size,
+			      strerror(errno));
+		goto fail;
+	}
+	s.hdr = h;
+	s.size = size;
+	/* Bind before the first touch so every page is placed on @node. */
+	if (node >= 0 && numa_available() >= 0 && node <= numa_max_node()) {
+		unsigned long mask[16] = { 0 };
+
+		mask[node / (8 * sizeof(long))] |= 1ul << (node % (8 * sizeof(long)));
+		if (mbind(h, size, MPOL_BIND, mask, sizeof(mask) * 8, 0) != 0) {
+			rc = sfs__err(sfs__errno(), "segment %s: bind to node %d: %s", s.path,
+				      node, strerror(errno));
+			goto fail;
+		}
+	}
+	memset(h, 0, sizeof(*h));
+	h->sh_version = SFS_SEG_VERSION;
+	h->sh_flags = flags;
+	h->sh_fingerprint = sfs_layout_fingerprint();
+	h->sh_size = size;
+	h->sh_page_size = page;
+	h->sh_generation = generation;
+	h->sh_owner_pid = (int32_t)getpid();
+	h->sh_owner_start = sfs_proc_starttime(getpid());
+	h->sh_node = s.node;
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		h->sh_created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
+	snprintf(h->sh_job, sizeof(h->sh_job), "%s", job);
+	h->sh_data_off = round_up(sizeof(*h), (uint64_t)sysconf(_SC_PAGESIZE));
+	h->sh_bump = h->sh_data_off;
+	h->sh_qsbr_token = 1;
+	sfs_store_release(&h->sh_magic, SFS_SEG_MAGIC);
+	*out = s;
+	return 0;
+fail:
+	seg_close(&s);
+	unlink(s.path);
+	return rc;
+}
+
+/* Check a mapped header against this build; the message names the field. */
+static int hdr_check(const struct sfs_seg_hdr *h, const char *path, size_t file_size,
+		     const char *job)
+{
+	uint64_t fp = sfs_layout_fingerprint();
+
+	if (sfs_load_acquire(&h->sh_magic) != SFS_SEG_MAGIC)
+		return sfs__err(SFS_EMAGIC, "segment %s: magic is 0x%016llx, expected 0x%016llx",
+				path, (unsigned long long)h->sh_magic,
+				(unsigned long long)SFS_SEG_MAGIC);
+	if (h->sh_version != SFS_SEG_VERSION)
+		return sfs__err(SFS_EVERSION, "segment %s: format version is %u, this build reads %u",
+				path, h->sh_version, SFS_SEG_VERSION);
+	if (h->sh_fingerprint != fp)
+		return sfs__err(SFS_ELAYOUT,
+				"segment %s: layout fingerprint is 0x%016llx, this build's is 0x%016llx "
+				"(built from other struct layouts)",
+				path, (unsigned long long)h->sh_fingerprint, (unsigned long long)fp);
+	if (h->sh_size != file_size)
+		return sfs__err(SFS_ECORRUPT, "segment %s: header size %llu, file size %zu", path,
+				(unsigned long long)h->sh_size, file_size);
+	if (job && strncmp(h->sh_job, job, sizeof(h->sh_job)) != 0)
+		return sfs__err(SFS_EFOREIGN, "segment %s: job is '%s', expected '%s'", path,
+				h->sh_job, job);
+	return 0;
+}
+
+int sfs_seg_attach(const char *job, int node, struct sfs_seg *out)
+{
+	struct sfs_seg s = { .fd = -1, .node = node < 0 ? 0 : node };
+	struct sfs_seg_hdr probe;
+	struct stat st;
+	int rc;
+
+	rc = sfs_seg_path(job, s.node, s.path, sizeof(s.path));
+	if (rc)
+		return rc;
+	s.fd = open(s.path, O_RDWR | O_CLOEXEC);
+	if (s.fd < 0)
+		return sfs__err(sfs__errno(), "segment %s: open: %s%s", s.path, strerror(errno),
+				errno == ENOENT ? " (is the job running?)" : "");
+	if (fstat(s.fd, &st) != 0) {
+		rc = sfs__err(sfs__errno(), "segment %s: stat: %s", s.path, strerror(errno));
+		goto fail;
+	}
+	/* root can open anything: the uid check is explicit, not left to open(). */
+	if (st.st_uid != geteuid()) {
+		rc = sfs__err(SFS_EFOREIGN, "segment %s: owned by uid %u, this process is uid %u",
+			      s.path, (unsigned)st.st_uid, (unsigned)geteuid());
+		goto fail;
+	}
+	if ((st.st_mode & 0777) != 0600) {
+		rc = sfs__err(SFS_EFOREIGN, "segment %s: mode %03o, expected 0600", s.path,
+			      (unsigned)(st.st_mode & 0777));
+		goto fail;
+	}
+	if ((size_t)st.st_size < sizeof(probe)) {
+		rc = sfs__err(SFS_EMAGIC, "segment %s: %lld bytes, smaller than a header", s.path,
+			      (long long)st.st_size);
+		goto fail;
+	}
+	/* Read the header with pread first: never map a foreign file's size. */
+	if (pread(s.fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe)) {
+		rc = sfs__err(SFS_EMAGIC, "segment %s: short header read", s.path);
+		goto fail;
+	}
+	rc = hdr_check(&probe, s.path, (size_t)st.st_size, job);
+	if (rc)
+		goto fail;
+	s.size = (size_t)st.st_size;
+	s.hdr = mmap(NULL, s.size, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, 0);
+	if (s.hdr == MAP_FAILED) {
+		s.hdr = NULL;
+		rc = sfs__err(sfs__errno(), "segment %s: mmap: %s", s.path, strerror(errno));
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	seg_close(&s);
+	return rc;
+}
+
+void sfs_seg_detach(struct sfs_seg *s)
+{
+	seg_close(s);
+}
+
+int sfs_seg_destroy(const char *job, int node)
+{
+	char path[256];
+	int rc = sfs_seg_path(job, node, path, sizeof(path));
+
+	if (rc)
+		return rc;
+	if (unlink(path) != 0)
+		return sfs__err(sfs__errno(), "segment %s: unlink: %s", path, strerror(errno));
+	return 0;
+}
+
+int sfs_seg_check_stale(const char *job, int node, uint64_t *generation, pid_t *owner_pid)
+{
+	struct sfs_seg s;
+	char path[256];
+	int rc = sfs_seg_path(job, node, path, sizeof(path));
+
+	if (rc)
+		return rc;
+	if (access(path, F_OK) != 0)
+		return 0;
+	rc = sfs_seg_attach(job, node, &s);
+	if (rc)
+		return rc;
+	*generation = s.hdr->sh_generation;
+	*owner_pid = s.hdr->sh_owner_pid;
+	rc = sfs_proc_alive(s.hdr->sh_owner_pid, s.hdr->sh_owner_start) ? SFS_ERUNNING : SFS_ESTALE;
+	sfs_seg_detach(&s);
+	if (rc == SFS_ERUNNING)
+		return sfs__err(rc, "segment %s: job '%s' is running (supervisor pid %d)", path, job,
+				(int)*owner_pid);
+	return rc;
+}
+
+int sfs_seg_region_find(const struct sfs_seg *s, const char *name, uint64_t *off,
+			uint64_t *size)
+{
+	for (unsigned i = 0; i < SFS_MAX_REGIONS; i++) {
+		const struct sfs_region_desc *d = &s->hdr->sh_regions[i];
+		uint32_t st = sfs_load_acquire(&d->rd_state);
+
+		if (st == SFS_REGION_FREE)
+			break;	/* entries are claimed in order: nothing past a free one */
+		if (st == SFS_REGION_READY && strncmp(d->rd_name, name, SFS_REGION_NAME_MAX) == 0) {
+			*off = d->rd_off;
+			if (size)
+				*size = d->rd_size;
+			return 0;
+		}
+	}
+	return sfs__err(-ENOENT, "segment %s: no region '%s'", s->path, name);
+}
+
+int sfs_seg_region_create(struct sfs_seg *s, const char *name, uint64_t size,
+			  unsigned owner_role, uint64_t *off)
+{
+	struct sfs_seg_hdr *h = s->hdr;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start;
+
+	if (!name || !*name || strlen(name) >= SFS_REGION_NAME_MAX)
+		return sfs__err(SFS_EUSAGE, "region name '%s': 1..%d characters", name ? name : "",
+				SFS_REGION_NAME_MAX - 1);
+	if (sfs_seg_region_find(s, name, off, NULL) == 0)
+		return sfs__err(-EEXIST, "segment %s: region '%s' exists", s->path, name);
+	size = round_up(size, page);
+	for (unsigned i = 0; i < SFS_MAX_REGIONS; i++) {
+		struct sfs_region_desc *d = &h->sh_regions[i];
+
+		if (uatomic_cmpxchg(&d->rd_state, SFS_REGION_FREE, SFS_REGION_CLAIMED) !=
+		    SFS_REGION_FREE)
+			continue;
+		start = uatomic_add_return(&h->sh_bump, size) - size;
+		if (start + size > h->sh_size) {
+			/* Leave the entry claimed but empty-named: the bytes are gone
+			 * anyway once the bump passed the end. */
+			d->rd_size = 0;
+			sfs_store_release(&d->rd_state, SFS_REGION_READY);
+			return sfs__err(SFS_EFULL,
+					"segment %s: region '%s' needs %llu bytes, %llu left", s->path,
+					name, (unsigned long long)size,
+					(unsigned long long)(h->sh_size > start ? h->sh_size - start : 0));
+		}
+		d->rd_off = start;
+		d->rd_size = size;
+		d->rd_owner_role = owner_role;
+		snprintf(d->rd_name, sizeof(d->rd_name), "%s", name);
+		sfs_store_release(&d->rd_state, SFS_REGION_READY);
+		*off = start;
+		return 0;
+	}
+	return sfs__err(SFS_EFULL, "segment %s: region directory full (%d entries)", s->path,
+			SFS_MAX_REGIONS);
+}
+
+uint64_t sfs_seg_used(const struct sfs_seg *s)
+{
+	uint64_t b = sfs_load_relaxed(&s->hdr->sh_bump);
+
+	return b > s->hdr->sh_size ? s->hdr->sh_size : b;
+}

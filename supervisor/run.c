@@ -1,0 +1,708 @@
+/*
+ * run.c — `sfs run`: the supervisor of a job's process group.
+ *
+ * It creates one segment per NUMA node, starts the children (N workers
+ * pinned one per core on their node, one compactor per node, one
+ * checkpointer), restarts a child that dies (exponential backoff, a restart
+ * budget per child and window), kills and restarts a child whose heartbeat
+ * stops, and on SIGINT/SIGTERM (or --duration-ms) stops the group in order —
+ * workers, then compactors, then the checkpointer — reaps every child and
+ * removes the segments.  Children get a parent-death signal, so they stop
+ * when the supervisor is killed; the next `sfs run` of the same job finds the
+ * stale segments by their dead owner and removes them, with a message.
+ *
+ * The loop is single-threaded and signal-driven: every signal it cares about
+ * is blocked and taken with sigtimedwait() at a fixed tick, so there is no
+ * async-signal-safety to reason about and no zombie outlives one tick.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <numa.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/procinfo.h"
+#include "shm/futex.h"
+#include "shm/proc.h"
+#include "supervisor/sup.h"
+
+#define MS 1000000ull
+#define TICK_NS (20 * MS)
+#define MAX_NODES 16
+
+struct run_cfg {
+	const char *job;
+	unsigned workers;
+	uint64_t segment_bytes;
+	uint64_t heartbeat_ns;     /* children's beat period */
+	uint64_t hang_ns;          /* no beat for this long: kill + restart */
+	uint64_t start_ns;         /* a child must register within this */
+	unsigned budget;           /* restarts allowed per child per window */
+	uint64_t window_ns;
+	uint64_t backoff_min_ns, backoff_max_ns;
+	uint64_t duration_ns;      /* 0: until a signal */
+	uint64_t stop_grace_ns;    /* SIGTERM -> SIGKILL per role */
+	char bindir[PATH_MAX];
+};
+
+/* Process-local view of a child; its report lives in sh_children[]. */
+struct child {
+	struct sfs_child_desc *d;
+	unsigned role;
+	uint32_t index;
+	int node;
+	int cpu;                    /* -1: node-wide affinity */
+	pid_t pid;
+	uint64_t started_ns;
+	uint64_t restart_at_ns;
+	unsigned consecutive;       /* deaths since it last ran a full window */
+	uint64_t window_start_ns;
+	unsigned window_restarts;
+	int slot;                   /* cached process-table index, -1 unknown */
+};
+
+static struct run_cfg cfg;
+static struct sfs_seg segs[MAX_NODES];
+static int nnodes;
+static struct child kids[SFS_MAX_CHILDREN];
+static unsigned nkids;
+static sigset_t old_mask;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sfs run --job NAME [options]\n"
+		"Runs the job as a supervised process group in the foreground until\n"
+		"SIGINT/SIGTERM or --duration-ms.\n"
+		"\n"
+		"  --job NAME             job name ([A-Za-z0-9_.-], at most %d chars)\n"
+		"  --workers N            operator workers, one per core (default: cores)\n"
+		"  --segment-mb MB        size of each node's segment (default 64)\n"
+		"  --heartbeat-ms MS      children's heartbeat period (default 100)\n"
+		"  --hang-timeout-ms MS   kill a child silent for this long (default 3000)\n"
+		"  --restart-budget N     restarts per child per window (default 5)\n"
+		"  --restart-window-ms MS the window (default 60000)\n"
+		"  --duration-ms MS       stop the group after MS (default: run until signalled)\n"
+		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n",
+		SFS_JOB_NAME_MAX);
+}
+
+/* ---- children ---------------------------------------------------------- */
+
+static const char *role_binary(unsigned role)
+{
+	switch (role) {
+	case SFS_ROLE_WORKER: return "sfs-worker";
+	case SFS_ROLE_COMPACTOR: return "sfs-compactor";
+	default: return "sfs-checkpointer";
+	}
+}
+
+static void set_affinity(int node, int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	if (cpu >= 0) {
+		CPU_SET(cpu, &set);
+	} else if (numa_available() >= 0) {
+		struct bitmask *bm = numa_allocate_cpumask();
+
+		if (numa_node_to_cpus(node, bm) == 0)
+			for (unsigned i = 0; i < bm->size && i < CPU_SETSIZE; i++)
+				if (numa_bitmask_isbitset(bm, i))
+					CPU_SET(i, &set);
+		numa_free_cpumask(bm);
+	}
+	if (CPU_COUNT(&set))
+		(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+static int spawn(struct child *k)
+{
+	char path[PATH_MAX + 32], idx[16], node[16], beat[16];
+	pid_t sup = getpid(), pid;
+
+	snprintf(path, sizeof(path), "%s/%s", cfg.bindir, role_binary(k->role));
+	snprintf(idx, sizeof(idx), "%u", k->index);
+	snprintf(node, sizeof(node), "%d", k->node);
+	snprintf(beat, sizeof(beat), "%llu", (unsigned long long)(cfg.heartbeat_ns / MS));
+	pid = fork();
+	if (pid < 0) {
+		sfs_log("fork %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (pid == 0) {
+		char *argv[] = { path, "--job", (char *)cfg.job, "--index", idx, "--node", node,
+				 "--heartbeat-ms", beat, NULL };
+
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		/* Die with the supervisor; close the race with its death
+		 * before prctl() took effect. */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != sup)
+			_exit(1);
+		set_affinity(k->node, k->cpu);
+		execv(path, argv);
+		fprintf(stderr, "sfs: exec %s: %s\n", path, strerror(errno));
+		_exit(127);
+	}
+	k->pid = pid;
+	k->slot = -1;
+	k->started_ns = sfs_now_ns();
+	sfs_store_relaxed(&k->d->cd_pid, pid);
+	sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STARTING);
+	k->d->cd_started_ns = k->started_ns;
+	return 0;
+}
+
+static struct child *child_by_pid(pid_t pid)
+{
+	for (unsigned i = 0; i < nkids; i++)
+		if (kids[i].pid == pid)
+			return &kids[i];
+	return NULL;
+}
+
+/* The child's process-table slot, once it has registered. */
+static struct sfs_proc_slot *child_slot(struct child *k)
+{
+	struct sfs_seg *s = &segs[k->node];
+
+	if (k->slot >= 0) {
+		struct sfs_proc_slot *sl = &s->hdr->sh_procs[k->slot];
+
+		if (sl->ps_pid == k->pid &&
+		    SFS_SLOT_STATE(sfs_load_acquire(&sl->ps_claim)) == SFS_SLOT_LIVE)
+			return sl;
+		k->slot = -1;
+	}
+	for (int i = 0; i < SFS_MAX_PROCS; i++) {
+		struct sfs_proc_slot *sl = &s->hdr->sh_procs[i];
+
+		if (SFS_SLOT_STATE(sfs_load_acquire(&sl->ps_claim)) == SFS_SLOT_LIVE &&
+		    sl->ps_pid == k->pid) {
+			k->slot = i;
+			return sl;
+		}
+	}
+	return NULL;
+}
+
+static uint64_t backoff(unsigned consecutive)
+{
+	uint64_t b = cfg.backoff_min_ns;
+
+	for (unsigned i = 1; i < consecutive && b < cfg.backoff_max_ns; i++)
+		b *= 2;
+	return b < cfg.backoff_max_ns ? b : cfg.backoff_max_ns;
+}
+
+static void describe_status(int status, char *buf, size_t n)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, n, "exit %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, n, "signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, n, "status 0x%x", status);
+}
+
+/* A child died while the group runs: schedule its restart, or fail. */
+static int on_child_death(struct child *k, int status, uint64_t now)
+{
+	char why[64];
+
+	describe_status(status, why, sizeof(why));
+	k->pid = 0;
+	k->slot = -1;
+	sfs_store_relaxed(&k->d->cd_pid, 0);
+	k->d->cd_last_status = status;
+	if (now - k->window_start_ns > cfg.window_ns) {
+		k->window_start_ns = now;
+		k->window_restarts = 0;
+	}
+	if (now - k->started_ns > cfg.window_ns)
+		k->consecutive = 0;
+	if (k->window_restarts >= cfg.budget) {
+		sfs_log("%s %u died (%s): restart budget of %u per %llu ms spent, failing the group",
+			sfs_role_name(k->role), k->index, why, cfg.budget,
+			(unsigned long long)(cfg.window_ns / MS));
+		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_FAILED);
+		return -1;
+	}
+	k->window_restarts++;
+	k->consecutive++;
+	k->restart_at_ns = now + backoff(k->consecutive);
+	sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_BACKOFF);
+	sfs_log("%s %u died (%s): restart %u in %llu ms", sfs_role_name(k->role), k->index, why,
+		k->d->cd_restarts + 1,
+		(unsigned long long)((k->restart_at_ns - now) / MS));
+	return 0;
+}
+
+/* Reap every exited child without blocking; returns -1 when one exhausted
+ * its budget (only while @running). */
+static int reap(int running)
+{
+	uint64_t now = sfs_now_ns();
+	int status, rc = 0;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		struct child *k = child_by_pid(pid);
+
+		if (!k)
+			continue;	/* not ours (cannot happen: we fork only kids) */
+		if (!running) {
+			k->pid = 0;
+			sfs_store_relaxed(&k->d->cd_pid, 0);
+			k->d->cd_last_status = status;
+			sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPED);
+			continue;
+		}
+		if (on_child_death(k, status, now))
+			rc = -1;
+	}
+	return rc;
+}
+
+/* Restarts that are due; kills of children whose heartbeat stopped. */
+static void tend(uint64_t now)
+{
+	for (unsigned i = 0; i < nkids; i++) {
+		struct child *k = &kids[i];
+		struct sfs_proc_slot *sl;
+
+		if (k->pid == 0) {
+			if (k->d->cd_state == SFS_CHILD_BACKOFF && now >= k->restart_at_ns &&
+			    spawn(k) == 0)
+				k->d->cd_restarts++;
+			continue;
+		}
+		sl = child_slot(k);
+		if (sl) {
+			uint64_t beat = sfs_load_relaxed(&sl->ps_heartbeat);
+
+			if (k->d->cd_state == SFS_CHILD_STARTING)
+				sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_RUNNING);
+			if (now > beat && now - beat > cfg.hang_ns) {
+				sfs_log("%s %u (pid %d): no heartbeat for %llu ms, killing it",
+					sfs_role_name(k->role), k->index, (int)k->pid,
+					(unsigned long long)((now - beat) / MS));
+				k->d->cd_hang_kills++;
+				kill(k->pid, SIGKILL);
+			}
+		} else if (now - k->started_ns > cfg.start_ns) {
+			sfs_log("%s %u (pid %d): not registered after %llu ms, killing it",
+				sfs_role_name(k->role), k->index, (int)k->pid,
+				(unsigned long long)((now - k->started_ns) / MS));
+			k->d->cd_hang_kills++;
+			kill(k->pid, SIGKILL);
+		}
+	}
+}
+
+/* Stop one role: SIGTERM, wait up to the grace period, then SIGKILL; every
+ * child of the role is reaped before this returns. */
+static void stop_role(unsigned role)
+{
+	uint64_t deadline = sfs_now_ns() + cfg.stop_grace_ns;
+	int left;
+
+	for (unsigned i = 0; i < nkids; i++)
+		if (kids[i].role == role && kids[i].pid > 0) {
+			sfs_store_relaxed(&kids[i].d->cd_state, SFS_CHILD_STOPPING);
+			kill(kids[i].pid, SIGTERM);
+			kill(kids[i].pid, SIGCONT);	/* a stopped child must see it */
+		}
+	for (;;) {
+		reap(0);
+		left = 0;
+		for (unsigned i = 0; i < nkids; i++)
+			if (kids[i].role == role && kids[i].pid > 0)
+				left++;
+		if (!left)
+			return;
+		if (sfs_now_ns() > deadline) {
+			for (unsigned i = 0; i < nkids; i++)
+				if (kids[i].role == role && kids[i].pid > 0) {
+					sfs_log("%s %u (pid %d) ignored SIGTERM, killing it",
+						sfs_role_name(role), kids[i].index, (int)kids[i].pid);
+					kill(kids[i].pid, SIGKILL);
+				}
+			while (left) {
+				struct child *k;
+				int status;
+				pid_t pid = waitpid(-1, &status, 0);
+
+				if (pid < 0)
+					return;
+				k = child_by_pid(pid);
+				if (k && k->role == role)
+					left--;
+				if (k) {
+					k->pid = 0;
+					sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPED);
+				}
+			}
+			return;
+		}
+		sfs_sleep_ns(5 * MS);
+	}
+}
+
+/* ---- segments ---------------------------------------------------------- */
+
+/* Kill what a dead supervisor left running in a stale segment's table:
+ * parent-death signals normally got there first. */
+static void kill_leftovers(const char *job, int node)
+{
+	struct sfs_seg s;
+
+	if (sfs_seg_attach(job, node, &s))
+		return;
+	for (int i = 0; i < SFS_MAX_PROCS; i++) {
+		struct sfs_proc_slot *sl = &s.hdr->sh_procs[i];
+
+		if (sl->ps_role != SFS_ROLE_CLIENT && sl->ps_pid != getpid() &&
+		    sfs_proc_slot_alive(sl)) {
+			sfs_log("killing leftover %s pid %d of the dead group",
+				sfs_role_name(sl->ps_role), (int)sl->ps_pid);
+			kill(sl->ps_pid, SIGKILL);
+		}
+	}
+	sfs_seg_detach(&s);
+}
+
+static int recover_stale(uint64_t *generation)
+{
+	for (int n = 0; n < nnodes; n++) {
+		uint64_t gen = 0;
+		pid_t owner = 0;
+		int rc = sfs_seg_check_stale(cfg.job, n, &gen, &owner);
+
+		if (rc == 0)
+			continue;
+		if (rc != SFS_ESTALE) {
+			sfs_log("cannot start job %s: %s", cfg.job, sfs_last_error());
+			return rc;
+		}
+		sfs_log("found a stale segment of job %s on node %d (dead supervisor pid %d, "
+			"generation %llu): cleaning it up",
+			cfg.job, n, (int)owner, (unsigned long long)gen);
+		kill_leftovers(cfg.job, n);
+		rc = sfs_seg_destroy(cfg.job, n);
+		if (rc) {
+			sfs_log("%s", sfs_last_error());
+			return rc;
+		}
+		if (gen + 1 > *generation)
+			*generation = gen + 1;
+	}
+	return 0;
+}
+
+static void destroy_segments(void)
+{
+	for (int n = 0; n < nnodes; n++) {
+		if (segs[n].hdr) {
+			sfs_seg_detach(&segs[n]);
+			sfs_seg_destroy(cfg.job, n);
+		}
+	}
+}
+
+/* ---- the group ----------------------------------------------------------- */
+
+static struct child *add_child(unsigned role, uint32_t index, int node, int cpu)
+{
+	struct child *k = &kids[nkids];
+
+	k->d = &segs[0].hdr->sh_children[nkids];
+	k->role = role;
+	k->index = index;
+	k->node = node;
+	k->cpu = cpu;
+	k->slot = -1;
+	k->window_start_ns = sfs_now_ns();
+	k->d->cd_role = role;
+	k->d->cd_index = index;
+	k->d->cd_cpu = cpu;
+	nkids++;
+	sfs_store_relaxed(&segs[0].hdr->sh_nchildren, nkids);
+	return k;
+}
+
+/* The i-th cpu of @node, wrapping when there are more workers than cores. */
+static int node_cpu(int node, unsigned i)
+{
+	struct bitmask *bm;
+	int found = -1, count = 0;
+
+	if (numa_available() < 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		return (int)(i % (unsigned)(n > 0 ? n : 1));
+	}
+	bm = numa_allocate_cpumask();
+	if (numa_node_to_cpus(node, bm) == 0) {
+		for (unsigned c = 0; c < bm->size; c++)
+			if (numa_bitmask_isbitset(bm, c))
+				count++;
+		if (count) {
+			unsigned want = i % (unsigned)count, seen = 0;
+
+			for (unsigned c = 0; c < bm->size; c++)
+				if (numa_bitmask_isbitset(bm, c) && seen++ == want) {
+					found = (int)c;
+					break;
+				}
+		}
+	}
+	numa_free_cpumask(bm);
+	return found;
+}
+
+static void plan_children(void)
+{
+	/* Workers in contiguous blocks per node, so a node's workers own a
+	 * contiguous key-group range; one per core of that node. */
+	for (unsigned w = 0; w < cfg.workers; w++) {
+		int node = (int)((uint64_t)w * (unsigned)nnodes / cfg.workers);
+		unsigned first = (unsigned)(((uint64_t)node * cfg.workers + (unsigned)nnodes - 1) /
+					    (unsigned)nnodes);
+
+		add_child(SFS_ROLE_WORKER, w, node, node_cpu(node, w - first));
+	}
+	for (int n = 0; n < nnodes; n++)
+		add_child(SFS_ROLE_COMPACTOR, (uint32_t)n, n, -1);
+	add_child(SFS_ROLE_CHECKPOINTER, 0, 0, -1);
+}
+
+static void report(FILE *f)
+{
+	fprintf(f, "sfs: job %s: %u children over %d node(s)\n", cfg.job, nkids, nnodes);
+	fprintf(f, "  %-12s %5s %8s %8s %10s\n", "role", "index", "restarts", "hangs", "last");
+	for (unsigned i = 0; i < nkids; i++) {
+		char why[64] = "-";
+
+		if (kids[i].d->cd_restarts || kids[i].d->cd_state == SFS_CHILD_STOPPED)
+			describe_status(kids[i].d->cd_last_status, why, sizeof(why));
+		fprintf(f, "  %-12s %5u %8u %8u %10s\n", sfs_role_name(kids[i].role),
+			kids[i].index, kids[i].d->cd_restarts, kids[i].d->cd_hang_kills, why);
+	}
+}
+
+static int parse(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "job", required_argument, NULL, 'j' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "segment-mb", required_argument, NULL, 's' },
+		{ "heartbeat-ms", required_argument, NULL, 'b' },
+		{ "hang-timeout-ms", required_argument, NULL, 't' },
+		{ "restart-budget", required_argument, NULL, 'r' },
+		{ "restart-window-ms", required_argument, NULL, 'W' },
+		{ "duration-ms", required_argument, NULL, 'd' },
+		{ "bin-dir", required_argument, NULL, 'B' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int o;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.workers = ncpu > 0 ? (unsigned)ncpu : 1;
+	cfg.segment_bytes = 64ull << 20;
+	cfg.heartbeat_ns = 100 * MS;
+	cfg.hang_ns = 3000 * MS;
+	cfg.budget = 5;
+	cfg.window_ns = 60000 * MS;
+	cfg.backoff_min_ns = 100 * MS;
+	cfg.backoff_max_ns = 5000 * MS;
+	cfg.stop_grace_ns = 5000 * MS;
+	optind = 1;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case 'j': cfg.job = optarg; break;
+		case 'w': cfg.workers = (unsigned)sfs_arg_num("run", "--workers", optarg, 1, 48); break;
+		case 's':
+			cfg.segment_bytes = (uint64_t)sfs_arg_num("run", "--segment-mb", optarg, 1,
+								  1 << 20) << 20;
+			break;
+		case 'b':
+			cfg.heartbeat_ns = (uint64_t)sfs_arg_num("run", "--heartbeat-ms", optarg, 1,
+								 60000) * MS;
+			break;
+		case 't':
+			cfg.hang_ns = (uint64_t)sfs_arg_num("run", "--hang-timeout-ms", optarg, 10,
+							    3600000) * MS;
+			break;
+		case 'r':
+			cfg.budget = (unsigned)sfs_arg_num("run", "--restart-budget", optarg, 0, 1000000);
+			break;
+		case 'W':
+			cfg.window_ns = (uint64_t)sfs_arg_num("run", "--restart-window-ms", optarg, 1,
+							      INT32_MAX) * MS;
+			break;
+		case 'd':
+			cfg.duration_ns = (uint64_t)sfs_arg_num("run", "--duration-ms", optarg, 1,
+								INT32_MAX) * MS;
+			break;
+		case 'B': snprintf(cfg.bindir, sizeof(cfg.bindir), "%s", optarg); break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "sfs run: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (!cfg.job) {
+		fprintf(stderr, "sfs run: --job is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if (sfs_job_name_check(cfg.job)) {
+		fprintf(stderr, "sfs run: %s\n", sfs_last_error());
+		return 2;
+	}
+	if (cfg.heartbeat_ns * 3 > cfg.hang_ns) {
+		fprintf(stderr, "sfs run: --hang-timeout-ms must be at least 3 heartbeats\n");
+		return 2;
+	}
+	cfg.start_ns = cfg.hang_ns > 10000 * MS ? cfg.hang_ns : 10000 * MS;
+	if (!cfg.bindir[0]) {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+		if (n <= 0) {
+			fprintf(stderr, "sfs run: cannot find own binary: %s\n", strerror(errno));
+			return 1;
+		}
+		self[n] = '\0';
+		*strrchr(self, '/') = '\0';
+		snprintf(cfg.bindir, sizeof(cfg.bindir), "%s", self);
+	}
+	return 0;
+}
+
+int sfs_cmd_run(int argc, char **argv)
+{
+	struct sfs_proc_slot *me = NULL;
+	uint64_t generation = 1, t0, stop_at;
+	sigset_t set;
+	int rc = parse(argc, argv), failed = 0, sig = 0;
+
+	if (rc)
+		return rc;
+	sfs_log_init("sfs");
+	nnodes = sfs_node_count();
+	if (nnodes > MAX_NODES)
+		nnodes = MAX_NODES;
+
+	/* Every signal the loop handles is blocked and taken synchronously. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, &old_mask);
+
+	if (recover_stale(&generation))
+		return 1;
+	for (int n = 0; n < nnodes; n++) {
+		rc = sfs_seg_create(cfg.job, n, cfg.segment_bytes, generation, &segs[n]);
+		if (rc) {
+			sfs_log("%s", sfs_last_error());
+			destroy_segments();
+			return 1;
+		}
+		sfs_log("segment %s: %llu MiB on node %d, %s pages", segs[n].path,
+			(unsigned long long)(segs[n].size >> 20), n,
+			(segs[n].hdr->sh_flags & SFS_SEG_HUGE) ? "huge (hugetlbfs)" : "plain 4 KiB");
+	}
+	if (sfs_proc_register(&segs[0], SFS_ROLE_SUPERVISOR, 0, &me)) {
+		sfs_log("%s", sfs_last_error());
+		destroy_segments();
+		return 1;
+	}
+	plan_children();
+	for (unsigned i = 0; i < nkids; i++)
+		if (spawn(&kids[i]))
+			failed = 1;
+	sfs_log("job %s started: %u workers, %d compactor(s), 1 checkpointer (generation %llu)",
+		cfg.job, cfg.workers, nnodes, (unsigned long long)generation);
+
+	t0 = sfs_now_ns();
+	stop_at = cfg.duration_ns ? t0 + cfg.duration_ns : UINT64_MAX;
+	while (!failed) {
+		struct timespec tick = { 0, (long)TICK_NS };
+		uint64_t now;
+
+		sig = sigtimedwait(&set, NULL, &tick);
+		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+			break;
+		if (reap(1))
+			failed = 1;
+		now = sfs_now_ns();
+		tend(now);
+		sfs_proc_heartbeat(me);
+		if (now >= stop_at) {
+			sig = 0;
+			break;
+		}
+	}
+
+	sfs_log("stopping job %s (%s)", cfg.job,
+		failed ? "a child failed" : sig > 0 ? strsignal(sig) : "duration reached");
+	sfs_store_release(&segs[0].hdr->sh_shutdown, 1);
+	for (int n = 0; n < nnodes; n++) {
+		sfs_store_release(&segs[n].hdr->sh_shutdown, 1);
+		sfs_futex_wake(&segs[n].hdr->sh_shutdown, INT_MAX);
+	}
+	stop_role(SFS_ROLE_WORKER);
+	stop_role(SFS_ROLE_COMPACTOR);
+	stop_role(SFS_ROLE_CHECKPOINTER);
+	report(stdout);
+	fflush(stdout);
+	sfs_proc_unregister(me);
+	destroy_segments();
+	sfs_log("job %s stopped", cfg.job);
+	return failed ? 1 : 0;
+}
+
+int sfs_cmd_clean(int argc, char **argv)
+{
+	uint64_t generation = 0;
+
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: sfs clean --job NAME\n"
+		       "Removes the segments of a job whose supervisor is dead (and kills\n"
+		       "processes it left).  Refuses while the job runs.\n");
+		return 0;
+	}
+	if (argc != 3 || strcmp(argv[1], "--job")) {
+		fprintf(stderr, "usage: sfs clean --job NAME\n");
+		return 2;
+	}
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.job = argv[2];
+	if (sfs_job_name_check(cfg.job)) {
+		fprintf(stderr, "sfs clean: %s\n", sfs_last_error());
+		return 2;
+	}
+	sfs_log_init("sfs");
+	nnodes = sfs_node_count();
+	return recover_stale(&generation) ? 1 : 0;
+}
