@@ -119,7 +119,9 @@ int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step)
 	struct sfs_seg_hdr *h = c->seg.hdr;
 	uint64_t next_beat = 0;
 
-	while (!sfs_child_stop && !sfs_load_acquire(&h->sh_shutdown)) {
+	/* Only SIGTERM stops a child, not sh_shutdown: the supervisor stops
+	 * the roles in order (workers first), one signal per role. */
+	while (!sfs_child_stop) {
 		int did = step ? step(c, 256) : 0;
 		uint64_t now;
 
@@ -133,7 +135,8 @@ int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step)
 		}
 		if (did == 0) {
 			/* Idle: go offline so no grace period waits on a sleeper,
-			 * then sleep until a beat is due or shutdown is posted. */
+			 * then sleep until a beat is due; SIGTERM interrupts the
+			 * wait (EINTR). */
 			sfs_qsbr_offline(c->slot);
 			sfs_futex_wait(&h->sh_shutdown, 0, c->heartbeat_ns);
 			sfs_qsbr_online(h, c->slot);

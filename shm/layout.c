@@ -3,12 +3,15 @@
  * memory, as LMDB fingerprints its lock file: a hash over sizeof and offsetof
  * of each field.  A segment created by a build with another layout is
  * refused at attach ("layout fingerprint differs") instead of misread.
- * Add every new shared struct and field here; the _Static_asserts pin the
+ * Add every new shared struct and field here (or fold in its module's own
+ * fingerprint, as ring and alloc do); the _Static_asserts pin the
  * properties the code relies on (one cache line per slot, etc.).
  */
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shm/alloc.h"
+#include "shm/ring.h"
 #include "shm/segment.h"
 
 _Static_assert(sizeof(struct sfs_proc_slot) == SFS_CACHE_LINE, "a process slot is one cache line");
@@ -85,5 +88,11 @@ uint64_t sfs_layout_fingerprint(void)
 	F(h, struct sfs_region_desc, rd_off);
 	F(h, struct sfs_region_desc, rd_size);
 	F(h, struct sfs_region_desc, rd_name);
+
+	/* Structs placed inside regions keep their own fingerprints (checked
+	 * when a region or ring is attached); a segment of a build where they
+	 * differ is refused up front too. */
+	h = fnv(h, sfs_alloc_layout());
+	h = fnv(h, sfs_ring_layout());
 	return h;
 }

@@ -342,6 +342,35 @@ int sfs_seg_destroy(const char *job, int node)
 	return 0;
 }
 
+/*
+ * A segment left by another build of sfs (other version or layout) cannot be
+ * attached, but its identity prefix — every field before sh_job, frozen
+ * across versions for exactly this — still says who owns it: a dead owner's
+ * segment is stale whatever its layout; a live one is refused as running.
+ */
+static int check_stale_foreign_build(const char *path, int why, uint64_t *generation,
+				     pid_t *owner_pid)
+{
+	struct sfs_seg_hdr prefix;
+	char msg[256];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	snprintf(msg, sizeof(msg), "%s", sfs_last_error());
+	if (fd < 0)
+		return sfs__err(sfs__errno(), "segment %s: open: %s", path, strerror(errno));
+	n = pread(fd, &prefix, offsetof(struct sfs_seg_hdr, sh_job), 0);
+	close(fd);
+	if (n != (ssize_t)offsetof(struct sfs_seg_hdr, sh_job))
+		return sfs__err(why, "%s", msg);
+	*generation = prefix.sh_generation;
+	*owner_pid = prefix.sh_owner_pid;
+	if (sfs_proc_alive(prefix.sh_owner_pid, prefix.sh_owner_start))
+		return sfs__err(SFS_ERUNNING, "%s; its owner pid %d is alive", msg,
+				(int)prefix.sh_owner_pid);
+	return SFS_ESTALE;
+}
+
 int sfs_seg_check_stale(const char *job, int node, uint64_t *generation, pid_t *owner_pid)
 {
 	struct sfs_seg s;
@@ -353,6 +382,8 @@ int sfs_seg_check_stale(const char *job, int node, uint64_t *generation, pid_t *
 	if (access(path, F_OK) != 0)
 		return 0;
 	rc = sfs_seg_attach(job, node, &s);
+	if (rc == SFS_ELAYOUT || rc == SFS_EVERSION)
+		return check_stale_foreign_build(path, rc, generation, owner_pid);
 	if (rc)
 		return rc;
 	*generation = s.hdr->sh_generation;

@@ -122,7 +122,9 @@ struct sfs_region_desc {
 } __sfs_cache_aligned;
 
 struct sfs_seg_hdr {
-	/* Identity: written once by the creator, sh_magic last with release. */
+	/* Identity: written once by the creator, sh_magic last with release.
+	 * Every field before sh_job is frozen across format versions: a newer
+	 * build reads them to tell whether an old segment's owner is dead. */
 	uint64_t sh_magic;
 	uint32_t sh_version;
 	uint32_t sh_flags;        /* SFS_SEG_HUGE */
@@ -137,7 +139,8 @@ struct sfs_seg_hdr {
 	char     sh_job[SFS_JOB_NAME_MAX + 1];
 
 	/* Control: written by the supervisor. */
-	int32_t  sh_shutdown __sfs_cache_aligned; /* 0 running, 1 stopping: release + futex wake */
+	int32_t  sh_shutdown __sfs_cache_aligned; /* 0 running, 1 stopping (release); children
+	                           * sleep on it as a futex, stop on SIGTERM */
 	uint32_t sh_nchildren;    /* relaxed: entries used in sh_children */
 
 	/* Carving state: RMW by any region creator (rare, start-up). */

@@ -31,7 +31,6 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/procinfo.h"
-#include "shm/futex.h"
 #include "shm/proc.h"
 #include "supervisor/sup.h"
 
@@ -666,11 +665,9 @@ int sfs_cmd_run(int argc, char **argv)
 
 	sfs_log("stopping job %s (%s)", cfg.job,
 		failed ? "a child failed" : sig > 0 ? strsignal(sig) : "duration reached");
-	sfs_store_release(&segs[0].hdr->sh_shutdown, 1);
-	for (int n = 0; n < nnodes; n++) {
+	/* Tell observers; the children themselves are stopped role by role. */
+	for (int n = 0; n < nnodes; n++)
 		sfs_store_release(&segs[n].hdr->sh_shutdown, 1);
-		sfs_futex_wake(&segs[n].hdr->sh_shutdown, INT_MAX);
-	}
 	stop_role(SFS_ROLE_WORKER);
 	stop_role(SFS_ROLE_COMPACTOR);
 	stop_role(SFS_ROLE_CHECKPOINTER);

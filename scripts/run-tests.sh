@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs every test: the Criterion binaries in $BUILD/tests (each test in its
+# own process, $JOBS at a time) and the end-to-end scripts tests/e2e_*.sh
+# (which print TAP-style "ok - ..." / "not ok - ..." lines and run the real
+# binaries in $SFS_BIN).  Each binary or script is bounded by $TEST_TIMEOUT.
+# Ends with one line "N passed, N failed" and a non-zero exit on any failure.
+set -u
+BUILD=${BUILD:-build}
+JOBS=${JOBS:-2}
+TEST_TIMEOUT=${TEST_TIMEOUT:-300}
+export SFS_BIN=${SFS_BIN:-$PWD/bin}
+log_dir=$BUILD/test-logs
+mkdir -p "$log_dir"
+
+passed=0 failed=0
+failures=()
+
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	start=$(date +%s)
+	timeout -k 10 "$TEST_TIMEOUT" "$t" --jobs "$JOBS" >"$log_dir/$name.log" 2>&1
+	rc=$?
+	syn=$(grep -a 'Synthesis:' "$log_dir/$name.log" | tail -n 1)
+	p=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$syn")
+	f=$(sed -n 's/.*Failing: \([0-9]*\).*/\1/p' <<<"$syn")
+	c=$(sed -n 's/.*Crashing: \([0-9]*\).*/\1/p' <<<"$syn")
+	p=${p:-0} f=${f:-0} c=${c:-0}
+	if [ -z "$syn" ] || [ $rc -ne 0 ] && [ $((f + c)) -eq 0 ]; then
+		f=$((f + 1))	# timed out or died without a synthesis line
+	fi
+	passed=$((passed + p)); failed=$((failed + f + c))
+	printf '%-28s %3d passed %3d failed  %4ds\n' "$name" "$p" $((f + c)) $(($(date +%s) - start))
+	if [ $((f + c)) -ne 0 ]; then
+		failures+=("$name")
+		grep -a -E '\[----\]|\[FAIL\]|CRASH|Timed out|Synthesis' "$log_dir/$name.log" | head -n 40
+		[ $rc -eq 124 ] && echo "  $name: timed out after ${TEST_TIMEOUT}s"
+	fi
+done
+
+for s in tests/e2e_*.sh; do
+	[ -f "$s" ] || continue
+	name=$(basename "$s" .sh)
+	start=$(date +%s)
+	timeout -k 10 "$TEST_TIMEOUT" bash "$s" >"$log_dir/$name.log" 2>&1
+	rc=$?
+	p=$(grep -a -c '^ok - ' "$log_dir/$name.log")
+	f=$(grep -a -c '^not ok - ' "$log_dir/$name.log")
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+	fi
+	passed=$((passed + p)); failed=$((failed + f))
+	printf '%-28s %3d passed %3d failed  %4ds\n' "$name" "$p" "$f" $(($(date +%s) - start))
+	if [ "$f" -ne 0 ]; then
+		failures+=("$name")
+		grep -a -E '^not ok|^#' "$log_dir/$name.log" | head -n 40
+		[ $rc -eq 124 ] && echo "  $name: timed out after ${TEST_TIMEOUT}s"
+	fi
+done
+
+[ ${#failures[@]} -ne 0 ] && echo "failed: ${failures[*]} (logs in $log_dir)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,262 @@
+/*
+ * test_segment.c — segments: create, attach from another process, the
+ * checks that refuse a foreign or mismatched segment (each naming its
+ * field), regions, stale detection, destroy.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "common/err.h"
+#include "shm/segment.h"
+#include "tests/helpers.h"
+
+#define SEG_SIZE (4u << 20)
+
+/* Patch @len bytes at @off of the segment file of @job, behind its back. */
+static void poke(const char *job, off_t off, const void *val, size_t len)
+{
+	char path[256];
+	int fd;
+
+	cr_assert_eq(sfs_seg_path(job, 0, path, sizeof(path)), 0);
+	fd = open(path, O_RDWR);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pwrite(fd, val, len, off), (ssize_t)len);
+	close(fd);
+}
+
+Test(segment, create_attach_destroy)
+{
+	struct sfs_seg a, b;
+	char job[64];
+	struct stat st;
+
+	th_job(job, sizeof(job), "seg");
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 7, &a), 0, "%s", sfs_last_error());
+	cr_assert_eq(fstat(a.fd, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
+	cr_assert_eq(a.hdr->sh_generation, 7);
+	cr_assert_eq(a.hdr->sh_owner_pid, getpid());
+	cr_assert_str_eq(a.hdr->sh_job, job);
+
+	/* A second create of the same job fails: one group per job. */
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &b), -EEXIST);
+
+	cr_assert_eq(sfs_seg_attach(job, 0, &b), 0, "%s", sfs_last_error());
+	cr_assert_eq(b.size, a.size);
+	cr_assert_eq(b.hdr->sh_fingerprint, sfs_layout_fingerprint());
+	sfs_seg_detach(&b);
+	sfs_seg_detach(&a);
+	cr_assert_eq(sfs_seg_destroy(job, 0), 0);
+	cr_assert_eq(sfs_seg_attach(job, 0, &b), -ENOENT);
+	cr_assert(strstr(sfs_last_error(), "not running") || strstr(sfs_last_error(), "open"));
+}
+
+Test(segment, bad_job_names)
+{
+	struct sfs_seg s;
+
+	cr_assert_eq(sfs_seg_create("", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs_seg_create("a/b", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs_seg_create("0123456789012345678901234567890123456789012345678", 0,
+				    SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "job name"));
+}
+
+struct child_arg {
+	const char *job;
+	uint64_t off;
+};
+
+/* Attach in another process (another address), find the region by name,
+ * check the parent's bytes and answer through the region. */
+static int child_attach(void *p)
+{
+	struct child_arg *a = p;
+	struct sfs_seg s;
+	uint64_t off = 0, size = 0;
+	uint64_t *words;
+
+	if (sfs_seg_attach(a->job, 0, &s))
+		return 10;
+	if (sfs_seg_region_find(&s, "test.region", &off, &size) || off != a->off || size < 4096)
+		return 11;
+	words = sfs_seg_ptr(&s, off);
+	if (words[0] != 0x1234567890abcdefull)
+		return 12;
+	words[1] = (uint64_t)getpid();
+	sfs_seg_detach(&s);
+	return 0;
+}
+
+Test(segment, regions_across_processes)
+{
+	struct sfs_seg s;
+	struct child_arg a;
+	char job[64];
+	uint64_t off, off2, *words;
+	pid_t pid;
+
+	th_job(job, sizeof(job), "reg");
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_region_create(&s, "test.region", 100, SFS_ROLE_WORKER, &off), 0);
+	cr_assert_eq(off % 4096, 0, "regions are page aligned");
+	cr_assert_eq(sfs_seg_region_create(&s, "test.region", 100, SFS_ROLE_WORKER, &off2), -EEXIST);
+	cr_assert_eq(sfs_seg_region_create(&s, "other", 5000, SFS_ROLE_WORKER, &off2), 0);
+	cr_assert_geq(off2, off + 4096, "regions do not overlap");
+	cr_assert_eq(sfs_seg_region_create(&s, "huge", 1ull << 40, SFS_ROLE_WORKER, &off2), SFS_EFULL);
+	cr_assert(strstr(sfs_last_error(), "huge"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_region_find(&s, "nope", &off2, NULL), -ENOENT);
+
+	words = sfs_seg_ptr(&s, off);
+	words[0] = 0x1234567890abcdefull;
+	a.job = job;
+	a.off = off;
+	pid = th_fork(child_attach, &a);
+	cr_assert_eq(th_exit_code(th_wait(pid, 10000)), 0);
+	cr_assert_eq(words[1], (uint64_t)pid, "the child's write is visible here");
+	sfs_seg_detach(&s);
+	sfs_seg_destroy(job, 0);
+}
+
+/* Every identity field of the header is checked, and the error names it. */
+Test(segment, mismatch_is_refused_naming_the_field)
+{
+	struct sfs_seg s, t;
+	char job[64];
+	uint64_t bad64 = 0xdeadbeefull;
+	uint32_t bad32 = SFS_SEG_VERSION + 1;
+
+	th_job(job, sizeof(job), "mis");
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), 0);
+	sfs_seg_detach(&s);
+
+	poke(job, offsetof(struct sfs_seg_hdr, sh_fingerprint), &bad64, 8);
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_ELAYOUT);
+	cr_assert(strstr(sfs_last_error(), "layout fingerprint"), "%s", sfs_last_error());
+	bad64 = sfs_layout_fingerprint();
+	poke(job, offsetof(struct sfs_seg_hdr, sh_fingerprint), &bad64, 8);
+
+	poke(job, offsetof(struct sfs_seg_hdr, sh_version), &bad32, 4);
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EVERSION);
+	cr_assert(strstr(sfs_last_error(), "format version is 2"), "%s", sfs_last_error());
+	bad32 = SFS_SEG_VERSION;
+	poke(job, offsetof(struct sfs_seg_hdr, sh_version), &bad32, 4);
+
+	bad64 = 0x4141414141414141ull;
+	poke(job, offsetof(struct sfs_seg_hdr, sh_magic), &bad64, 8);
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EMAGIC);
+	cr_assert(strstr(sfs_last_error(), "magic"), "%s", sfs_last_error());
+	bad64 = SFS_SEG_MAGIC;
+	poke(job, offsetof(struct sfs_seg_hdr, sh_magic), &bad64, 8);
+
+	poke(job, offsetof(struct sfs_seg_hdr, sh_job), "other-job", 10);
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EFOREIGN);
+	cr_assert(strstr(sfs_last_error(), "other-job"), "%s", sfs_last_error());
+	poke(job, offsetof(struct sfs_seg_hdr, sh_job), job, strlen(job) + 1);
+
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), 0, "restored header attaches: %s",
+		     sfs_last_error());
+	sfs_seg_detach(&t);
+	sfs_seg_destroy(job, 0);
+}
+
+Test(segment, truncated_or_foreign_file_is_refused)
+{
+	char job[64], path[256];
+	struct sfs_seg t;
+	int fd;
+
+	th_job(job, sizeof(job), "trunc");
+	cr_assert_eq(sfs_seg_path(job, 0, path, sizeof(path)), 0);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, "garbage", 7), 7);
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EMAGIC);
+	cr_assert(strstr(sfs_last_error(), "smaller than a header"), "%s", sfs_last_error());
+	cr_assert_eq(ftruncate(fd, 1 << 20), 0);
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EMAGIC);
+	close(fd);
+	unlink(path);
+}
+
+Test(segment, another_uid_or_mode_is_refused)
+{
+	struct sfs_seg s, t;
+	char job[64], path[256];
+
+	th_job(job, sizeof(job), "uid");
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), 0);
+	cr_assert_eq(sfs_seg_path(job, 0, path, sizeof(path)), 0);
+
+	cr_assert_eq(chmod(path, 0644), 0);
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EFOREIGN);
+	cr_assert(strstr(sfs_last_error(), "mode 644"), "%s", sfs_last_error());
+	cr_assert_eq(chmod(path, 0600), 0);
+
+	if (geteuid() == 0) {
+		/* As root, hand the file to nobody: attach must refuse it
+		 * although root could open it. */
+		cr_assert_eq(chown(path, 65534, 65534), 0);
+		cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EFOREIGN);
+		cr_assert(strstr(sfs_last_error(), "uid 65534"), "%s", sfs_last_error());
+		cr_assert_eq(chown(path, 0, 0), 0);
+	}
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), 0);
+	sfs_seg_detach(&t);
+	sfs_seg_detach(&s);
+	sfs_seg_destroy(job, 0);
+}
+
+static int child_create_and_die(void *p)
+{
+	struct sfs_seg s;
+
+	if (sfs_seg_create(p, 0, SEG_SIZE, 41, &s))
+		return 10;
+	return 0;	/* exits without destroy: the segment is now stale */
+}
+
+Test(segment, stale_segment_is_found_by_dead_owner)
+{
+	char job[64];
+	uint64_t gen = 0;
+	pid_t owner = 0, pid;
+	struct sfs_seg s;
+
+	th_job(job, sizeof(job), "stale");
+	cr_assert_eq(sfs_seg_check_stale(job, 0, &gen, &owner), 0, "none yet");
+
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 5, &s), 0);
+	cr_assert_eq(sfs_seg_check_stale(job, 0, &gen, &owner), SFS_ERUNNING,
+		     "the owner (this process) lives");
+	cr_assert(strstr(sfs_last_error(), "running"));
+	sfs_seg_detach(&s);
+	sfs_seg_destroy(job, 0);
+
+	pid = th_fork(child_create_and_die, job);
+	cr_assert_eq(th_exit_code(th_wait(pid, 10000)), 0);
+	cr_assert_eq(sfs_seg_check_stale(job, 0, &gen, &owner), SFS_ESTALE);
+	cr_assert_eq(owner, pid);
+	cr_assert_eq(gen, 41);
+	cr_assert_eq(sfs_seg_destroy(job, 0), 0);
+}
+
+/* A segment of another build (other layout) whose owner died is still
+ * recognised as stale from its frozen identity prefix. */
+Test(segment, stale_segment_of_another_build)
+{
+	char job[64];
+	uint64_t gen = 0, bad = 0x1111ull;
+	pid_t owner = 0, pid;
+
+	th_job(job, sizeof(job), "stalex");
+	pid = th_fork(child_create_and_die, job);
+	cr_assert_eq(th_exit_code(th_wait(pid, 10000)), 0);
+	poke(job, offsetof(struct sfs_seg_hdr, sh_fingerprint), &bad, 8);
+	cr_assert_eq(sfs_seg_check_stale(job, 0, &gen, &owner), SFS_ESTALE);
+	cr_assert_eq(owner, pid);
+	cr_assert_eq(gen, 41);
+	cr_assert_eq(sfs_seg_destroy(job, 0), 0);
+}
