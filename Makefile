@@ -47,6 +47,8 @@ BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test run asan bench soak clean
+# Keep objects make would treat as intermediates (role mains).
+.SECONDARY:
 all: $(DEPS_OK) $(LIB) $(BINS)
 
 # The build installs its own packages (idempotent: dpkg is asked first).
@@ -82,6 +84,7 @@ test: all $(TEST_BINS)
 	@BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) JOBS=$(JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) ./scripts/run-tests.sh
 
 asan:
+	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) ASAN_OPTIONS=abort_on_error=0 \
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin ALLOC_LIB= OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 

@@ -5,6 +5,8 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include "common/err.h"
@@ -259,4 +261,62 @@ Test(segment, stale_segment_of_another_build)
 	cr_assert_eq(owner, pid);
 	cr_assert_eq(gen, 41);
 	cr_assert_eq(sfs_seg_destroy(job, 0), 0);
+}
+
+/* Huge pages: with a hugetlbfs mount and free huge pages the segment lives
+ * there and says so.  Needs root; the mount is made in a private mount
+ * namespace so the tests running beside this one never see it, and the
+ * machine's huge page pool is put back as it was. */
+Test(segment, hugetlbfs_when_the_machine_has_huge_pages)
+{
+	char dir[] = "/tmp/sfs-huge-XXXXXX", job[64], buf[32];
+	struct sfs_seg s, t;
+	long before = -1;
+	FILE *f;
+
+	if (geteuid() != 0 || unshare(CLONE_NEWNS) != 0 ||
+	    mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		cr_skip_test("needs root and mount namespaces");
+	f = fopen("/proc/sys/vm/nr_hugepages", "r+");
+	if (!f || !fgets(buf, sizeof(buf), f))
+		cr_skip_test("no huge page pool");
+	before = atol(buf);
+	if (before < 4) {
+		rewind(f);
+		fprintf(f, "%ld\n", before + 4);
+	}
+	fclose(f);
+	cr_assert_not_null(mkdtemp(dir));
+	if (mount("nodev", dir, "hugetlbfs", 0, NULL) != 0) {
+		rmdir(dir);
+		cr_skip_test("cannot mount hugetlbfs");
+	}
+	setenv("SFS_HUGETLBFS", dir, 1);
+	th_job(job, sizeof(job), "huge");
+	int rc = sfs_seg_create(job, 0, 3u << 20, 1, &s);
+	int huge = rc == 0 && (s.hdr->sh_flags & SFS_SEG_HUGE);
+	uint64_t page = rc == 0 ? s.hdr->sh_page_size : 0;
+	int attached = rc == 0 && sfs_seg_attach(job, 0, &t) == 0;
+
+	if (attached) {
+		cr_expect(strncmp(t.path, dir, strlen(dir)) == 0, "attach finds %s", t.path);
+		sfs_seg_detach(&t);
+	}
+	if (rc == 0) {
+		sfs_seg_detach(&s);
+		sfs_seg_destroy(job, 0);
+	}
+	umount(dir);
+	rmdir(dir);
+	if (before >= 0 && before < 4) {
+		f = fopen("/proc/sys/vm/nr_hugepages", "w");
+		if (f) {
+			fprintf(f, "%ld\n", before);
+			fclose(f);
+		}
+	}
+	cr_assert_eq(rc, 0, "%s", sfs_last_error());
+	cr_assert(huge, "segment is on huge pages");
+	cr_assert_geq(page, 2u << 20);
+	cr_assert(attached);
 }
