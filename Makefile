@@ -24,6 +24,7 @@ TEST_TIMEOUT ?= 300
 PKGS    := liburcu rocksdb liblz4 libzstd numa
 # jemalloc is the malloc of every sfs process (not under ASan, which brings its own);
 # --no-as-needed keeps it linked although no symbol is asked of it by name.
+EXPECT_ALLOC ?= jemalloc
 ALLOC_LIB ?= -Wl,--no-as-needed $(shell pkg-config --libs jemalloc 2>/dev/null) -Wl,--as-needed
 DEPS_OK := $(BUILD)/.deps-ok
 
@@ -81,11 +82,11 @@ $(BUILD)/bench/%: bench/%.c $(LIB) $(BINS)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 test: all $(TEST_BINS)
-	@BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) JOBS=$(JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) ./scripts/run-tests.sh
+	@BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) SFS_EXPECT_ALLOC=$(EXPECT_ALLOC) JOBS=$(JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) ./scripts/run-tests.sh
 
 asan:
 	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) ASAN_OPTIONS=abort_on_error=0 \
-	$(MAKE) BUILD=build-asan BIN=build-asan/bin ALLOC_LIB= OPT="-O1 -g" \
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin ALLOC_LIB= EXPECT_ALLOC=libc OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 run: all

@@ -5,6 +5,8 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <numa.h>
+#include <numaif.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -319,4 +321,23 @@ Test(segment, hugetlbfs_when_the_machine_has_huge_pages)
 	cr_assert(huge, "segment is on huge pages");
 	cr_assert_geq(page, 2u << 20);
 	cr_assert(attached);
+}
+
+/* The segment's pages are bound to the NUMA node it was created for. */
+Test(segment, memory_is_bound_to_its_node)
+{
+	struct sfs_seg s;
+	char job[64];
+	unsigned long mask[16] = { 0 };
+	int mode = -1;
+
+	if (numa_available() < 0)
+		cr_skip_test("no NUMA support");
+	th_job(job, sizeof(job), "numa");
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), 0);
+	cr_assert_eq(get_mempolicy(&mode, mask, sizeof(mask) * 8, s.hdr, MPOL_F_ADDR), 0);
+	cr_assert_eq(mode, MPOL_BIND, "policy %d", mode);
+	cr_assert_eq(mask[0] & 1ul, 1ul, "node 0 in the mask");
+	sfs_seg_detach(&s);
+	sfs_seg_destroy(job, 0);
 }
