@@ -36,7 +36,9 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -lpthread -lm
 CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
 
-LIB_SRCS := $(wildcard common/*.c shm/*.c layout/*.c)
+# Every subsystem's modules go into the library; each role's main.c is its binary.
+LIB_SRCS := $(filter-out %/main.c,$(wildcard common/*.c shm/*.c layout/*.c \
+              worker/*.c compactor/*.c checkpointer/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfs.a
 
