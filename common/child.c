@@ -135,11 +135,28 @@ int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step)
 		}
 		if (did == 0) {
 			/* Idle: go offline so no grace period waits on a sleeper,
-			 * then sleep until a beat is due; SIGTERM interrupts the
-			 * wait (EINTR). */
+			 * announce the sleep, look for work once more (a bump
+			 * between the two is then either seen or changes the
+			 * word), and sleep until woken, a beat is due or SIGTERM
+			 * interrupts the wait (EINTR). */
+			int32_t *word = c->wake_word ? c->wake_word : &h->sh_shutdown;
+			int32_t seen = sfs_load_acquire(word);
+			uint64_t nap = c->idle_ns && c->idle_ns < c->heartbeat_ns ? c->idle_ns
+										   : c->heartbeat_ns;
+
 			sfs_qsbr_offline(c->slot);
-			sfs_futex_wait(&h->sh_shutdown, 0, c->heartbeat_ns);
+			if (c->wake_flag) {
+				sfs_store_relaxed(c->wake_flag, 1);
+				cmm_smp_mb();
+				did = step ? step(c, 256) : 0;
+			}
+			if (did == 0)
+				sfs_futex_wait(word, seen, nap);
+			if (c->wake_flag)
+				sfs_store_relaxed(c->wake_flag, 0);
 			sfs_qsbr_online(h, c->slot);
+			if (did < 0)
+				return did;
 		}
 	}
 	return 0;

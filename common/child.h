@@ -20,6 +20,14 @@ struct sfs_child {
 	uint64_t heartbeat_ns;      /* beat period */
 	struct sfs_seg seg;
 	struct sfs_proc_slot *slot;
+	/* Idle sleep, set by the role: a futex word other processes bump when
+	 * there is work (NULL: the segment's shutdown word, i.e. just a timed
+	 * sleep), the flag that tells them a sleeper needs a wake, and how long
+	 * to sleep at most this round (0: one beat; a step sets it shorter
+	 * while it polls for a grace period). */
+	int32_t *wake_word;
+	int32_t *wake_flag;
+	uint64_t idle_ns;
 };
 
 /* Set by SIGTERM/SIGINT; the loop ends at its next check. */

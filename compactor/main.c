@@ -1,27 +1,51 @@
 /*
- * compactor/main.c — sfs-compactor: one process of the supervised group.
+ * compactor/main.c — sfs-compactor: one per NUMA node.
  *
- * Its job: flushing sealed write buffers to RocksDB or the table store, publishing versions, background compaction (the state and flush-target issues).
- * Until that lands it does only what every child does (common/child.c):
- * attach, register, heartbeat, report quiescent states, stop on SIGTERM.
- * It does no pretend work.
+ * Flushes the sealed write buffers of every worker on its node to the flush
+ * target (today the `memory` target: compactor/flush.c, target/memory.c),
+ * publishes each flushed version, and hands buffers back after a grace
+ * period.  It sleeps on the segment's doorbell when there is nothing to do;
+ * workers ring it at their barriers.
  */
 #include <stdlib.h>
 
 #include "common/child.h"
 #include "common/log.h"
+#include "compactor/flush.h"
+
+#define STORE_BYTES_DEFAULT (256ull << 20)
+
+static struct sfs_flusher flusher;
+
+static int step(struct sfs_child *c, unsigned budget)
+{
+	int pending = 0;
+	int rc = sfs_flusher_step(&flusher, budget * 16, &pending);
+
+	/* While a grace period or a failed flush is pending, poll every
+	 * millisecond instead of sleeping a whole beat. */
+	c->idle_ns = pending ? 1000000ull : 0;
+	return rc;
+}
 
 int main(int argc, char **argv)
 {
 	struct sfs_child c;
+	const char *env = getenv("SFS_STORE_MB");
+	uint64_t store = env ? strtoull(env, NULL, 10) << 20 : STORE_BYTES_DEFAULT;
 	int rc;
 
 	sfs_child_args(&c, SFS_ROLE_COMPACTOR, argc, argv);
 	if (sfs_child_start(&c))
 		return 1;
-	sfs_log("attached to job %s (segment %s), slot %ld",
-		c.job, c.seg.path, (long)(c.slot - c.seg.hdr->sh_procs));
-	rc = sfs_child_loop(&c, NULL);
+	c.wake_word = &c.seg.hdr->sh_bell;
+	c.wake_flag = &c.seg.hdr->sh_bell_sleeping;
+	sfs_flusher_init(&flusher, &c.seg, c.slot, store);
+	sfs_log("attached to job %s (segment %s), flushing to the memory target", c.job, c.seg.path);
+	rc = sfs_child_loop(&c, step);
+	if (rc)
+		sfs_log("flush loop stopped: %s", sfs_last_error());
+	sfs_flusher_fini(&flusher);
 	sfs_child_finish(&c);
 	sfs_log("stopped");
 	return rc ? 1 : 0;

@@ -81,6 +81,106 @@ void sfs_online(sfs_handle_t *h);
 void sfs_quiescent(sfs_handle_t *h);
 void sfs_offline(sfs_handle_t *h);
 
+/* ------------------------------------------------------------------------
+ * Keyed state (used by worker processes)
+ *
+ * A worker opens its context once; it owns the key-group range Flink
+ * assigns to its index.  Every write goes to its active write buffer in
+ * shared memory; sfs_barrier() seals it in O(1) and hands it to the node's
+ * compactor.  Reads look in the active buffer, the sealed buffers newest
+ * first, the value cache and the flushed store, in that order.
+ *
+ * Views returned by reads are zero-copy and stay valid until the caller's
+ * next quiescent point: sfs_ctx_quiescent(), sfs_barrier() or a write that
+ * returned SFS_EFULL-and-retried internally (any write may spill).  Copy
+ * what must live longer.  A context is single-threaded.
+ * ------------------------------------------------------------------------ */
+
+typedef struct sfs_ctx sfs_ctx_t;
+
+enum sfs_state_kind {
+	SFS_STATE_VALUE = 1,    /* get / put / delete */
+	SFS_STATE_COUNTER = 2,  /* int64 blind adds (merge), get */
+	SFS_STATE_MAP = 3,      /* reserved: key -> {user key -> value} */
+	SFS_STATE_LIST = 4,     /* reserved: append, read all, clear */
+};
+
+#define SFS_KEY_MAX   (64u * 1024 - 4)     /* user key bytes (4 go to kg + state id) */
+#define SFS_VALUE_MAX (16u * 1024 * 1024)  /* value bytes */
+
+struct sfs_worker_opts {
+	uint32_t parallelism;      /* workers of the job (0: 1) */
+	uint32_t max_parallelism;  /* key groups (0: 128) */
+	uint32_t buffers;          /* write buffers, >= 2 (0: 4) */
+	uint64_t buffer_bytes;     /* bytes per buffer (0: 16 MiB) */
+	uint64_t buffer_keys;      /* keys per buffer (0: buffer_bytes / 64) */
+	uint64_t cache_bytes;      /* value cache (0: 8 MiB; reserved) */
+	uint64_t stall_timeout_ns; /* back-pressure wait bound (0: forever) */
+};
+
+struct sfs_view {
+	const void *data;   /* NULL when absent */
+	uint32_t len;
+};
+
+/*
+ * sfs_worker_open - attach to @job's segment (node @node) as worker
+ * @worker and find or create its region.  A region that exists belongs to a
+ * previous incarnation: its active buffer is dropped (rollback to the last
+ * barrier), its sealed buffers stay for the compactor.
+ */
+int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *o,
+		    sfs_ctx_t **out);
+int sfs_worker_close(sfs_ctx_t *c);
+
+/* Find or register a named state; SFS_EUSAGE if it exists with another kind. */
+int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id);
+
+/* The key group of a key (Flink's assignment) and whether this worker owns it. */
+uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen);
+
+int sfs_value_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		  const void *val, size_t vlen);
+int sfs_value_delete(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen);
+/* 1 and a view when present, 0 when absent, or an error. */
+int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		  struct sfs_view *out);
+
+int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		    int64_t delta);
+/* 1 and the value when present, 0 (and *out = 0) when absent. */
+int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		    int64_t *out);
+
+/* A batch of point reads of one state: results[i] as sfs_value_get. */
+struct sfs_key {
+	uint64_t ns;
+	const void *key;
+	uint32_t klen;
+};
+int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsigned n,
+		 struct sfs_view *views, int *results);
+
+/*
+ * sfs_barrier - seal the active buffer for checkpoint @id and swap in a
+ * free one: O(1), no copy, no allocation; queues a flush request to the
+ * compactor.  When no buffer is free it waits (offline, on a futex) until
+ * the compactor frees one, counting the stall: back-pressure, never loss.
+ * Also a quiescent point.  SFS_ETIMEDOUT if stall_timeout_ns passed.
+ */
+int sfs_barrier(sfs_ctx_t *c, uint64_t id);
+
+/* Report a quiescent state (between input batches): plain stores. */
+void sfs_ctx_quiescent(sfs_ctx_t *c);
+
+struct sfs_worker_stats {
+	uint64_t seq, barriers, spills, stalls, stall_ns;
+	uint64_t flushed_seq, flushes;
+	uint32_t buffers_free, buffers_sealed;
+	uint64_t active_entries, active_bytes;
+};
+void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st);
+
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 

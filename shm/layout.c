@@ -13,6 +13,9 @@
 #include "shm/alloc.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
+#include "target/memory.h"
+#include "worker/wbuf.h"
+#include "worker/wctl.h"
 
 _Static_assert(sizeof(struct sfs_proc_slot) == SFS_CACHE_LINE, "a process slot is one cache line");
 _Static_assert(sizeof(struct sfs_child_desc) == SFS_CACHE_LINE, "a child entry is one cache line");
@@ -56,6 +59,9 @@ uint64_t sfs_layout_fingerprint(void)
 	F(h, struct sfs_seg_hdr, sh_bump);
 	F(h, struct sfs_seg_hdr, sh_data_off);
 	F(h, struct sfs_seg_hdr, sh_qsbr_token);
+	F(h, struct sfs_seg_hdr, sh_bell);
+	F(h, struct sfs_seg_hdr, sh_bell_sleeping);
+	F(h, struct sfs_seg_hdr, sh_states);
 	F(h, struct sfs_seg_hdr, sh_children);
 	F(h, struct sfs_seg_hdr, sh_regions);
 	F(h, struct sfs_seg_hdr, sh_procs);
@@ -82,6 +88,12 @@ uint64_t sfs_layout_fingerprint(void)
 	F(h, struct sfs_child_desc, cd_last_status);
 	F(h, struct sfs_child_desc, cd_started_ns);
 
+	S(h, struct sfs_state_desc);
+	F(h, struct sfs_state_desc, sd_state);
+	F(h, struct sfs_state_desc, sd_kind);
+	F(h, struct sfs_state_desc, sd_merge);
+	F(h, struct sfs_state_desc, sd_name);
+
 	S(h, struct sfs_region_desc);
 	F(h, struct sfs_region_desc, rd_state);
 	F(h, struct sfs_region_desc, rd_owner_role);
@@ -94,5 +106,8 @@ uint64_t sfs_layout_fingerprint(void)
 	 * differ is refused up front too. */
 	h = fnv(h, sfs_alloc_layout());
 	h = fnv(h, sfs_ring_layout());
+	h = fnv(h, sfs_wbuf_layout());
+	h = fnv(h, sfs_wctl_layout());
+	h = fnv(h, sfs_mstore_layout());
 	return h;
 }

@@ -121,6 +121,25 @@ struct sfs_region_desc {
 	char     rd_name[SFS_REGION_NAME_MAX]; /* creator, before READY */
 } __sfs_cache_aligned;
 
+/*
+ * State registry entry: a named state of the job and its kind, in the order
+ * registered; the index is the state id every buffered key carries.
+ * Claimed like a region entry: CAS FREE -> CLAIMED, fill, release READY.
+ * Two processes registering one name at once may both claim; the one with
+ * the higher index then marks its entry DUPLICATE and uses the lower.
+ */
+#define SFS_MAX_STATES 256
+#define SFS_STATE_NAME_MAX 48
+enum { SFS_SDESC_FREE = 0, SFS_SDESC_CLAIMED, SFS_SDESC_READY, SFS_SDESC_DUPLICATE };
+
+struct sfs_state_desc {
+	uint32_t sd_state;     /* CAS by registrar, release READY */
+	uint32_t sd_kind;      /* registrar, before READY: enum sfs_state_kind */
+	uint32_t sd_merge;     /* registrar, before READY: merge operator index */
+	uint32_t sd_pad;
+	char     sd_name[SFS_STATE_NAME_MAX]; /* registrar, before READY */
+} __sfs_cache_aligned;
+
 struct sfs_seg_hdr {
 	/* Identity: written once by the creator, sh_magic last with release.
 	 * Every field before sh_job is frozen across format versions: a newer
@@ -149,6 +168,14 @@ struct sfs_seg_hdr {
 
 	/* QSBR token: RMW by updaters (full barrier), acquire by readers. */
 	uint64_t sh_qsbr_token __sfs_cache_aligned;
+
+	/* The compactor's doorbell: workers bump it (RMW, at barriers only) and
+	 * wake it when sh_bell_sleeping says it sleeps; the compactor sets and
+	 * clears sh_bell_sleeping around its futex wait. */
+	int32_t  sh_bell __sfs_cache_aligned;
+	int32_t  sh_bell_sleeping;
+
+	struct sfs_state_desc  sh_states[SFS_MAX_STATES];
 
 	struct sfs_child_desc  sh_children[SFS_MAX_CHILDREN];
 	struct sfs_region_desc sh_regions[SFS_MAX_REGIONS];

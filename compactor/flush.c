@@ -1,0 +1,243 @@
+/*
+ * flush.c — the compactor's flush cycle (see flush.h).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "compactor/flush.h"
+#include "shm/futex.h"
+#include "shm/qsbr.h"
+
+#define SCAN_PERIOD_NS (50 * 1000000ull)
+
+void sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
+		      const struct sfs_proc_slot *self, uint64_t store_bytes)
+{
+	memset(f, 0, sizeof(*f));
+	f->seg = seg;
+	f->self = self;
+	f->store_bytes = store_bytes;
+}
+
+void sfs_flusher_fini(struct sfs_flusher *f)
+{
+	for (uint32_t i = 0; i < f->nworkers; i++) {
+		if (f->w[i].open)
+			sfs_mstore_close(&f->w[i].store);
+		free(f->w[i].offs);
+	}
+	memset(f->w, 0, sizeof(f->w));
+}
+
+/* Open worker @w's region and store; RETIRING buffers left by a previous
+ * compactor get a fresh grace period. */
+static int open_worker(struct sfs_flusher *f, uint32_t w)
+{
+	struct sfs_flush_worker *fw = &f->w[w];
+	int rc = sfs_wctl_attach(f->seg, w, &fw->ctl, &fw->ring, fw->buf);
+
+	if (rc)
+		return rc;
+	rc = sfs_mstore_open(f->seg, w, f->store_bytes, f->self, &fw->store);
+	if (rc) {
+		if (!fw->failing)
+			sfs_log("worker %u: cannot open its store: %s", w, sfs_last_error());
+		fw->failing = 1;
+		return rc;
+	}
+	fw->failing = 0;
+	fw->worker = w;
+	fw->cur = -1;
+	for (uint32_t i = 0; i < fw->ctl->wc_nbufs; i++)
+		if (sfs_load_acquire(&fw->ctl->wc_buf[i].wb_state) == SFS_BUF_RETIRING)
+			fw->retire_token[i] = sfs_qsbr_start(f->seg->hdr);
+	fw->open = 1;
+	if (w + 1 > f->nworkers)
+		f->nworkers = w + 1;
+	return 0;
+}
+
+/* New workers: regions named worker.<w> this compactor has not opened. */
+static void scan(struct sfs_flusher *f)
+{
+	const struct sfs_seg_hdr *h = f->seg->hdr;
+
+	for (unsigned i = 0; i < SFS_MAX_REGIONS; i++) {
+		const struct sfs_region_desc *d = &h->sh_regions[i];
+		unsigned w;
+		char tail;
+
+		if (sfs_load_acquire(&d->rd_state) == SFS_REGION_FREE)
+			break;
+		if (sfs_load_acquire(&d->rd_state) != SFS_REGION_READY ||
+		    sscanf(d->rd_name, "worker.%u%c", &w, &tail) != 1 || w >= SFS_FLUSH_MAX_WORKERS ||
+		    f->w[w].open)
+			continue;
+		if (open_worker(f, w) == 0)
+			sfs_log("flushing worker %u", w);
+	}
+}
+
+/* The SEALED buffer with the lowest seq, or -1. */
+static int next_sealed(struct sfs_flush_worker *fw)
+{
+	int best = -1;
+
+	for (uint32_t i = 0; i < fw->ctl->wc_nbufs; i++)
+		if (sfs_load_acquire(&fw->ctl->wc_buf[i].wb_state) == SFS_BUF_SEALED &&
+		    (best < 0 || fw->ctl->wc_buf[i].wb_seq < fw->ctl->wc_buf[best].wb_seq))
+			best = (int)i;
+	return best;
+}
+
+static int begin(struct sfs_flush_worker *fw, int b)
+{
+	struct sfs_wbuf_stats st;
+	int rc;
+
+	sfs_wbuf_stats(fw->buf[b], &st);
+	if (st.entries > fw->cap) {
+		uint64_t *n = realloc(fw->offs, st.entries * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		fw->offs = n;
+		fw->cap = st.entries;
+	}
+	rc = sfs_wbuf_sorted(fw->buf[b], fw->offs, fw->cap, &fw->n);
+	if (rc)
+		return rc;
+	fw->cur = b;
+	fw->pos = 0;
+	fw->t0 = sfs_now_ns();
+	return 0;
+}
+
+static int apply(struct sfs_flush_worker *fw, const struct sfs_wbuf_view *v, uint64_t seq)
+{
+	int64_t d;
+
+	switch (v->kind) {
+	case SFS_WBUF_PUT:
+		return sfs_mstore_apply(&fw->store, SFS_MSTORE_PUT, v->hash, v->ns, v->key, v->klen,
+					v->value, v->len, seq);
+	case SFS_WBUF_DELETE:
+		return sfs_mstore_apply(&fw->store, SFS_MSTORE_DELETE, v->hash, v->ns, v->key,
+					v->klen, NULL, 0, seq);
+	case SFS_WBUF_MERGE:
+		d = sfs_wbuf_view_i64(v);
+		return sfs_mstore_apply(&fw->store, SFS_MSTORE_ADD, v->hash, v->ns, v->key, v->klen,
+					&d, 8, seq);
+	}
+	return sfs__err(SFS_ECORRUPT, "worker %u: entry of unknown kind %u", fw->worker, v->kind);
+}
+
+/* Flush up to @budget entries of the current buffer; finish it when done. */
+static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsigned budget)
+{
+	struct sfs_wctl *ctl = fw->ctl;
+	struct sfs_wctl_buf *d = &ctl->wc_buf[fw->cur];
+	uint64_t seq = d->wb_seq;
+	unsigned done = 0;
+
+	while (fw->pos < fw->n && done < budget) {
+		struct sfs_wbuf_view v;
+		int rc = sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos], &v);
+
+		if (rc == 0)
+			rc = apply(fw, &v, seq);
+		if (rc) {
+			if (!fw->failing)
+				sfs_log("worker %u: flush of buffer seq %llu failed, will retry: %s",
+					fw->worker, (unsigned long long)seq, sfs_last_error());
+			fw->failing = 1;
+			return done ? (int)done : 0;
+		}
+		fw->failing = 0;
+		fw->pos++;
+		done++;
+	}
+	if (fw->pos < fw->n)
+		return (int)done;
+	sfs_mstore_commit(&fw->store, seq);
+	d->wb_flushed_ns = sfs_now_ns();
+	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
+	sfs_store_relaxed(&ctl->wc_flush_entries, ctl->wc_flush_entries + fw->n);
+	sfs_store_relaxed(&ctl->wc_flush_ns, ctl->wc_flush_ns + (d->wb_flushed_ns - fw->t0));
+	sfs_store_release(&ctl->wc_flushed_seq, seq);
+	sfs_store_release(&d->wb_state, SFS_BUF_RETIRING);
+	fw->retire_token[fw->cur] = sfs_qsbr_start(f->seg->hdr);
+	fw->cur = -1;
+	return (int)done + 1;
+}
+
+/* RETIRING buffers whose grace period passed become FREE. */
+static int release_retired(struct sfs_flusher *f, struct sfs_flush_worker *fw, int *pending)
+{
+	struct sfs_wctl *ctl = fw->ctl;
+	int freed = 0;
+
+	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
+		if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) != SFS_BUF_RETIRING)
+			continue;
+		if (sfs_qsbr_check(f->seg, f->self, fw->retire_token[i], 0) != 1) {
+			*pending = 1;
+			continue;
+		}
+		sfs_store_release(&ctl->wc_buf[i].wb_state, SFS_BUF_FREE);
+		freed++;
+	}
+	if (freed) {
+		uatomic_inc(&ctl->wc_freed);	/* full barrier before the flag */
+		if (sfs_load_relaxed(&ctl->wc_waiting))
+			sfs_futex_wake(&ctl->wc_freed, INT_MAX);
+	}
+	return freed;
+}
+
+int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
+{
+	uint64_t now = sfs_now_ns();
+	int work = 0;
+
+	*pending = 0;
+	if (now >= f->next_scan_ns) {
+		scan(f);
+		f->next_scan_ns = now + SCAN_PERIOD_NS;
+	}
+	for (uint32_t w = 0; w < f->nworkers; w++) {
+		struct sfs_flush_worker *fw = &f->w[w];
+		struct sfs_flush_req req[8];
+
+		if (!fw->open)
+			continue;
+		/* Requests are doorbells; the states below are the truth. */
+		while (sfs_ring_dequeue_burst(fw->ring, req, 8) > 0)
+			work++;
+		if (fw->cur < 0) {
+			int b = next_sealed(fw);
+
+			if (b >= 0) {
+				int rc = begin(fw, b);
+
+				if (rc) {
+					sfs_log("worker %u: cannot start a flush: %s", w,
+						sfs_last_error());
+					return rc;
+				}
+			}
+		}
+		if (fw->cur >= 0) {
+			work += flush_some(f, fw, budget);
+			if (fw->failing)
+				*pending = 1;
+		}
+		work += release_retired(f, fw, pending);
+	}
+	return work;
+}

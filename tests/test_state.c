@@ -1,0 +1,557 @@
+/*
+ * test_state.c — keyed state end to end: the worker's write and read paths,
+ * barriers, the compactor's flush cycle to the memory target, counters
+ * across sealed buffers and the flushed base, back-pressure, spills, bad
+ * input, crashes of the compactor (real binary, kill -9) and of the worker,
+ * and a randomized model test against a plain reference map.
+ */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <signal.h>
+
+#include "common/err.h"
+#include "compactor/flush.h"
+#include "sfs.h"
+#include "tests/helpers.h"
+#include "worker/state.h"
+
+#define SEG_MB 96
+
+static struct sfs_seg seg;
+static char job[64];
+
+static void setup(void)
+{
+	th_job(job, sizeof(job), "state");
+	cr_assert_eq(sfs_seg_create(job, 0, (size_t)SEG_MB << 20, 1, &seg), 0, "%s",
+		     sfs_last_error());
+}
+
+static void teardown(void)
+{
+	sfs_seg_detach(&seg);
+	sfs_seg_destroy(job, 0);
+}
+
+TestSuite(state, .init = setup, .fini = teardown, .timeout = 120);
+
+static struct sfs_worker_opts small_opts(void)
+{
+	return (struct sfs_worker_opts){ .buffers = 4, .buffer_bytes = 1 << 20,
+					 .buffer_keys = 8192 };
+}
+
+/* An in-process compactor: its own slot, stepped by the test. */
+struct inproc {
+	struct sfs_seg seg;
+	struct sfs_proc_slot *slot;
+	struct sfs_flusher f;
+};
+
+static void inproc_start(struct inproc *p)
+{
+	cr_assert_eq(sfs_seg_attach(job, 0, &p->seg), 0);
+	cr_assert_eq(sfs_proc_register(&p->seg, SFS_ROLE_COMPACTOR, 0, &p->slot), 0);
+	sfs_flusher_init(&p->f, &p->seg, p->slot, 16u << 20);
+}
+
+/* Step until idle (every sealed buffer flushed and freed).  The worker in
+ * this process must be quiescent, which the caller arranges. */
+static void inproc_drain(struct inproc *p, sfs_ctx_t *c)
+{
+	for (int i = 0; i < 100000; i++) {
+		int pending = 0, rc;
+
+		sfs_ctx_quiescent(c);
+		rc = sfs_flusher_step(&p->f, 1000, &pending);
+		cr_assert_geq(rc, 0, "%s", sfs_last_error());
+		if (rc == 0 && !pending)
+			return;
+	}
+	cr_assert_fail("flusher never went idle");
+}
+
+static void inproc_stop(struct inproc *p)
+{
+	sfs_flusher_fini(&p->f);
+	sfs_proc_unregister(p->slot);
+	sfs_seg_detach(&p->seg);
+}
+
+static int get_str(sfs_ctx_t *c, uint32_t st, uint64_t ns, const char *k, char *out, size_t n)
+{
+	struct sfs_view v;
+	int rc = sfs_value_get(c, st, ns, k, strlen(k), &v);
+
+	if (rc == 1) {
+		snprintf(out, n, "%.*s", (int)v.len, (const char *)v.data);
+	} else {
+		out[0] = '\0';
+	}
+	return rc;
+}
+
+static void put_str(sfs_ctx_t *c, uint32_t st, uint64_t ns, const char *k, const char *v)
+{
+	cr_assert_eq(sfs_value_put(c, st, ns, k, strlen(k), v, strlen(v)), 0, "%s",
+		     sfs_last_error());
+}
+
+Test(state, value_semantics_through_every_layer)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t st;
+	char buf[64];
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	inproc_start(&p);
+
+	put_str(c, st, 0, "a", "a0");
+	put_str(c, st, 7, "a", "a7");     /* namespaces are separate keys */
+	put_str(c, st, 0, "b", "b0");
+	cr_assert_eq(get_str(c, st, 0, "a", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "a0");
+	cr_assert_eq(get_str(c, st, 7, "a", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "a7");
+	cr_assert_eq(get_str(c, st, 1, "a", buf, sizeof(buf)), 0);
+
+	/* Sealed: still readable before any flush. */
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	cr_assert_eq(get_str(c, st, 0, "a", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "a0");
+	/* Active shadows sealed: overwrite and delete. */
+	put_str(c, st, 0, "a", "a0-new");
+	cr_assert_eq(sfs_value_delete(c, st, 0, "b", 1), 0);
+	cr_assert_eq(get_str(c, st, 0, "a", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "a0-new");
+	cr_assert_eq(get_str(c, st, 0, "b", buf, sizeof(buf)), 0, "tombstone shadows");
+
+	/* Flushed: the store answers; the tombstone is flushed as a delete. */
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	inproc_drain(&p, c);
+	struct sfs_worker_stats ws;
+	sfs_worker_stats(c, &ws);
+	cr_assert_eq(ws.flushed_seq, 2);
+	cr_assert_eq(ws.buffers_sealed, 0);
+	cr_assert_eq(get_str(c, st, 0, "a", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "a0-new");
+	cr_assert_eq(get_str(c, st, 7, "a", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "a7");
+	cr_assert_eq(get_str(c, st, 0, "b", buf, sizeof(buf)), 0);
+
+	/* A new write over the flushed base shadows it. */
+	put_str(c, st, 7, "a", "a7-2");
+	cr_assert_eq(get_str(c, st, 7, "a", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "a7-2");
+	cr_assert_eq(sfs_value_delete(c, st, 7, "a", 1), 0);
+	cr_assert_eq(get_str(c, st, 7, "a", buf, sizeof(buf)), 0);
+	cr_assert_eq(sfs_barrier(c, 3), 0);
+	inproc_drain(&p, c);
+	cr_assert_eq(get_str(c, st, 7, "a", buf, sizeof(buf)), 0, "deleted in the store too");
+
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+Test(state, counters_across_sealed_buffers_and_the_flushed_base)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t st;
+	int64_t v;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	inproc_start(&p);
+	cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &v), 0);
+	cr_assert_eq(v, 0);
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(sfs_counter_add(c, st, 0, "k", 1, 10), 0);
+	cr_assert_eq(sfs_barrier(c, 1), 0);              /* 50 sealed */
+	cr_assert_eq(sfs_counter_add(c, st, 0, "k", 1, 7), 0);
+	cr_assert_eq(sfs_barrier(c, 2), 0);              /* 7 sealed */
+	cr_assert_eq(sfs_counter_add(c, st, 0, "k", 1, -2), 0); /* active */
+	cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &v), 1);
+	cr_assert_eq(v, 55);
+	/* Flush one buffer at a time, reading between every step: a flushed
+	 * buffer that is still SEALED must not count twice. */
+	for (int i = 0; i < 200; i++) {
+		int pending;
+
+		sfs_ctx_quiescent(c);
+		sfs_flusher_step(&p.f, 1, &pending);
+		cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &v), 1);
+		cr_assert_eq(v, 55, "step %d: %lld", i, (long long)v);
+	}
+	inproc_drain(&p, c);
+	cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &v), 1);
+	cr_assert_eq(v, 55);
+	cr_assert_eq(sfs_barrier(c, 3), 0);
+	inproc_drain(&p, c);
+	cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &v), 1);
+	cr_assert_eq(v, 55, "all in the store now");
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+Test(state, bad_input_is_an_error_never_a_crash)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+	uint32_t v, cnt, other;
+	static char big[SFS_KEY_MAX + 1];
+	int64_t x;
+
+	o.parallelism = 2;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &v), 0);
+	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &cnt), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_COUNTER, &other), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "registered as kind"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &other), 0);
+	cr_assert_eq(other, v, "registration finds the existing state");
+	cr_assert_eq(sfs_state_register(c, "", SFS_STATE_VALUE, &other), SFS_EUSAGE);
+
+	/* A key this worker owns (key group in 0..63 of 128 for worker 0 of 2). */
+	char key[16];
+	int k = 0;
+	do
+		snprintf(key, sizeof(key), "k%d", k++);
+	while (sfs_key_group_of(c, key, strlen(key)) >= 64);
+	cr_assert_eq(sfs_value_put(c, v, 0, key, strlen(key), "x", 1), 0, "%s", sfs_last_error());
+	do
+		snprintf(key, sizeof(key), "k%d", k++);
+	while (sfs_key_group_of(c, key, strlen(key)) < 64);
+	cr_assert_eq(sfs_value_put(c, v, 0, key, strlen(key), "x", 1), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "not worker 0's"), "%s", sfs_last_error());
+
+	memset(big, 'k', sizeof(big));
+	cr_assert_eq(sfs_value_put(c, v, 0, big, sizeof(big), "x", 1), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "key of"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_value_put(c, 99, 0, "a", 1, "x", 1), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "not registered"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_counter_add(c, v, 0, "a", 1, 1), SFS_EUSAGE, "kind mismatch");
+	cr_assert_eq(sfs_counter_get(c, v, 0, "a", 1, &x), SFS_EUSAGE);
+	cr_assert_eq(sfs_barrier(c, 5), 0);
+	cr_assert_eq(sfs_barrier(c, 5), SFS_EUSAGE, "barrier ids increase");
+
+	sfs_ctx_t *c2;
+	cr_assert_eq(sfs_worker_open(job, 0, 2, &o, &c2), SFS_EUSAGE, "worker index >= parallelism");
+	o.buffers = 1;
+	cr_assert_eq(sfs_worker_open(job, 0, 1, &o, &c2), SFS_EUSAGE, "one buffer cannot swap");
+	cr_assert_eq(sfs_worker_open("no-such-job-x", 0, 0, NULL, &c2), -ENOENT);
+	sfs_worker_close(c);
+}
+
+Test(state, back_pressure_instead_of_overflow)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t st;
+	struct sfs_worker_stats ws;
+	int64_t v;
+
+	o.buffers = 2;
+	o.stall_timeout_ns = 50 * 1000000ull;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	cr_assert_eq(sfs_counter_add(c, st, 0, "k", 1, 1), 0);
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	cr_assert_eq(sfs_counter_add(c, st, 0, "k", 1, 1), 0);
+	/* Both buffers are taken (one sealed, one active being sealed) and no
+	 * compactor runs: the barrier waits, then reports the stall. */
+	cr_assert_eq(sfs_barrier(c, 2), SFS_ETIMEDOUT);
+	cr_assert(strstr(sfs_last_error(), "no free write buffer"), "%s", sfs_last_error());
+	sfs_worker_stats(c, &ws);
+	cr_assert_eq(ws.stalls, 1);
+	cr_assert_geq(ws.stall_ns, 40 * 1000000ull);
+	cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &v), 1);
+	cr_assert_eq(v, 2, "nothing lost while stalled");
+	/* The compactor catches up: a buffer is freed, writes continue. */
+	inproc_start(&p);
+	inproc_drain(&p, c);
+	cr_assert_eq(sfs_counter_add(c, st, 0, "k", 1, 1), 0);
+	cr_assert_eq(sfs_barrier(c, 3), 0);
+	inproc_drain(&p, c);
+	cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &v), 1);
+	cr_assert_eq(v, 3);
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+Test(state, a_full_buffer_spills_between_barriers)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t st;
+	struct sfs_worker_stats ws;
+	char key[32], val[64];
+
+	o.buffer_bytes = 64 << 10;
+	o.buffer_keys = 256;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	inproc_start(&p);
+	for (int i = 0; i < 3000; i++) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		snprintf(val, sizeof(val), "value-%d", i);
+		cr_assert_eq(sfs_value_put(c, st, 0, key, strlen(key), val, strlen(val)), 0, "%d: %s",
+			     i, sfs_last_error());
+		if (i % 100 == 0)
+			inproc_drain(&p, c);	/* the compactor keeps up */
+	}
+	sfs_worker_stats(c, &ws);
+	cr_assert_gt(ws.spills, 5, "spilled %llu times", (unsigned long long)ws.spills);
+	for (int i = 0; i < 3000; i++) {
+		char got[64];
+
+		snprintf(key, sizeof(key), "key-%d", i);
+		snprintf(val, sizeof(val), "value-%d", i);
+		cr_assert_eq(get_str(c, st, 0, key, got, sizeof(got)), 1, "%s", key);
+		cr_assert_str_eq(got, val);
+	}
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+/* ---- randomized model test ------------------------------------------------ */
+
+#define MODEL_KEYS 400
+#define MODEL_OPS 60000
+
+struct model {
+	int present[2][MODEL_KEYS];
+	char val[2][MODEL_KEYS][24];
+	int64_t cnt[MODEL_KEYS];
+	int cnt_present[MODEL_KEYS];
+};
+
+Test(state, randomized_against_a_reference_map)
+{
+	static struct model m;
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t sv, sc;
+	uint64_t barrier = 0;
+	unsigned seed = (unsigned)getpid();
+	char key[16];
+	int stalls = 0;
+
+/* A write that met back-pressure did not happen: drain, then redo it. */
+#define RETRY(expr)                                                                 \
+	do {                                                                        \
+		int _rc = (expr);                                                   \
+		if (_rc == SFS_ETIMEDOUT) {                                         \
+			stalls++;                                                   \
+			inproc_drain(&p, c);                                        \
+			_rc = (expr);                                               \
+		}                                                                   \
+		cr_assert_eq(_rc, 0, "op %d: %s", i, sfs_last_error());             \
+	} while (0)
+
+	o.buffer_bytes = 128 << 10;
+	o.buffer_keys = 1024;
+	o.stall_timeout_ns = 1000000;	/* back-pressure returns: the test drains */
+	memset(&m, 0, sizeof(m));
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &sv), 0);
+	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
+	inproc_start(&p);
+	for (int i = 0; i < MODEL_OPS; i++) {
+		int k = rand_r(&seed) % MODEL_KEYS, ns = rand_r(&seed) % 2, op = rand_r(&seed) % 100;
+		struct sfs_view v;
+		int64_t x;
+		int rc;
+
+		snprintf(key, sizeof(key), "k%d", k);
+		if (op < 25) {
+			snprintf(m.val[ns][k], sizeof(m.val[ns][k]), "v%d-%d", k, i);
+			m.present[ns][k] = 1;
+			RETRY(sfs_value_put(c, sv, (uint64_t)ns, key, strlen(key), m.val[ns][k],
+					    strlen(m.val[ns][k])));
+		} else if (op < 32) {
+			m.present[ns][k] = 0;
+			RETRY(sfs_value_delete(c, sv, (uint64_t)ns, key, strlen(key)));
+		} else if (op < 50) {
+			int64_t d = rand_r(&seed) % 21 - 10;
+
+			m.cnt[k] += d;
+			m.cnt_present[k] = 1;
+			RETRY(sfs_counter_add(c, sc, 0, key, strlen(key), d));
+		} else if (op < 75) {
+			rc = sfs_value_get(c, sv, (uint64_t)ns, key, strlen(key), &v);
+			cr_assert_eq(rc, m.present[ns][k], "op %d key %s ns %d", i, key, ns);
+			if (rc == 1) {
+				cr_assert_eq(v.len, strlen(m.val[ns][k]));
+				cr_assert(memcmp(v.data, m.val[ns][k], v.len) == 0, "op %d key %s", i,
+					  key);
+			}
+		} else if (op < 95) {
+			rc = sfs_counter_get(c, sc, 0, key, strlen(key), &x);
+			cr_assert_eq(rc, m.cnt_present[k], "op %d counter %s", i, key);
+			cr_assert_eq(x, m.cnt[k], "op %d counter %s: %lld != %lld", i, key,
+				     (long long)x, (long long)m.cnt[k]);
+		} else if (op < 97) {
+			rc = sfs_barrier(c, ++barrier);
+			if (rc == SFS_ETIMEDOUT) {
+				stalls++;
+				inproc_drain(&p, c);
+			} else {
+				cr_assert_eq(rc, 0, "%s", sfs_last_error());
+			}
+		} else {
+			/* The compactor advances by a random amount. */
+			int pending;
+
+			sfs_ctx_quiescent(c);
+			for (int s = rand_r(&seed) % 4; s >= 0; s--)
+				sfs_flusher_step(&p.f, 1 + (unsigned)(rand_r(&seed) % 200), &pending);
+		}
+	}
+	cr_log_info("seed %u: %d stalls", (unsigned)getpid(), stalls);
+	inproc_drain(&p, c);
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+/* ---- crashes, with the real compactor binary ---------------------------------- */
+
+static const char *bin_dir(void)
+{
+	const char *b = getenv("SFS_BIN");
+
+	return b && *b ? b : "bin";
+}
+
+static pid_t start_compactor(void)
+{
+	char path[PATH_MAX];
+	pid_t parent = getpid(), pid;
+
+	snprintf(path, sizeof(path), "%s/sfs-compactor", bin_dir());
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(99);
+		setenv("SFS_STORE_MB", "16", 1);
+		execl(path, path, "--job", job, "--heartbeat-ms", "20", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Wait (quiescent, as a worker between batches is) until every sealed
+ * buffer up to @seq is flushed. */
+static int wait_flushed(sfs_ctx_t *c, uint64_t seq, int ms)
+{
+	struct sfs_worker_stats ws;
+
+	for (int i = 0; i < ms; i++) {
+		sfs_ctx_quiescent(c);
+		sfs_worker_stats(c, &ws);
+		if (ws.flushed_seq >= seq)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+Test(state, compactor_killed_mid_flush_loses_and_doubles_nothing)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+	uint32_t st;
+	pid_t comp;
+	unsigned seed = 7;
+	static int64_t ref[2000];
+	char key[16];
+	int kills = 0;
+
+	o.buffer_bytes = 1 << 20;
+	o.buffer_keys = 4096;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	comp = start_compactor();
+	for (uint64_t b = 1; b <= 30; b++) {
+		for (int i = 0; i < 3000; i++) {
+			int k = rand_r(&seed) % 2000;
+
+			snprintf(key, sizeof(key), "c%d", k);
+			ref[k] += k % 7 + 1;
+			cr_assert_eq(sfs_counter_add(c, st, 0, key, strlen(key), k % 7 + 1), 0);
+		}
+		cr_assert_eq(sfs_barrier(c, b), 0, "%s", sfs_last_error());
+		if (b % 3 == 0) {
+			/* kill -9 somewhere inside the flush of the last buffers */
+			usleep((useconds_t)(rand_r(&seed) % 3000));
+			kill(comp, SIGKILL);
+			th_wait(comp, 5000);
+			kills++;
+			comp = start_compactor();
+		}
+	}
+	cr_assert(wait_flushed(c, 30, 20000), "compactor caught up after %d kills", kills);
+	for (int k = 0; k < 2000; k++) {
+		int64_t v;
+
+		snprintf(key, sizeof(key), "c%d", k);
+		cr_assert_eq(sfs_counter_get(c, st, 0, key, strlen(key), &v), ref[k] ? 1 : 0);
+		cr_assert_eq(v, ref[k], "counter %s: %lld, expected %lld", key, (long long)v,
+			     (long long)ref[k]);
+	}
+	kill(comp, SIGTERM);
+	cr_assert_neq(th_wait(comp, 10000), -1, "compactor stops on SIGTERM");
+	sfs_worker_close(c);
+}
+
+/* A worker that writes, seals, writes more and dies without a barrier. */
+static int worker_dies(void *arg)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+	uint32_t st;
+
+	(void)arg;
+	if (sfs_worker_open(job, 0, 0, &o, &c) || sfs_state_register(c, "v", SFS_STATE_VALUE, &st))
+		return 10;
+	if (sfs_value_put(c, st, 0, "committed", 9, "yes", 3) || sfs_barrier(c, 1))
+		return 11;
+	if (sfs_value_put(c, st, 0, "uncommitted", 11, "no", 2) ||
+	    sfs_value_put(c, st, 0, "committed", 9, "overwritten", 11))
+		return 12;
+	raise(SIGKILL);
+	return 13;
+}
+
+Test(state, worker_killed_rolls_back_to_its_last_barrier)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+	uint32_t st;
+	pid_t w = th_fork(worker_dies, NULL), comp;
+	int status = th_wait(w, 10000);
+	char buf[32];
+
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "worker died by SIGKILL");
+	comp = start_compactor();
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert(c->restarted);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	cr_assert_eq(get_str(c, st, 0, "committed", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "yes", "the sealed write survives, the later overwrite is dropped");
+	cr_assert_eq(get_str(c, st, 0, "uncommitted", buf, sizeof(buf)), 0);
+	cr_assert(wait_flushed(c, 1, 10000), "the dead worker's sealed buffer is flushed");
+	cr_assert_eq(get_str(c, st, 0, "committed", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "yes");
+	kill(comp, SIGTERM);
+	th_wait(comp, 10000);
+	sfs_worker_close(c);
+}

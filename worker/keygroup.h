@@ -1,0 +1,103 @@
+/*
+ * keygroup.h — key groups as Flink defines them, and the byte layout of a
+ * buffered key.
+ *
+ * kg = hash(key) mod max_parallelism (default 128).  Worker i of p owns the
+ * contiguous range Flink's KeyGroupRangeAssignment computes:
+ *   start(i) = ceil(i * maxP / p),  end(i) = (i + 1) * maxP / p - 1 (incl.)
+ * and key group kg belongs to worker kg * p / maxP.  Every persisted key
+ * starts with its key group, big-endian, so a key-group range is a key
+ * range: a restore with another parallelism clips files, never rehashes.
+ *
+ * The hash is sfs's own (the state is not shared with a JVM, so Flink's
+ * murmur-of-hashCode buys nothing): a 64-bit mix of the key bytes; it is part
+ * of the persisted format (it decides the key group), so changing it is a
+ * format change.
+ *
+ * A key inside a write buffer is  kg (2 B, big-endian) | state id (2 B,
+ * big-endian) | user key  — memcmp order is key-group major, then state,
+ * then key: the compactor's sorted flush splits it per state table without
+ * a second sort.
+ */
+#ifndef SFS_WORKER_KEYGROUP_H
+#define SFS_WORKER_KEYGROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define SFS_MAX_PARALLELISM_DEFAULT 128u
+#define SFS_KEY_PREFIX 4u /* kg + state id */
+
+static inline uint64_t sfs__rd64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* 64-bit hash of @len bytes (wyhash-style multiply-xor folding). */
+static inline uint64_t sfs_key_hash(const void *key, size_t len)
+{
+	const unsigned char *p = key;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (len * 0xff51afd7ed558ccdull);
+	size_t i = 0;
+
+	for (; i + 8 <= len; i += 8) {
+		h ^= sfs__rd64(p + i) * 0xc4ceb9fe1a85ec53ull;
+		h = (h << 31 | h >> 33) * 0x87c37b91114253d5ull;
+	}
+	if (i < len) {
+		uint64_t t = 0;
+
+		memcpy(&t, p + i, len - i);
+		h ^= t * 0xc4ceb9fe1a85ec53ull;
+		h = (h << 31 | h >> 33) * 0x87c37b91114253d5ull;
+	}
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
+}
+
+static inline uint32_t sfs_key_group(const void *key, size_t len, uint32_t max_par)
+{
+	return (uint32_t)(sfs_key_hash(key, len) % max_par);
+}
+
+static inline uint32_t sfs_kg_range_start(uint32_t index, uint32_t par, uint32_t max_par)
+{
+	return (uint32_t)(((uint64_t)index * max_par + par - 1) / par);
+}
+
+static inline uint32_t sfs_kg_range_end(uint32_t index, uint32_t par, uint32_t max_par)
+{
+	return (uint32_t)(((uint64_t)(index + 1) * max_par - 1) / par);
+}
+
+static inline uint32_t sfs_kg_owner(uint32_t kg, uint32_t par, uint32_t max_par)
+{
+	return (uint32_t)((uint64_t)kg * par / max_par);
+}
+
+/* Write the 4-byte prefix of a buffered key. */
+static inline void sfs_key_prefix(unsigned char *out, uint32_t kg, uint32_t state_id)
+{
+	out[0] = (unsigned char)(kg >> 8);
+	out[1] = (unsigned char)kg;
+	out[2] = (unsigned char)(state_id >> 8);
+	out[3] = (unsigned char)state_id;
+}
+
+static inline uint32_t sfs_key_prefix_kg(const unsigned char *k)
+{
+	return (uint32_t)k[0] << 8 | k[1];
+}
+
+static inline uint32_t sfs_key_prefix_state(const unsigned char *k)
+{
+	return (uint32_t)k[2] << 8 | k[3];
+}
+
+#endif

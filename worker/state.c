@@ -1,0 +1,706 @@
+/*
+ * state.c — a worker's keyed state: registration, the write path into the
+ * active buffer, the read path through buffers and the flushed store, and
+ * the barrier that seals and swaps buffers (include/sfs.h for the API,
+ * worker/wctl.h for the region and the buffer hand-off).
+ *
+ * Read path and counters.  A read walks the live buffers newest first.  A
+ * PUT or DELETE ends the walk: it shadows everything older.  A counter's
+ * MERGE cells are collected with their buffer's seq and the walk goes on.
+ * When it runs out of buffers the flushed store gives the base and its
+ * entry's tag: the deltas of buffers whose seq is greater than the tag are
+ * folded over it, the others are already inside it (the compactor may have
+ * flushed a buffer while it is still SEALED).  The active buffer has no seq
+ * yet and always counts.  So a counter is exact at every moment of a flush,
+ * and a redone flush can never count twice.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "shm/futex.h"
+#include "shm/qsbr.h"
+#include "shm/ring.h"
+#include "target/memory.h"
+#include "worker/keygroup.h"
+#include "worker/state.h"
+#include "worker/wbuf.h"
+
+#define MB (1024ull * 1024)
+
+uint64_t sfs_wctl_layout(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+#define FP(v) h = (h ^ (uint64_t)(v)) * 0x100000001b3ull
+	FP(sizeof(struct sfs_wctl));
+	FP(sizeof(struct sfs_wctl_buf));
+	FP(sizeof(struct sfs_flush_req));
+	FP(offsetof(struct sfs_wctl, wc_seq));
+	FP(offsetof(struct sfs_wctl, wc_freed));
+	FP(offsetof(struct sfs_wctl, wc_buf));
+	FP(SFS_WCTL_MAX_BUFS);
+#undef FP
+	return h;
+}
+
+/* ---- registry -------------------------------------------------------------- */
+
+int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
+{
+	struct sfs_seg_hdr *h = c->seg.hdr;
+
+	if (!name || !*name || strlen(name) >= SFS_STATE_NAME_MAX)
+		return sfs__err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
+				SFS_STATE_NAME_MAX - 1);
+	if (kind != SFS_STATE_VALUE && kind != SFS_STATE_COUNTER)
+		return sfs__err(SFS_EUSAGE, "state '%s': kind %d is not supported (value, counter)",
+				name, kind);
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+			struct sfs_state_desc *d = &h->sh_states[i];
+			uint32_t st = sfs_load_acquire(&d->sd_state);
+
+			if (st == SFS_SDESC_READY && strcmp(d->sd_name, name) == 0) {
+				if (d->sd_kind != (uint32_t)kind)
+					return sfs__err(SFS_EUSAGE,
+							"state '%s' is registered as kind %u, not %d",
+							name, d->sd_kind, kind);
+				c->kinds[i] = (uint8_t)kind;
+				*id = i;
+				return 0;
+			}
+			if (st != SFS_SDESC_FREE || pass == 0)
+				continue;
+			if (uatomic_cmpxchg(&d->sd_state, SFS_SDESC_FREE, SFS_SDESC_CLAIMED) !=
+			    SFS_SDESC_FREE)
+				continue;
+			snprintf(d->sd_name, sizeof(d->sd_name), "%s", name);
+			d->sd_kind = (uint32_t)kind;
+			sfs_store_release(&d->sd_state, SFS_SDESC_READY);
+			/* Lost a race for the same name to a lower entry? Use it. */
+			for (uint32_t j = 0; j < i; j++) {
+				struct sfs_state_desc *e = &h->sh_states[j];
+
+				if (sfs_load_acquire(&e->sd_state) == SFS_SDESC_READY &&
+				    strcmp(e->sd_name, name) == 0) {
+					sfs_store_release(&d->sd_state, SFS_SDESC_DUPLICATE);
+					i = j;
+					break;
+				}
+			}
+			c->kinds[i] = (uint8_t)kind;
+			*id = i;
+			return 0;
+		}
+	}
+	return sfs__err(SFS_EFULL, "segment %s: state registry full (%d states)", c->seg.path,
+			SFS_MAX_STATES);
+}
+
+/* ---- open / close -------------------------------------------------------------- */
+
+static void region_name(uint32_t w, char *buf, size_t n)
+{
+	snprintf(buf, n, "worker.%u", w);
+}
+
+static uint64_t align64(uint64_t v)
+{
+	return (v + 63) & ~63ull;
+}
+
+/* Recompute the read order: the active buffer, then SEALED ones by seq,
+ * newest first.  At open and at each seal: O(K^2), K <= 16. */
+static void order_rebuild(sfs_ctx_t *c)
+{
+	struct sfs_wctl *ctl = c->ctl;
+	unsigned n = 0, first;
+
+	/* No ACTIVE buffer while a seal waits for a free one (need_active). */
+	if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].wb_state) == SFS_BUF_ACTIVE)
+		c->order[n++] = ctl->wc_active;
+	first = n;
+	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
+		unsigned k;
+
+		if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) != SFS_BUF_SEALED)
+			continue;
+		for (k = n; k > first && ctl->wc_buf[c->order[k - 1]].wb_seq < ctl->wc_buf[i].wb_seq;
+		     k--)
+			c->order[k] = c->order[k - 1];
+		c->order[k] = i;
+		n++;
+	}
+	c->norder = n;
+}
+
+static int region_init(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint64_t off)
+{
+	struct sfs_wctl *ctl = sfs_seg_ptr(&c->seg, off);
+	uint64_t bufsz = align64(sfs_wbuf_size(o->buffer_keys, o->buffer_bytes));
+	int rc;
+
+	memset(ctl, 0, sizeof(*ctl));
+	ctl->wc_version = SFS_WCTL_VERSION;
+	ctl->wc_worker = c->worker;
+	ctl->wc_layout = sfs_wctl_layout();
+	ctl->wc_nbufs = o->buffers;
+	ctl->wc_parallelism = c->par;
+	ctl->wc_max_par = c->maxp;
+	ctl->wc_kg_start = c->kg_start;
+	ctl->wc_kg_end = c->kg_end;
+	ctl->wc_buf_bytes = bufsz;
+	ctl->wc_buf_entries = o->buffer_keys;
+	ctl->wc_ring_off = align64(sizeof(*ctl));
+	ctl->wc_bufs_off = align64(ctl->wc_ring_off +
+				   sfs_ring_memsize(SFS_WCTL_RING_SLOTS, sizeof(struct sfs_flush_req)));
+	ctl->wc_cache_off = ctl->wc_bufs_off + o->buffers * bufsz;
+	ctl->wc_cache_bytes = 0;
+	ctl->wc_size = ctl->wc_cache_off;
+	rc = sfs_ring_init((char *)ctl + ctl->wc_ring_off, SFS_WCTL_RING_SLOTS,
+			   sizeof(struct sfs_flush_req), SFS_RING_SPSC);
+	for (uint32_t i = 0; rc == 0 && i < o->buffers; i++) {
+		struct sfs_wbuf *b;
+
+		rc = sfs_wbuf_init((char *)ctl + ctl->wc_bufs_off + i * bufsz, bufsz, o->buffer_keys,
+				   &b);
+	}
+	if (rc)
+		return rc;
+	ctl->wc_active = 0;
+	ctl->wc_buf[0].wb_state = SFS_BUF_ACTIVE;
+	sfs_store_release(&ctl->wc_magic, SFS_WCTL_MAGIC);
+	return 0;
+}
+
+static int region_check(const struct sfs_wctl *ctl, uint64_t size, const char *name)
+{
+	if (sfs_load_acquire(&ctl->wc_magic) != SFS_WCTL_MAGIC)
+		return sfs__err(SFS_EMAGIC, "worker region %s: bad magic", name);
+	if (ctl->wc_version != SFS_WCTL_VERSION)
+		return sfs__err(SFS_EVERSION, "worker region %s: version %u, expected %u", name,
+				ctl->wc_version, SFS_WCTL_VERSION);
+	if (ctl->wc_layout != sfs_wctl_layout())
+		return sfs__err(SFS_ELAYOUT, "worker region %s: layout fingerprint differs", name);
+	if (ctl->wc_size > size || ctl->wc_nbufs < 2 || ctl->wc_nbufs > SFS_WCTL_MAX_BUFS)
+		return sfs__err(SFS_ECORRUPT, "worker region %s: geometry does not fit the region",
+				name);
+	return 0;
+}
+
+int sfs_wctl_attach(struct sfs_seg *s, uint32_t w, struct sfs_wctl **ctl, struct sfs_ring **ring,
+		    struct sfs_wbuf **bufs)
+{
+	char name[SFS_REGION_NAME_MAX];
+	uint64_t off, size;
+	int rc;
+
+	region_name(w, name, sizeof(name));
+	rc = sfs_seg_region_find(s, name, &off, &size);
+	if (rc)
+		return rc;
+	*ctl = sfs_seg_ptr(s, off);
+	rc = region_check(*ctl, size, name);
+	if (rc)
+		return rc;
+	rc = sfs_ring_attach((char *)*ctl + (*ctl)->wc_ring_off, size - (*ctl)->wc_ring_off, ring);
+	for (uint32_t i = 0; rc == 0 && i < (*ctl)->wc_nbufs; i++)
+		rc = sfs_wbuf_attach((char *)*ctl + (*ctl)->wc_bufs_off + i * (*ctl)->wc_buf_bytes,
+				     (*ctl)->wc_buf_bytes, &bufs[i]);
+	return rc;
+}
+
+int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
+		    sfs_ctx_t **out)
+{
+	struct sfs_worker_opts o = opts ? *opts : (struct sfs_worker_opts){ 0 };
+	char name[SFS_REGION_NAME_MAX];
+	sfs_ctx_t *c;
+	uint64_t off, size;
+	int rc;
+
+	if (!o.parallelism)
+		o.parallelism = 1;
+	if (!o.max_parallelism)
+		o.max_parallelism = SFS_MAX_PARALLELISM_DEFAULT;
+	if (!o.buffers)
+		o.buffers = 4;
+	if (!o.buffer_bytes)
+		o.buffer_bytes = 16 * MB;
+	if (!o.buffer_keys)
+		o.buffer_keys = o.buffer_bytes / 64 ? o.buffer_bytes / 64 : 1;
+	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS)
+		return sfs__err(SFS_EUSAGE, "worker %u: %u buffers, need 2..%d", worker, o.buffers,
+				SFS_WCTL_MAX_BUFS);
+	if (worker >= o.parallelism || o.max_parallelism < o.parallelism ||
+	    o.max_parallelism > 32768)
+		return sfs__err(SFS_EUSAGE,
+				"worker %u of parallelism %u, max parallelism %u: out of range",
+				worker, o.parallelism, o.max_parallelism);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->worker = worker;
+	c->par = o.parallelism;
+	c->maxp = o.max_parallelism;
+	c->kg_start = sfs_kg_range_start(worker, c->par, c->maxp);
+	c->kg_end = sfs_kg_range_end(worker, c->par, c->maxp);
+	c->stall_timeout_ns = o.stall_timeout_ns;
+	rc = sfs_seg_attach(job, node, &c->seg);
+	if (rc)
+		goto fail_free;
+	rc = sfs_proc_register(&c->seg, SFS_ROLE_WORKER, worker, &c->slot);
+	if (rc)
+		goto fail_seg;
+	sfs_qsbr_online(c->seg.hdr, c->slot);
+
+	region_name(worker, name, sizeof(name));
+	if (sfs_seg_region_find(&c->seg, name, &off, &size) == 0) {
+		c->restarted = 1;
+	} else {
+		uint64_t bufsz = align64(sfs_wbuf_size(o.buffer_keys, o.buffer_bytes));
+		uint64_t need = 4096 + sfs_ring_memsize(SFS_WCTL_RING_SLOTS,
+							sizeof(struct sfs_flush_req)) +
+				o.buffers * bufsz;
+
+		if (!sfs_wbuf_size(o.buffer_keys, o.buffer_bytes)) {
+			rc = sfs__err(SFS_EUSAGE, "worker %u: buffer of %llu bytes, %llu keys refused",
+				      worker, (unsigned long long)o.buffer_bytes,
+				      (unsigned long long)o.buffer_keys);
+			goto fail_slot;
+		}
+		rc = sfs_seg_region_create(&c->seg, name, need, SFS_ROLE_WORKER, &off);
+		if (rc == 0)
+			rc = region_init(c, &o, off);
+		if (rc)
+			goto fail_slot;
+	}
+	rc = sfs_wctl_attach(&c->seg, worker, &c->ctl, &c->ring, c->buf);
+	if (rc)
+		goto fail_slot;
+	if (c->restarted) {
+		struct sfs_wctl *ctl = c->ctl;
+
+		/* A previous incarnation died: its active buffer holds exactly
+		 * the writes since its last barrier; dropping it is the
+		 * rollback.  Sealed buffers stay for the compactor. */
+		for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
+			if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) == SFS_BUF_ACTIVE) {
+				sfs_wbuf_reset(c->buf[i]);
+				ctl->wc_active = i;
+			}
+		ctl->wc_restarts++;
+		if (ctl->wc_kg_start != c->kg_start || ctl->wc_kg_end != c->kg_end) {
+			rc = sfs__err(SFS_EUSAGE,
+				      "worker region %s owns key groups %u..%u, this worker %u..%u",
+				      name, ctl->wc_kg_start, ctl->wc_kg_end, c->kg_start, c->kg_end);
+			goto fail_slot;
+		}
+	}
+	order_rebuild(c);
+	*out = c;
+	return 0;
+fail_slot:
+	sfs_proc_unregister(c->slot);
+fail_seg:
+	sfs_seg_detach(&c->seg);
+fail_free:
+	free(c);
+	return rc;
+}
+
+int sfs_worker_close(sfs_ctx_t *c)
+{
+	if (!c)
+		return SFS_EUSAGE;
+	sfs_qsbr_offline(c->slot);
+	sfs_proc_unregister(c->slot);
+	sfs_seg_detach(&c->seg);
+	free(c);
+	return 0;
+}
+
+void sfs_ctx_quiescent(sfs_ctx_t *c)
+{
+	sfs_qsbr_quiescent(c->seg.hdr, c->slot);
+}
+
+uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen)
+{
+	return sfs_key_group(key, klen, c->maxp);
+}
+
+/* ---- barrier ------------------------------------------------------------------- */
+
+static void ring_bell(sfs_ctx_t *c)
+{
+	struct sfs_seg_hdr *h = c->seg.hdr;
+
+	uatomic_inc(&h->sh_bell);	/* full barrier: the seal is visible first */
+	if (sfs_load_relaxed(&h->sh_bell_sleeping))
+		sfs_futex_wake(&h->sh_bell, 1);
+}
+
+/* Take a FREE buffer as the active one, waiting (offline) for the compactor
+ * to free one when there is none: back-pressure. */
+static int activate_free(sfs_ctx_t *c)
+{
+	struct sfs_wctl *ctl = c->ctl;
+	uint64_t t0 = 0, deadline = 0;
+	int stalled = 0;
+
+	for (;;) {
+		int32_t seen = sfs_load_acquire(&ctl->wc_freed);
+
+		for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
+			if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) != SFS_BUF_FREE)
+				continue;
+			sfs_wbuf_reset(c->buf[i]);
+			sfs_store_release(&ctl->wc_buf[i].wb_state, SFS_BUF_ACTIVE);
+			sfs_store_release(&ctl->wc_active, i);
+			if (stalled) {
+				sfs_store_relaxed(&ctl->wc_waiting, 0);
+				sfs_qsbr_online(c->seg.hdr, c->slot);
+				sfs_store_relaxed(&ctl->wc_stall_ns,
+						  ctl->wc_stall_ns + (sfs_now_ns() - t0));
+			}
+			return 0;
+		}
+		if (!stalled) {
+			/* Offline while waiting: the compactor's grace period
+			 * must not wait for us, or neither side moves. */
+			stalled = 1;
+			t0 = sfs_now_ns();
+			deadline = c->stall_timeout_ns ? t0 + c->stall_timeout_ns : 0;
+			sfs_store_relaxed(&ctl->wc_stalls, ctl->wc_stalls + 1);
+			sfs_qsbr_offline(c->slot);
+			sfs_store_relaxed(&ctl->wc_waiting, 1);
+			cmm_smp_mb();
+			continue;	/* re-check after announcing: no lost wake-up */
+		}
+		if (deadline && sfs_now_ns() > deadline) {
+			sfs_store_relaxed(&ctl->wc_waiting, 0);
+			sfs_qsbr_online(c->seg.hdr, c->slot);
+			sfs_store_relaxed(&ctl->wc_stall_ns, ctl->wc_stall_ns + (sfs_now_ns() - t0));
+			return sfs__err(SFS_ETIMEDOUT,
+					"worker %u: no free write buffer after %llu ms (compactor behind?)",
+					c->worker,
+					(unsigned long long)((sfs_now_ns() - t0) / 1000000));
+		}
+		sfs_proc_heartbeat(c->slot);
+		sfs_futex_wait(&ctl->wc_freed, seen, 100 * 1000000ull);
+	}
+}
+
+/* Seal the active buffer as the next seq of checkpoint @id, queue its flush
+ * and activate a free buffer.  If no buffer frees up within the stall
+ * timeout the seal stands and c->need_active makes the next write or
+ * barrier wait again before touching any buffer. */
+static int seal_and_swap(sfs_ctx_t *c, uint64_t id, int spill)
+{
+	struct sfs_wctl *ctl = c->ctl;
+	uint32_t a = ctl->wc_active;
+	struct sfs_wctl_buf *d = &ctl->wc_buf[a];
+	struct sfs_flush_req req;
+	uint64_t seq = ctl->wc_seq + 1;
+	int rc;
+
+	d->wb_seq = seq;
+	d->wb_barrier = id;
+	d->wb_sealed_ns = sfs_now_ns();
+	rc = sfs_wbuf_seal(c->buf[a], id);
+	if (rc)
+		return rc;
+	sfs_store_release(&d->wb_state, SFS_BUF_SEALED);
+	sfs_store_relaxed(&ctl->wc_seq, seq);
+	if (spill)
+		sfs_store_relaxed(&ctl->wc_spills, ctl->wc_spills + 1);
+	else
+		sfs_store_relaxed(&ctl->wc_barriers, ctl->wc_barriers + 1);
+	req = (struct sfs_flush_req){ .fr_buf = a, .fr_worker = c->worker, .fr_seq = seq,
+				      .fr_barrier = id,
+				      .fr_off = (uint64_t)((char *)c->buf[a] - (char *)ctl) };
+	/* The ring has more slots than buffers and each sealed buffer has one
+	 * request: it cannot be full of live requests.  If a dead compactor
+	 * left it full, the compactor's scan of SEALED states still finds
+	 * this buffer: the request is a doorbell, not the truth. */
+	(void)sfs_ring_enqueue_burst(c->ring, &req, 1);
+	ring_bell(c);
+	rc = activate_free(c);
+	c->need_active = rc != 0;
+	order_rebuild(c);
+	return rc;
+}
+
+/* A previous seal could not get a free buffer: get one now. */
+static int ensure_active(sfs_ctx_t *c)
+{
+	int rc;
+
+	if (caa_likely(!c->need_active))
+		return 0;
+	rc = activate_free(c);
+	if (rc == 0) {
+		c->need_active = 0;
+		order_rebuild(c);
+	}
+	return rc;
+}
+
+int sfs_barrier(sfs_ctx_t *c, uint64_t id)
+{
+	int rc;
+
+	if (id <= c->ctl->wc_barrier)
+		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu after barrier %llu", c->worker,
+				(unsigned long long)id, (unsigned long long)c->ctl->wc_barrier);
+	rc = ensure_active(c);
+	if (rc == 0) {
+		rc = seal_and_swap(c, id, 0);
+		/* Sealed even when no buffer freed up in time (rc then says so). */
+		sfs_store_relaxed(&c->ctl->wc_barrier, id);
+	}
+	sfs_qsbr_quiescent(c->seg.hdr, c->slot);
+	return rc;
+}
+
+/* ---- writes --------------------------------------------------------------------- */
+
+/* Build kg | state | key in the scratch buffer; checks ownership and limits. */
+static int build_key(sfs_ctx_t *c, uint32_t state, const void *key, size_t klen, uint32_t kind,
+		     const char *op)
+{
+	uint32_t kg;
+
+	if (state >= SFS_MAX_STATES || c->kinds[state] == 0)
+		return sfs__err(SFS_EUSAGE, "%s: state id %u is not registered by this worker", op,
+				state);
+	if (c->kinds[state] != kind)
+		return sfs__err(SFS_EUSAGE, "%s: state '%s' is of another kind", op,
+				c->seg.hdr->sh_states[state].sd_name);
+	if (klen > SFS_KEY_MAX)
+		return sfs__err(SFS_EUSAGE, "%s: key of %zu bytes, at most %u", op, klen, SFS_KEY_MAX);
+	kg = sfs_key_group(key, klen, c->maxp);
+	if (kg < c->kg_start || kg > c->kg_end)
+		return sfs__err(SFS_EUSAGE, "%s: key group %u is not worker %u's (%u..%u)", op, kg,
+				c->worker, c->kg_start, c->kg_end);
+	sfs_key_prefix(c->kbuf, kg, state);
+	memcpy(c->kbuf + SFS_KEY_PREFIX, key, klen);
+	return (int)(klen + SFS_KEY_PREFIX);
+}
+
+/* A write refused for room: spill the active buffer (seal it under the
+ * coming barrier's id) and retry once in a fresh one. */
+#define WRITE_WITH_SPILL(c, expr)                                                   \
+	__extension__({                                                             \
+		int _rc = ensure_active(c);                                         \
+		if (_rc == 0)                                                       \
+			_rc = (expr);                                               \
+		if (_rc == SFS_EFULL) {                                             \
+			_rc = seal_and_swap((c), (c)->ctl->wc_barrier + 1, 1);      \
+			if (_rc == 0)                                               \
+				_rc = (expr);                                       \
+		}                                                                   \
+		_rc;                                                                \
+	})
+
+static inline struct sfs_wbuf *active(sfs_ctx_t *c)
+{
+	return c->buf[c->ctl->wc_active];
+}
+
+int sfs_value_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		  const void *val, size_t vlen)
+{
+	int n = build_key(c, state, key, klen, SFS_STATE_VALUE, "put");
+	uint64_t h;
+
+	if (n < 0)
+		return n;
+	if (vlen > SFS_VALUE_MAX)
+		return sfs__err(SFS_EUSAGE, "put: value of %zu bytes, at most %u", vlen, SFS_VALUE_MAX);
+	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
+	return WRITE_WITH_SPILL(c, sfs_wbuf_put_h(active(c), h, ns, c->kbuf, (size_t)n, val, vlen));
+}
+
+int sfs_value_delete(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen)
+{
+	int n = build_key(c, state, key, klen, SFS_STATE_VALUE, "delete");
+	uint64_t h;
+
+	if (n < 0)
+		return n;
+	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
+	return WRITE_WITH_SPILL(c, sfs_wbuf_delete_h(active(c), h, ns, c->kbuf, (size_t)n));
+}
+
+int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		    int64_t delta)
+{
+	int n = build_key(c, state, key, klen, SFS_STATE_COUNTER, "counter add");
+	uint64_t h;
+
+	if (n < 0)
+		return n;
+	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
+	return WRITE_WITH_SPILL(c, sfs_wbuf_merge_add_h(active(c), h, ns, c->kbuf, (size_t)n, delta));
+}
+
+/* ---- reads ------------------------------------------------------------------------ */
+
+static const struct sfs_mstore *store(sfs_ctx_t *c)
+{
+	if (!c->ms && sfs_mstore_attach(&c->seg, c->worker, &c->ms) != 0)
+		c->ms = NULL;
+	return c->ms;
+}
+
+/*
+ * Look up the composite key in c->kbuf[0..n) through every layer.
+ * Returns 1 found (value view or counter sum), 0 absent, < 0 error.
+ */
+static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_view *out,
+		  int64_t *sum)
+{
+	struct sfs_wctl *ctl = c->ctl;
+	uint64_t h = sfs_wbuf_hash(ns, c->kbuf, n);
+	uint64_t dseq[SFS_WCTL_MAX_BUFS];
+	int64_t dval[SFS_WCTL_MAX_BUFS];
+	unsigned nd = 0;
+	struct sfs_mstore_view mv;
+	const struct sfs_mstore *ms;
+	int64_t acc = 0;
+
+	for (unsigned k = 0; k < c->norder; k++) {
+		uint32_t i = c->order[k];
+		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+		struct sfs_wbuf_view v;
+		int rc;
+
+		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE)
+			break;	/* flushed in seq order: all older ones are too */
+		rc = sfs_wbuf_get_h(c->buf[i], h, ns, c->kbuf, n, &v);
+		if (rc == -ENOENT)
+			continue;
+		if (rc < 0)
+			return rc;
+		if (v.kind == SFS_WBUF_MERGE) {
+			dseq[nd] = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].wb_seq;
+			dval[nd++] = sfs_wbuf_view_i64(&v);
+			continue;
+		}
+		if (v.kind == SFS_WBUF_DELETE) {
+			if (!counter || !nd) {
+				out->data = NULL;
+				out->len = 0;
+				if (sum)
+					*sum = 0;
+				return 0;
+			}
+			for (unsigned d = 0; d < nd; d++)
+				acc += dval[d];
+			*sum = acc;
+			return 1;
+		}
+		/* PUT: shadows everything older. */
+		if (counter) {
+			acc = v.len == 8 ? sfs_wbuf_view_i64(&v) : 0;
+			for (unsigned d = 0; d < nd; d++)
+				acc += dval[d];
+			*sum = acc;
+			return 1;
+		}
+		out->data = v.value;
+		out->len = v.len;
+		return 1;
+	}
+	/* The flushed store gives the base (and its tag). */
+	ms = store(c);
+	if (ms && sfs_mstore_get(ms, h, ns, c->kbuf, (uint32_t)n, &mv)) {
+		if (!counter) {
+			out->data = mv.value;
+			out->len = mv.len;
+			return 1;
+		}
+		if (mv.len == 8)
+			memcpy(&acc, mv.value, 8);
+		for (unsigned d = 0; d < nd; d++)
+			if (dseq[d] > mv.tag)
+				acc += dval[d];
+		*sum = acc;
+		return 1;
+	}
+	if (counter && nd) {
+		for (unsigned d = 0; d < nd; d++)
+			acc += dval[d];
+		*sum = acc;
+		return 1;
+	}
+	out->data = NULL;
+	out->len = 0;
+	if (sum)
+		*sum = 0;
+	return 0;
+}
+
+int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		  struct sfs_view *out)
+{
+	int n = build_key(c, state, key, klen, SFS_STATE_VALUE, "get");
+
+	if (n < 0)
+		return n;
+	return lookup(c, (size_t)n, ns, 0, out, NULL);
+}
+
+int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		    int64_t *out)
+{
+	struct sfs_view v;
+	int n = build_key(c, state, key, klen, SFS_STATE_COUNTER, "counter get");
+
+	if (n < 0)
+		return n;
+	*out = 0;
+	return lookup(c, (size_t)n, ns, 1, &v, out);
+}
+
+int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsigned n,
+		 struct sfs_view *views, int *results)
+{
+	int errors = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		results[i] = sfs_value_get(c, state, keys[i].ns, keys[i].key, keys[i].klen, &views[i]);
+		errors += results[i] < 0;
+	}
+	return errors ? SFS_EUSAGE : 0;
+}
+
+void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st)
+{
+	const struct sfs_wctl *ctl = c->ctl;
+	struct sfs_wbuf_stats ws;
+
+	memset(st, 0, sizeof(*st));
+	st->seq = ctl->wc_seq;
+	st->barriers = ctl->wc_barriers;
+	st->spills = ctl->wc_spills;
+	st->stalls = ctl->wc_stalls;
+	st->stall_ns = ctl->wc_stall_ns;
+	st->flushed_seq = sfs_load_acquire(&ctl->wc_flushed_seq);
+	st->flushes = ctl->wc_flushes;
+	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
+		uint32_t s = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+
+		st->buffers_free += s == SFS_BUF_FREE;
+		st->buffers_sealed += s == SFS_BUF_SEALED;
+	}
+	sfs_wbuf_stats(c->buf[ctl->wc_active], &ws);
+	st->active_entries = ws.entries;
+	st->active_bytes = ws.bytes_used;
+}

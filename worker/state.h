@@ -1,0 +1,40 @@
+/*
+ * state.h — the worker's state context (process-local) and the helpers the
+ * compactor shares to find a worker's region.
+ */
+#ifndef SFS_WORKER_STATE_H
+#define SFS_WORKER_STATE_H
+
+#include <stdint.h>
+
+#include "sfs.h"
+#include "shm/proc.h"
+#include "shm/ring.h"
+#include "target/memory.h"
+#include "worker/wbuf.h"
+#include "worker/wctl.h"
+
+/* Process-local: never in shared memory. */
+struct sfs_ctx {
+	struct sfs_seg seg;
+	struct sfs_proc_slot *slot;
+	uint32_t worker;
+	uint32_t par, maxp, kg_start, kg_end;
+	int restarted;                 /* the region existed: a restart */
+	int need_active;               /* sealed, but no free buffer yet */
+	uint64_t stall_timeout_ns;
+	struct sfs_wctl *ctl;
+	struct sfs_ring *ring;
+	struct sfs_wbuf *buf[SFS_WCTL_MAX_BUFS];
+	struct sfs_mstore *ms;         /* NULL until the compactor created it */
+	uint32_t order[SFS_WCTL_MAX_BUFS];  /* read order: active, then sealed newest first */
+	uint32_t norder;
+	uint8_t kinds[SFS_MAX_STATES]; /* kinds this worker registered, 0 = not */
+	unsigned char kbuf[SFS_KEY_MAX + 8]; /* kg | state | key scratch */
+};
+
+/* Map worker @w's region in @s: control block, ring and buffers. */
+int sfs_wctl_attach(struct sfs_seg *s, uint32_t w, struct sfs_wctl **ctl, struct sfs_ring **ring,
+		    struct sfs_wbuf **bufs);
+
+#endif

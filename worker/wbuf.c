@@ -1,0 +1,513 @@
+/*
+ * wbuf.c — the slow paths of the write buffer (contracts and the format in
+ * wbuf.h): geometry, init and attach checks, seal and reset, the walks the
+ * compactor uses (iterate, sorted offsets), verification, and the messages
+ * of refused writes.  The hot paths (hash, probe, put, delete, merge_add,
+ * get) are static inline in wbuf.h.
+ */
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "worker/wbuf.h"
+
+#define WB_MIN_BITS 3u
+#define WB_MAX_BITS 35u      /* 3/4 * 2^35 >= SFS_WBUF_ENTRIES_MAX */
+#define WB_MIN_ARENA 64u
+
+_Static_assert(SFS_WBUF_GEN_BITS + SFS_WBUF_TAG_BITS + SFS_WBUF_OFF_BITS == 64,
+	       "slot word is 64 bits");
+_Static_assert(offsetof(struct sfs_wbuf, wb_magic) == 0, "magic first");
+_Static_assert(SFS_WBUF_KEY_MAX < (1u << 24), "key length fits 24 bits of we_kf");
+_Static_assert(SFS_WBUF_ENTRY_HDR % 8 == 0, "entries stay 8-byte aligned");
+
+/* ---- layout fingerprint ------------------------------------------------ */
+
+static uint64_t fnv(uint64_t h, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) {
+		h ^= (v >> (8 * i)) & 0xff;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+#define F(h, type, field) \
+	h = fnv(fnv(h, offsetof(type, field)), sizeof(((type *)0)->field))
+
+uint64_t sfs_wbuf_layout(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	h = fnv(h, sizeof(struct sfs_wbuf));
+	F(h, struct sfs_wbuf, wb_magic);
+	F(h, struct sfs_wbuf, wb_version);
+	F(h, struct sfs_wbuf, wb_bits);
+	F(h, struct sfs_wbuf, wb_layout);
+	F(h, struct sfs_wbuf, wb_size);
+	F(h, struct sfs_wbuf, wb_arena_off);
+	F(h, struct sfs_wbuf, wb_max_entries);
+	F(h, struct sfs_wbuf, wb_gen);
+	F(h, struct sfs_wbuf, wb_sealed);
+	F(h, struct sfs_wbuf, wb_owner);
+	F(h, struct sfs_wbuf, wb_top);
+	F(h, struct sfs_wbuf, wb_live);
+	F(h, struct sfs_wbuf, wb_appends);
+	F(h, struct sfs_wbuf, wb_dead);
+	F(h, struct sfs_wbuf, wb_barrier);
+	F(h, struct sfs_wbuf, wb_resets);
+	F(h, struct sfs_wbuf, wb_refused);
+	h = fnv(h, sizeof(struct sfs_wbuf_entry));
+	F(h, struct sfs_wbuf_entry, we_hash);
+	F(h, struct sfs_wbuf_entry, we_ns);
+	F(h, struct sfs_wbuf_entry, we_kf);
+	F(h, struct sfs_wbuf_entry, we_vlen);
+	h = fnv(h, SFS_WBUF_INDEX_OFF);
+	h = fnv(h, (uint64_t)SFS_WBUF_GEN_BITS << 16 | SFS_WBUF_TAG_BITS << 8 | SFS_WBUF_OFF_BITS);
+	h = fnv(h, SFS_WBUF_KEY_MAX);
+	h = fnv(h, SFS_WBUF_VALUE_MAX);
+	h = fnv(h, SFS_WBUF_CELL << 8 | SFS_WBUF_KIND_MASK);
+	return h;
+}
+
+/* ---- geometry ------------------------------------------------------------ */
+
+/* Keys an index of 2^@bits slots accepts: 3/4 of its slots. */
+static uint64_t wb_cap(unsigned bits)
+{
+	return (uint64_t)3 << (bits - 2);
+}
+
+static unsigned wb_bits_for(uint64_t max_entries)
+{
+	unsigned k = WB_MIN_BITS;
+
+	while (wb_cap(k) < max_entries)
+		k++;
+	return k;
+}
+
+static uint64_t wb_index_bytes(unsigned bits)
+{
+	return (uint64_t)8 << bits;
+}
+
+size_t sfs_wbuf_size(uint64_t max_entries, uint64_t arena_bytes)
+{
+	uint64_t total;
+
+	if (max_entries == 0 || max_entries > SFS_WBUF_ENTRIES_MAX || arena_bytes == 0 ||
+	    arena_bytes > SFS_WBUF_SIZE_MAX)
+		return 0;
+	arena_bytes = (arena_bytes + 7) & ~(uint64_t)7;
+	if (arena_bytes < WB_MIN_ARENA)
+		arena_bytes = WB_MIN_ARENA;
+	total = SFS_WBUF_INDEX_OFF + wb_index_bytes(wb_bits_for(max_entries)) + arena_bytes;
+	return total > SFS_WBUF_SIZE_MAX ? 0 : (size_t)total;
+}
+
+/* ---- init / attach ------------------------------------------------------- */
+
+int sfs_wbuf_init(void *mem, size_t size, uint64_t max_entries, struct sfs_wbuf **out)
+{
+	struct sfs_wbuf *b = mem;
+	unsigned bits;
+	uint64_t arena_off, usable = (uint64_t)size & ~(uint64_t)7;
+
+	if (!mem || ((uintptr_t)mem & (SFS_WBUF_ALIGN - 1)))
+		return sfs__err(SFS_EUSAGE, "write buffer init: block %p is not %u-byte aligned",
+				mem, SFS_WBUF_ALIGN);
+	if (max_entries == 0 || max_entries > SFS_WBUF_ENTRIES_MAX)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer init: max_entries %" PRIu64 " not in 1..%" PRIu64,
+				max_entries, SFS_WBUF_ENTRIES_MAX);
+	bits = wb_bits_for(max_entries);
+	arena_off = SFS_WBUF_INDEX_OFF + wb_index_bytes(bits);
+	if (usable < arena_off + WB_MIN_ARENA)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer init: %zu bytes is too small for %" PRIu64
+				" keys (header + index %" PRIu64 " bytes + an arena of at least %u)",
+				size, max_entries, arena_off, WB_MIN_ARENA);
+	if (usable > SFS_WBUF_SIZE_MAX)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer init: %zu bytes is over the limit of %" PRIu64
+				" (36-bit slot offsets)", size, SFS_WBUF_SIZE_MAX);
+
+	/* No reader may attach a half-built buffer: magic goes first to 0
+	 * (a re-init) and comes back last, with release order. */
+	sfs_store_release(&b->wb_magic, 0);
+	memset((char *)b + sizeof(b->wb_magic), 0, sizeof(*b) - sizeof(b->wb_magic));
+	b->wb_version = SFS_WBUF_VERSION;
+	b->wb_bits = bits;
+	b->wb_layout = sfs_wbuf_layout();
+	b->wb_size = usable;
+	b->wb_arena_off = arena_off;
+	b->wb_max_entries = max_entries;
+	b->wb_gen = 1;
+	b->wb_owner = (int32_t)getpid();
+	b->wb_top = arena_off;
+	memset(sfs__wbuf_slots(b), 0, wb_index_bytes(bits));
+	sfs_store_release(&b->wb_magic, SFS_WBUF_MAGIC);
+	*out = b;
+	return 0;
+}
+
+int sfs_wbuf_attach(void *mem, size_t size, struct sfs_wbuf **out)
+{
+	struct sfs_wbuf *b = mem;
+	uint64_t magic, gen, top;
+
+	if (!mem || ((uintptr_t)mem & (SFS_WBUF_ALIGN - 1)))
+		return sfs__err(SFS_EUSAGE, "write buffer attach: block %p is not %u-byte aligned",
+				mem, SFS_WBUF_ALIGN);
+	if (size < SFS_WBUF_INDEX_OFF)
+		return sfs__err(SFS_EUSAGE, "write buffer attach: %zu bytes is smaller than the header",
+				size);
+	magic = sfs_load_acquire(&b->wb_magic);
+	if (magic != SFS_WBUF_MAGIC)
+		return sfs__err(SFS_EMAGIC,
+				"write buffer attach: magic %#" PRIx64 ", expected %#llx (not a write buffer)",
+				magic, SFS_WBUF_MAGIC);
+	if (b->wb_version != SFS_WBUF_VERSION)
+		return sfs__err(SFS_EVERSION, "write buffer attach: format version %u, expected %u",
+				b->wb_version, SFS_WBUF_VERSION);
+	if (b->wb_layout != sfs_wbuf_layout())
+		return sfs__err(SFS_ELAYOUT,
+				"write buffer attach: layout fingerprint %#" PRIx64 ", this build has %#" PRIx64,
+				b->wb_layout, sfs_wbuf_layout());
+	if (b->wb_bits < WB_MIN_BITS || b->wb_bits > WB_MAX_BITS ||
+	    b->wb_arena_off != SFS_WBUF_INDEX_OFF + wb_index_bytes(b->wb_bits))
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer attach: index of 2^%u slots with the arena at %" PRIu64
+				" is not a valid geometry", b->wb_bits, b->wb_arena_off);
+	if (b->wb_size > size || b->wb_size % 8 || b->wb_size < b->wb_arena_off + WB_MIN_ARENA ||
+	    b->wb_size > SFS_WBUF_SIZE_MAX)
+		return sfs__err(b->wb_size > size ? SFS_EUSAGE : SFS_ECORRUPT,
+				"write buffer attach: buffer of %" PRIu64 " bytes, %zu mapped",
+				b->wb_size, size);
+	if (b->wb_max_entries == 0 || b->wb_max_entries > wb_cap(b->wb_bits))
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer attach: max_entries %" PRIu64 " for 2^%u slots (at most %" PRIu64 ")",
+				b->wb_max_entries, b->wb_bits, wb_cap(b->wb_bits));
+	gen = sfs_load_acquire(&b->wb_gen);
+	top = sfs_load_relaxed(&b->wb_top);
+	if (gen == 0 || gen > SFS_WBUF_GEN_MAX || top < b->wb_arena_off || top > b->wb_size)
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer attach: generation %" PRIu64 " or arena top %" PRIu64
+				" out of range", gen, top);
+	*out = b;
+	return 0;
+}
+
+/* ---- seal / reset / stats ---------------------------------------------- */
+
+int sfs_wbuf_seal(struct sfs_wbuf *b, uint64_t barrier)
+{
+	if (b->wb_sealed)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer seal at barrier %" PRIu64 ": already sealed at barrier %" PRIu64,
+				barrier, b->wb_barrier);
+	sfs_store_relaxed(&b->wb_barrier, barrier);
+	sfs_store_release(&b->wb_sealed, 1);
+	return 0;
+}
+
+int sfs_wbuf_sealed(const struct sfs_wbuf *b, uint64_t *barrier)
+{
+	if (!sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_sealed))
+		return 0;
+	if (barrier)
+		*barrier = sfs_load_relaxed(&b->wb_barrier);
+	return 1;
+}
+
+void sfs_wbuf_reset(struct sfs_wbuf *b)
+{
+	uint64_t gen = b->wb_gen;
+
+	if (gen >= SFS_WBUF_GEN_MAX) {
+		/* Generations are spent: a slot written 65535 lives ago would
+		 * carry the next one.  Clear the index once (O(index)). */
+		memset(sfs__wbuf_slots(b), 0, wb_index_bytes(b->wb_bits));
+		gen = 0;
+	}
+	sfs_store_relaxed(&b->wb_top, b->wb_arena_off);
+	sfs_store_relaxed(&b->wb_live, 0);
+	sfs_store_relaxed(&b->wb_appends, 0);
+	sfs_store_relaxed(&b->wb_dead, 0);
+	sfs_store_relaxed(&b->wb_refused, 0);
+	sfs_store_relaxed(&b->wb_barrier, 0);
+	sfs_store_relaxed(&b->wb_resets, b->wb_resets + 1);
+	sfs_store_release(&b->wb_gen, gen + 1);
+	sfs_store_release(&b->wb_sealed, 0);
+}
+
+void sfs_wbuf_stats(const struct sfs_wbuf *b, struct sfs_wbuf_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = b->wb_size;
+	st->slots = (uint64_t)1 << b->wb_bits;
+	st->max_entries = b->wb_max_entries;
+	st->entries = sfs_load_relaxed(&b->wb_live);
+	st->appends = sfs_load_relaxed(&b->wb_appends);
+	st->arena_bytes = b->wb_size - b->wb_arena_off;
+	st->bytes_used = sfs_load_relaxed(&b->wb_top) - b->wb_arena_off;
+	st->bytes_dead = sfs_load_relaxed(&b->wb_dead);
+	st->load = (double)st->entries / (double)st->slots;
+	st->gen = sfs_load_relaxed(&b->wb_gen);
+	st->resets = sfs_load_relaxed(&b->wb_resets);
+	st->refused = sfs_load_relaxed(&b->wb_refused);
+	st->sealed = (uint32_t)sfs_wbuf_sealed(b, &st->barrier);
+}
+
+/* ---- walks --------------------------------------------------------------- */
+
+int sfs_wbuf_next(const struct sfs_wbuf *b, struct sfs_wbuf_iter *it, struct sfs_wbuf_view *v)
+{
+	const uint64_t *slots = sfs__wbuf_slots(b);
+	uint64_t nslots = (uint64_t)1 << b->wb_bits;
+	uint64_t gen = sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_gen);
+
+	for (uint64_t i = it->pos; i < nslots; i++) {
+		uint64_t w = sfs_load_acquire(&((uint64_t *)slots)[i]);
+		const struct sfs_wbuf_entry *e;
+
+		if (sfs__wbuf_slot_gen(w) != gen)
+			continue;
+		it->pos = i + 1;
+		e = sfs__wbuf_entry(b, w);
+		if (!e)
+			return sfs__wbuf_corrupt(b, i, w);
+		sfs__wbuf_fill(b, e, v);
+		return 0;
+	}
+	it->pos = nslots;
+	return -ENOENT;
+}
+
+int sfs_wbuf_view_at(const struct sfs_wbuf *b, uint64_t off, struct sfs_wbuf_view *v)
+{
+	const struct sfs_wbuf_entry *e = NULL;
+
+	if (off % 8 == 0 && off < b->wb_size)
+		e = sfs__wbuf_entry(b, sfs__wbuf_slot(0, 0, off));
+	if (!e)
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer: entry offset %" PRIu64 " is not inside the arena [%" PRIu64
+				", %" PRIu64 ")", off, b->wb_arena_off, b->wb_size);
+	sfs__wbuf_fill(b, e, v);
+	return 0;
+}
+
+static const struct sfs_wbuf_entry *wb_at(const struct sfs_wbuf *b, uint64_t off)
+{
+	return (const struct sfs_wbuf_entry *)((const char *)b + off);
+}
+
+/* Order of two entries: key bytes (memcmp, shorter first on a tie), then
+ * namespace. */
+static int wb_cmp_entries(const struct sfs_wbuf_entry *x, const struct sfs_wbuf_entry *y)
+{
+	uint32_t kx = sfs__wbuf_klen(x), ky = sfs__wbuf_klen(y);
+	int c = memcmp(x + 1, y + 1, kx < ky ? kx : ky);
+
+	if (c)
+		return c;
+	if (kx != ky)
+		return kx < ky ? -1 : 1;
+	return x->we_ns < y->we_ns ? -1 : x->we_ns > y->we_ns;
+}
+
+struct wb_pair {
+	uint64_t prefix;  /* first 8 key bytes, big-endian, zero-padded */
+	uint64_t off;
+};
+
+static int wb_cmp_pair(const void *a, const void *b, void *ctx)
+{
+	const struct wb_pair *x = a, *y = b;
+
+	if (x->prefix != y->prefix)
+		return x->prefix < y->prefix ? -1 : 1;
+	return wb_cmp_entries(wb_at(ctx, x->off), wb_at(ctx, y->off));
+}
+
+static int wb_cmp_off(const void *a, const void *b, void *ctx)
+{
+	return wb_cmp_entries(wb_at(ctx, *(const uint64_t *)a), wb_at(ctx, *(const uint64_t *)b));
+}
+
+/* Zero padding keeps prefix order consistent with the full order: a shorter
+ * key that is a prefix of a longer one has a prefix <= the longer one's,
+ * and equal prefixes fall back to the full compare. */
+static uint64_t wb_prefix(const struct sfs_wbuf_entry *e)
+{
+	uint8_t p[8] = { 0 };
+	uint32_t k = sfs__wbuf_klen(e);
+	uint64_t v;
+
+	memcpy(p, e + 1, k < 8 ? k : 8);
+	memcpy(&v, p, 8);
+	return __builtin_bswap64(v);
+}
+
+int sfs_wbuf_sorted(const struct sfs_wbuf *b, uint64_t *offs, size_t cap, size_t *n)
+{
+	const uint64_t *slots = sfs__wbuf_slots(b);
+	uint64_t nslots = (uint64_t)1 << b->wb_bits;
+	uint64_t gen = sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_gen);
+	struct wb_pair *pairs;
+	size_t cnt = 0;
+
+	for (uint64_t i = 0; i < nslots; i++) {
+		uint64_t w = sfs_load_acquire(&((uint64_t *)slots)[i]);
+
+		if (sfs__wbuf_slot_gen(w) != gen)
+			continue;
+		if (!sfs__wbuf_entry(b, w)) {
+			*n = 0;
+			return sfs__wbuf_corrupt(b, i, w);
+		}
+		if (cnt < cap)
+			offs[cnt] = sfs__wbuf_slot_off(w);
+		cnt++;
+	}
+	*n = cnt;
+	if (cnt > cap)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer sorted: %zu current entries, room for %zu", cnt, cap);
+	if (cnt < 2)
+		return 0;
+	pairs = malloc(cnt * sizeof(*pairs));
+	if (!pairs) {
+		/* No memory for the fast sort: the slow one needs none. */
+		qsort_r(offs, cnt, sizeof(*offs), wb_cmp_off, (void *)b);
+		return 0;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		pairs[i].prefix = wb_prefix(wb_at(b, offs[i]));
+		pairs[i].off = offs[i];
+	}
+	qsort_r(pairs, cnt, sizeof(*pairs), wb_cmp_pair, (void *)b);
+	for (size_t i = 0; i < cnt; i++)
+		offs[i] = pairs[i].off;
+	free(pairs);
+	return 0;
+}
+
+int sfs_wbuf_verify(const struct sfs_wbuf *b)
+{
+	const uint64_t *slots = sfs__wbuf_slots(b);
+	uint64_t nslots = (uint64_t)1 << b->wb_bits;
+	uint64_t gen = sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_gen);
+	uint64_t top = sfs_load_relaxed(&b->wb_top), live = 0;
+
+	if (gen == 0 || gen > SFS_WBUF_GEN_MAX || top < b->wb_arena_off || top > b->wb_size)
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer verify: generation %" PRIu64 " or top %" PRIu64
+				" out of range", gen, top);
+	for (uint64_t i = 0; i < nslots; i++) {
+		uint64_t w = sfs_load_acquire(&((uint64_t *)slots)[i]), slot = UINT64_MAX;
+		const struct sfs_wbuf_entry *e = NULL, *found = NULL;
+		uint32_t kb, kind;
+		int rc;
+
+		if (sfs__wbuf_slot_gen(w) != gen)
+			continue;
+		live++;
+		e = sfs__wbuf_entry(b, w);
+		if (!e || (const char *)e - (const char *)b +
+				  sfs_wbuf_entry_size(sfs__wbuf_klen(e), e->we_vlen) > top)
+			return sfs__err(SFS_ECORRUPT,
+					"write buffer verify: slot %" PRIu64 " (%#" PRIx64
+					") names an entry outside the used arena [%" PRIu64 ", %" PRIu64 ")",
+					i, w, b->wb_arena_off, top);
+		kb = sfs__wbuf_kindb(e);
+		kind = kb & SFS_WBUF_KIND_MASK;
+		if (kind < SFS_WBUF_PUT || kind > SFS_WBUF_MERGE ||
+		    (kb & ~(SFS_WBUF_KIND_MASK | SFS_WBUF_CELL)) ||
+		    (kind == SFS_WBUF_DELETE && (e->we_vlen || (kb & SFS_WBUF_CELL))) ||
+		    (kind == SFS_WBUF_MERGE && !(kb & SFS_WBUF_CELL)) ||
+		    ((kb & SFS_WBUF_CELL) && e->we_vlen != 8) || sfs__wbuf_klen(e) > SFS_WBUF_KEY_MAX ||
+		    e->we_vlen > SFS_WBUF_VALUE_MAX)
+			return sfs__err(SFS_ECORRUPT,
+					"write buffer verify: slot %" PRIu64 ": entry kind %#x, key %u bytes,"
+					" value %u bytes is not a valid entry", i, kb,
+					sfs__wbuf_klen(e), e->we_vlen);
+		if (sfs__wbuf_slot_tag(w) != sfs__wbuf_tag(e->we_hash) ||
+		    e->we_hash != sfs_wbuf_hash(e->we_ns, e + 1, sfs__wbuf_klen(e)))
+			return sfs__err(SFS_ECORRUPT,
+					"write buffer verify: slot %" PRIu64 ": tag or hash does not match the key",
+					i);
+		rc = sfs__wbuf_find(b, e->we_hash, e->we_ns, e + 1, sfs__wbuf_klen(e), &found, &slot);
+		if (rc || slot != i)
+			return sfs__err(SFS_ECORRUPT,
+					"write buffer verify: key of slot %" PRIu64 " is found at slot %" PRIu64
+					" (rc %d): unreachable or stored twice", i, slot, rc);
+	}
+	if (live != sfs_load_relaxed(&b->wb_live))
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer verify: %" PRIu64 " occupied slots, the header counts %" PRIu64,
+				live, b->wb_live);
+	if (live > b->wb_max_entries)
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer verify: %" PRIu64 " keys, more than max_entries %" PRIu64,
+				live, b->wb_max_entries);
+	return 0;
+}
+
+/* ---- messages of refused writes ------------------------------------------- */
+
+int sfs__wbuf_refuse(struct sfs_wbuf *b, const char *op, size_t klen, size_t vlen)
+{
+	if (klen > SFS_WBUF_KEY_MAX)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer %s: key of %zu bytes is over the limit of %u bytes"
+				" (refused, not truncated)", op, klen, SFS_WBUF_KEY_MAX);
+	if (vlen > SFS_WBUF_VALUE_MAX)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer %s: value of %zu bytes is over the limit of %u bytes"
+				" (refused, not truncated)", op, vlen, SFS_WBUF_VALUE_MAX);
+	return sfs__err(SFS_EUSAGE, "write buffer %s: the buffer is sealed (barrier %" PRIu64 ")",
+			op, b->wb_barrier);
+}
+
+int sfs__wbuf_full(struct sfs_wbuf *b, const char *op, uint32_t klen, uint32_t vlen, int index_full)
+{
+	uint64_t need = sfs_wbuf_entry_size(klen, vlen), arena = b->wb_size - b->wb_arena_off;
+
+	if (need > arena)
+		return sfs__err(SFS_EUSAGE,
+				"write buffer %s: an entry of a %u-byte key and a %u-byte value needs %" PRIu64
+				" bytes, more than the whole arena (%" PRIu64 "): it can never fit",
+				op, klen, vlen, need, arena);
+	sfs_store_relaxed(&b->wb_refused, b->wb_refused + 1);
+	if (index_full)
+		return sfs__err(SFS_EFULL,
+				"write buffer %s: index full (%" PRIu64 " of %" PRIu64 " keys)",
+				op, b->wb_live, b->wb_max_entries);
+	return sfs__err(SFS_EFULL,
+			"write buffer %s: arena full (%" PRIu64 " of %" PRIu64
+			" bytes used, the entry needs %" PRIu64 ")",
+			op, b->wb_top - b->wb_arena_off, arena, need);
+}
+
+int sfs__wbuf_corrupt(const struct sfs_wbuf *b, uint64_t slot, uint64_t word)
+{
+	if (!word)
+		return sfs__err(SFS_ECORRUPT,
+				"write buffer: the probe found no free slot in 2^%u slots (index corrupt)",
+				b->wb_bits);
+	return sfs__err(SFS_ECORRUPT,
+			"write buffer: slot %" PRIu64 " (%#" PRIx64 ") names an entry outside the arena [%" PRIu64
+			", %" PRIu64 ")", slot, word, b->wb_arena_off, b->wb_size);
+}
+
+int sfs__wbuf_notint(struct sfs_wbuf *b, uint32_t vlen)
+{
+	return sfs__err(SFS_EUSAGE,
+			"write buffer merge: the key holds a %u-byte value, not an int64 (8 bytes)", vlen);
+}

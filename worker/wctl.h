@@ -1,0 +1,112 @@
+/*
+ * wctl.h — a worker's region: its control block, its flush-request ring,
+ * its write buffers and its value cache, in the segment of its NUMA node.
+ *
+ *   region "worker.<w>":
+ *   [struct sfs_wctl, one page] [ring] [wbuf 0] ... [wbuf K-1] [value cache]
+ *
+ * Ownership.  The worker writes everything except the hand-off fields the
+ * compactor owns (marked below).  A buffer moves through
+ *
+ *   FREE --worker--> ACTIVE --worker: seal--> SEALED
+ *        <--compactor: grace period passed-- RETIRING <--compactor: flushed--
+ *
+ * and each transition is one release store by the side that owns the
+ * buffer in that state; the other side loads the state with acquire.  So
+ * every state word has exactly one writer at a time: the worker while FREE
+ * or ACTIVE, the compactor while SEALED or RETIRING.
+ *
+ * Sequence numbers.  Every seal takes the next wc_seq; the compactor
+ * flushes a worker's sealed buffers strictly in seq order, and the flushed
+ * store tags each entry with the seq that wrote it.  A seal also records the
+ * checkpoint (barrier) id; a buffer that filled up between barriers is
+ * sealed early ("spilled") with the id of the barrier still to come.
+ *
+ * Readers (the worker itself, attached readers) look at buffers whose state
+ * is ACTIVE or SEALED, newest seq first; a RETIRING buffer is fully in the
+ * store and is skipped; a FREE one holds nothing.  The compactor frees a
+ * RETIRING buffer only after a grace period that began after it became
+ * RETIRING, so nobody still reads it when the worker resets it.
+ */
+#ifndef SFS_WORKER_WCTL_H
+#define SFS_WORKER_WCTL_H
+
+#include <stdint.h>
+
+#include "shm/atomic.h"
+
+#define SFS_WCTL_MAGIC 0x314c544357534653ull /* "SFSWCTL1" */
+#define SFS_WCTL_VERSION 1u
+#define SFS_WCTL_MAX_BUFS 16
+#define SFS_WCTL_RING_SLOTS 64
+
+enum sfs_buf_state {
+	SFS_BUF_FREE = 0,
+	SFS_BUF_ACTIVE = 1,
+	SFS_BUF_SEALED = 2,
+	SFS_BUF_RETIRING = 3,
+};
+
+/* One flush request, worker -> compactor (SPSC ring). */
+struct sfs_flush_req {
+	uint32_t fr_buf;       /* buffer index */
+	uint32_t fr_worker;
+	uint64_t fr_seq;       /* its seal sequence number */
+	uint64_t fr_barrier;   /* checkpoint id it belongs to */
+	uint64_t fr_off;       /* buffer offset in the region */
+};
+
+struct sfs_wctl_buf {
+	uint32_t wb_state;     /* hand-off word: see above (release/acquire) */
+	uint32_t wb_pad;
+	uint64_t wb_seq;       /* worker, before SEALED: seal sequence number */
+	uint64_t wb_barrier;   /* worker, before SEALED: checkpoint id */
+	uint64_t wb_sealed_ns; /* worker, before SEALED */
+	uint64_t wb_flushed_ns;/* compactor, before RETIRING */
+	uint64_t wb_pad2[3];
+} __sfs_cache_aligned;
+
+struct sfs_wctl {
+	/* Identity and geometry: the creating worker, once, wc_magic last. */
+	uint64_t wc_magic;
+	uint32_t wc_version;
+	uint32_t wc_worker;
+	uint64_t wc_layout;
+	uint64_t wc_size;          /* region bytes */
+	uint32_t wc_nbufs;
+	uint32_t wc_parallelism;
+	uint32_t wc_max_par;
+	uint32_t wc_kg_start, wc_kg_end;   /* inclusive key-group range */
+	uint32_t wc_pad0;
+	uint64_t wc_buf_bytes;     /* each buffer's block */
+	uint64_t wc_buf_entries;   /* keys per buffer */
+	uint64_t wc_ring_off;      /* from the region start */
+	uint64_t wc_bufs_off;
+	uint64_t wc_cache_off;
+	uint64_t wc_cache_bytes;
+
+	/* Worker-owned progress (relaxed unless noted). */
+	uint64_t wc_seq __sfs_cache_aligned;  /* last seal seq */
+	uint32_t wc_active;        /* release: index of the ACTIVE buffer */
+	uint32_t wc_waiting;       /* 1 while back-pressured on wc_freed (futex protocol) */
+	uint64_t wc_barrier;       /* last barrier id sealed */
+	uint64_t wc_barriers;      /* seals at barriers */
+	uint64_t wc_spills;        /* seals because the buffer filled */
+	uint64_t wc_stalls;        /* back-pressure waits */
+	uint64_t wc_stall_ns;      /* time spent in them */
+	uint64_t wc_restarts;      /* opens that found the region (a restart) */
+
+	/* Compactor-owned progress. */
+	int32_t  wc_freed __sfs_cache_aligned; /* futex word: bumped when a buffer is freed */
+	uint32_t wc_pad1;
+	uint64_t wc_flushed_seq;   /* release: last seq fully flushed */
+	uint64_t wc_flushes;
+	uint64_t wc_flush_entries;
+	uint64_t wc_flush_ns;
+
+	struct sfs_wctl_buf wc_buf[SFS_WCTL_MAX_BUFS];
+};
+
+uint64_t sfs_wctl_layout(void);
+
+#endif
