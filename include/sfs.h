@@ -108,13 +108,16 @@ enum sfs_state_kind {
 #define SFS_KEY_MAX   (64u * 1024 - 4)     /* user key bytes (4 go to kg + state id) */
 #define SFS_VALUE_MAX (16u * 1024 * 1024)  /* value bytes */
 
+#define SFS_WORKER_NO_CACHE 0x1u  /* no value cache (baselines, tests) */
+
 struct sfs_worker_opts {
 	uint32_t parallelism;      /* workers of the job (0: 1) */
 	uint32_t max_parallelism;  /* key groups (0: 128) */
 	uint32_t buffers;          /* write buffers, >= 2 (0: 4) */
 	uint64_t buffer_bytes;     /* bytes per buffer (0: 16 MiB) */
 	uint64_t buffer_keys;      /* keys per buffer (0: buffer_bytes / 64) */
-	uint64_t cache_bytes;      /* value cache (0: 8 MiB; reserved) */
+	uint64_t cache_bytes;      /* value cache of value state (0: 8 MiB) */
+	uint32_t flags;            /* SFS_WORKER_NO_CACHE */
 	uint64_t stall_timeout_ns; /* back-pressure wait bound (0: forever) */
 };
 
@@ -178,6 +181,7 @@ struct sfs_worker_stats {
 	uint64_t flushed_seq, flushes;
 	uint32_t buffers_free, buffers_sealed;
 	uint64_t active_entries, active_bytes;
+	uint64_t cache_hits, cache_neg_hits, cache_misses, cache_entries, cache_bytes;
 };
 void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st);
 

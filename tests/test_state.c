@@ -555,3 +555,58 @@ Test(state, worker_killed_rolls_back_to_its_last_barrier)
 	th_wait(comp, 10000);
 	sfs_worker_close(c);
 }
+
+/* The value cache serves store reads, including "absent", and can never
+ * resurface a value after a write shadowed it and its buffer was released. */
+Test(state, value_cache_is_never_stale)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	struct sfs_worker_stats ws;
+	sfs_ctx_t *c;
+	uint32_t st;
+	char buf[32];
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	inproc_start(&p);
+	put_str(c, st, 0, "k", "v1");
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	inproc_drain(&p, c);
+
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);	/* store; fill queued */
+	cr_assert_eq(get_str(c, st, 0, "gone", buf, sizeof(buf)), 0);	/* absent; fill queued */
+	sfs_ctx_quiescent(c);						/* fills applied */
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "v1");
+	cr_assert_eq(get_str(c, st, 0, "gone", buf, sizeof(buf)), 0);
+	sfs_worker_stats(c, &ws);
+	cr_assert_eq(ws.cache_hits, 1, "hits %llu", (unsigned long long)ws.cache_hits);
+	cr_assert_eq(ws.cache_neg_hits, 1);
+
+	/* Write, then flush and release the buffer that shadowed the cache. */
+	put_str(c, st, 0, "k", "v2");
+	put_str(c, st, 0, "gone", "back");
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "v2");
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	inproc_drain(&p, c);
+	sfs_worker_stats(c, &ws);
+	cr_assert_eq(ws.buffers_sealed, 0, "released");
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "v2", "never the cached v1");
+	cr_assert_eq(get_str(c, st, 0, "gone", buf, sizeof(buf)), 1, "never the cached absent");
+	cr_assert_str_eq(buf, "back");
+
+	/* A read then a write before the quiescent point: the queued fill
+	 * must not land (the key is in the active buffer now). */
+	sfs_ctx_quiescent(c);
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);	/* cache or store */
+	cr_assert_eq(sfs_value_delete(c, st, 0, "k", 1), 0);
+	sfs_ctx_quiescent(c);
+	cr_assert_eq(sfs_barrier(c, 3), 0);
+	inproc_drain(&p, c);
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 0, "deleted stays deleted");
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}

@@ -159,8 +159,9 @@ static int region_init(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint64_t o
 	ctl->wc_bufs_off = align64(ctl->wc_ring_off +
 				   sfs_ring_memsize(SFS_WCTL_RING_SLOTS, sizeof(struct sfs_flush_req)));
 	ctl->wc_cache_off = ctl->wc_bufs_off + o->buffers * bufsz;
-	ctl->wc_cache_bytes = 0;
-	ctl->wc_size = ctl->wc_cache_off;
+	ctl->wc_cache_bytes = (o->flags & SFS_WORKER_NO_CACHE) ? 0
+								: align64(sfs_vcache_size(o->cache_bytes, 0));
+	ctl->wc_size = ctl->wc_cache_off + ctl->wc_cache_bytes;
 	rc = sfs_ring_init((char *)ctl + ctl->wc_ring_off, SFS_WCTL_RING_SLOTS,
 			   sizeof(struct sfs_flush_req), SFS_RING_SPSC);
 	for (uint32_t i = 0; rc == 0 && i < o->buffers; i++) {
@@ -233,6 +234,8 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 		o.buffer_bytes = 16 * MB;
 	if (!o.buffer_keys)
 		o.buffer_keys = o.buffer_bytes / 64 ? o.buffer_bytes / 64 : 1;
+	if (!o.cache_bytes)
+		o.cache_bytes = 8 * MB;
 	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS)
 		return sfs__err(SFS_EUSAGE, "worker %u: %u buffers, need 2..%d", worker, o.buffers,
 				SFS_WCTL_MAX_BUFS);
@@ -265,7 +268,9 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 		uint64_t bufsz = align64(sfs_wbuf_size(o.buffer_keys, o.buffer_bytes));
 		uint64_t need = 4096 + sfs_ring_memsize(SFS_WCTL_RING_SLOTS,
 							sizeof(struct sfs_flush_req)) +
-				o.buffers * bufsz;
+				o.buffers * bufsz + 64 +
+				((o.flags & SFS_WORKER_NO_CACHE) ? 0
+								 : sfs_vcache_size(o.cache_bytes, 0));
 
 		if (!sfs_wbuf_size(o.buffer_keys, o.buffer_bytes)) {
 			rc = sfs__err(SFS_EUSAGE, "worker %u: buffer of %llu bytes, %llu keys refused",
@@ -301,6 +306,14 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 			goto fail_slot;
 		}
 	}
+	if (c->ctl->wc_cache_bytes) {
+		/* Derived data: a fresh cache at every open, so a restarted
+		 * worker never serves a value of its dropped active buffer. */
+		rc = sfs_vcache_init((char *)c->ctl + c->ctl->wc_cache_off, c->ctl->wc_cache_bytes, 0,
+				     &c->cache);
+		if (rc)
+			goto fail_slot;
+	}
 	order_rebuild(c);
 	*out = c;
 	return 0;
@@ -317,6 +330,7 @@ int sfs_worker_close(sfs_ctx_t *c)
 {
 	if (!c)
 		return SFS_EUSAGE;
+	c->nfills = 0;
 	sfs_qsbr_offline(c->slot);
 	sfs_proc_unregister(c->slot);
 	sfs_seg_detach(&c->seg);
@@ -324,8 +338,33 @@ int sfs_worker_close(sfs_ctx_t *c)
 	return 0;
 }
 
+/* Put the reads' store results into the cache, unless the key was written
+ * since (then it is in the active buffer).  Runs before every quiescent
+ * point and every seal, so the active buffer holds every write since the
+ * read.  O(fills). */
+static void apply_fills(sfs_ctx_t *c)
+{
+	struct sfs_wbuf *a = c->buf[c->ctl->wc_active];
+	int active_ok = !c->need_active;
+
+	for (unsigned i = 0; i < c->nfills; i++) {
+		struct sfs_fill *f = &c->fills[i];
+		struct sfs_wbuf_view v;
+
+		if (!active_ok || sfs_wbuf_get(a, f->ns, f->key, f->klen, &v) != -ENOENT)
+			continue;
+		if (f->absent)
+			(void)sfs_vcache_put_absent(c->cache, 0, f->ns, f->key, f->klen, 0);
+		else
+			(void)sfs_vcache_put(c->cache, 0, f->ns, f->key, f->klen, f->val, f->vlen, 0);
+	}
+	c->nfills = 0;
+}
+
 void sfs_ctx_quiescent(sfs_ctx_t *c)
 {
+	if (c->nfills)
+		apply_fills(c);
 	sfs_qsbr_quiescent(c->seg.hdr, c->slot);
 }
 
@@ -409,6 +448,8 @@ static int seal_and_swap(sfs_ctx_t *c, uint64_t id, int spill)
 	uint64_t seq = ctl->wc_seq + 1;
 	int rc;
 
+	if (c->nfills)
+		apply_fills(c);
 	d->wb_seq = seq;
 	d->wb_barrier = id;
 	d->wb_sealed_ns = sfs_now_ns();
@@ -524,6 +565,8 @@ int sfs_value_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, si
 	if (vlen > SFS_VALUE_MAX)
 		return sfs__err(SFS_EUSAGE, "put: value of %zu bytes, at most %u", vlen, SFS_VALUE_MAX);
 	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
+	if (c->cache)
+		(void)sfs_vcache_invalidate(c->cache, 0, ns, c->kbuf, (size_t)n);
 	return WRITE_WITH_SPILL(c, sfs_wbuf_put_h(active(c), h, ns, c->kbuf, (size_t)n, val, vlen));
 }
 
@@ -535,6 +578,8 @@ int sfs_value_delete(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key,
 	if (n < 0)
 		return n;
 	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
+	if (c->cache)
+		(void)sfs_vcache_invalidate(c->cache, 0, ns, c->kbuf, (size_t)n);
 	return WRITE_WITH_SPILL(c, sfs_wbuf_delete_h(active(c), h, ns, c->kbuf, (size_t)n));
 }
 
@@ -557,6 +602,23 @@ static const struct sfs_mstore *store(sfs_ctx_t *c)
 	if (!c->ms && sfs_mstore_attach(&c->seg, c->worker, &c->ms) != 0)
 		c->ms = NULL;
 	return c->ms;
+}
+
+/* Queue a cache fill for the key in c->kbuf (see apply_fills). */
+static void remember(sfs_ctx_t *c, uint64_t ns, size_t n, const void *val, uint32_t vlen,
+		     int absent)
+{
+	struct sfs_fill *f;
+
+	if (!c->cache || n > SFS_FILL_KEY_MAX || c->nfills == SFS_FILLS_MAX)
+		return;
+	f = &c->fills[c->nfills++];
+	f->ns = ns;
+	f->val = val;
+	f->vlen = vlen;
+	f->klen = (uint16_t)n;
+	f->absent = (uint8_t)absent;
+	memcpy(f->key, c->kbuf, n);
 }
 
 /*
@@ -618,10 +680,22 @@ static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_v
 		out->len = v.len;
 		return 1;
 	}
-	/* The flushed store gives the base (and its tag). */
+	/* Value state: the cache, then the store (and remember the answer for
+	 * the cache: no buffer holds this key).  Counters are not cached:
+	 * their reads fold deltas over the store's tagged base. */
+	if (!counter && c->cache) {
+		struct sfs_vcache_view cv;
+
+		if (sfs_vcache_get(c->cache, 0, ns, c->kbuf, n, &cv) == 0) {
+			out->data = cv.absent ? NULL : cv.value;
+			out->len = cv.absent ? 0 : cv.len;
+			return !cv.absent;
+		}
+	}
 	ms = store(c);
 	if (ms && sfs_mstore_get(ms, h, ns, c->kbuf, (uint32_t)n, &mv)) {
 		if (!counter) {
+			remember(c, ns, n, mv.value, mv.len, 0);
 			out->data = mv.value;
 			out->len = mv.len;
 			return 1;
@@ -640,6 +714,8 @@ static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_v
 		*sum = acc;
 		return 1;
 	}
+	if (!counter)
+		remember(c, ns, n, NULL, 0, 1);
 	out->data = NULL;
 	out->len = 0;
 	if (sum)
@@ -703,4 +779,14 @@ void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st)
 	sfs_wbuf_stats(c->buf[ctl->wc_active], &ws);
 	st->active_entries = ws.entries;
 	st->active_bytes = ws.bytes_used;
+	if (c->cache) {
+		struct sfs_vcache_stats cs;
+
+		sfs_vcache_stats(c->cache, &cs);
+		st->cache_hits = cs.hits;
+		st->cache_neg_hits = cs.neg_hits;
+		st->cache_misses = cs.misses;
+		st->cache_entries = cs.entries;
+		st->cache_bytes = cs.bytes_used;
+	}
 }

@@ -11,8 +11,12 @@
 #include "shm/proc.h"
 #include "shm/ring.h"
 #include "target/memory.h"
+#include "worker/vcache.h"
 #include "worker/wbuf.h"
 #include "worker/wctl.h"
+
+#define SFS_FILL_KEY_MAX 64
+#define SFS_FILLS_MAX 64
 
 /* Process-local: never in shared memory. */
 struct sfs_ctx {
@@ -30,6 +34,20 @@ struct sfs_ctx {
 	uint32_t order[SFS_WCTL_MAX_BUFS];  /* read order: active, then sealed newest first */
 	uint32_t norder;
 	uint8_t kinds[SFS_MAX_STATES]; /* kinds this worker registered, 0 = not */
+	struct sfs_vcache *cache;      /* NULL: no value cache */
+	/* Cache fills found by reads, applied at the next quiescent point:
+	 * a fill moves cache memory, which would break views handed out since
+	 * the last quiescent point.  Keys longer than the inline copy are not
+	 * cached. */
+	unsigned nfills;
+	struct sfs_fill {
+		uint64_t ns;
+		const void *val;       /* in the flushed store: valid until quiescent */
+		uint32_t vlen;
+		uint16_t klen;
+		uint8_t absent;
+		unsigned char key[SFS_FILL_KEY_MAX];
+	} fills[SFS_FILLS_MAX];
 	unsigned char kbuf[SFS_KEY_MAX + 8]; /* kg | state | key scratch */
 };
 
