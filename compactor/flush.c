@@ -15,20 +15,27 @@
 
 #define SCAN_PERIOD_NS (50 * 1000000ull)
 
-void sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
-		      const struct sfs_proc_slot *self, uint64_t store_bytes)
+#define APPLY_BATCH 64
+
+int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
+		     const struct sfs_proc_slot *self, uint64_t store_bytes)
 {
 	memset(f, 0, sizeof(*f));
 	f->seg = seg;
 	f->self = self;
-	f->store_bytes = store_bytes;
+	f->cfg.store_bytes = store_bytes;
+	f->ops = sfs_target_of(seg);
+	if (!f->ops)
+		return sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", seg->path,
+				seg->hdr->sh_backend);
+	return 0;
 }
 
 void sfs_flusher_fini(struct sfs_flusher *f)
 {
 	for (uint32_t i = 0; i < f->nworkers; i++) {
 		if (f->w[i].open)
-			sfs_mstore_close(&f->w[i].store);
+			f->ops->close(f->w[i].tw);
 		free(f->w[i].offs);
 	}
 	memset(f->w, 0, sizeof(f->w));
@@ -43,7 +50,7 @@ static int open_worker(struct sfs_flusher *f, uint32_t w)
 
 	if (rc)
 		return rc;
-	rc = sfs_mstore_open(f->seg, w, f->store_bytes, f->self, &fw->store);
+	rc = f->ops->open(f->seg, w, f->self, &f->cfg, &fw->tw);
 	if (rc) {
 		if (!fw->failing)
 			sfs_log("worker %u: cannot open its store: %s", w, sfs_last_error());
@@ -118,25 +125,6 @@ static int begin(struct sfs_flush_worker *fw, int b)
 	return 0;
 }
 
-static int apply(struct sfs_flush_worker *fw, const struct sfs_wbuf_view *v, uint64_t seq)
-{
-	int64_t d;
-
-	switch (v->kind) {
-	case SFS_WBUF_PUT:
-		return sfs_mstore_apply(&fw->store, SFS_MSTORE_PUT, v->hash, v->ns, v->key, v->klen,
-					v->value, v->len, seq);
-	case SFS_WBUF_DELETE:
-		return sfs_mstore_apply(&fw->store, SFS_MSTORE_DELETE, v->hash, v->ns, v->key,
-					v->klen, NULL, 0, seq);
-	case SFS_WBUF_MERGE:
-		d = sfs_wbuf_view_i64(v);
-		return sfs_mstore_apply(&fw->store, SFS_MSTORE_ADD, v->hash, v->ns, v->key, v->klen,
-					&d, 8, seq);
-	}
-	return sfs__err(SFS_ECORRUPT, "worker %u: entry of unknown kind %u", fw->worker, v->kind);
-}
-
 /* Flush up to @budget entries of the current buffer; finish it when done. */
 static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsigned budget)
 {
@@ -146,12 +134,16 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	unsigned done = 0;
 
 	while (fw->pos < fw->n && done < budget) {
-		struct sfs_wbuf_view v;
-		int rc = sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos], &v);
+		struct sfs_wbuf_view v[APPLY_BATCH];
+		unsigned k = 0;
+		int rc = 0;
 
+		while (k < APPLY_BATCH && fw->pos + k < fw->n && done + k < budget && rc == 0)
+			rc = sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos + k], &v[k]), k++;
 		if (rc == 0)
-			rc = apply(fw, &v, seq);
+			rc = f->ops->apply(fw->tw, v, k, seq);
 		if (rc) {
+			/* Retried from fw->pos later: applies are idempotent. */
 			if (!fw->failing)
 				sfs_log("worker %u: flush of buffer seq %llu failed, will retry: %s",
 					fw->worker, (unsigned long long)seq, sfs_last_error());
@@ -159,12 +151,13 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 			return done ? (int)done : 0;
 		}
 		fw->failing = 0;
-		fw->pos++;
-		done++;
+		fw->pos += k;
+		done += k;
 	}
 	if (fw->pos < fw->n)
 		return (int)done;
-	sfs_mstore_commit(&fw->store, seq);
+	if (f->ops->commit(fw->tw, seq))
+		return (int)done;
 	d->wb_flushed_ns = sfs_now_ns();
 	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
 	sfs_store_relaxed(&ctl->wc_flush_entries, ctl->wc_flush_entries + fw->n);
@@ -238,6 +231,8 @@ int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
 				*pending = 1;
 		}
 		work += release_retired(f, fw, pending);
+		if (f->ops->busy(fw->tw))
+			*pending = 1;
 	}
 	return work;
 }

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "shm/proc.h"
-#include "target/memory.h"
+#include "target/target.h"
 #include "worker/state.h"
 
 #define SFS_FLUSH_MAX_WORKERS 256
@@ -33,7 +33,7 @@ struct sfs_flush_worker {
 	struct sfs_wctl *ctl;
 	struct sfs_ring *ring;
 	struct sfs_wbuf *buf[SFS_WCTL_MAX_BUFS];
-	struct sfs_mstore_writer store;
+	struct sfs_target_writer *tw;  /* the flush target's writer */
 	int cur;                       /* buffer being flushed, -1 none */
 	uint64_t *offs;                /* its sorted entries (process-local) */
 	size_t n, pos, cap;
@@ -45,14 +45,16 @@ struct sfs_flush_worker {
 struct sfs_flusher {
 	struct sfs_seg *seg;
 	const struct sfs_proc_slot *self;
-	uint64_t store_bytes;          /* size of a new memory store */
+	const struct sfs_target_ops *ops;
+	struct sfs_target_cfg cfg;
 	uint64_t next_scan_ns;
 	uint32_t nworkers;             /* highest open index + 1 */
 	struct sfs_flush_worker w[SFS_FLUSH_MAX_WORKERS];
 };
 
-void sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
-		      const struct sfs_proc_slot *self, uint64_t store_bytes);
+/* SFS_EUSAGE if the segment names an unknown flush target. */
+int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
+		     const struct sfs_proc_slot *self, uint64_t store_bytes);
 void sfs_flusher_fini(struct sfs_flusher *f);
 
 /*

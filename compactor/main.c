@@ -40,8 +40,13 @@ int main(int argc, char **argv)
 		return 1;
 	c.wake_word = &c.seg.hdr->sh_bell;
 	c.wake_flag = &c.seg.hdr->sh_bell_sleeping;
-	sfs_flusher_init(&flusher, &c.seg, c.slot, store);
-	sfs_log("attached to job %s (segment %s), flushing to the memory target", c.job, c.seg.path);
+	if (sfs_flusher_init(&flusher, &c.seg, c.slot, store)) {
+		sfs_log("%s", sfs_last_error());
+		sfs_child_finish(&c);
+		return 1;
+	}
+	sfs_log("attached to job %s (segment %s), flushing to the %s target", c.job, c.seg.path,
+		flusher.ops->name);
 	rc = sfs_child_loop(&c, step);
 	if (rc)
 		sfs_log("flush loop stopped: %s", sfs_last_error());

@@ -54,6 +54,7 @@ uint64_t sfs_layout_fingerprint(void)
 	F(h, struct sfs_seg_hdr, sh_owner_start);
 	F(h, struct sfs_seg_hdr, sh_created_ns);
 	F(h, struct sfs_seg_hdr, sh_job);
+	F(h, struct sfs_seg_hdr, sh_backend);
 	F(h, struct sfs_seg_hdr, sh_shutdown);
 	F(h, struct sfs_seg_hdr, sh_nchildren);
 	F(h, struct sfs_seg_hdr, sh_bump);

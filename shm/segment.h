@@ -157,6 +157,9 @@ struct sfs_seg_hdr {
 	uint64_t sh_created_ns;   /* CLOCK_REALTIME ns, for humans */
 	char     sh_job[SFS_JOB_NAME_MAX + 1];
 
+	/* The flush target's name ("" = "memory"): creator, before sh_magic. */
+	char     sh_backend[16];
+
 	/* Control: written by the supervisor. */
 	int32_t  sh_shutdown __sfs_cache_aligned; /* 0 running, 1 stopping (release); children
 	                           * sleep on it as a futex, stop on SIGTERM */

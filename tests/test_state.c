@@ -52,7 +52,7 @@ static void inproc_start(struct inproc *p)
 {
 	cr_assert_eq(sfs_seg_attach(job, 0, &p->seg), 0);
 	cr_assert_eq(sfs_proc_register(&p->seg, SFS_ROLE_COMPACTOR, 0, &p->slot), 0);
-	sfs_flusher_init(&p->f, &p->seg, p->slot, 16u << 20);
+	cr_assert_eq(sfs_flusher_init(&p->f, &p->seg, p->slot, 16u << 20), 0);
 }
 
 /* Step until idle (every sealed buffer flushed and freed).  The worker in
@@ -392,6 +392,32 @@ Test(state, randomized_against_a_reference_map)
 				cr_assert_eq(v.len, strlen(m.val[ns][k]));
 				cr_assert(memcmp(v.data, m.val[ns][k], v.len) == 0, "op %d key %s", i,
 					  key);
+			}
+		} else if (op < 80) {
+			/* A batch read: buffers, cache and one store probe. */
+			struct sfs_key ks[100];
+			struct sfs_view vs[100];
+			int rs[100], kk[100], nsx[100];
+			static char kbufs[100][16];
+			unsigned nb = 1 + (unsigned)(rand_r(&seed) % 100);
+
+			for (unsigned b = 0; b < nb; b++) {
+				kk[b] = rand_r(&seed) % MODEL_KEYS;
+				nsx[b] = rand_r(&seed) % 2;
+				snprintf(kbufs[b], sizeof(kbufs[b]), "k%d", kk[b]);
+				ks[b] = (struct sfs_key){ .ns = (uint64_t)nsx[b], .key = kbufs[b],
+							  .klen = (uint32_t)strlen(kbufs[b]) };
+			}
+			cr_assert_eq(sfs_multiget(c, sv, ks, nb, vs, rs), 0);
+			for (unsigned b = 0; b < nb; b++) {
+				const char *want = m.val[nsx[b]][kk[b]];
+
+				cr_assert_eq(rs[b], m.present[nsx[b]][kk[b]], "op %d multiget %s", i,
+					     kbufs[b]);
+				if (rs[b] == 1)
+					cr_assert(vs[b].len == strlen(want) &&
+						  memcmp(vs[b].data, want, vs[b].len) == 0,
+						  "op %d multiget %s", i, kbufs[b]);
 			}
 		} else if (op < 95) {
 			rc = sfs_counter_get(c, sc, 0, key, strlen(key), &x);

@@ -24,7 +24,7 @@
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
-#include "target/memory.h"
+#include "target/target.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"
 #include "worker/wbuf.h"
@@ -306,6 +306,15 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 			goto fail_slot;
 		}
 	}
+	c->tops = sfs_target_of(&c->seg);
+	if (!c->tops) {
+		rc = sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", c->seg.path,
+			      c->seg.hdr->sh_backend);
+		goto fail_slot;
+	}
+	rc = c->tops->reader_open(&c->seg, worker, &c->tr);
+	if (rc)
+		goto fail_slot;
 	if (c->ctl->wc_cache_bytes) {
 		/* Derived data: a fresh cache at every open, so a restarted
 		 * worker never serves a value of its dropped active buffer. */
@@ -331,6 +340,7 @@ int sfs_worker_close(sfs_ctx_t *c)
 	if (!c)
 		return SFS_EUSAGE;
 	c->nfills = 0;
+	c->tops->reader_close(c->tr);
 	sfs_qsbr_offline(c->slot);
 	sfs_proc_unregister(c->slot);
 	sfs_seg_detach(&c->seg);
@@ -366,6 +376,7 @@ void sfs_ctx_quiescent(sfs_ctx_t *c)
 	if (c->nfills)
 		apply_fills(c);
 	sfs_qsbr_quiescent(c->seg.hdr, c->slot);
+	(void)c->tops->catch_up(c->tr);
 }
 
 uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen)
@@ -597,13 +608,6 @@ int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 
 /* ---- reads ------------------------------------------------------------------------ */
 
-static const struct sfs_mstore *store(sfs_ctx_t *c)
-{
-	if (!c->ms && sfs_mstore_attach(&c->seg, c->worker, &c->ms) != 0)
-		c->ms = NULL;
-	return c->ms;
-}
-
 /* Queue a cache fill for the key in c->kbuf (see apply_fills). */
 static void remember(sfs_ctx_t *c, uint64_t ns, size_t n, const void *val, uint32_t vlen,
 		     int absent)
@@ -621,22 +625,30 @@ static void remember(sfs_ctx_t *c, uint64_t ns, size_t n, const void *val, uint3
 	memcpy(f->key, c->kbuf, n);
 }
 
-/*
- * Look up the composite key in c->kbuf[0..n) through every layer.
- * Returns 1 found (value view or counter sum), 0 absent, < 0 error.
- */
-static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_view *out,
-		  int64_t *sum)
-{
-	struct sfs_wctl *ctl = c->ctl;
-	uint64_t h = sfs_wbuf_hash(ns, c->kbuf, n);
+/* What the buffers said about one key, before the store is asked. */
+struct walk {
+	int done;                 /* 1: the answer is final (res/out/sum set) */
+	int res;
+	unsigned nd;              /* counter deltas still to fold */
 	uint64_t dseq[SFS_WCTL_MAX_BUFS];
 	int64_t dval[SFS_WCTL_MAX_BUFS];
-	unsigned nd = 0;
-	struct sfs_mstore_view mv;
-	const struct sfs_mstore *ms;
+};
+
+/*
+ * Walk the buffers, newest first, and the cache for the composite key in
+ * c->kbuf[0..n).  Sets w->done when they decide the answer; otherwise the
+ * flushed store must be probed (and for a counter, w holds the deltas).
+ */
+static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
+		struct sfs_view *out, int64_t *sum, struct walk *w)
+{
+	struct sfs_wctl *ctl = c->ctl;
 	int64_t acc = 0;
 
+	w->done = 1;
+	w->nd = 0;
+	out->data = NULL;
+	out->len = 0;
 	for (unsigned k = 0; k < c->norder; k++) {
 		uint32_t i = c->order[k];
 		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
@@ -649,78 +661,87 @@ static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_v
 		if (rc == -ENOENT)
 			continue;
 		if (rc < 0)
-			return rc;
+			return w->res = rc;
 		if (v.kind == SFS_WBUF_MERGE) {
-			dseq[nd] = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].wb_seq;
-			dval[nd++] = sfs_wbuf_view_i64(&v);
+			w->dseq[w->nd] = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].wb_seq;
+			w->dval[w->nd++] = sfs_wbuf_view_i64(&v);
 			continue;
 		}
 		if (v.kind == SFS_WBUF_DELETE) {
-			if (!counter || !nd) {
-				out->data = NULL;
-				out->len = 0;
-				if (sum)
-					*sum = 0;
-				return 0;
-			}
-			for (unsigned d = 0; d < nd; d++)
-				acc += dval[d];
-			*sum = acc;
-			return 1;
+			/* Shadows everything older; newer deltas count from 0. */
+			for (unsigned d = 0; d < w->nd; d++)
+				acc += w->dval[d];
+			if (sum)
+				*sum = acc;
+			return w->res = counter && w->nd ? 1 : 0;
 		}
 		/* PUT: shadows everything older. */
 		if (counter) {
 			acc = v.len == 8 ? sfs_wbuf_view_i64(&v) : 0;
-			for (unsigned d = 0; d < nd; d++)
-				acc += dval[d];
+			for (unsigned d = 0; d < w->nd; d++)
+				acc += w->dval[d];
 			*sum = acc;
-			return 1;
+			return w->res = 1;
 		}
 		out->data = v.value;
 		out->len = v.len;
-		return 1;
+		return w->res = 1;
 	}
-	/* Value state: the cache, then the store (and remember the answer for
-	 * the cache: no buffer holds this key).  Counters are not cached:
-	 * their reads fold deltas over the store's tagged base. */
+	/* Value state: the cache answers what the store would. */
 	if (!counter && c->cache) {
 		struct sfs_vcache_view cv;
 
 		if (sfs_vcache_get(c->cache, 0, ns, c->kbuf, n, &cv) == 0) {
 			out->data = cv.absent ? NULL : cv.value;
 			out->len = cv.absent ? 0 : cv.len;
-			return !cv.absent;
+			return w->res = !cv.absent;
 		}
 	}
-	ms = store(c);
-	if (ms && sfs_mstore_get(ms, h, ns, c->kbuf, (uint32_t)n, &mv)) {
-		if (!counter) {
-			remember(c, ns, n, mv.value, mv.len, 0);
-			out->data = mv.value;
-			out->len = mv.len;
-			return 1;
-		}
-		if (mv.len == 8)
-			memcpy(&acc, mv.value, 8);
-		for (unsigned d = 0; d < nd; d++)
-			if (dseq[d] > mv.tag)
-				acc += dval[d];
-		*sum = acc;
-		return 1;
-	}
-	if (counter && nd) {
-		for (unsigned d = 0; d < nd; d++)
-			acc += dval[d];
-		*sum = acc;
-		return 1;
-	}
-	if (!counter)
-		remember(c, ns, n, NULL, 0, 1);
-	out->data = NULL;
-	out->len = 0;
-	if (sum)
-		*sum = 0;
+	w->done = 0;
 	return 0;
+}
+
+/* Finish a walk with the store's answer @r for the key in c->kbuf[0..n). */
+static int resolve(sfs_ctx_t *c, size_t n, uint64_t ns, int counter,
+		   const struct sfs_probe_result *r, struct walk *w, struct sfs_view *out,
+		   int64_t *sum)
+{
+	int64_t acc = 0;
+
+	if (!counter) {
+		/* No buffer holds the key: the store's answer may be cached. */
+		remember(c, ns, n, r->found ? r->value : NULL, r->len, !r->found);
+		out->data = r->found ? r->value : NULL;
+		out->len = r->found ? r->len : 0;
+		return r->found;
+	}
+	/* Deltas of buffers the store already contains (seq <= its tag) are
+	 * not folded again. */
+	if (r->found && r->len == 8)
+		memcpy(&acc, r->value, 8);
+	for (unsigned d = 0; d < w->nd; d++)
+		if (!r->found || w->dseq[d] > r->tag)
+			acc += w->dval[d];
+	*sum = acc;
+	return r->found || w->nd;
+}
+
+/* One key through every layer: 1 found, 0 absent, < 0 error. */
+static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_view *out,
+		  int64_t *sum)
+{
+	uint64_t h = sfs_wbuf_hash(ns, c->kbuf, n);
+	struct sfs_probe p = { .hash = h, .ns = ns, .key = c->kbuf, .klen = (uint32_t)n };
+	struct sfs_probe_result r;
+	struct walk w;
+	int rc = walk(c, n, ns, h, counter, out, sum, &w);
+
+	if (w.done || rc < 0)
+		return w.res;
+	rc = c->tops->probe(c->tr, &p, 1, &r);
+	if (rc)
+		return rc;
+	return resolve(c, n, ns, counter, &r, &w, out, sum);
 }
 
 int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
@@ -745,14 +766,76 @@ int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 	return lookup(c, (size_t)n, ns, 1, &v, out);
 }
 
+/*
+ * sfs_multiget - the keys of one input batch: each walks the buffers and the
+ * cache; the ones left over are probed in the flushed store together (one
+ * target call: RocksDB's MultiGet, one scan of a table).  Keys that do not
+ * fit the batch scratch are probed on their own.
+ */
+#define MG_BATCH 64
+#define MG_KEYBYTES (16u << 10)
+
 int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsigned n,
 		 struct sfs_view *views, int *results)
 {
+	static __thread unsigned char kstore[MG_KEYBYTES];
+	struct sfs_probe probes[MG_BATCH];
+	struct sfs_probe_result pr[MG_BATCH];
+	unsigned idx[MG_BATCH], np = 0;
+	size_t used = 0;
 	int errors = 0;
 
-	for (unsigned i = 0; i < n; i++) {
-		results[i] = sfs_value_get(c, state, keys[i].ns, keys[i].key, keys[i].klen, &views[i]);
-		errors += results[i] < 0;
+	for (unsigned i = 0; i <= n; i++) {
+		/* Flush the pending probes when full or at the end. */
+		if (np && (i == n || np == MG_BATCH || used + SFS_KEY_PREFIX + keys[i].klen >
+							       MG_KEYBYTES)) {
+			int rc = c->tops->probe(c->tr, probes, np, pr);
+
+			for (unsigned k = 0; k < np; k++) {
+				struct walk w = { .nd = 0 };
+
+				if (rc) {
+					results[idx[k]] = rc;
+					errors++;
+					continue;
+				}
+				memcpy(c->kbuf, probes[k].key, probes[k].klen);
+				results[idx[k]] = resolve(c, probes[k].klen, probes[k].ns, 0, &pr[k],
+							  &w, &views[idx[k]], NULL);
+			}
+			np = 0;
+			used = 0;
+		}
+		if (i == n)
+			break;
+		{
+			int kn = build_key(c, state, keys[i].key, keys[i].klen, SFS_STATE_VALUE,
+					   "multiget");
+			struct walk w;
+			uint64_t h;
+
+			if (kn < 0) {
+				results[i] = kn;
+				errors++;
+				continue;
+			}
+			h = sfs_wbuf_hash(keys[i].ns, c->kbuf, (size_t)kn);
+			results[i] = walk(c, (size_t)kn, keys[i].ns, h, 0, &views[i], NULL, &w);
+			if (w.done) {
+				errors += results[i] < 0;
+				continue;
+			}
+			if (used + (size_t)kn > MG_KEYBYTES) {
+				/* Longer than the whole scratch: probe alone. */
+				results[i] = lookup(c, (size_t)kn, keys[i].ns, 0, &views[i], NULL);
+				continue;
+			}
+			memcpy(kstore + used, c->kbuf, (size_t)kn);
+			probes[np] = (struct sfs_probe){ .hash = h, .ns = keys[i].ns,
+							 .key = kstore + used, .klen = (uint32_t)kn };
+			idx[np++] = i;
+			used += (size_t)kn;
+		}
 	}
 	return errors ? SFS_EUSAGE : 0;
 }

@@ -10,7 +10,7 @@
 #include "sfs.h"
 #include "shm/proc.h"
 #include "shm/ring.h"
-#include "target/memory.h"
+#include "target/target.h"
 #include "worker/vcache.h"
 #include "worker/wbuf.h"
 #include "worker/wctl.h"
@@ -30,7 +30,8 @@ struct sfs_ctx {
 	struct sfs_wctl *ctl;
 	struct sfs_ring *ring;
 	struct sfs_wbuf *buf[SFS_WCTL_MAX_BUFS];
-	struct sfs_mstore *ms;         /* NULL until the compactor created it */
+	const struct sfs_target_ops *tops;  /* the flush target below the buffers */
+	struct sfs_target_reader *tr;
 	uint32_t order[SFS_WCTL_MAX_BUFS];  /* read order: active, then sealed newest first */
 	uint32_t norder;
 	uint8_t kinds[SFS_MAX_STATES]; /* kinds this worker registered, 0 = not */

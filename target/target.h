@@ -1,0 +1,87 @@
+/*
+ * target.h — the flush-target interface: what the compactor writes sealed
+ * buffers into and what a worker reads below its buffers and cache.
+ *
+ * A target is a table of operations (process-local: function pointers never
+ * reach shared memory; the segment names its target by string).  The
+ * worker and the compactor only ever talk to a target through this table,
+ * so the RocksDB and table-store targets of later issues plug in without
+ * changing either.  Contracts:
+ *
+ * Compactor side (one writer per worker's store):
+ *  - apply(w, entries, n, seq): write n entries of buffer @seq, given in the
+ *    buffer's sorted (key-group-leading) order.  Idempotent: a redone flush
+ *    of @seq after a crash must not change the result (counters included).
+ *    May be called in several bounded pieces for one buffer.
+ *  - commit(w, seq): every entry of @seq is applied; publish the version.
+ *    After it returns, a reader that catches up sees all of @seq.
+ *  - busy(w): background work is pending (a grace period, a compaction):
+ *    the compactor polls instead of sleeping.
+ *  - files(w, fn, arg): the files that make up the current version, for
+ *    checkpoints (a target in memory has none).
+ *
+ * Worker side (lock-free readers, any process of the node):
+ *  - catch_up(r): called at a quiescent point, at most once per published
+ *    version (cheap when nothing changed).
+ *  - probe(r, keys, n, res): a batch of point lookups (the keys of one
+ *    input batch that missed the buffers and the cache).  A result's value
+ *    stays valid until the caller's next quiescent point; its tag is the
+ *    seq of the buffer that last wrote the key (counters fold buffered
+ *    deltas of newer buffers only).
+ */
+#ifndef SFS_TARGET_TARGET_H
+#define SFS_TARGET_TARGET_H
+
+#include <stdint.h>
+
+#include "shm/proc.h"
+#include "worker/wbuf.h"
+
+struct sfs_target_writer;
+struct sfs_target_reader;
+
+struct sfs_probe {
+	uint64_t hash;          /* sfs_wbuf_hash(ns, key) */
+	uint64_t ns;
+	const void *key;        /* kg | state | user key */
+	uint32_t klen;
+};
+
+struct sfs_probe_result {
+	int found;
+	const void *value;
+	uint32_t len;
+	uint64_t tag;
+};
+
+struct sfs_target_cfg {
+	uint64_t store_bytes;   /* memory target: region bytes per worker */
+};
+
+struct sfs_target_ops {
+	const char *name;
+	int (*open)(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot *self,
+		    const struct sfs_target_cfg *cfg, struct sfs_target_writer **out);
+	int (*apply)(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
+		     uint64_t seq);
+	int (*commit)(struct sfs_target_writer *w, uint64_t seq);
+	int (*busy)(struct sfs_target_writer *w);
+	int (*files)(struct sfs_target_writer *w, int (*fn)(void *arg, const char *path), void *arg);
+	void (*close)(struct sfs_target_writer *w);
+
+	int (*reader_open)(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out);
+	int (*catch_up)(struct sfs_target_reader *r);
+	int (*probe)(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
+		     struct sfs_probe_result *res);
+	void (*reader_close)(struct sfs_target_reader *r);
+};
+
+/* The target a segment was created for (sh_backend; "" means "memory"). */
+const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s);
+
+/* By name; NULL if unknown. */
+const struct sfs_target_ops *sfs_target_find(const char *name);
+
+extern const struct sfs_target_ops sfs_target_memory;
+
+#endif
