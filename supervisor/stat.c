@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/procinfo.h"
 #include "shm/proc.h"
+#include "worker/state.h"
 #include "supervisor/sup.h"
 
 #define MAX_NODES 16
@@ -62,6 +63,64 @@ static void fill_from_slot(struct proc_row *r, const struct sfs_proc_slot *sl, u
 
 	r->heartbeat_age_ms = now > beat ? (int64_t)((now - beat) / 1000000ull) : 0;
 	r->qsbr = sfs_load_relaxed(&sl->ps_qsbr);
+}
+
+/* Keyed state per worker region: buffers, barriers, back-pressure, flushes. */
+static void print_workers(struct sfs_seg *segs, int nsegs, int json)
+{
+	int first = 1;
+
+	for (int n = 0; n < nsegs; n++)
+		for (uint32_t w = 0; w < SFS_MAX_PROCS; w++) {
+			struct sfs_wctl *ctl;
+			struct sfs_ring *ring;
+			struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
+			unsigned nfree = 0, nsealed = 0, nretiring = 0;
+
+			if (sfs_wctl_attach(&segs[n], w, &ctl, &ring, bufs))
+				continue;
+			for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
+				uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+
+				nfree += st == SFS_BUF_FREE;
+				nsealed += st == SFS_BUF_SEALED;
+				nretiring += st == SFS_BUF_RETIRING;
+			}
+			if (json) {
+				printf("%s{\"worker\": %u, \"node\": %d, \"key_groups\": [%u, %u], "
+				       "\"buffers\": %u, \"buffers_free\": %u, \"buffers_sealed\": %u, "
+				       "\"buffers_retiring\": %u, \"buffer_bytes\": %llu, "
+				       "\"seq\": %llu, \"flushed_seq\": %llu, \"barrier\": %llu, "
+				       "\"spills\": %llu, \"stalls\": %llu, \"stall_ms\": %llu, "
+				       "\"flushes\": %llu, \"flushed_entries\": %llu, \"restarts\": %llu}",
+				       first ? "" : ", ", w, n, ctl->wc_kg_start, ctl->wc_kg_end,
+				       ctl->wc_nbufs, nfree, nsealed, nretiring,
+				       (unsigned long long)ctl->wc_buf_bytes,
+				       (unsigned long long)ctl->wc_seq,
+				       (unsigned long long)ctl->wc_flushed_seq,
+				       (unsigned long long)ctl->wc_barrier,
+				       (unsigned long long)ctl->wc_spills,
+				       (unsigned long long)ctl->wc_stalls,
+				       (unsigned long long)(ctl->wc_stall_ns / 1000000),
+				       (unsigned long long)ctl->wc_flushes,
+				       (unsigned long long)ctl->wc_flush_entries,
+				       (unsigned long long)ctl->wc_restarts);
+			} else {
+				if (first)
+					printf("\n%-6s %4s %9s %7s %8s %8s %8s %6s %6s %9s\n", "WORKER",
+					       "NODE", "KEYGROUPS", "BUFFERS", "SEQ", "FLUSHED",
+					       "BARRIER", "SPILLS", "STALLS", "STALL_MS");
+				printf("%-6u %4d %4u-%-4u %2u/%u/%u %8llu %8llu %8llu %6llu %6llu %9llu\n",
+				       w, n, ctl->wc_kg_start, ctl->wc_kg_end, nfree, nsealed,
+				       ctl->wc_nbufs, (unsigned long long)ctl->wc_seq,
+				       (unsigned long long)ctl->wc_flushed_seq,
+				       (unsigned long long)ctl->wc_barrier,
+				       (unsigned long long)ctl->wc_spills,
+				       (unsigned long long)ctl->wc_stalls,
+				       (unsigned long long)(ctl->wc_stall_ns / 1000000));
+			}
+			first = 0;
+		}
 }
 
 static void usage(FILE *f)
@@ -183,6 +242,8 @@ int sfs_cmd_stat(int argc, char **argv)
 			       (unsigned long long)h->sh_page_size,
 			       (h->sh_flags & SFS_SEG_HUGE) ? "true" : "false", h->sh_owner_pid);
 		}
+		printf("], \"workers\": [");
+		print_workers(segs, nsegs, 1);
 		printf("]}\n");
 	} else {
 		printf("job %s (generation %llu)\n", job,
@@ -215,6 +276,8 @@ int sfs_cmd_stat(int argc, char **argv)
 			       (h->sh_flags & SFS_SEG_HUGE) ? "huge" : "4 KiB");
 		}
 	}
+	if (!json)
+		print_workers(segs, nsegs, 0);
 	for (int n = 0; n < nsegs; n++)
 		sfs_seg_detach(&segs[n]);
 	return 0;

@@ -35,6 +35,13 @@ static void teardown(void)
 
 TestSuite(state, .init = setup, .fini = teardown, .timeout = 120);
 
+static const char *bin_dir(void)
+{
+	const char *b = getenv("SFS_BIN");
+
+	return b && *b ? b : "bin";
+}
+
 static struct sfs_worker_opts small_opts(void)
 {
 	return (struct sfs_worker_opts){ .buffers = 4, .buffer_bytes = 1 << 20,
@@ -449,13 +456,6 @@ Test(state, randomized_against_a_reference_map)
 
 /* ---- crashes, with the real compactor binary ---------------------------------- */
 
-static const char *bin_dir(void)
-{
-	const char *b = getenv("SFS_BIN");
-
-	return b && *b ? b : "bin";
-}
-
 static pid_t start_compactor(void)
 {
 	char path[PATH_MAX];
@@ -633,6 +633,37 @@ Test(state, value_cache_is_never_stale)
 	cr_assert_eq(sfs_barrier(c, 3), 0);
 	inproc_drain(&p, c);
 	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 0, "deleted stays deleted");
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+/* `sfs stat` reports each worker's buffers, seal sequence and stalls. */
+Test(state, stat_reports_worker_state)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t st;
+	char cmd[PATH_MAX + 128], out[8192];
+	size_t n;
+	FILE *f;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	inproc_start(&p);
+	put_str(c, st, 0, "a", "1");
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	inproc_drain(&p, c);
+	snprintf(cmd, sizeof(cmd), "%s/sfs stat --job %s --json", bin_dir(), job);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	cr_assert_eq(pclose(f), 0, "%s", out);
+	cr_assert(strstr(out, "\"workers\": [{\"worker\": 0, \"node\": 0, \"key_groups\": [0, 127]"),
+		  "%s", out);
+	cr_assert(strstr(out, "\"seq\": 2, \"flushed_seq\": 2, \"barrier\": 2"), "%s", out);
 	inproc_stop(&p);
 	sfs_worker_close(c);
 }
