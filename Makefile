@@ -76,7 +76,7 @@ $(BIN)/sfs-%: $(BUILD)/%/main.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) tests/helpers.h
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/helpers.h tests/state_helpers.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(CRIT_LIBS) $(LDLIBS)
 

@@ -12,6 +12,7 @@
 #include "compactor/flush.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
+#include "worker/keygroup.h"
 
 #define SCAN_PERIOD_NS (50 * 1000000ull)
 
@@ -37,6 +38,7 @@ void sfs_flusher_fini(struct sfs_flusher *f)
 		if (f->w[i].open)
 			f->ops->close(f->w[i].tw);
 		free(f->w[i].offs);
+		free(f->w[i].views);
 	}
 	memset(f->w, 0, sizeof(f->w));
 }
@@ -125,6 +127,17 @@ static int begin(struct sfs_flush_worker *fw, int b)
 	return 0;
 }
 
+static int is_map_view(const struct sfs_flusher *f, const struct sfs_wbuf_view *v)
+{
+	uint32_t sid, kind;
+
+	if (v->klen < SFS_KEY_PREFIX)
+		return 0;
+	sid = sfs_key_prefix_state(v->key);
+	kind = sid < SFS_MAX_STATES ? f->seg->hdr->sh_states[sid].sd_kind : 0;
+	return kind == SFS_STATE_MAP || kind == SFS_STATE_LIST;
+}
+
 /* Flush up to @budget entries of the current buffer; finish it when done. */
 static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsigned budget)
 {
@@ -134,14 +147,37 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	unsigned done = 0;
 
 	while (fw->pos < fw->n && done < budget) {
-		struct sfs_wbuf_view v[APPLY_BATCH];
 		unsigned k = 0;
 		int rc = 0;
 
-		while (k < APPLY_BATCH && fw->pos + k < fw->n && done + k < budget && rc == 0)
-			rc = sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos + k], &v[k]), k++;
+		/* A batch never ends inside a map's group (its parent key is a
+		 * prefix of all its entries): targets get each map whole. */
+		while (fw->pos + k < fw->n && rc == 0) {
+			if (k >= APPLY_BATCH || done + k >= budget) {
+				const struct sfs_wbuf_view *last = &fw->views[k - 1];
+				struct sfs_wbuf_view next;
+				uint32_t pl;
+
+				if (!is_map_view(f, last) ||
+				    !(pl = sfs_map_parent_len(last->key, last->klen)) ||
+				    sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos + k], &next) ||
+				    next.klen <= pl || memcmp(next.key, last->key, pl) != 0)
+					break;
+			}
+			if (k == fw->vcap) {
+				size_t cap = fw->vcap ? fw->vcap * 2 : APPLY_BATCH;
+				struct sfs_wbuf_view *nv = realloc(fw->views, cap * sizeof(*nv));
+
+				if (!nv)
+					return -ENOMEM;
+				fw->views = nv;
+				fw->vcap = cap;
+			}
+			rc = sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos + k], &fw->views[k]);
+			k++;
+		}
 		if (rc == 0)
-			rc = f->ops->apply(fw->tw, v, k, seq);
+			rc = f->ops->apply(fw->tw, fw->views, k, seq);
 		if (rc) {
 			/* Retried from fw->pos later: applies are idempotent. */
 			if (!fw->failing)

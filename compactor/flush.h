@@ -37,6 +37,8 @@ struct sfs_flush_worker {
 	int cur;                       /* buffer being flushed, -1 none */
 	uint64_t *offs;                /* its sorted entries (process-local) */
 	size_t n, pos, cap;
+	struct sfs_wbuf_view *views;   /* one apply batch (grows for a big map) */
+	size_t vcap;
 	uint64_t t0;
 	uint64_t retire_token[SFS_WCTL_MAX_BUFS]; /* grace period of a RETIRING buffer */
 	int failing;                   /* last apply failed: report once */

@@ -101,8 +101,8 @@ typedef struct sfs_ctx sfs_ctx_t;
 enum sfs_state_kind {
 	SFS_STATE_VALUE = 1,    /* get / put / delete */
 	SFS_STATE_COUNTER = 2,  /* int64 blind adds (merge), get */
-	SFS_STATE_MAP = 3,      /* reserved: key -> {user key -> value} */
-	SFS_STATE_LIST = 4,     /* reserved: append, read all, clear */
+	SFS_STATE_MAP = 3,      /* key -> {user key -> value}: put, get, remove, iterate, clear */
+	SFS_STATE_LIST = 4,     /* append, read all (in append order), clear */
 };
 
 #define SFS_KEY_MAX   (64u * 1024 - 4)     /* user key bytes (4 go to kg + state id) */
@@ -154,6 +154,35 @@ int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 /* 1 and the value when present, 0 (and *out = 0) when absent. */
 int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		    int64_t *out);
+
+/*
+ * Map state.  A map key's entries live under its key (and namespace); user
+ * keys and values are byte strings.  Reads see every layer: buffers newest
+ * first, then the flushed store; a clear shadows everything older.
+ * sfs_map_iter calls @fn once per live entry (order unspecified) with views
+ * valid until the next quiescent point; @fn returning non-zero stops it.
+ * The user key counts against SFS_KEY_MAX together with the key.
+ */
+typedef int (*sfs_entry_fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
+			    uint32_t vlen);
+
+int sfs_map_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		const void *ukey, size_t ulen, const void *val, size_t vlen);
+int sfs_map_remove(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		   const void *ukey, size_t ulen);
+int sfs_map_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		const void *ukey, size_t ulen, struct sfs_view *out);
+int sfs_map_clear(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen);
+int sfs_map_iter(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		 sfs_entry_fn fn, void *arg);
+
+/* List state: @fn gets the elements in append order (ukey: an 8-byte
+ * big-endian sequence number). */
+int sfs_list_append(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		    const void *val, size_t vlen);
+int sfs_list_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		 sfs_entry_fn fn, void *arg);
+int sfs_list_clear(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen);
 
 /* A batch of point reads of one state: results[i] as sfs_value_get. */
 struct sfs_key {

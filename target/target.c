@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "target/mapblob.h"
 #include "target/memory.h"
+#include "worker/keygroup.h"
 #include "target/target.h"
 
 /* ---- memory target: thin adapters over target/memory.c ---------------- */
@@ -38,6 +40,93 @@ static int mem_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 	return 0;
 }
 
+static int kind_of(struct sfs_seg *s, const struct sfs_wbuf_view *v)
+{
+	const unsigned char *k = v->key;
+	uint32_t sid;
+
+	if (v->klen < SFS_KEY_PREFIX)
+		return 0;
+	sid = sfs_key_prefix_state(k);
+	return sid < SFS_MAX_STATES ? (int)s->hdr->sh_states[sid].sd_kind : 0;
+}
+
+static int is_map(int kind)
+{
+	return kind == SFS_STATE_MAP || kind == SFS_STATE_LIST;
+}
+
+/*
+ * A map's group of a buffer: its head (parent key) and its changed entries,
+ * sorted by user key.  The stored blob is rewritten once with all of them;
+ * a blob whose tag is >= @seq already holds this flush (idempotent).
+ * Returns how many views it consumed, or < 0.
+ */
+static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
+		     uint64_t seq)
+{
+	const unsigned char *key = v[0].key;
+	uint32_t plen = sfs_map_parent_len(key, v[0].klen);
+	struct sfs_blob_ent *chg;
+	struct sfs_mstore_view old;
+	unsigned k = 0, used;
+	int cleared = 0, have_old, rc;
+	void *blob = NULL;
+	uint32_t blen = 0;
+	uint64_t ph;
+
+	if (!plen)
+		return sfs__err(SFS_ECORRUPT, "memory target: malformed map key of %u bytes",
+				v[0].klen);
+	chg = malloc(sizeof(*chg) * n);
+	if (!chg)
+		return -ENOMEM;
+	struct sfs_map_head hd = { 0, 0 };
+
+	used = 0;
+	if (v[0].klen == plen) {	/* the head */
+		if (v[0].len == sizeof(hd))
+			memcpy(&hd, v[0].value, sizeof(hd));
+		cleared = hd.mh_clear_pos != 0;
+		used = 1;
+	}
+	while (used < n && v[used].klen > plen && memcmp(v[used].key, key, plen) == 0) {
+		struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
+
+		if (cleared && v[used].off < hd.mh_clear_pos) {
+			used++;	/* written before the clear in this buffer: gone */
+			continue;
+		}
+		if (v[used].len >= sizeof(me))
+			memcpy(&me, v[used].value, sizeof(me));
+		chg[k].ukey = (const char *)v[used].key + plen;
+		chg[k].ulen = v[used].klen - plen;
+		chg[k].val = (me.me_flags & SFS_MAP_REMOVED) ? NULL
+							     : (const char *)v[used].value + sizeof(me);
+		chg[k].vlen = (me.me_flags & SFS_MAP_REMOVED) ? 0
+							      : v[used].len - (uint32_t)sizeof(me);
+		k++;
+		used++;
+	}
+	ph = sfs_wbuf_hash(v[0].ns, key, plen);
+	have_old = sfs_mstore_get(w->m.ms, ph, v[0].ns, key, plen, &old);
+	if (have_old && old.tag >= seq) {
+		free(chg);
+		return (int)used;	/* a redone flush: already applied */
+	}
+	rc = sfs_blob_merge(have_old && !cleared ? old.value : NULL, have_old ? old.len : 0, chg, k,
+			    &blob, &blen);
+	free(chg);
+	if (rc)
+		return sfs__err(rc, "memory target: map of %u bytes: cannot build its blob", plen);
+	if (blob)
+		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, ph, v[0].ns, key, plen, blob, blen, seq);
+	else
+		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, ph, v[0].ns, key, plen, NULL, 0, seq);
+	free(blob);
+	return rc ? rc : (int)used;
+}
+
 static int mem_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
 		     uint64_t seq)
 {
@@ -45,6 +134,13 @@ static int mem_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v,
 		int64_t d;
 		int rc;
 
+		if (is_map(kind_of(w->m.seg, &v[i]))) {
+			rc = apply_map(w, &v[i], n - i, seq);
+			if (rc < 0)
+				return rc;
+			i += (unsigned)rc - 1;
+			continue;
+		}
 		switch (v[i].kind) {
 		case SFS_WBUF_PUT:
 			rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, v[i].hash, v[i].ns, v[i].key,
@@ -131,6 +227,45 @@ static int mem_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, 
 	return 0;
 }
 
+static int mem_map_get(struct sfs_target_reader *r, const struct sfs_probe *parent,
+		       const void *ukey, uint32_t ulen, struct sfs_probe_result *res)
+{
+	struct sfs_probe_result blob;
+	struct sfs_blob_ent e;
+
+	mem_probe(r, parent, 1, &blob);
+	res->found = blob.found && sfs_blob_find(blob.value, blob.len, ukey, ulen, &e);
+	res->value = res->found ? e.val : NULL;
+	res->len = res->found ? e.vlen : 0;
+	res->tag = blob.tag;
+	return res->found;
+}
+
+static int mem_map_iter(struct sfs_target_reader *r, const struct sfs_probe *parent,
+			int (*fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
+				  uint32_t vlen),
+			void *arg)
+{
+	struct sfs_probe_result blob;
+	uint32_t n;
+
+	mem_probe(r, parent, 1, &blob);
+	if (!blob.found)
+		return 0;
+	n = sfs_blob_count(blob.value, blob.len);
+	for (uint32_t i = 0; i < n; i++) {
+		struct sfs_blob_ent e;
+		int rc;
+
+		if (!sfs_blob_at(blob.value, blob.len, i, &e))
+			return sfs__err(SFS_ECORRUPT, "memory target: damaged map blob");
+		rc = fn(arg, e.ukey, e.ulen, e.val, e.vlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static void mem_reader_close(struct sfs_target_reader *r)
 {
 	free(r);
@@ -147,6 +282,8 @@ const struct sfs_target_ops sfs_target_memory = {
 	.reader_open = mem_reader_open,
 	.catch_up = mem_catch_up,
 	.probe = mem_probe,
+	.map_get = mem_map_get,
+	.map_iter = mem_map_iter,
 	.reader_close = mem_reader_close,
 };
 

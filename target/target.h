@@ -12,7 +12,8 @@
  *  - apply(w, entries, n, seq): write n entries of buffer @seq, given in the
  *    buffer's sorted (key-group-leading) order.  Idempotent: a redone flush
  *    of @seq after a crash must not change the result (counters included).
- *    May be called in several bounded pieces for one buffer.
+ *    May be called in several bounded pieces for one buffer, but a map's
+ *    parent and entries (a contiguous group) always come in one call.
  *  - commit(w, seq): every entry of @seq is applied; publish the version.
  *    After it returns, a reader that catches up sees all of @seq.
  *  - busy(w): background work is pending (a grace period, a compaction):
@@ -23,6 +24,7 @@
  * Worker side (lock-free readers, any process of the node):
  *  - catch_up(r): called at a quiescent point, at most once per published
  *    version (cheap when nothing changed).
+ *  - map_get / map_iter: one entry, or every entry, of a map key.
  *  - probe(r, keys, n, res): a batch of point lookups (the keys of one
  *    input batch that missed the buffers and the cache).  A result's value
  *    stays valid until the caller's next quiescent point; its tag is the
@@ -73,6 +75,15 @@ struct sfs_target_ops {
 	int (*catch_up)(struct sfs_target_reader *r);
 	int (*probe)(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
 		     struct sfs_probe_result *res);
+	/* Map state: @parent is the map's parent key (worker/keygroup.h).
+	 * map_get: 1 and the value of @ukey, or 0.  map_iter: @fn per entry
+	 * (stops at a non-zero return, which it passes on). */
+	int (*map_get)(struct sfs_target_reader *r, const struct sfs_probe *parent,
+		       const void *ukey, uint32_t ulen, struct sfs_probe_result *res);
+	int (*map_iter)(struct sfs_target_reader *r, const struct sfs_probe *parent,
+			int (*fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
+				  uint32_t vlen),
+			void *arg);
 	void (*reader_close)(struct sfs_target_reader *r);
 };
 

@@ -100,4 +100,39 @@ static inline uint32_t sfs_key_prefix_state(const unsigned char *k)
 	return (uint32_t)k[2] << 8 | k[3];
 }
 
+/*
+ * Map and list state.  A map key's parent key is  kg | state | klen (2 B,
+ * big-endian) | key  and each entry's key is  parent | user key.  The length
+ * makes the parent a prefix of exactly its own entries, so in memcmp order
+ * a parent is followed by all its entries and nothing else: the sorted
+ * flush sees each map as one contiguous group.
+ */
+#define SFS_MAP_PREFIX 6u
+
+/* Length of the parent part of a map entry key (0 if malformed). */
+static inline uint32_t sfs_map_parent_len(const unsigned char *k, uint32_t klen)
+{
+	uint32_t n;
+
+	if (klen < SFS_MAP_PREFIX)
+		return 0;
+	n = SFS_MAP_PREFIX + ((uint32_t)k[4] << 8 | k[5]);
+	return n <= klen ? n : 0;
+}
+
+/* Buffered head of a map (value of its parent key): the newest entry of
+ * this buffer's chain, and where a clear in this buffer happened (entries
+ * at lower offsets are shadowed; 0: no clear). */
+struct sfs_map_head {
+	uint64_t mh_latest;
+	uint64_t mh_clear_pos;
+};
+
+/* Buffered entry value header: the previous entry of the chain, flags. */
+struct sfs_map_ent {
+	uint64_t me_prev;
+	uint64_t me_flags;          /* SFS_MAP_REMOVED */
+};
+#define SFS_MAP_REMOVED 1u
+
 #endif

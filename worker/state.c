@@ -56,9 +56,10 @@ int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
 	if (!name || !*name || strlen(name) >= SFS_STATE_NAME_MAX)
 		return sfs__err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
 				SFS_STATE_NAME_MAX - 1);
-	if (kind != SFS_STATE_VALUE && kind != SFS_STATE_COUNTER)
-		return sfs__err(SFS_EUSAGE, "state '%s': kind %d is not supported (value, counter)",
-				name, kind);
+	if (kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST)
+		return sfs__err(SFS_EUSAGE,
+				"state '%s': kind %d is not one of value, counter, map, list", name,
+				kind);
 	for (int pass = 0; pass < 2; pass++) {
 		for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
 			struct sfs_state_desc *d = &h->sh_states[i];
@@ -340,6 +341,7 @@ int sfs_worker_close(sfs_ctx_t *c)
 	if (!c)
 		return SFS_EUSAGE;
 	c->nfills = 0;
+	sfs__map_free(c);
 	c->tops->reader_close(c->tr);
 	sfs_qsbr_offline(c->slot);
 	sfs_proc_unregister(c->slot);
@@ -520,11 +522,22 @@ int sfs_barrier(sfs_ctx_t *c, uint64_t id)
 	return rc;
 }
 
+int sfs__state_ready(sfs_ctx_t *c)
+{
+	return ensure_active(c);
+}
+
+int sfs__state_spill(sfs_ctx_t *c)
+{
+	return seal_and_swap(c, c->ctl->wc_barrier + 1, 1);
+}
+
 /* ---- writes --------------------------------------------------------------------- */
 
-/* Build kg | state | key in the scratch buffer; checks ownership and limits. */
-static int build_key(sfs_ctx_t *c, uint32_t state, const void *key, size_t klen, uint32_t kind,
-		     const char *op)
+/* Checks that @state is registered with @kind and that this worker owns
+ * @key's key group; returns the key group or an error. */
+int sfs__state_check(sfs_ctx_t *c, uint32_t state, uint32_t kind, const void *key, size_t klen,
+		     size_t extra, const char *op)
 {
 	uint32_t kg;
 
@@ -534,13 +547,25 @@ static int build_key(sfs_ctx_t *c, uint32_t state, const void *key, size_t klen,
 	if (c->kinds[state] != kind)
 		return sfs__err(SFS_EUSAGE, "%s: state '%s' is of another kind", op,
 				c->seg.hdr->sh_states[state].sd_name);
-	if (klen > SFS_KEY_MAX)
-		return sfs__err(SFS_EUSAGE, "%s: key of %zu bytes, at most %u", op, klen, SFS_KEY_MAX);
+	if (klen + extra > SFS_KEY_MAX)
+		return sfs__err(SFS_EUSAGE, "%s: key of %zu bytes, at most %u", op, klen + extra,
+				SFS_KEY_MAX);
 	kg = sfs_key_group(key, klen, c->maxp);
 	if (kg < c->kg_start || kg > c->kg_end)
 		return sfs__err(SFS_EUSAGE, "%s: key group %u is not worker %u's (%u..%u)", op, kg,
 				c->worker, c->kg_start, c->kg_end);
-	sfs_key_prefix(c->kbuf, kg, state);
+	return (int)kg;
+}
+
+/* Build kg | state | key in the scratch buffer; checks ownership and limits. */
+static int build_key(sfs_ctx_t *c, uint32_t state, const void *key, size_t klen, uint32_t kind,
+		     const char *op)
+{
+	int kg = sfs__state_check(c, state, kind, key, klen, 0, op);
+
+	if (kg < 0)
+		return kg;
+	sfs_key_prefix(c->kbuf, (uint32_t)kg, state);
 	memcpy(c->kbuf + SFS_KEY_PREFIX, key, klen);
 	return (int)(klen + SFS_KEY_PREFIX);
 }

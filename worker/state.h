@@ -50,7 +50,19 @@ struct sfs_ctx {
 		unsigned char key[SFS_FILL_KEY_MAX];
 	} fills[SFS_FILLS_MAX];
 	unsigned char kbuf[SFS_KEY_MAX + 8]; /* kg | state | key scratch */
+	void *mscratch;                /* map entry value scratch (process-local) */
+	size_t mscratch_cap;
+	struct sfs_seen *seen;         /* map iteration: user keys already seen */
 };
+
+/* Shared with worker/mapstate.c: get an ACTIVE buffer after a stalled
+ * seal; seal the active buffer early (it is full); check a state, kind,
+ * key length (+@extra bytes) and key-group ownership (returns the kg). */
+int sfs__state_ready(sfs_ctx_t *c);
+int sfs__state_spill(sfs_ctx_t *c);
+int sfs__state_check(sfs_ctx_t *c, uint32_t state, uint32_t kind, const void *key, size_t klen,
+		     size_t extra, const char *op);
+void sfs__map_free(sfs_ctx_t *c);
 
 /* Map worker @w's region in @s: control block, ring and buffers. */
 int sfs_wctl_attach(struct sfs_seg *s, uint32_t w, struct sfs_wctl **ctl, struct sfs_ring **ring,

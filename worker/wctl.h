@@ -95,6 +95,7 @@ struct sfs_wctl {
 	uint64_t wc_stalls;        /* back-pressure waits */
 	uint64_t wc_stall_ns;      /* time spent in them */
 	uint64_t wc_restarts;      /* opens that found the region (a restart) */
+	uint64_t wc_list_seq;      /* last list element sequence number */
 
 	/* Compactor-owned progress. */
 	int32_t  wc_freed __sfs_cache_aligned; /* futex word: bumped when a buffer is freed */
