@@ -59,6 +59,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fingerprint.h"
 #include "common/err.h"
 #include "shm/alloc.h"
 
@@ -111,75 +112,63 @@ _Static_assert(sizeof(struct sfs_salloc) < SFS_SALLOC_PAGE, "salloc header fits 
 
 /* ---- layout fingerprint ---------------------------------------------- */
 
-static uint64_t fnv(uint64_t h, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (8 * i)) & 0xff;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-#define F(h, type, field) \
-	h = fnv(fnv(h, offsetof(type, field)), sizeof(((type *)0)->field))
-#define S(h, type) h = fnv(h, sizeof(type))
 
 uint64_t sfs_alloc_layout(void)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SFS_FP_INIT;
 
-	S(h, struct sfs_region_hdr);
-	F(h, struct sfs_region_hdr, rg_magic);
-	F(h, struct sfs_region_hdr, rg_version);
-	F(h, struct sfs_region_hdr, rg_owner);
-	F(h, struct sfs_region_hdr, rg_layout);
-	F(h, struct sfs_region_hdr, rg_size);
-	S(h, struct sfs_arena);
-	F(h, struct sfs_arena, ar_top);
-	F(h, struct sfs_arena, ar_nalloc);
-	F(h, struct sfs_arena, ar_resets);
-	F(h, struct sfs_arena, ar_peak);
-	S(h, struct sfs__sclass);
-	F(h, struct sfs__sclass, sc_size);
-	F(h, struct sfs__sclass, sc_pages);
-	F(h, struct sfs__sclass, sc_nobj);
-	F(h, struct sfs__sclass, sc_partial);
-	F(h, struct sfs__sclass, sc_slabs);
-	F(h, struct sfs__sclass, sc_objects);
-	S(h, struct sfs_salloc);
-	F(h, struct sfs_salloc, sa_npages);
-	F(h, struct sfs_salloc, sa_first);
-	F(h, struct sfs_salloc, sa_nclasses);
-	F(h, struct sfs_salloc, sa_small_max);
-	F(h, struct sfs_salloc, sa_map);
-	F(h, struct sfs_salloc, sa_in_use);
-	F(h, struct sfs_salloc, sa_objects);
-	F(h, struct sfs_salloc, sa_large_objects);
-	F(h, struct sfs_salloc, sa_large_pages);
-	F(h, struct sfs_salloc, sa_free_pages);
-	F(h, struct sfs_salloc, sa_binmask);
-	F(h, struct sfs_salloc, sa_bin);
-	F(h, struct sfs_salloc, sa_class);
-	S(h, struct sfs__page);
-	F(h, struct sfs__page, pg_kind);
-	F(h, struct sfs__page, pg_run);
-	F(h, struct sfs__page, pg_next);
-	F(h, struct sfs__page, pg_prev);
-	S(h, struct sfs__slab);
-	F(h, struct sfs__slab, sl_magic);
-	F(h, struct sfs__slab, sl_class);
-	F(h, struct sfs__slab, sl_nobj);
-	F(h, struct sfs__slab, sl_used);
-	F(h, struct sfs__slab, sl_bump);
-	F(h, struct sfs__slab, sl_free);
-	F(h, struct sfs__slab, sl_next);
-	F(h, struct sfs__slab, sl_prev);
-	F(h, struct sfs__slab, sl_live);
-	h = fnv(h, SFS_SALLOC_PAGE);
-	h = fnv(h, SFS_SALLOC_NCLASS_MAX);
-	h = fnv(h, SFS_SALLOC_NBINS);
-	h = fnv(h, SFS_SALLOC_SMALL_MAX);
-	h = fnv(h, SFS__SLAB_MINOBJ);
+	SFS_FP_SIZE(h, struct sfs_region_hdr);
+	SFS_FP_FIELD(h, struct sfs_region_hdr, rg_magic);
+	SFS_FP_FIELD(h, struct sfs_region_hdr, rg_version);
+	SFS_FP_FIELD(h, struct sfs_region_hdr, rg_owner);
+	SFS_FP_FIELD(h, struct sfs_region_hdr, rg_layout);
+	SFS_FP_FIELD(h, struct sfs_region_hdr, rg_size);
+	SFS_FP_SIZE(h, struct sfs_arena);
+	SFS_FP_FIELD(h, struct sfs_arena, ar_top);
+	SFS_FP_FIELD(h, struct sfs_arena, ar_nalloc);
+	SFS_FP_FIELD(h, struct sfs_arena, ar_resets);
+	SFS_FP_FIELD(h, struct sfs_arena, ar_peak);
+	SFS_FP_SIZE(h, struct sfs__sclass);
+	SFS_FP_FIELD(h, struct sfs__sclass, sc_size);
+	SFS_FP_FIELD(h, struct sfs__sclass, sc_pages);
+	SFS_FP_FIELD(h, struct sfs__sclass, sc_nobj);
+	SFS_FP_FIELD(h, struct sfs__sclass, sc_partial);
+	SFS_FP_FIELD(h, struct sfs__sclass, sc_slabs);
+	SFS_FP_FIELD(h, struct sfs__sclass, sc_objects);
+	SFS_FP_SIZE(h, struct sfs_salloc);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_npages);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_first);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_nclasses);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_small_max);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_map);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_in_use);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_objects);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_large_objects);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_large_pages);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_free_pages);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_binmask);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_bin);
+	SFS_FP_FIELD(h, struct sfs_salloc, sa_class);
+	SFS_FP_SIZE(h, struct sfs__page);
+	SFS_FP_FIELD(h, struct sfs__page, pg_kind);
+	SFS_FP_FIELD(h, struct sfs__page, pg_run);
+	SFS_FP_FIELD(h, struct sfs__page, pg_next);
+	SFS_FP_FIELD(h, struct sfs__page, pg_prev);
+	SFS_FP_SIZE(h, struct sfs__slab);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_magic);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_class);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_nobj);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_used);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_bump);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_free);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_next);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_prev);
+	SFS_FP_FIELD(h, struct sfs__slab, sl_live);
+	h = sfs_fp(h, SFS_SALLOC_PAGE);
+	h = sfs_fp(h, SFS_SALLOC_NCLASS_MAX);
+	h = sfs_fp(h, SFS_SALLOC_NBINS);
+	h = sfs_fp(h, SFS_SALLOC_SMALL_MAX);
+	h = sfs_fp(h, SFS__SLAB_MINOBJ);
 	return h;
 }
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/fingerprint.h"
 #include "shm/alloc.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
@@ -24,91 +25,79 @@ _Static_assert(offsetof(struct sfs_seg_hdr, sh_magic) == 0, "magic first");
 _Static_assert(offsetof(struct sfs_seg_hdr, sh_qsbr_token) % SFS_CACHE_LINE == 0,
 	       "QSBR token on its own line");
 
-static uint64_t fnv(uint64_t h, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (8 * i)) & 0xff;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-#define F(h, type, field) \
-	h = fnv(fnv(h, offsetof(type, field)), sizeof(((type *)0)->field))
-#define S(h, type) h = fnv(h, sizeof(type))
 
 uint64_t sfs_layout_fingerprint(void)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SFS_FP_INIT;
 
-	S(h, struct sfs_seg_hdr);
-	F(h, struct sfs_seg_hdr, sh_magic);
-	F(h, struct sfs_seg_hdr, sh_version);
-	F(h, struct sfs_seg_hdr, sh_flags);
-	F(h, struct sfs_seg_hdr, sh_fingerprint);
-	F(h, struct sfs_seg_hdr, sh_size);
-	F(h, struct sfs_seg_hdr, sh_page_size);
-	F(h, struct sfs_seg_hdr, sh_generation);
-	F(h, struct sfs_seg_hdr, sh_owner_pid);
-	F(h, struct sfs_seg_hdr, sh_node);
-	F(h, struct sfs_seg_hdr, sh_owner_start);
-	F(h, struct sfs_seg_hdr, sh_created_ns);
-	F(h, struct sfs_seg_hdr, sh_job);
-	F(h, struct sfs_seg_hdr, sh_backend);
-	F(h, struct sfs_seg_hdr, sh_shutdown);
-	F(h, struct sfs_seg_hdr, sh_nchildren);
-	F(h, struct sfs_seg_hdr, sh_bump);
-	F(h, struct sfs_seg_hdr, sh_data_off);
-	F(h, struct sfs_seg_hdr, sh_qsbr_token);
-	F(h, struct sfs_seg_hdr, sh_bell);
-	F(h, struct sfs_seg_hdr, sh_bell_sleeping);
-	F(h, struct sfs_seg_hdr, sh_states);
-	F(h, struct sfs_seg_hdr, sh_children);
-	F(h, struct sfs_seg_hdr, sh_regions);
-	F(h, struct sfs_seg_hdr, sh_procs);
+	SFS_FP_SIZE(h, struct sfs_seg_hdr);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_magic);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_version);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_flags);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_fingerprint);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_size);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_page_size);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_generation);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_owner_pid);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_node);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_owner_start);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_created_ns);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_job);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_backend);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_shutdown);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_nchildren);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_bump);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_data_off);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_qsbr_token);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_bell);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_bell_sleeping);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_states);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_children);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_regions);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_procs);
 
-	S(h, struct sfs_proc_slot);
-	F(h, struct sfs_proc_slot, ps_claim);
-	F(h, struct sfs_proc_slot, ps_pid);
-	F(h, struct sfs_proc_slot, ps_role);
-	F(h, struct sfs_proc_slot, ps_start);
-	F(h, struct sfs_proc_slot, ps_index);
-	F(h, struct sfs_proc_slot, ps_node);
-	F(h, struct sfs_proc_slot, ps_heartbeat);
-	F(h, struct sfs_proc_slot, ps_qsbr);
-	F(h, struct sfs_proc_slot, ps_attached_ns);
+	SFS_FP_SIZE(h, struct sfs_proc_slot);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_claim);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_pid);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_role);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_start);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_index);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_node);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_heartbeat);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_qsbr);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_attached_ns);
 
-	S(h, struct sfs_child_desc);
-	F(h, struct sfs_child_desc, cd_state);
-	F(h, struct sfs_child_desc, cd_role);
-	F(h, struct sfs_child_desc, cd_index);
-	F(h, struct sfs_child_desc, cd_pid);
-	F(h, struct sfs_child_desc, cd_restarts);
-	F(h, struct sfs_child_desc, cd_hang_kills);
-	F(h, struct sfs_child_desc, cd_cpu);
-	F(h, struct sfs_child_desc, cd_last_status);
-	F(h, struct sfs_child_desc, cd_started_ns);
+	SFS_FP_SIZE(h, struct sfs_child_desc);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_state);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_role);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_index);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_pid);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_restarts);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_hang_kills);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_cpu);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_last_status);
+	SFS_FP_FIELD(h, struct sfs_child_desc, cd_started_ns);
 
-	S(h, struct sfs_state_desc);
-	F(h, struct sfs_state_desc, sd_state);
-	F(h, struct sfs_state_desc, sd_kind);
-	F(h, struct sfs_state_desc, sd_merge);
-	F(h, struct sfs_state_desc, sd_name);
+	SFS_FP_SIZE(h, struct sfs_state_desc);
+	SFS_FP_FIELD(h, struct sfs_state_desc, sd_state);
+	SFS_FP_FIELD(h, struct sfs_state_desc, sd_kind);
+	SFS_FP_FIELD(h, struct sfs_state_desc, sd_merge);
+	SFS_FP_FIELD(h, struct sfs_state_desc, sd_name);
 
-	S(h, struct sfs_region_desc);
-	F(h, struct sfs_region_desc, rd_state);
-	F(h, struct sfs_region_desc, rd_owner_role);
-	F(h, struct sfs_region_desc, rd_off);
-	F(h, struct sfs_region_desc, rd_size);
-	F(h, struct sfs_region_desc, rd_name);
+	SFS_FP_SIZE(h, struct sfs_region_desc);
+	SFS_FP_FIELD(h, struct sfs_region_desc, rd_state);
+	SFS_FP_FIELD(h, struct sfs_region_desc, rd_owner_role);
+	SFS_FP_FIELD(h, struct sfs_region_desc, rd_off);
+	SFS_FP_FIELD(h, struct sfs_region_desc, rd_size);
+	SFS_FP_FIELD(h, struct sfs_region_desc, rd_name);
 
 	/* Structs placed inside regions keep their own fingerprints (checked
 	 * when a region or ring is attached); a segment of a build where they
 	 * differ is refused up front too. */
-	h = fnv(h, sfs_alloc_layout());
-	h = fnv(h, sfs_ring_layout());
-	h = fnv(h, sfs_wbuf_layout());
-	h = fnv(h, sfs_wctl_layout());
-	h = fnv(h, sfs_mstore_layout());
+	h = sfs_fp(h, sfs_alloc_layout());
+	h = sfs_fp(h, sfs_ring_layout());
+	h = sfs_fp(h, sfs_wbuf_layout());
+	h = sfs_fp(h, sfs_wctl_layout());
+	h = sfs_fp(h, sfs_mstore_layout());
 	return h;
 }

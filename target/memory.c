@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fingerprint.h"
 #include "target/memory.h"
 
 #define SLOT_EMPTY 0ull
@@ -15,22 +16,20 @@
 #define INDEX_MIN_SLOTS 1024u
 #define GRACE_WAIT_NS (10ull * 1000000000ull)
 
-#define F(h, v) (h) = ((h) ^ (uint64_t)(v)) * 0x100000001b3ull
-
 uint64_t sfs_mstore_layout(void)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SFS_FP_INIT;
 
-	F(h, sizeof(struct sfs_mstore));
-	F(h, offsetof(struct sfs_mstore, ms_index));
-	F(h, offsetof(struct sfs_mstore, ms_active));
-	F(h, offsetof(struct sfs_mstore, ms_top));
-	F(h, offsetof(struct sfs_mstore, ms_applied));
-	F(h, offsetof(struct sfs_mstore, ms_copies));
-	F(h, sizeof(struct sfs_mstore_index));
-	F(h, sizeof(struct sfs_mstore_entry));
-	F(h, offsetof(struct sfs_mstore_entry, me_vlen));
-	F(h, SLOT_OFF_MASK);
+	h = sfs_fp(h, sizeof(struct sfs_mstore));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_index));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_active));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_top));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_applied));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_copies));
+	h = sfs_fp(h, sizeof(struct sfs_mstore_index));
+	h = sfs_fp(h, sizeof(struct sfs_mstore_entry));
+	h = sfs_fp(h, offsetof(struct sfs_mstore_entry, me_vlen));
+	h = sfs_fp(h, SLOT_OFF_MASK);
 	return h;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fingerprint.h"
 #include "common/err.h"
 #include "worker/joinbatch.h"
 
@@ -25,62 +26,51 @@ _Static_assert(SFS_JB_ALIGN % 8 == 0, "block alignment keeps offsets/8 exact");
 
 /* ---- layout fingerprint ------------------------------------------------ */
 
-static uint64_t fnv(uint64_t h, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (8 * i)) & 0xff;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-#define F(h, type, field) \
-	h = fnv(fnv(h, offsetof(type, field)), sizeof(((type *)0)->field))
 
 uint64_t sfs_jb_layout(void)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SFS_FP_INIT;
 
-	h = fnv(h, sizeof(struct sfs_jb));
-	F(h, struct sfs_jb, jb_magic);
-	F(h, struct sfs_jb, jb_version);
-	F(h, struct sfs_jb, jb_bits);
-	F(h, struct sfs_jb, jb_layout);
-	F(h, struct sfs_jb, jb_size);
-	F(h, struct sfs_jb, jb_arena_off);
-	F(h, struct sfs_jb, jb_max_keys);
-	F(h, struct sfs_jb, jb_flush_recs);
-	F(h, struct sfs_jb, jb_flush_bytes);
-	F(h, struct sfs_jb, jb_top);
-	F(h, struct sfs_jb, jb_nrec);
-	F(h, struct sfs_jb, jb_nkeys);
-	F(h, struct sfs_jb, jb_payload);
-	F(h, struct sfs_jb, jb_gen);
-	F(h, struct sfs_jb, jb_first);
-	F(h, struct sfs_jb, jb_last);
-	F(h, struct sfs_jb, jb_owner);
-	F(h, struct sfs_jb, jb_full);
-	F(h, struct sfs_jb, jb_resets);
-	F(h, struct sfs_jb, jb_flushes);
-	F(h, struct sfs_jb, jb_done_recs);
-	F(h, struct sfs_jb, jb_done_keys);
-	F(h, struct sfs_jb, jb_done_bytes);
-	F(h, struct sfs_jb, jb_refused);
-	h = fnv(h, sizeof(struct sfs_jb_knode));
-	F(h, struct sfs_jb_knode, jk_hash);
-	F(h, struct sfs_jb_knode, jk_klen);
-	F(h, struct sfs_jb_knode, jk_nrec);
-	F(h, struct sfs_jb_knode, jk_head);
-	F(h, struct sfs_jb_knode, jk_tail);
-	F(h, struct sfs_jb_knode, jk_next);
-	h = fnv(h, sizeof(struct sfs_jb_rnode));
-	F(h, struct sfs_jb_rnode, jr_next);
-	F(h, struct sfs_jb_rnode, jr_len);
-	F(h, struct sfs_jb_rnode, jr_seq);
-	h = fnv(h, SFS_JB_INDEX_OFF);
-	h = fnv(h, (uint64_t)SFS_JB_GEN_BITS << 16 | SFS_JB_TAG_BITS << 8 | SFS_JB_OFF_BITS);
-	h = fnv(h, SFS_JB_KEY_MAX);
-	h = fnv(h, SFS_JB_REC_MAX);
+	h = sfs_fp(h, sizeof(struct sfs_jb));
+	SFS_FP_FIELD(h, struct sfs_jb, jb_magic);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_version);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_bits);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_layout);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_size);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_arena_off);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_max_keys);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_flush_recs);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_flush_bytes);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_top);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_nrec);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_nkeys);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_payload);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_gen);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_first);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_last);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_owner);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_full);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_resets);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_flushes);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_done_recs);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_done_keys);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_done_bytes);
+	SFS_FP_FIELD(h, struct sfs_jb, jb_refused);
+	h = sfs_fp(h, sizeof(struct sfs_jb_knode));
+	SFS_FP_FIELD(h, struct sfs_jb_knode, jk_hash);
+	SFS_FP_FIELD(h, struct sfs_jb_knode, jk_klen);
+	SFS_FP_FIELD(h, struct sfs_jb_knode, jk_nrec);
+	SFS_FP_FIELD(h, struct sfs_jb_knode, jk_head);
+	SFS_FP_FIELD(h, struct sfs_jb_knode, jk_tail);
+	SFS_FP_FIELD(h, struct sfs_jb_knode, jk_next);
+	h = sfs_fp(h, sizeof(struct sfs_jb_rnode));
+	SFS_FP_FIELD(h, struct sfs_jb_rnode, jr_next);
+	SFS_FP_FIELD(h, struct sfs_jb_rnode, jr_len);
+	SFS_FP_FIELD(h, struct sfs_jb_rnode, jr_seq);
+	h = sfs_fp(h, SFS_JB_INDEX_OFF);
+	h = sfs_fp(h, (uint64_t)SFS_JB_GEN_BITS << 16 | SFS_JB_TAG_BITS << 8 | SFS_JB_OFF_BITS);
+	h = sfs_fp(h, SFS_JB_KEY_MAX);
+	h = sfs_fp(h, SFS_JB_REC_MAX);
 	return h;
 }
 

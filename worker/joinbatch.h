@@ -103,6 +103,7 @@
 #include <string.h>
 
 #include "sfs.h"
+#include "common/hash.h"
 #include "shm/atomic.h"
 
 #define SFS_JB_MAGIC   0x3148424a53465304ull /* "\4SFSJBH1" little-endian */
@@ -325,28 +326,8 @@ void sfs__jb_set_gen(struct sfs_jb *jb, uint32_t gen);
 
 /* ---- hashing ------------------------------------------------------------ */
 
-static inline uint64_t sfs__jb_mum(uint64_t a, uint64_t b)
-{
-	__uint128_t r = (__uint128_t)a * b;
 
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
 
-static inline uint64_t sfs__jb_r64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
-static inline uint64_t sfs__jb_r32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
 
 /*
  * sfs_jb_hash - the 64-bit hash of a join key that places it in the index:
@@ -357,35 +338,7 @@ static inline uint64_t sfs__jb_r32(const uint8_t *p)
  */
 static inline uint64_t sfs_jb_hash(const void *key, size_t klen)
 {
-	const uint64_t p0 = 0xa0761d6478bd642full, p1 = 0xe7037ed1a0b428dbull,
-		       p2 = 0x8ebc6af09c88c6e3ull;
-	const uint8_t *p = key;
-	uint64_t seed = sfs__jb_mum(p0, (uint64_t)klen ^ p2), a, b;
-
-	if (klen <= 16) {
-		if (klen >= 4) {
-			size_t m = (klen >> 3) << 2;
-
-			a = sfs__jb_r32(p) << 32 | sfs__jb_r32(p + m);
-			b = sfs__jb_r32(p + klen - 4) << 32 | sfs__jb_r32(p + klen - 4 - m);
-		} else if (klen > 0) {
-			a = (uint64_t)p[0] << 16 | (uint64_t)p[klen >> 1] << 8 | p[klen - 1];
-			b = 0;
-		} else {
-			a = b = 0;
-		}
-	} else {
-		size_t i = klen;
-
-		while (i > 16) {
-			seed = sfs__jb_mum(sfs__jb_r64(p) ^ p1, sfs__jb_r64(p + 8) ^ seed);
-			p += 16;
-			i -= 16;
-		}
-		a = sfs__jb_r64(p + i - 16);
-		b = sfs__jb_r64(p + i - 8);
-	}
-	return sfs__jb_mum(p1 ^ klen, sfs__jb_mum(a ^ p1, b ^ seed));
+	return sfs_hash_bytes(sfs_hash_mum(SFS_HASH_P0, (uint64_t)klen ^ SFS_HASH_P2), key, klen);
 }
 
 /* ---- inline helpers ------------------------------------------------------ */

@@ -10,9 +10,8 @@
  * range: a restore with another parallelism clips files, never rehashes.
  *
  * The hash is sfs's own (the state is not shared with a JVM, so Flink's
- * murmur-of-hashCode buys nothing): a 64-bit mix of the key bytes; it is part
- * of the persisted format (it decides the key group), so changing it is a
- * format change.
+ * murmur-of-hashCode buys nothing): common/hash.h over the key bytes; it is
+ * part of the persisted format (it decides the key group).
  *
  * A key inside a write buffer is  kg (2 B, big-endian) | state id (2 B,
  * big-endian) | user key  — memcmp order is key-group major, then state,
@@ -26,39 +25,15 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/hash.h"
+
 #define SFS_MAX_PARALLELISM_DEFAULT 128u
 #define SFS_KEY_PREFIX 4u /* kg + state id */
 
-static inline uint64_t sfs__rd64(const unsigned char *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
-/* 64-bit hash of @len bytes (wyhash-style multiply-xor folding). */
+/* 64-bit hash of a user key (common/hash.h, seeded by its length). */
 static inline uint64_t sfs_key_hash(const void *key, size_t len)
 {
-	const unsigned char *p = key;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ (len * 0xff51afd7ed558ccdull);
-	size_t i = 0;
-
-	for (; i + 8 <= len; i += 8) {
-		h ^= sfs__rd64(p + i) * 0xc4ceb9fe1a85ec53ull;
-		h = (h << 31 | h >> 33) * 0x87c37b91114253d5ull;
-	}
-	if (i < len) {
-		uint64_t t = 0;
-
-		memcpy(&t, p + i, len - i);
-		h ^= t * 0xc4ceb9fe1a85ec53ull;
-		h = (h << 31 | h >> 33) * 0x87c37b91114253d5ull;
-	}
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
+	return sfs_hash_bytes(sfs_hash_mum(SFS_HASH_P0, (uint64_t)len ^ SFS_HASH_P2), key, len);
 }
 
 static inline uint32_t sfs_key_group(const void *key, size_t len, uint32_t max_par)

@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fingerprint.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
@@ -33,18 +34,18 @@
 
 uint64_t sfs_wctl_layout(void)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SFS_FP_INIT;
 
-#define FP(v) h = (h ^ (uint64_t)(v)) * 0x100000001b3ull
-	FP(sizeof(struct sfs_wctl));
-	FP(sizeof(struct sfs_wctl_buf));
-	FP(sizeof(struct sfs_flush_req));
-	FP(offsetof(struct sfs_wctl, wc_seq));
-	FP(offsetof(struct sfs_wctl, wc_freed));
-	FP(offsetof(struct sfs_wctl, wc_buf));
-	FP(SFS_WCTL_MAX_BUFS);
-#undef FP
-	return h;
+	SFS_FP_SIZE(h, struct sfs_wctl);
+	SFS_FP_SIZE(h, struct sfs_wctl_buf);
+	SFS_FP_SIZE(h, struct sfs_flush_req);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_seq);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_list_seq);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_freed);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_buf);
+	SFS_FP_FIELD(h, struct sfs_wctl_buf, wb_state);
+	SFS_FP_FIELD(h, struct sfs_wctl_buf, wb_seq);
+	return sfs_fp(h, SFS_WCTL_MAX_BUFS);
 }
 
 /* ---- registry -------------------------------------------------------------- */

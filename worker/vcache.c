@@ -22,66 +22,55 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fingerprint.h"
 #include "common/err.h"
 #include "worker/vcache.h"
 
 /* ---- layout fingerprint ---------------------------------------------- */
 
-static uint64_t fnv(uint64_t h, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (8 * i)) & 0xff;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-#define F(h, type, field) \
-	h = fnv(fnv(h, offsetof(type, field)), sizeof(((type *)0)->field))
-#define S(h, type) h = fnv(h, sizeof(type))
 
 uint64_t sfs_vcache_layout(void)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SFS_FP_INIT;
 
-	S(h, struct sfs_vcache);
-	F(h, struct sfs_vcache, vc_magic);
-	F(h, struct sfs_vcache, vc_version);
-	F(h, struct sfs_vcache, vc_owner);
-	F(h, struct sfs_vcache, vc_layout);
-	F(h, struct sfs_vcache, vc_size);
-	F(h, struct sfs_vcache, vc_bits);
-	F(h, struct sfs_vcache, vc_max_entries);
-	F(h, struct sfs_vcache, vc_log_off);
-	F(h, struct sfs_vcache, vc_log_size);
-	F(h, struct sfs_vcache, vc_obj_max);
-	F(h, struct sfs_vcache, vc_head);
-	F(h, struct sfs_vcache, vc_tail);
-	F(h, struct sfs_vcache, vc_log_used);
-	F(h, struct sfs_vcache, vc_live);
-	F(h, struct sfs_vcache, vc_bytes_used);
-	F(h, struct sfs_vcache, vc_puts);
-	F(h, struct sfs_vcache, vc_replaces);
-	F(h, struct sfs_vcache, vc_evictions);
-	F(h, struct sfs_vcache, vc_moves);
-	F(h, struct sfs_vcache, vc_hits);
-	F(h, struct sfs_vcache, vc_neg_hits);
-	F(h, struct sfs_vcache, vc_misses);
-	F(h, struct sfs_vcache, vc_invalidations);
-	F(h, struct sfs_vcache, vc_refused);
-	F(h, struct sfs_vcache, vc_clears);
-	F(h, struct sfs_vcache, vc_moved_bytes);
-	S(h, struct sfs_vcache_rec);
-	F(h, struct sfs_vcache_rec, vr_size);
-	F(h, struct sfs_vcache_rec, vr_kf);
-	F(h, struct sfs_vcache_rec, vr_hash);
-	F(h, struct sfs_vcache_rec, vr_vlen);
-	F(h, struct sfs_vcache_rec, vr_tag);
-	F(h, struct sfs_vcache_rec, vr_ns);
-	F(h, struct sfs_vcache_rec, vr_state);
-	h = fnv(h, SFS_VCACHE_INDEX_OFF);
-	h = fnv(h, SFS_VCACHE_KEY_MAX);
-	h = fnv(h, SFS__VC_LIVE | SFS__VC_REF << 8 | SFS__VC_ABSENT << 16 | SFS__VC_PAD << 24);
+	SFS_FP_SIZE(h, struct sfs_vcache);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_magic);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_version);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_owner);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_layout);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_size);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_bits);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_max_entries);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_log_off);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_log_size);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_obj_max);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_head);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_tail);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_log_used);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_live);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_bytes_used);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_puts);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_replaces);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_evictions);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_moves);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_hits);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_neg_hits);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_misses);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_invalidations);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_refused);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_clears);
+	SFS_FP_FIELD(h, struct sfs_vcache, vc_moved_bytes);
+	SFS_FP_SIZE(h, struct sfs_vcache_rec);
+	SFS_FP_FIELD(h, struct sfs_vcache_rec, vr_size);
+	SFS_FP_FIELD(h, struct sfs_vcache_rec, vr_kf);
+	SFS_FP_FIELD(h, struct sfs_vcache_rec, vr_hash);
+	SFS_FP_FIELD(h, struct sfs_vcache_rec, vr_vlen);
+	SFS_FP_FIELD(h, struct sfs_vcache_rec, vr_tag);
+	SFS_FP_FIELD(h, struct sfs_vcache_rec, vr_ns);
+	SFS_FP_FIELD(h, struct sfs_vcache_rec, vr_state);
+	h = sfs_fp(h, SFS_VCACHE_INDEX_OFF);
+	h = sfs_fp(h, SFS_VCACHE_KEY_MAX);
+	h = sfs_fp(h, SFS__VC_LIVE | SFS__VC_REF << 8 | SFS__VC_ABSENT << 16 | SFS__VC_PAD << 24);
 	return h;
 }
 

@@ -114,6 +114,7 @@
 #include <string.h>
 
 #include "sfs.h"
+#include "common/hash.h"
 #include "shm/atomic.h"
 
 #define SFS_VCACHE_MAGIC   0x3143435653465304ull /* "\4SFSVCC1" little-endian */
@@ -326,28 +327,8 @@ int sfs_vcache_verify(const struct sfs_vcache *c);
 
 /* ---- hashing -------------------------------------------------------------- */
 
-static inline uint64_t sfs__vc_mum(uint64_t a, uint64_t b)
-{
-	__uint128_t r = (__uint128_t)a * b;
 
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
 
-static inline uint64_t sfs__vc_r64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
-static inline uint64_t sfs__vc_r32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
 
 /*
  * sfs_vcache_hash - 64-bit hash of (@state, @ns, @key): wyhash's structure
@@ -358,36 +339,9 @@ static inline uint64_t sfs__vc_r32(const uint8_t *p)
  */
 static inline uint64_t sfs_vcache_hash(uint32_t state, uint64_t ns, const void *key, size_t klen)
 {
-	const uint64_t p0 = 0xa0761d6478bd642full, p1 = 0xe7037ed1a0b428dbull,
-		       p2 = 0x8ebc6af09c88c6e3ull, p3 = 0x589965cc75374cc3ull;
-	const uint8_t *p = key;
-	uint64_t seed = sfs__vc_mum(ns ^ p0, ((uint64_t)state << 32 | (klen & 0xffffffffu)) ^ p3);
-	uint64_t a, b;
-
-	if (klen <= 16) {
-		if (klen >= 4) {
-			size_t m = (klen >> 3) << 2;
-
-			a = sfs__vc_r32(p) << 32 | sfs__vc_r32(p + m);
-			b = sfs__vc_r32(p + klen - 4) << 32 | sfs__vc_r32(p + klen - 4 - m);
-		} else if (klen > 0) {
-			a = (uint64_t)p[0] << 16 | (uint64_t)p[klen >> 1] << 8 | p[klen - 1];
-			b = 0;
-		} else {
-			a = b = 0;
-		}
-	} else {
-		size_t i = klen;
-
-		while (i > 16) {
-			seed = sfs__vc_mum(sfs__vc_r64(p) ^ p1, sfs__vc_r64(p + 8) ^ seed);
-			p += 16;
-			i -= 16;
-		}
-		a = sfs__vc_r64(p + i - 16);
-		b = sfs__vc_r64(p + i - 8);
-	}
-	return sfs__vc_mum(p1 ^ klen, sfs__vc_mum(a ^ p2, b ^ seed));
+	return sfs_hash_bytes(sfs_hash_mum(ns ^ SFS_HASH_P0,
+					   ((uint64_t)state << 32 | (klen & 0xffffffffu)) ^ SFS_HASH_P3),
+			      key, klen);
 }
 
 /* ---- internals shared by the inline get and vcache.c ---------------------- */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fingerprint.h"
 #include "common/err.h"
 #include "worker/wbuf.h"
 
@@ -26,50 +27,39 @@ _Static_assert(SFS_WBUF_ENTRY_HDR % 8 == 0, "entries stay 8-byte aligned");
 
 /* ---- layout fingerprint ------------------------------------------------ */
 
-static uint64_t fnv(uint64_t h, uint64_t v)
-{
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (8 * i)) & 0xff;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-#define F(h, type, field) \
-	h = fnv(fnv(h, offsetof(type, field)), sizeof(((type *)0)->field))
 
 uint64_t sfs_wbuf_layout(void)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = SFS_FP_INIT;
 
-	h = fnv(h, sizeof(struct sfs_wbuf));
-	F(h, struct sfs_wbuf, wb_magic);
-	F(h, struct sfs_wbuf, wb_version);
-	F(h, struct sfs_wbuf, wb_bits);
-	F(h, struct sfs_wbuf, wb_layout);
-	F(h, struct sfs_wbuf, wb_size);
-	F(h, struct sfs_wbuf, wb_arena_off);
-	F(h, struct sfs_wbuf, wb_max_entries);
-	F(h, struct sfs_wbuf, wb_gen);
-	F(h, struct sfs_wbuf, wb_sealed);
-	F(h, struct sfs_wbuf, wb_owner);
-	F(h, struct sfs_wbuf, wb_top);
-	F(h, struct sfs_wbuf, wb_live);
-	F(h, struct sfs_wbuf, wb_appends);
-	F(h, struct sfs_wbuf, wb_dead);
-	F(h, struct sfs_wbuf, wb_barrier);
-	F(h, struct sfs_wbuf, wb_resets);
-	F(h, struct sfs_wbuf, wb_refused);
-	h = fnv(h, sizeof(struct sfs_wbuf_entry));
-	F(h, struct sfs_wbuf_entry, we_hash);
-	F(h, struct sfs_wbuf_entry, we_ns);
-	F(h, struct sfs_wbuf_entry, we_kf);
-	F(h, struct sfs_wbuf_entry, we_vlen);
-	h = fnv(h, SFS_WBUF_INDEX_OFF);
-	h = fnv(h, (uint64_t)SFS_WBUF_GEN_BITS << 16 | SFS_WBUF_TAG_BITS << 8 | SFS_WBUF_OFF_BITS);
-	h = fnv(h, SFS_WBUF_KEY_MAX);
-	h = fnv(h, SFS_WBUF_VALUE_MAX);
-	h = fnv(h, SFS_WBUF_CELL << 8 | SFS_WBUF_KIND_MASK);
+	h = sfs_fp(h, sizeof(struct sfs_wbuf));
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_magic);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_version);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_bits);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_layout);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_size);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_arena_off);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_max_entries);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_gen);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_sealed);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_owner);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_top);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_live);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_appends);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_dead);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_barrier);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_resets);
+	SFS_FP_FIELD(h, struct sfs_wbuf, wb_refused);
+	h = sfs_fp(h, sizeof(struct sfs_wbuf_entry));
+	SFS_FP_FIELD(h, struct sfs_wbuf_entry, we_hash);
+	SFS_FP_FIELD(h, struct sfs_wbuf_entry, we_ns);
+	SFS_FP_FIELD(h, struct sfs_wbuf_entry, we_kf);
+	SFS_FP_FIELD(h, struct sfs_wbuf_entry, we_vlen);
+	h = sfs_fp(h, SFS_WBUF_INDEX_OFF);
+	h = sfs_fp(h, (uint64_t)SFS_WBUF_GEN_BITS << 16 | SFS_WBUF_TAG_BITS << 8 | SFS_WBUF_OFF_BITS);
+	h = sfs_fp(h, SFS_WBUF_KEY_MAX);
+	h = sfs_fp(h, SFS_WBUF_VALUE_MAX);
+	h = sfs_fp(h, SFS_WBUF_CELL << 8 | SFS_WBUF_KIND_MASK);
 	return h;
 }
 

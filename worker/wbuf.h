@@ -111,6 +111,7 @@
 #include <string.h>
 
 #include "sfs.h"
+#include "common/hash.h"
 #include "shm/atomic.h"
 
 #define SFS_WBUF_MAGIC   0x3146425753465303ull /* "\3SFSWBF1" little-endian */
@@ -339,28 +340,8 @@ int sfs__wbuf_notint(struct sfs_wbuf *b, uint32_t vlen);
 
 /* ---- hashing ------------------------------------------------------------ */
 
-static inline uint64_t sfs__wbuf_mum(uint64_t a, uint64_t b)
-{
-	__uint128_t r = (__uint128_t)a * b;
 
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
 
-static inline uint64_t sfs__wbuf_r64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return v;
-}
-
-static inline uint64_t sfs__wbuf_r32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
 
 /*
  * sfs_wbuf_hash - the 64-bit hash of (namespace, key) that places a key in
@@ -371,35 +352,7 @@ static inline uint64_t sfs__wbuf_r32(const uint8_t *p)
  */
 static inline uint64_t sfs_wbuf_hash(uint64_t ns, const void *key, size_t klen)
 {
-	const uint64_t p0 = 0xa0761d6478bd642full, p1 = 0xe7037ed1a0b428dbull,
-		       p2 = 0x8ebc6af09c88c6e3ull;
-	const uint8_t *p = key;
-	uint64_t seed = sfs__wbuf_mum(ns ^ p0, (uint64_t)klen ^ p2), a, b;
-
-	if (klen <= 16) {
-		if (klen >= 4) {
-			size_t m = (klen >> 3) << 2;
-
-			a = sfs__wbuf_r32(p) << 32 | sfs__wbuf_r32(p + m);
-			b = sfs__wbuf_r32(p + klen - 4) << 32 | sfs__wbuf_r32(p + klen - 4 - m);
-		} else if (klen > 0) {
-			a = (uint64_t)p[0] << 16 | (uint64_t)p[klen >> 1] << 8 | p[klen - 1];
-			b = 0;
-		} else {
-			a = b = 0;
-		}
-	} else {
-		size_t i = klen;
-
-		while (i > 16) {
-			seed = sfs__wbuf_mum(sfs__wbuf_r64(p) ^ p1, sfs__wbuf_r64(p + 8) ^ seed);
-			p += 16;
-			i -= 16;
-		}
-		a = sfs__wbuf_r64(p + i - 16);
-		b = sfs__wbuf_r64(p + i - 8);
-	}
-	return sfs__wbuf_mum(p1 ^ klen, sfs__wbuf_mum(a ^ p1, b ^ seed));
+	return sfs_hash_bytes(sfs_hash_mum(ns ^ SFS_HASH_P0, (uint64_t)klen ^ SFS_HASH_P2), key, klen);
 }
 
 /* The hash the non-_h wrappers use: an over-long key (refused or never
