@@ -100,7 +100,7 @@ typedef struct sfs_ctx sfs_ctx_t;
 
 enum sfs_state_kind {
 	SFS_STATE_VALUE = 1,    /* get / put / delete */
-	SFS_STATE_COUNTER = 2,  /* int64 blind adds (merge), get */
+	SFS_STATE_COUNTER = 2,  /* int64 blind merges (add, max or min), get */
 	SFS_STATE_MAP = 3,      /* key -> {user key -> value}: put, get, remove, iterate, clear */
 	SFS_STATE_LIST = 4,     /* append, read all (in append order), clear */
 };
@@ -139,6 +139,18 @@ int sfs_worker_close(sfs_ctx_t *c);
 /* Find or register a named state; SFS_EUSAGE if it exists with another kind. */
 int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id);
 
+/* Merge operators of counter state, by index (every process has the same
+ * table compiled in: never a function pointer in shared memory). */
+enum sfs_merge_op {
+	SFS_MERGE_ADD = 0,      /* the default of SFS_STATE_COUNTER */
+	SFS_MERGE_MAX = 1,
+	SFS_MERGE_MIN = 2,
+	SFS_MERGE_NOPS
+};
+
+/* A counter state whose merges fold with operator @op. */
+int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id);
+
 /* The key group of a key (Flink's assignment) and whether this worker owns it. */
 uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen);
 
@@ -149,6 +161,7 @@ int sfs_value_delete(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key,
 int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		  struct sfs_view *out);
 
+/* A blind merge of @delta with the state's operator (add by default). */
 int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		    int64_t delta);
 /* 1 and the value when present, 0 (and *out = 0) when absent. */

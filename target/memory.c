@@ -8,6 +8,7 @@
 
 #include "common/err.h"
 #include "common/fingerprint.h"
+#include "common/merge.h"
 #include "target/memory.h"
 
 #define SLOT_EMPTY 0ull
@@ -363,7 +364,7 @@ static int make_room(struct sfs_mstore_writer *w, uint64_t n)
 	return 0;
 }
 
-int sfs_mstore_apply(struct sfs_mstore_writer *w, int op, uint64_t h, uint64_t ns,
+int sfs_mstore_apply(struct sfs_mstore_writer *w, int op, unsigned mop, uint64_t h, uint64_t ns,
 		     const void *key, uint32_t klen, const void *value, uint32_t vlen, uint64_t tag)
 {
 	struct sfs_mstore *ms = w->ms;
@@ -394,16 +395,18 @@ int sfs_mstore_apply(struct sfs_mstore_writer *w, int op, uint64_t h, uint64_t n
 				  ms->ms_garbage + entry_size(old->me_klen, old->me_vlen));
 		return 0;
 	}
-	if (op == SFS_MSTORE_ADD) {
-		int64_t d;
+	if (op == SFS_MSTORE_MERGE) {
+		int64_t d, base;
 
 		if (vlen != 8 || (old && old->me_vlen != 8))
-			return sfs__err(SFS_EUSAGE, "memory store %u: counter add over a %u-byte value",
+			return sfs__err(SFS_EUSAGE, "memory store %u: counter merge over a %u-byte value",
 					ms->ms_worker, old ? old->me_vlen : vlen);
 		memcpy(&d, value, 8);
-		if (old)
-			memcpy(&sum, entry_value(old), 8);
-		sum += (uint64_t)d;
+		if (old) {
+			memcpy(&base, entry_value(old), 8);
+			d = sfs_merge_i64(mop, base, d);
+		}
+		sum = (uint64_t)d;
 		value = &sum;
 	}
 	rc = make_room(w, n);

@@ -120,16 +120,16 @@ int sfs_mstore_open(struct sfs_seg *s, uint32_t w, uint64_t bytes,
 		    const struct sfs_proc_slot *self, struct sfs_mstore_writer *out);
 void sfs_mstore_close(struct sfs_mstore_writer *w);
 
-enum { SFS_MSTORE_PUT = 1, SFS_MSTORE_DELETE = 2, SFS_MSTORE_ADD = 3 };
+enum { SFS_MSTORE_PUT = 1, SFS_MSTORE_DELETE = 2, SFS_MSTORE_MERGE = 3 };
 
 /*
  * sfs_mstore_apply - apply one buffered write of buffer @tag: PUT the value,
- * DELETE the key, or ADD an int64 delta (@value points to 8 bytes) to the
- * stored value (absent = 0).  Skipped when the key's entry already carries a
+ * DELETE the key, or MERGE an int64 delta (@value points to 8 bytes) into
+ * the stored value with operator @mop (common/merge.h; absent: the delta).  Skipped when the key's entry already carries a
  * tag >= @tag.  Returns 0, SFS_EFULL (store region full: nothing changed),
  * SFS_EUSAGE (ADD over a value that is not 8 bytes).
  */
-int sfs_mstore_apply(struct sfs_mstore_writer *w, int op, uint64_t h, uint64_t ns,
+int sfs_mstore_apply(struct sfs_mstore_writer *w, int op, unsigned mop, uint64_t h, uint64_t ns,
 		     const void *key, uint32_t klen, const void *value, uint32_t vlen, uint64_t tag);
 
 /* Publish: every write of buffer @seq is applied. */

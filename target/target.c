@@ -51,6 +51,13 @@ static int kind_of(struct sfs_seg *s, const struct sfs_wbuf_view *v)
 	return sid < SFS_MAX_STATES ? (int)s->hdr->sh_states[sid].sd_kind : 0;
 }
 
+static unsigned merge_of(struct sfs_seg *s, const struct sfs_wbuf_view *v)
+{
+	uint32_t sid = sfs_key_prefix_state(v->key);
+
+	return sid < SFS_MAX_STATES ? s->hdr->sh_states[sid].sd_merge : 0;
+}
+
 static int is_map(int kind)
 {
 	return kind == SFS_STATE_MAP || kind == SFS_STATE_LIST;
@@ -120,9 +127,9 @@ static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v,
 	if (rc)
 		return sfs__err(rc, "memory target: map of %u bytes: cannot build its blob", plen);
 	if (blob)
-		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, ph, v[0].ns, key, plen, blob, blen, seq);
+		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, 0, ph, v[0].ns, key, plen, blob, blen, seq);
 	else
-		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, ph, v[0].ns, key, plen, NULL, 0, seq);
+		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, 0, ph, v[0].ns, key, plen, NULL, 0, seq);
 	free(blob);
 	return rc ? rc : (int)used;
 }
@@ -143,17 +150,17 @@ static int mem_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v,
 		}
 		switch (v[i].kind) {
 		case SFS_WBUF_PUT:
-			rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, v[i].hash, v[i].ns, v[i].key,
+			rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, 0, v[i].hash, v[i].ns, v[i].key,
 					      v[i].klen, v[i].value, v[i].len, seq);
 			break;
 		case SFS_WBUF_DELETE:
-			rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, v[i].hash, v[i].ns, v[i].key,
+			rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, 0, v[i].hash, v[i].ns, v[i].key,
 					      v[i].klen, NULL, 0, seq);
 			break;
 		case SFS_WBUF_MERGE:
 			d = sfs_wbuf_view_i64(&v[i]);
-			rc = sfs_mstore_apply(&w->m, SFS_MSTORE_ADD, v[i].hash, v[i].ns, v[i].key,
-					      v[i].klen, &d, 8, seq);
+			rc = sfs_mstore_apply(&w->m, SFS_MSTORE_MERGE, merge_of(w->m.seg, &v[i]),
+					      v[i].hash, v[i].ns, v[i].key, v[i].klen, &d, 8, seq);
 			break;
 		default:
 			rc = sfs__err(SFS_ECORRUPT, "memory target: entry of unknown kind %u",

@@ -288,6 +288,7 @@ struct model {
 	char val[2][MODEL_KEYS][24];
 	int64_t cnt[MODEL_KEYS];
 	int cnt_present[MODEL_KEYS];
+	int64_t max[MODEL_KEYS], min[MODEL_KEYS];   /* same presence as cnt */
 };
 
 Test(state, randomized_against_a_reference_map)
@@ -296,7 +297,7 @@ Test(state, randomized_against_a_reference_map)
 	struct sfs_worker_opts o = small_opts();
 	struct inproc p;
 	sfs_ctx_t *c;
-	uint32_t sv, sc;
+	uint32_t sv, sc, smax, smin, x0;
 	uint64_t barrier = 0;
 	unsigned seed = (unsigned)getpid();
 	char key[16];
@@ -321,6 +322,10 @@ Test(state, randomized_against_a_reference_map)
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
 	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &sv), 0);
 	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "mx", SFS_MERGE_MAX, &smax), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "mn", SFS_MERGE_MIN, &smin), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "mx", SFS_MERGE_MIN, &x0), SFS_EUSAGE);
+	cr_assert_eq(sfs_state_register_merge(c, "bad", 9, &x0), SFS_EUSAGE);
 	inproc_start(&p);
 	for (int i = 0; i < MODEL_OPS; i++) {
 		int k = rand_r(&seed) % MODEL_KEYS, ns = rand_r(&seed) % 2, op = rand_r(&seed) % 100;
@@ -340,9 +345,13 @@ Test(state, randomized_against_a_reference_map)
 		} else if (op < 50) {
 			int64_t d = rand_r(&seed) % 21 - 10;
 
+			m.max[k] = m.cnt_present[k] && m.max[k] > d ? m.max[k] : d;
+			m.min[k] = m.cnt_present[k] && m.min[k] < d ? m.min[k] : d;
 			m.cnt[k] += d;
 			m.cnt_present[k] = 1;
 			RETRY(sfs_counter_add(c, sc, 0, key, strlen(key), d));
+			RETRY(sfs_counter_add(c, smax, 0, key, strlen(key), d));
+			RETRY(sfs_counter_add(c, smin, 0, key, strlen(key), d));
 		} else if (op < 75) {
 			rc = sfs_value_get(c, sv, (uint64_t)ns, key, strlen(key), &v);
 			cr_assert_eq(rc, m.present[ns][k], "op %d key %s ns %d", i, key, ns);
@@ -382,6 +391,13 @@ Test(state, randomized_against_a_reference_map)
 			cr_assert_eq(rc, m.cnt_present[k], "op %d counter %s", i, key);
 			cr_assert_eq(x, m.cnt[k], "op %d counter %s: %lld != %lld", i, key,
 				     (long long)x, (long long)m.cnt[k]);
+			rc = sfs_counter_get(c, smax, 0, key, strlen(key), &x);
+			cr_assert_eq(rc, m.cnt_present[k]);
+			cr_assert_eq(x, m.cnt_present[k] ? m.max[k] : 0, "op %d max %s: %lld != %lld", i,
+				     key, (long long)x, (long long)m.max[k]);
+			rc = sfs_counter_get(c, smin, 0, key, strlen(key), &x);
+			cr_assert_eq(x, m.cnt_present[k] ? m.min[k] : 0, "op %d min %s: %lld != %lld", i,
+				     key, (long long)x, (long long)m.min[k]);
 		} else if (op < 97) {
 			rc = sfs_barrier(c, ++barrier);
 			if (rc == SFS_ETIMEDOUT) {

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fingerprint.h"
+#include "common/merge.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
@@ -50,7 +51,24 @@ uint64_t sfs_wctl_layout(void)
 
 /* ---- registry -------------------------------------------------------------- */
 
+static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kind, unsigned op,
+					 uint32_t *id);
+
 int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
+{
+	return sfs_state_register_merge_kind(c, name, kind, SFS_MERGE_ADD, id);
+}
+
+int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id)
+{
+	if (op >= SFS_MERGE_NOPS)
+		return sfs__err(SFS_EUSAGE, "state '%s': merge operator %u is not one of add, max, min",
+				name ? name : "", op);
+	return sfs_state_register_merge_kind(c, name, SFS_STATE_COUNTER, op, id);
+}
+
+static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kind, unsigned op,
+					 uint32_t *id)
 {
 	struct sfs_seg_hdr *h = c->seg.hdr;
 
@@ -67,10 +85,11 @@ int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
 			uint32_t st = sfs_load_acquire(&d->sd_state);
 
 			if (st == SFS_SDESC_READY && strcmp(d->sd_name, name) == 0) {
-				if (d->sd_kind != (uint32_t)kind)
+				if (d->sd_kind != (uint32_t)kind || d->sd_merge != op)
 					return sfs__err(SFS_EUSAGE,
-							"state '%s' is registered as kind %u, not %d",
-							name, d->sd_kind, kind);
+							"state '%s' is registered as kind %u merge %u, "
+							"not kind %d merge %u",
+							name, d->sd_kind, d->sd_merge, kind, op);
 				c->kinds[i] = (uint8_t)kind;
 				*id = i;
 				return 0;
@@ -82,6 +101,7 @@ int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
 				continue;
 			snprintf(d->sd_name, sizeof(d->sd_name), "%s", name);
 			d->sd_kind = (uint32_t)kind;
+			d->sd_merge = op;
 			sfs_store_release(&d->sd_state, SFS_SDESC_READY);
 			/* Lost a race for the same name to a lower entry? Use it. */
 			for (uint32_t j = 0; j < i; j++) {
@@ -629,7 +649,8 @@ int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 	if (n < 0)
 		return n;
 	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
-	return WRITE_WITH_SPILL(c, sfs_wbuf_merge_add_h(active(c), h, ns, c->kbuf, (size_t)n, delta));
+	return WRITE_WITH_SPILL(c, sfs_wbuf_merge_h(active(c), h, ns, c->kbuf, (size_t)n,
+						    c->seg.hdr->sh_states[state].sd_merge, delta));
 }
 
 /* ---- reads ------------------------------------------------------------------------ */
@@ -658,7 +679,24 @@ struct walk {
 	unsigned nd;              /* counter deltas still to fold */
 	uint64_t dseq[SFS_WCTL_MAX_BUFS];
 	int64_t dval[SFS_WCTL_MAX_BUFS];
+	unsigned op;              /* the counter's merge operator */
 };
+
+/* Fold the walk's deltas of buffers newer than @tag over @base (@have: is
+ * there a base) with the state's operator: deltas the base already holds
+ * are not folded twice. */
+static int64_t fold(const struct walk *w, int have, int64_t base, uint64_t tag)
+{
+	int64_t acc = base;
+
+	for (unsigned d = 0; d < w->nd; d++) {
+		if (w->dseq[d] <= tag)
+			continue;
+		acc = have ? sfs_merge_i64(w->op, acc, w->dval[d]) : w->dval[d];
+		have = 1;
+	}
+	return acc;
+}
 
 /*
  * Walk the buffers, newest first, and the cache for the composite key in
@@ -669,10 +707,10 @@ static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
 		struct sfs_view *out, int64_t *sum, struct walk *w)
 {
 	struct sfs_wctl *ctl = c->ctl;
-	int64_t acc = 0;
 
 	w->done = 1;
 	w->nd = 0;
+	w->op = c->seg.hdr->sh_states[sfs_key_prefix_state(c->kbuf)].sd_merge;
 	out->data = NULL;
 	out->len = 0;
 	for (unsigned k = 0; k < c->norder; k++) {
@@ -694,19 +732,14 @@ static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
 			continue;
 		}
 		if (v.kind == SFS_WBUF_DELETE) {
-			/* Shadows everything older; newer deltas count from 0. */
-			for (unsigned d = 0; d < w->nd; d++)
-				acc += w->dval[d];
+			/* Shadows everything older; newer deltas fold over nothing. */
 			if (sum)
-				*sum = acc;
+				*sum = w->nd ? fold(w, 0, 0, 0) : 0;
 			return w->res = counter && w->nd ? 1 : 0;
 		}
 		/* PUT: shadows everything older. */
 		if (counter) {
-			acc = v.len == 8 ? sfs_wbuf_view_i64(&v) : 0;
-			for (unsigned d = 0; d < w->nd; d++)
-				acc += w->dval[d];
-			*sum = acc;
+			*sum = fold(w, 1, v.len == 8 ? sfs_wbuf_view_i64(&v) : 0, 0);
 			return w->res = 1;
 		}
 		out->data = v.value;
@@ -732,7 +765,7 @@ static int resolve(sfs_ctx_t *c, size_t n, uint64_t ns, int counter,
 		   const struct sfs_probe_result *r, struct walk *w, struct sfs_view *out,
 		   int64_t *sum)
 {
-	int64_t acc = 0;
+	int64_t base = 0;
 
 	if (!counter) {
 		/* No buffer holds the key: the store's answer may be cached. */
@@ -744,11 +777,8 @@ static int resolve(sfs_ctx_t *c, size_t n, uint64_t ns, int counter,
 	/* Deltas of buffers the store already contains (seq <= its tag) are
 	 * not folded again. */
 	if (r->found && r->len == 8)
-		memcpy(&acc, r->value, 8);
-	for (unsigned d = 0; d < w->nd; d++)
-		if (!r->found || w->dseq[d] > r->tag)
-			acc += w->dval[d];
-	*sum = acc;
+		memcpy(&base, r->value, 8);
+	*sum = r->found ? fold(w, 1, base, r->tag) : fold(w, 0, 0, 0);
 	return r->found || w->nd;
 }
 

@@ -112,6 +112,7 @@
 
 #include "sfs.h"
 #include "common/hash.h"
+#include "common/merge.h"
 #include "shm/atomic.h"
 
 #define SFS_WBUF_MAGIC   0x3146425753465303ull /* "\3SFSWBF1" little-endian */
@@ -643,7 +644,8 @@ static inline int sfs_wbuf_delete(struct sfs_wbuf *b, uint64_t ns, const void *k
 }
 
 /*
- * sfs_wbuf_merge_add_h - add @delta to the int64 counter (@ns, @key), a
+ * sfs_wbuf_merge_h - fold @delta into the int64 cell of (@ns, @key) with merge
+ * operator @op (common/merge.h; merge_add_h: add), a
  * blind write (no read of the lower layers).  Folds into the key's cell in
  * place when it has one (one atomic 64-bit store, no append); otherwise
  * appends a cell: MERGE(delta) over nothing, PUT(v + delta) over an 8-byte
@@ -652,8 +654,8 @@ static inline int sfs_wbuf_delete(struct sfs_wbuf *b, uint64_t ns, const void *k
  * is not 8 bytes (not an int64; nothing is changed).
  * Cost: hash, probe, then a load + store (fold) or a 32 + klen byte append.
  */
-static inline int sfs_wbuf_merge_add_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns,
-				       const void *key, size_t klen, int64_t delta)
+static inline int sfs_wbuf_merge_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
+				   size_t klen, unsigned op, int64_t delta)
 {
 	const struct sfs_wbuf_entry *old = NULL;
 	uint64_t slot, v = (uint64_t)delta;
@@ -669,7 +671,7 @@ static inline int sfs_wbuf_merge_add_h(struct sfs_wbuf *b, uint64_t h, uint64_t 
 
 		if (kb & SFS_WBUF_CELL) {
 			/* One writer: plain read of its own word, atomic store. */
-			sfs_store_relaxed(cell, *cell + v);
+			sfs_store_relaxed(cell, (uint64_t)sfs_merge_i64(op, (int64_t)*cell, delta));
 			return 0;
 		}
 		if ((kb & SFS_WBUF_KIND_MASK) != SFS_WBUF_DELETE) {
@@ -678,7 +680,7 @@ static inline int sfs_wbuf_merge_add_h(struct sfs_wbuf *b, uint64_t h, uint64_t 
 			if (old->we_vlen != 8)
 				return sfs__wbuf_notint(b, old->we_vlen);
 			memcpy(&base, cell, 8);
-			v += base;
+			v = (uint64_t)sfs_merge_i64(op, (int64_t)base, delta);
 		}
 		/* A PUT over a PUT (base + delta) or a tombstone (delta); a
 		 * MERGE stays one (only an entry of another build lacks the
@@ -690,6 +692,12 @@ static inline int sfs_wbuf_merge_add_h(struct sfs_wbuf *b, uint64_t h, uint64_t 
 	}
 	return sfs__wbuf_append(b, h, ns, key, (uint32_t)klen, &v, 8, kindb, slot, rc ? NULL : old,
 				"merge");
+}
+
+static inline int sfs_wbuf_merge_add_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns,
+				       const void *key, size_t klen, int64_t delta)
+{
+	return sfs_wbuf_merge_h(b, h, ns, key, klen, SFS_MERGE_ADD, delta);
 }
 
 static inline int sfs_wbuf_merge_add(struct sfs_wbuf *b, uint64_t ns, const void *key,
