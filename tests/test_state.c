@@ -600,3 +600,46 @@ Test(state, stat_reports_worker_state)
 	inproc_stop(&p);
 	sfs_worker_close(c);
 }
+
+/* A worker killed between sealing and taking a free buffer leaves no
+ * ACTIVE buffer: the next incarnation takes one on its first write. */
+static int worker_dies_after_seal(void *arg)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+	uint32_t st;
+
+	(void)arg;
+	if (sfs_worker_open(job, 0, 0, &o, &c) || sfs_state_register(c, "v", SFS_STATE_VALUE, &st))
+		return 10;
+	if (sfs_value_put(c, st, 0, "a", 1, "1", 1) || sfs_barrier(c, 1))
+		return 11;
+	/* Simulate the kill point: the active buffer sealed, nothing taken. */
+	c->ctl->wc_buf[c->ctl->wc_active].wb_state = SFS_BUF_SEALED;
+	raise(SIGKILL);
+	return 12;
+}
+
+Test(state, restart_after_a_kill_between_seal_and_swap)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t st;
+	char buf[8];
+	pid_t w = th_fork(worker_dies_after_seal, NULL);
+
+	th_wait(w, 10000);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	put_str(c, st, 0, "b", "2");
+	cr_assert_eq(get_str(c, st, 0, "b", buf, sizeof(buf)), 1);
+	cr_assert_eq(get_str(c, st, 0, "a", buf, sizeof(buf)), 1);
+	inproc_start(&p);
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	inproc_drain(&p, c);
+	cr_assert_eq(get_str(c, st, 0, "a", buf, sizeof(buf)), 1);
+	cr_assert_eq(get_str(c, st, 0, "b", buf, sizeof(buf)), 1);
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}

@@ -320,6 +320,9 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 				sfs_wbuf_reset(c->buf[i]);
 				ctl->wc_active = i;
 			}
+		/* Died between a seal and taking a free buffer: no ACTIVE one. */
+		if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].wb_state) != SFS_BUF_ACTIVE)
+			c->need_active = 1;
 		ctl->wc_restarts++;
 		if (ctl->wc_kg_start != c->kg_start || ctl->wc_kg_end != c->kg_end) {
 			rc = sfs__err(SFS_EUSAGE,
