@@ -160,7 +160,8 @@ static void order_rebuild(sfs_ctx_t *c)
 	c->norder = n;
 }
 
-static int region_init(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint64_t off)
+static int region_init(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint64_t off,
+		       uint64_t region_size)
 {
 	struct sfs_wctl *ctl = sfs_seg_ptr(&c->seg, off);
 	uint64_t bufsz = align64(sfs_wbuf_size(o->buffer_keys, o->buffer_bytes));
@@ -184,6 +185,11 @@ static int region_init(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint64_t o
 	ctl->wc_cache_bytes = (o->flags & SFS_WORKER_NO_CACHE) ? 0
 								: align64(sfs_vcache_size(o->cache_bytes, 0));
 	ctl->wc_size = ctl->wc_cache_off + ctl->wc_cache_bytes;
+	if (ctl->wc_size > region_size)
+		return sfs__err(SFS_EUSAGE,
+				"worker %u: these options need %llu bytes, its region has %llu",
+				c->worker, (unsigned long long)ctl->wc_size,
+				(unsigned long long)region_size);
 	rc = sfs_ring_init((char *)ctl + ctl->wc_ring_off, SFS_WCTL_RING_SLOTS,
 			   sizeof(struct sfs_flush_req), SFS_RING_SPSC);
 	for (uint32_t i = 0; rc == 0 && i < o->buffers; i++) {
@@ -284,8 +290,16 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	sfs_qsbr_online(c->seg.hdr, c->slot);
 
 	region_name(worker, name, sizeof(name));
-	if (sfs_seg_region_find(&c->seg, name, &off, &size) == 0) {
+	if (sfs_seg_region_find(&c->seg, name, &off, &size) == 0 &&
+	    sfs_load_acquire(&((struct sfs_wctl *)sfs_seg_ptr(&c->seg, off))->wc_magic) ==
+		    SFS_WCTL_MAGIC) {
 		c->restarted = 1;
+	} else if (sfs_seg_region_find(&c->seg, name, &off, &size) == 0) {
+		/* A previous incarnation died while laying out its region:
+		 * nothing in it was ever published, so lay it out again. */
+		rc = region_init(c, &o, off, size);
+		if (rc)
+			goto fail_slot;
 	} else {
 		uint64_t bufsz = align64(sfs_wbuf_size(o.buffer_keys, o.buffer_bytes));
 		uint64_t need = 4096 + sfs_ring_memsize(SFS_WCTL_RING_SLOTS,
@@ -302,7 +316,9 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 		}
 		rc = sfs_seg_region_create(&c->seg, name, need, SFS_ROLE_WORKER, &off);
 		if (rc == 0)
-			rc = region_init(c, &o, off);
+			rc = sfs_seg_region_find(&c->seg, name, &off, &size);
+		if (rc == 0)
+			rc = region_init(c, &o, off, size);
 		if (rc)
 			goto fail_slot;
 	}
