@@ -426,7 +426,9 @@ int sfs_seg_region_find(const struct sfs_seg *s, const char *name, uint64_t *off
 			return 0;
 		}
 	}
-	return sfs__err(-ENOENT, "segment %s: no region '%s'", s->path, name);
+	/* No message: "not there yet" is an expected answer on hot-ish paths
+	 * (a worker looking for its store at every quiescent point). */
+	return -ENOENT;
 }
 
 int sfs_seg_region_create(struct sfs_seg *s, const char *name, uint64_t size,

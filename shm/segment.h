@@ -239,7 +239,8 @@ int sfs_seg_destroy(const char *job, int node);
  */
 int sfs_seg_check_stale(const char *job, int node, uint64_t *generation, pid_t *owner_pid);
 
-/* Regions: find-or-fail and create.  Offsets are from the segment base. */
+/* Regions: find (-ENOENT, no message, when absent) and create.  Offsets
+ * are from the segment base. */
 int sfs_seg_region_create(struct sfs_seg *s, const char *name, uint64_t size,
 			  unsigned owner_role, uint64_t *off);
 int sfs_seg_region_find(const struct sfs_seg *s, const char *name, uint64_t *off,

@@ -641,7 +641,7 @@ int sfs_value_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, si
 	if (vlen > SFS_VALUE_MAX)
 		return sfs__err(SFS_EUSAGE, "put: value of %zu bytes, at most %u", vlen, SFS_VALUE_MAX);
 	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
-	if (c->cache)
+	if (c->cache && c->cache->vc_live)	/* nothing cached: nothing to drop */
 		(void)sfs_vcache_invalidate(c->cache, 0, ns, c->kbuf, (size_t)n);
 	return WRITE_WITH_SPILL(c, sfs_wbuf_put_h(active(c), h, ns, c->kbuf, (size_t)n, val, vlen));
 }
@@ -654,7 +654,7 @@ int sfs_value_delete(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key,
 	if (n < 0)
 		return n;
 	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
-	if (c->cache)
+	if (c->cache && c->cache->vc_live)
 		(void)sfs_vcache_invalidate(c->cache, 0, ns, c->kbuf, (size_t)n);
 	return WRITE_WITH_SPILL(c, sfs_wbuf_delete_h(active(c), h, ns, c->kbuf, (size_t)n));
 }
@@ -740,6 +740,8 @@ static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
 
 		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE)
 			break;	/* flushed in seq order: all older ones are too */
+		if (sfs_load_relaxed(&c->buf[i]->wb_live) == 0)
+			continue;	/* empty (a fresh active buffer): skip the miss */
 		rc = sfs_wbuf_get_h(c->buf[i], h, ns, c->kbuf, n, &v);
 		if (rc == -ENOENT)
 			continue;
