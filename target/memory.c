@@ -122,6 +122,17 @@ static uint64_t probe(const struct sfs_mstore *ms, const struct sfs_mstore_index
 	}
 }
 
+void sfs_mstore_prefetch(const struct sfs_mstore *ms, uint64_t h)
+{
+	uint64_t ioff = sfs_load_acquire(&ms->ms_index);
+	const struct sfs_mstore_index *ix;
+
+	if (!ioff)
+		return;
+	ix = (const struct sfs_mstore_index *)(base(ms) + ioff);
+	__builtin_prefetch(&ix->mi_slot[h & (ix->mi_slots - 1)]);
+}
+
 int sfs_mstore_get(const struct sfs_mstore *ms, uint64_t h, uint64_t ns, const void *key,
 		   uint32_t klen, struct sfs_mstore_view *v)
 {

@@ -105,6 +105,9 @@ int sfs_mstore_attach(struct sfs_seg *s, uint32_t w, struct sfs_mstore **out);
 int sfs_mstore_get(const struct sfs_mstore *ms, uint64_t h, uint64_t ns, const void *key,
 		   uint32_t klen, struct sfs_mstore_view *v);
 
+/* Prefetch the home slot of hash @h (batched probes). */
+void sfs_mstore_prefetch(const struct sfs_mstore *ms, uint64_t h);
+
 /* ---- writer side (the compactor) -------------------------------------- */
 
 struct sfs_mstore_writer {

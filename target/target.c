@@ -222,6 +222,9 @@ static int mem_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, 
 {
 	if (!r->ms)
 		mem_catch_up(r);
+	if (r->ms && n > 1)
+		for (unsigned i = 0; i < n; i++)	/* overlap the index misses */
+			sfs_mstore_prefetch(r->ms, keys[i].hash);
 	for (unsigned i = 0; i < n; i++) {
 		struct sfs_mstore_view v;
 

@@ -675,8 +675,8 @@ int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 /* ---- reads ------------------------------------------------------------------------ */
 
 /* Queue a cache fill for the key in c->kbuf (see apply_fills). */
-static void remember(sfs_ctx_t *c, uint64_t ns, size_t n, const void *val, uint32_t vlen,
-		     int absent)
+static void remember(sfs_ctx_t *c, const unsigned char *key, uint64_t ns, size_t n,
+		     const void *val, uint32_t vlen, int absent)
 {
 	struct sfs_fill *f;
 
@@ -688,7 +688,7 @@ static void remember(sfs_ctx_t *c, uint64_t ns, size_t n, const void *val, uint3
 	f->vlen = vlen;
 	f->klen = (uint16_t)n;
 	f->absent = (uint8_t)absent;
-	memcpy(f->key, c->kbuf, n);
+	memcpy(f->key, key, n);
 }
 
 /* What the buffers said about one key, before the store is asked. */
@@ -722,14 +722,14 @@ static int64_t fold(const struct walk *w, int have, int64_t base, uint64_t tag)
  * c->kbuf[0..n).  Sets w->done when they decide the answer; otherwise the
  * flushed store must be probed (and for a counter, w holds the deltas).
  */
-static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
-		struct sfs_view *out, int64_t *sum, struct walk *w)
+static int walk(sfs_ctx_t *c, const unsigned char *key, size_t n, uint64_t ns, uint64_t h,
+		int counter, struct sfs_view *out, int64_t *sum, struct walk *w)
 {
 	struct sfs_wctl *ctl = c->ctl;
 
 	w->done = 1;
 	w->nd = 0;
-	w->op = c->seg.hdr->sh_states[sfs_key_prefix_state(c->kbuf)].sd_merge;
+	w->op = c->seg.hdr->sh_states[sfs_key_prefix_state(key)].sd_merge;
 	out->data = NULL;
 	out->len = 0;
 	for (unsigned k = 0; k < c->norder; k++) {
@@ -742,7 +742,7 @@ static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
 			break;	/* flushed in seq order: all older ones are too */
 		if (sfs_load_relaxed(&c->buf[i]->wb_live) == 0)
 			continue;	/* empty (a fresh active buffer): skip the miss */
-		rc = sfs_wbuf_get_h(c->buf[i], h, ns, c->kbuf, n, &v);
+		rc = sfs_wbuf_get_h(c->buf[i], h, ns, key, n, &v);
 		if (rc == -ENOENT)
 			continue;
 		if (rc < 0)
@@ -771,7 +771,7 @@ static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
 	if (!counter && c->cache) {
 		struct sfs_vcache_view cv;
 
-		if (sfs_vcache_get(c->cache, 0, ns, c->kbuf, n, &cv) == 0) {
+		if (sfs_vcache_get(c->cache, 0, ns, key, n, &cv) == 0) {
 			out->data = cv.absent ? NULL : cv.value;
 			out->len = cv.absent ? 0 : cv.len;
 			return w->res = !cv.absent;
@@ -782,7 +782,7 @@ static int walk(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h, int counter,
 }
 
 /* Finish a walk with the store's answer @r for the key in c->kbuf[0..n). */
-static int resolve(sfs_ctx_t *c, size_t n, uint64_t ns, int counter,
+static int resolve(sfs_ctx_t *c, const unsigned char *key, size_t n, uint64_t ns, int counter,
 		   const struct sfs_probe_result *r, struct walk *w, struct sfs_view *out,
 		   int64_t *sum)
 {
@@ -790,7 +790,7 @@ static int resolve(sfs_ctx_t *c, size_t n, uint64_t ns, int counter,
 
 	if (!counter) {
 		/* No buffer holds the key: the store's answer may be cached. */
-		remember(c, ns, n, r->found ? r->value : NULL, r->len, !r->found);
+		remember(c, key, ns, n, r->found ? r->value : NULL, r->len, !r->found);
 		out->data = r->found ? r->value : NULL;
 		out->len = r->found ? r->len : 0;
 		return r->found;
@@ -811,14 +811,14 @@ static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_v
 	struct sfs_probe p = { .hash = h, .ns = ns, .key = c->kbuf, .klen = (uint32_t)n };
 	struct sfs_probe_result r;
 	struct walk w;
-	int rc = walk(c, n, ns, h, counter, out, sum, &w);
+	int rc = walk(c, c->kbuf, n, ns, h, counter, out, sum, &w);
 
 	if (w.done || rc < 0)
 		return w.res;
 	rc = c->tops->probe(c->tr, &p, 1, &r);
 	if (rc)
 		return rc;
-	return resolve(c, n, ns, counter, &r, &w, out, sum);
+	return resolve(c, c->kbuf, n, ns, counter, &r, &w, out, sum);
 }
 
 int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
@@ -844,10 +844,15 @@ int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 }
 
 /*
- * sfs_multiget - the keys of one input batch: each walks the buffers and the
- * cache; the ones left over are probed in the flushed store together (one
- * target call: RocksDB's MultiGet, one scan of a table).  Keys that do not
- * fit the batch scratch are probed on their own.
+ * sfs_multiget - the keys of one input batch, in chunks of MG_BATCH:
+ *   1. build each composite key, hash it, prefetch its home slot in the
+ *      active buffer;
+ *   2. prefetch the entry each home slot points to;
+ *   3. walk the buffers and the cache per key (the misses now overlap
+ *      instead of queueing one behind the other);
+ *   4. probe the keys left over in the flushed store together (one target
+ *      call: the memory store's probes, RocksDB's MultiGet, one table scan).
+ * A key that does not fit the chunk's key scratch is looked up on its own.
  */
 #define MG_BATCH 64
 #define MG_KEYBYTES (16u << 10)
@@ -858,61 +863,84 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 	static __thread unsigned char kstore[MG_KEYBYTES];
 	struct sfs_probe probes[MG_BATCH];
 	struct sfs_probe_result pr[MG_BATCH];
-	unsigned idx[MG_BATCH], np = 0;
-	size_t used = 0;
+	struct {
+		uint64_t h;
+		const unsigned char *key;
+		uint32_t len;
+	} kb[MG_BATCH];
+	unsigned idx[MG_BATCH];
 	int errors = 0;
 
-	for (unsigned i = 0; i <= n; i++) {
-		/* Flush the pending probes when full or at the end. */
-		if (np && (i == n || np == MG_BATCH || used + SFS_KEY_PREFIX + keys[i].klen >
-							       MG_KEYBYTES)) {
+	for (unsigned base = 0; base < n;) {
+		struct sfs_wbuf *act = c->need_active ? NULL : c->buf[c->ctl->wc_active];
+		unsigned m = 0, np = 0, i;
+		size_t used = 0;
+
+		/* 1: keys, hashes, slot prefetches */
+		for (i = base; i < n && m < MG_BATCH; i++) {
+			int kn = build_key(c, state, keys[i].key, keys[i].klen, SFS_STATE_VALUE,
+					   "multiget");
+
+			if (kn < 0) {
+				results[i] = kn;
+				errors++;
+				kb[m++].key = NULL;
+				continue;
+			}
+			if (used + (size_t)kn > MG_KEYBYTES) {
+				if (m)
+					break;	/* next chunk */
+				results[i] = lookup(c, (size_t)kn, keys[i].ns, 0, &views[i], NULL);
+				errors += results[i] < 0;
+				kb[m++].key = NULL;
+				continue;
+			}
+			memcpy(kstore + used, c->kbuf, (size_t)kn);
+			kb[m].key = kstore + used;
+			kb[m].len = (uint32_t)kn;
+			kb[m].h = sfs_wbuf_hash(keys[i].ns, kb[m].key, (size_t)kn);
+			if (act)
+				sfs_wbuf_prefetch(act, kb[m].h);
+			used += (size_t)kn;
+			m++;
+		}
+		/* 2: entry prefetches */
+		if (act)
+			for (unsigned k = 0; k < m; k++)
+				if (kb[k].key)
+					sfs_wbuf_prefetch_entry(act, kb[k].h);
+		/* 3: buffers and cache */
+		for (unsigned k = 0; k < m; k++) {
+			unsigned at = base + k;
+			struct walk w;
+
+			if (!kb[k].key)
+				continue;
+			results[at] = walk(c, kb[k].key, kb[k].len, keys[at].ns, kb[k].h, 0, &views[at],
+					   NULL, &w);
+			if (w.done) {
+				errors += results[at] < 0;
+				continue;
+			}
+			probes[np] = (struct sfs_probe){ .hash = kb[k].h, .ns = keys[at].ns,
+							 .key = kb[k].key, .klen = kb[k].len };
+			idx[np++] = at;
+		}
+		/* 4: one batched probe of the store */
+		if (np) {
 			int rc = c->tops->probe(c->tr, probes, np, pr);
 
 			for (unsigned k = 0; k < np; k++) {
 				struct walk w = { .nd = 0 };
 
-				if (rc) {
-					results[idx[k]] = rc;
-					errors++;
-					continue;
-				}
-				memcpy(c->kbuf, probes[k].key, probes[k].klen);
-				results[idx[k]] = resolve(c, probes[k].klen, probes[k].ns, 0, &pr[k],
-							  &w, &views[idx[k]], NULL);
+				results[idx[k]] = rc ? rc
+						     : resolve(c, probes[k].key, probes[k].klen,
+							       probes[k].ns, 0, &pr[k], &w, &views[idx[k]],
+							       NULL);
+				errors += results[idx[k]] < 0;
 			}
-			np = 0;
-			used = 0;
 		}
-		if (i == n)
-			break;
-		{
-			int kn = build_key(c, state, keys[i].key, keys[i].klen, SFS_STATE_VALUE,
-					   "multiget");
-			struct walk w;
-			uint64_t h;
-
-			if (kn < 0) {
-				results[i] = kn;
-				errors++;
-				continue;
-			}
-			h = sfs_wbuf_hash(keys[i].ns, c->kbuf, (size_t)kn);
-			results[i] = walk(c, (size_t)kn, keys[i].ns, h, 0, &views[i], NULL, &w);
-			if (w.done) {
-				errors += results[i] < 0;
-				continue;
-			}
-			if (used + (size_t)kn > MG_KEYBYTES) {
-				/* Longer than the whole scratch: probe alone. */
-				results[i] = lookup(c, (size_t)kn, keys[i].ns, 0, &views[i], NULL);
-				continue;
-			}
-			memcpy(kstore + used, c->kbuf, (size_t)kn);
-			probes[np] = (struct sfs_probe){ .hash = h, .ns = keys[i].ns,
-							 .key = kstore + used, .klen = (uint32_t)kn };
-			idx[np++] = i;
-			used += (size_t)kn;
-		}
+		base += m;
 	}
 	return errors ? SFS_EUSAGE : 0;
 }

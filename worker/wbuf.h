@@ -504,6 +504,17 @@ static inline void sfs_wbuf_prefetch(const struct sfs_wbuf *b, uint64_t h)
 	__builtin_prefetch(sfs__wbuf_slots(b) + (h & (((uint64_t)1 << b->wb_bits) - 1)));
 }
 
+/* Second stage of a batched lookup: once the home slot is in cache (after
+ * sfs_wbuf_prefetch), prefetch the entry it points to if its tag matches,
+ * so the compare of the get that follows does not wait for memory. */
+static inline void sfs_wbuf_prefetch_entry(const struct sfs_wbuf *b, uint64_t h)
+{
+	uint64_t w = sfs_load_relaxed(&sfs__wbuf_slots(b)[h & (((uint64_t)1 << b->wb_bits) - 1)]);
+
+	if (sfs__wbuf_slot_gen(w) == b->wb_gen && sfs__wbuf_slot_tag(w) == sfs__wbuf_tag(h))
+		__builtin_prefetch((const char *)b + sfs__wbuf_slot_off(w));
+}
+
 /*
  * sfs_wbuf_get_h - the current entry of (@ns, @key) whose hash is @h
  * (sfs_wbuf_hash): 0 and *@v filled (kind PUT, DELETE or MERGE: see the
