@@ -7,6 +7,7 @@
 int sfs_cmd_run(int argc, char **argv);
 int sfs_cmd_stat(int argc, char **argv);
 int sfs_cmd_clean(int argc, char **argv);
+int sfs_cmd_bench(int argc, char **argv);
 
 /* Parse a decimal in [lo, hi] for option @opt or exit 2 with a message. */
 long sfs_arg_num(const char *cmd, const char *opt, const char *v, long lo, long hi);
