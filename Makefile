@@ -6,7 +6,7 @@
 #                   report, stop)
 #   make asan       the tests under AddressSanitizer + UBSan (objects in build-asan/)
 #   make bench      benchmarks; figures go to bench/RESULTS.md by hand, with the command
-#   make soak       longer multi-process soaks (not part of make test)
+#   make soak       every test with SFS_SOAK=1: randomized and crash tests run 20x longer
 #
 # Knobs (make VAR=value):
 #   BUILD      object directory (build)          BIN    binaries (bin)

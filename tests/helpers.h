@@ -18,6 +18,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* `make soak` sets SFS_SOAK: the randomized and crash tests run this many
+ * times longer (1 under `make test`). */
+static inline int th_soak(void)
+{
+	const char *s = getenv("SFS_SOAK");
+
+	return s && *s && *s != '0' ? 20 : 1;
+}
+
 /* A job name no other test (or concurrent run) uses. */
 static inline const char *th_job(char *buf, size_t n, const char *tag)
 {

@@ -170,7 +170,7 @@ Test(map, list_keeps_append_order_across_layers)
 	cr_assert_eq(sfs_state_register(c, "l", SFS_STATE_LIST, &st), 0);
 	inproc_start(&p);
 	for (int i = 1; i <= 3; i++) {
-		char v[4];
+		char v[16];
 
 		snprintf(v, sizeof(v), "%d", i);
 		cr_assert_eq(sfs_list_append(c, st, 0, "L", 1, v, strlen(v)), 0);
@@ -205,7 +205,7 @@ struct mmodel {
 static void check_all(sfs_ctx_t *c, uint32_t st, const struct mmodel *m, int op)
 {
 	for (int k = 0; k < MK; k++) {
-		char key[8], want[1024] = "", got[1024];
+		char key[16], want[1024] = "", got[1024];
 		struct dump d = { .n = 0 };
 
 		snprintf(key, sizeof(key), "m%d", k);
@@ -240,9 +240,9 @@ Test(map, randomized_against_a_reference)
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
 	cr_assert_eq(sfs_state_register(c, "m", SFS_STATE_MAP, &st), 0);
 	inproc_start(&p);
-	for (int i = 0; i < 20000; i++) {
+	for (int i = 0; i < 20000 * th_soak(); i++) {
 		int k = rand_r(&seed) % MK, u = rand_r(&seed) % MU, op = rand_r(&seed) % 100, rc;
-		char key[8], uk[8];
+		char key[16], uk[16];
 		struct sfs_view v;
 
 		snprintf(key, sizeof(key), "m%d", k);
@@ -323,7 +323,7 @@ Test(map, compactor_killed_mid_flush_keeps_maps_exact)
 	for (uint64_t b = 1; b <= 24; b++) {
 		for (int i = 0; i < 400; i++) {
 			int k = rand_r(&seed) % MK, u = rand_r(&seed) % MU;
-			char key[8], uk[8], val[16];
+			char key[16], uk[16], val[16];
 
 			snprintf(key, sizeof(key), "m%d", k);
 			snprintf(uk, sizeof(uk), "u%02d", u);

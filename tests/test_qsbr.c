@@ -187,7 +187,7 @@ Test(qsbr, stopped_reader_blocks_offline_reader_does_not)
 /* ---- stress: readers in other processes vs an updater that reclaims ---- */
 
 #define STRESS_READERS 3
-#define STRESS_UPDATES 20000
+#define STRESS_UPDATES (20000u * (unsigned)th_soak())
 
 /* Reads the published object repeatedly between quiescent points; any
  * poisoned read is a use-after-free the grace periods should have prevented. */

@@ -281,7 +281,7 @@ Test(state, a_full_buffer_spills_between_barriers)
 /* ---- randomized model test ------------------------------------------------ */
 
 #define MODEL_KEYS 400
-#define MODEL_OPS 60000
+#define MODEL_OPS (60000 * th_soak())
 
 struct model {
 	int present[2][MODEL_KEYS];
@@ -439,7 +439,9 @@ Test(state, compactor_killed_mid_flush_loses_and_doubles_nothing)
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
 	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
 	comp = start_compactor();
-	for (uint64_t b = 1; b <= 30; b++) {
+	const uint64_t nb = 30 * (uint64_t)th_soak();
+
+	for (uint64_t b = 1; b <= nb; b++) {
 		for (int i = 0; i < 3000; i++) {
 			int k = rand_r(&seed) % 2000;
 
@@ -457,7 +459,7 @@ Test(state, compactor_killed_mid_flush_loses_and_doubles_nothing)
 			comp = start_compactor();
 		}
 	}
-	cr_assert(wait_flushed(c, 30, 20000), "compactor caught up after %d kills", kills);
+	cr_assert(wait_flushed(c, nb, 20000), "compactor caught up after %d kills", kills);
 	for (int k = 0; k < 2000; k++) {
 		int64_t v;
 
