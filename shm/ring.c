@@ -98,9 +98,9 @@ int sfs_ring_init(void *mem, uint32_t count, uint32_t esize, unsigned flags)
 {
 	struct sfs_ring *r = mem;
 
-	if (!mem || (uintptr_t)mem % SFS_CACHE_LINE)
-		return sfs__err(SFS_EUSAGE, "ring init: memory %p is not %d-byte aligned", mem,
-				SFS_CACHE_LINE);
+	if (!mem || (uintptr_t)mem % _Alignof(struct sfs_ring))
+		return sfs__err(SFS_EUSAGE, "ring init: memory %p is not %zu-byte aligned", mem,
+				_Alignof(struct sfs_ring));
 	if (!is_pow2(count) || count < 2 || count > SFS_RING_COUNT_MAX)
 		return sfs__err(SFS_EUSAGE,
 				"ring init: count %u is not a power of two in [2, %u]", count,

@@ -178,7 +178,10 @@ static int region_init(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint64_t o
 	ctl->wc_kg_end = c->kg_end;
 	ctl->wc_buf_bytes = bufsz;
 	ctl->wc_buf_entries = o->buffer_keys;
-	ctl->wc_ring_off = align64(sizeof(*ctl));
+	/* struct sfs_ring is 128-byte aligned (its producer and consumer
+	 * lines are two lines apart); the region itself is page aligned. */
+	ctl->wc_ring_off = (sizeof(*ctl) + _Alignof(struct sfs_ring) - 1) &
+			   ~(uint64_t)(_Alignof(struct sfs_ring) - 1);
 	ctl->wc_bufs_off = align64(ctl->wc_ring_off +
 				   sfs_ring_memsize(SFS_WCTL_RING_SLOTS, sizeof(struct sfs_flush_req)));
 	ctl->wc_cache_off = ctl->wc_bufs_off + o->buffers * bufsz;
