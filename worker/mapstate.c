@@ -11,9 +11,9 @@
  * empty chain and the arena position of the clear: entries of that buffer
  * below it are shadowed, and so is every older layer.
  *
- * A map write appends two entries (the entry and the new head); room for
- * both is checked first, so a full buffer is spilled before, never between
- * them.  Lists are maps whose user keys are a per-worker sequence number
+ * A map write appends two entries (the entry, its link header and value
+ * copied straight into the arena, and the new head); room for both is
+ * checked first, so a full buffer is spilled before, never between them.  Lists are maps whose user keys are a per-worker sequence number
  * (8 bytes, big-endian: append order is key order).
  *
  * Costs: put/remove O(1) (two appends); get O(buffers); iterate O(chain
@@ -103,21 +103,13 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 	size_t mlen = plen + ulen, total = sizeof(struct sfs_map_ent) + vlen;
 	struct sfs_map_ent me;
 	struct sfs_map_head hd;
-	struct sfs_wbuf_view v;
 	struct sfs_wbuf *b;
+	uint64_t at = 0;
 	int rc;
 
 	if (vlen > SFS_VALUE_MAX)
 		return sfs__err(SFS_EUSAGE, "map put: value of %zu bytes, at most %u", vlen,
 				SFS_VALUE_MAX);
-	if (total > c->mscratch_cap) {
-		void *n = realloc(c->mscratch, total);
-
-		if (!n)
-			return -ENOMEM;
-		c->mscratch = n;
-		c->mscratch_cap = total;
-	}
 	rc = room_for(c, mlen, total, plen);
 	if (rc)
 		return rc;
@@ -125,16 +117,12 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 	head_of(b, ns, c->kbuf, plen, &hd);
 	me.me_prev = hd.mh_latest;
 	me.me_flags = flags;
-	memcpy(c->mscratch, &me, sizeof(me));
-	if (vlen)
-		memcpy((char *)c->mscratch + sizeof(me), val, vlen);
-	rc = sfs_wbuf_put(b, ns, c->kbuf, mlen, c->mscratch, total);
+	/* The link header and the value go straight into the arena. */
+	rc = sfs_wbuf_put2_h(b, sfs_wbuf_hash(ns, c->kbuf, mlen), ns, c->kbuf, mlen, &me,
+			     sizeof(me), val, vlen, &at);
 	if (rc)
 		return rc;
-	rc = sfs_wbuf_get(b, ns, c->kbuf, mlen, &v);
-	if (rc)
-		return rc;
-	hd.mh_latest = v.off;
+	hd.mh_latest = at;
 	return sfs_wbuf_put(b, ns, c->kbuf, plen, &hd, sizeof(hd));
 }
 
@@ -291,9 +279,7 @@ void sfs__map_free(sfs_ctx_t *c)
 	if (c->seen)
 		free(c->seen->e);
 	free(c->seen);
-	free(c->mscratch);
 	c->seen = NULL;
-	c->mscratch = NULL;
 }
 
 struct store_walk {

@@ -50,8 +50,6 @@ struct sfs_ctx {
 		unsigned char key[SFS_FILL_KEY_MAX];
 	} fills[SFS_FILLS_MAX];
 	unsigned char kbuf[SFS_KEY_MAX + 8]; /* kg | state | key scratch */
-	void *mscratch;                /* map entry value scratch (process-local) */
-	size_t mscratch_cap;
 	struct sfs_seen *seen;         /* map iteration: user keys already seen */
 };
 

@@ -558,24 +558,32 @@ static inline int64_t sfs_wbuf_view_i64(const struct sfs_wbuf_view *v)
  * free slot the probe ended at).  Checks capacity first: a refused write
  * changes nothing.  Owner only.
  */
-static inline int sfs__wbuf_append(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
-				   uint32_t klen, const void *val, uint32_t vlen, uint32_t kindb,
-				   uint64_t slot, const struct sfs_wbuf_entry *old, const char *op)
+/* Append an entry whose value is @val (@vlen) followed by @val2 (@vlen2:
+ * a header and a payload written without staging them together). */
+static inline int sfs__wbuf_append2(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
+				    uint32_t klen, const void *val, uint32_t vlen, const void *val2,
+				    uint32_t vlen2, uint32_t kindb, uint64_t slot,
+				    const struct sfs_wbuf_entry *old, const char *op, uint64_t *at)
 {
-	uint64_t top = b->wb_top, need = sfs_wbuf_entry_size(klen, vlen);
+	uint64_t top = b->wb_top, need = sfs_wbuf_entry_size(klen, vlen + vlen2);
 	struct sfs_wbuf_entry *e;
 
 	if (__builtin_expect((!old && b->wb_live >= b->wb_max_entries) ||
 			     need > b->wb_size - top, 0))
-		return sfs__wbuf_full(b, op, klen, vlen, !old && b->wb_live >= b->wb_max_entries);
+		return sfs__wbuf_full(b, op, klen, vlen + vlen2,
+				      !old && b->wb_live >= b->wb_max_entries);
 	e = (struct sfs_wbuf_entry *)((char *)b + top);
 	e->we_hash = h;
 	e->we_ns = ns;
 	e->we_kf = klen | kindb << 24;
-	e->we_vlen = vlen;
+	e->we_vlen = vlen + vlen2;
 	memcpy(e + 1, key, klen);
 	if (vlen)
 		memcpy(sfs__wbuf_value(e), val, vlen);
+	if (vlen2)
+		memcpy(sfs__wbuf_value(e) + vlen, val2, vlen2);
+	if (at)
+		*at = top;
 	sfs_store_relaxed(&b->wb_top, top + need);
 	sfs_store_release(&sfs__wbuf_slots(b)[slot], sfs__wbuf_slot(b->wb_gen, h, top));
 	sfs_store_relaxed(&b->wb_appends, b->wb_appends + 1);
@@ -585,6 +593,14 @@ static inline int sfs__wbuf_append(struct sfs_wbuf *b, uint64_t h, uint64_t ns, 
 	else
 		sfs_store_relaxed(&b->wb_live, b->wb_live + 1);
 	return 0;
+}
+
+static inline int sfs__wbuf_append(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
+				   uint32_t klen, const void *val, uint32_t vlen, uint32_t kindb,
+				   uint64_t slot, const struct sfs_wbuf_entry *old, const char *op)
+{
+	return sfs__wbuf_append2(b, h, ns, key, klen, val, vlen, NULL, 0, kindb, slot, old, op,
+				 NULL);
 }
 
 static inline int sfs__wbuf_check(struct sfs_wbuf *b, const char *op, size_t klen, size_t vlen)
@@ -617,6 +633,28 @@ static inline int sfs_wbuf_put_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns, co
 		return rc;
 	return sfs__wbuf_append(b, h, ns, key, (uint32_t)klen, val, (uint32_t)vlen, SFS_WBUF_PUT, slot,
 				rc ? NULL : old, "put");
+}
+
+/*
+ * sfs_wbuf_put2_h - a put whose value is @hdr (@hlen) then @val (@vlen),
+ * copied straight into the arena; *@at (may be NULL) gets the entry's
+ * offset (for chains of entries, worker/mapstate.c).  Owner only.
+ */
+static inline int sfs_wbuf_put2_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
+				  size_t klen, const void *hdr, size_t hlen, const void *val,
+				  size_t vlen, uint64_t *at)
+{
+	const struct sfs_wbuf_entry *old = NULL;
+	uint64_t slot;
+	int rc = sfs__wbuf_check(b, "put", klen, hlen + vlen);
+
+	if (rc)
+		return rc;
+	rc = sfs__wbuf_find(b, h, ns, key, (uint32_t)klen, &old, &slot);
+	if (rc && rc != -ENOENT)
+		return rc;
+	return sfs__wbuf_append2(b, h, ns, key, (uint32_t)klen, hdr, (uint32_t)hlen, val,
+				 (uint32_t)vlen, SFS_WBUF_PUT, slot, rc ? NULL : old, "put", at);
 }
 
 static inline int sfs_wbuf_put(struct sfs_wbuf *b, uint64_t ns, const void *key, size_t klen,
