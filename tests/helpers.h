@@ -10,9 +10,11 @@
 #define SFS_TESTS_HELPERS_H
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,6 +27,29 @@ static inline int th_soak(void)
 	const char *s = getenv("SFS_SOAK");
 
 	return s && *s && *s != '0' ? 20 : 1;
+}
+
+/* Anonymous shared memory of @len bytes (children of fork() see it);
+ * aborts the test process when the machine refuses it. */
+static inline void *th_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "th_map: mmap %zu bytes failed\n", len);
+		abort();
+	}
+	return p;
+}
+
+/* splitmix64: the seeded generator of the randomized model tests. */
+static inline uint64_t th_rand(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
 }
 
 /* A job name no other test (or concurrent run) uses. */

@@ -26,19 +26,11 @@
 
 /* ---- helpers (at_: alloc test) --------------------------------------- */
 
-static void *at_map(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	cr_assert(p != MAP_FAILED, "mmap %zu bytes", len);
-	return p;
-}
-
 static struct sfs_salloc *at_heap(size_t len)
 {
 	struct sfs_salloc *h;
 
-	cr_assert_eq(sfs_salloc_init(at_map(len), len, &h), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_salloc_init(th_map(len), len, &h), 0, "%s", sfs_last_error());
 	return h;
 }
 
@@ -47,15 +39,6 @@ static void at_verify(const struct sfs_salloc *h)
 	int rc = sfs_salloc_verify(h);
 
 	cr_assert_eq(rc, 0, "verify: %s", sfs_last_error());
-}
-
-static uint64_t at_rand(uint64_t *s)  /* splitmix64 */
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 /* Pattern byte i of an object tagged @tag: cheap and position dependent. */
@@ -87,7 +70,7 @@ static long at_check(const void *p, size_t n, uint64_t tag)
 
 Test(arena, init_args)
 {
-	char *mem = at_map(64 * KiB);
+	char *mem = th_map(64 * KiB);
 	struct sfs_arena *a;
 
 	cr_assert_eq(sfs_arena_init(mem + 64, 4096, &a), SFS_EUSAGE);
@@ -101,7 +84,7 @@ Test(arena, init_args)
 Test(arena, alloc_align)
 {
 	const size_t len = 1 * MiB;
-	char *mem = at_map(len);
+	char *mem = th_map(len);
 	struct sfs_arena *a;
 	uint64_t prev_end = SFS_ARENA_DATA, seed = 7;
 	uint64_t offs[512], sizes[512];
@@ -111,8 +94,8 @@ Test(arena, alloc_align)
 	cr_assert_eq(sfs_arena_used(a), 0);
 	cr_assert_eq(sfs_arena_free(a), len - SFS_ARENA_DATA);
 	for (int i = 0; i < 512; i++) {
-		size_t align = (size_t)1 << (at_rand(&seed) % 13);  /* 1 .. 4096 */
-		size_t size = at_rand(&seed) % 300;
+		size_t align = (size_t)1 << (th_rand(&seed) % 13);  /* 1 .. 4096 */
+		size_t size = th_rand(&seed) % 300;
 		uint64_t off = sfs_arena_alloc(a, size, align);
 
 		cr_assert_neq(off, 0, "alloc %d: %s", i, sfs_last_error());
@@ -141,7 +124,7 @@ Test(arena, alloc_align)
 
 Test(arena, bad_align)
 {
-	char *mem = at_map(16 * KiB);
+	char *mem = th_map(16 * KiB);
 	struct sfs_arena *a;
 
 	cr_assert_eq(sfs_arena_init(mem, 16 * KiB, &a), 0);
@@ -158,7 +141,7 @@ Test(arena, bad_align)
 Test(arena, full_and_reset)
 {
 	const size_t len = 8 * KiB;
-	char *mem = at_map(len);
+	char *mem = th_map(len);
 	struct sfs_arena *a;
 	uint64_t first, off, n = 0, used;
 	struct sfs_arena_stats st;
@@ -198,7 +181,7 @@ Test(arena, full_and_reset)
 Test(arena, attach_and_bad_header)
 {
 	const size_t len = 64 * KiB;
-	char *mem = at_map(len);
+	char *mem = th_map(len);
 	struct sfs_arena *a, *b;
 	struct sfs_salloc *h;
 
@@ -259,7 +242,7 @@ Test(salloc, class_table)
 
 Test(salloc, init_args)
 {
-	char *mem = at_map(1 * MiB);
+	char *mem = th_map(1 * MiB);
 	struct sfs_salloc *h;
 	struct sfs_salloc_stats st;
 
@@ -343,7 +326,7 @@ Test(salloc, slabs_come_and_go)
 	cr_assert_gt(st.cls[sfs_salloc_class_of(200)].slabs, 10);
 	at_verify(h);
 	for (int i = N - 1; i > 0; i--) {  /* shuffle */
-		int j = (int)(at_rand(&seed) % (uint64_t)(i + 1));
+		int j = (int)(th_rand(&seed) % (uint64_t)(i + 1));
 		uint64_t t = off[i];
 
 		off[i] = off[j];
@@ -385,7 +368,7 @@ Test(salloc, large_and_coalescing)
 	/* Fill the region with large objects of random length, then free
 	 * them in random order: every run must coalesce back into one. */
 	while (n < 4096) {
-		size_t size = st.small_max + 1 + at_rand(&seed) % (200 * KiB);
+		size_t size = st.small_max + 1 + th_rand(&seed) % (200 * KiB);
 
 		off = sfs_salloc_alloc(h, size);
 		if (!off)
@@ -403,7 +386,7 @@ Test(salloc, large_and_coalescing)
 	cr_assert_eq(st.in_use, st.large_bytes);
 	cr_assert_lt(st.pages_free, 200 * KiB / SFS_SALLOC_PAGE + 1);
 	for (uint64_t i = n - 1; i > 0; i--) {
-		uint64_t j = at_rand(&seed) % (i + 1), t = offs[i];
+		uint64_t j = th_rand(&seed) % (i + 1), t = offs[i];
 		size_t ts = sizes[i];
 
 		offs[i] = offs[j];
@@ -562,13 +545,13 @@ static int at_cmp_off(const void *a, const void *b)
 /* Sizes as state values come: mostly small, some medium, a few large. */
 static size_t at_size(uint64_t *seed, size_t large_max)
 {
-	uint64_t r = at_rand(seed) % 100;
+	uint64_t r = th_rand(seed) % 100;
 
 	if (r < 70)
-		return 1 + at_rand(seed) % 256;
+		return 1 + th_rand(seed) % 256;
 	if (r < 92)
-		return 257 + at_rand(seed) % (SFS_SALLOC_SMALL_MAX - 256);
-	return SFS_SALLOC_SMALL_MAX + 1 + at_rand(seed) % large_max;
+		return 257 + th_rand(seed) % (SFS_SALLOC_SMALL_MAX - 256);
+	return SFS_SALLOC_SMALL_MAX + 1 + th_rand(seed) % large_max;
 }
 
 /* Check every live object: pattern, bounds, alignment, no overlap. */
@@ -606,7 +589,7 @@ static void at_model(size_t len, uint64_t seed, int ops, size_t large_max)
 		 * fills, runs dry, drains and refills. */
 		unsigned pct = (op / 5000) % 2 ? 30 : 70;
 
-		if (n < 20000 && (n == 0 || at_rand(&seed) % 100 < pct)) {
+		if (n < 20000 && (n == 0 || th_rand(&seed) % 100 < pct)) {
 			size_t size = at_size(&seed, large_max);
 			uint64_t off = sfs_salloc_alloc(h, size);
 
@@ -622,7 +605,7 @@ static void at_model(size_t len, uint64_t seed, int ops, size_t large_max)
 			in_use += sfs_salloc_usable(h, off);
 			n++;
 		} else {
-			size_t i = at_rand(&seed) % n;
+			size_t i = th_rand(&seed) % n;
 
 			cr_assert_eq(at_check(sfs_salloc_ptr(h, live[i].off), live[i].size,
 					      live[i].tag), -1, "object at %lu corrupted before free",
@@ -682,7 +665,7 @@ Test(salloc, model_tiny, .timeout = 60)
 Test(salloc, bad_header)
 {
 	const size_t len = 1 * MiB;
-	char *mem = at_map(len);
+	char *mem = th_map(len);
 	struct sfs_salloc *h, *g;
 	uint64_t o;
 
@@ -872,7 +855,7 @@ Test(shared, forked_reader_and_owner, .timeout = 30)
 {
 	const size_t len = 8 * MiB;
 	int fd = memfd_create("sfs-test-alloc-fork", 0);
-	uint64_t *ctl = at_map(4096);
+	uint64_t *ctl = th_map(4096);
 	struct sfs_salloc *h;
 	struct fk_root *root;
 	uint64_t root_off;

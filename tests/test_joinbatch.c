@@ -30,14 +30,6 @@
 
 /* ---- helpers (jt_: join batch test) -------------------------------------- */
 
-static void *jt_map(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	cr_assert(p != MAP_FAILED, "mmap %zu bytes", len);
-	return p;
-}
-
 static struct sfs_jb *jt_new(uint64_t max_keys, uint64_t arena, uint64_t flush_recs,
 			     uint64_t flush_bytes)
 {
@@ -46,7 +38,7 @@ static struct sfs_jb *jt_new(uint64_t max_keys, uint64_t arena, uint64_t flush_r
 	struct sfs_jb *jb;
 
 	cr_assert_gt(len, 0);
-	cr_assert_eq(sfs_jb_init(jt_map(len), len, &cfg, &jb), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_jb_init(th_map(len), len, &cfg, &jb), 0, "%s", sfs_last_error());
 	return jb;
 }
 
@@ -57,15 +49,6 @@ static void jt_verify(const struct sfs_jb *jb)
 	cr_assert_eq(rc, 0, "verify: %s", sfs_last_error());
 }
 
-static uint64_t jt_rand(uint64_t *s)  /* splitmix64 */
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Record bytes of record @id: position dependent, so a record that was cut,
  * shifted or mixed with another shows. */
 static void jt_fill(uint8_t *b, size_t n, uint64_t id)
@@ -74,7 +57,7 @@ static void jt_fill(uint8_t *b, size_t n, uint64_t id)
 
 	for (size_t i = 0; i < n; i++) {
 		if ((i & 7) == 0)
-			s = jt_rand(&s);
+			s = th_rand(&s);
 		b[i] = (uint8_t)(s >> (8 * (i & 7)));
 	}
 }
@@ -162,7 +145,7 @@ Test(geometry, size_and_init_refusals)
 	cr_assert_eq(sfs_jb_size(10, SFS_JB_SIZE_MAX), 0, "over 32 GiB");
 	cr_assert_eq(sfs_jb_size(SFS_JB_KEYS_MAX + 1, 4096), 0);
 
-	mem = jt_map(len + 64);
+	mem = th_map(len + 64);
 	cr_assert_eq(sfs_jb_init(mem + 8, len, &cfg, &jb), SFS_EUSAGE);
 	cr_assert(strstr(sfs_last_error(), "aligned"), "%s", sfs_last_error());
 	cr_assert_eq(sfs_jb_init(mem, len, NULL, &jb), SFS_EUSAGE);
@@ -182,7 +165,7 @@ Test(geometry, attach_checks)
 {
 	size_t len = sfs_jb_size(50, 8 * KiB);
 	struct sfs_jb *jb = jt_new(50, 8 * KiB, 0, 0), *r;
-	char *copy = jt_map(len);
+	char *copy = th_map(len);
 
 	cr_assert_eq(jt_add_s(jb, "k", "v", 1), 0);
 	cr_assert_eq(sfs_jb_attach(jb, len, &r), 0, "%s", sfs_last_error());
@@ -644,7 +627,7 @@ Test(reset, many_cycles_through_real_generation_wraps, .timeout = 30)
 
 	for (uint32_t c = 0; c < cycles; c++) {
 		struct sfs_jb_iter it = SFS_JB_ITER_INIT;
-		unsigned nk = 1 + (unsigned)(jt_rand(&s) % 6), base = (unsigned)(jt_rand(&s) % 16);
+		unsigned nk = 1 + (unsigned)(th_rand(&s) % 6), base = (unsigned)(th_rand(&s) % 16);
 		const void *key, *rec;
 		uint32_t klen, nrec, len;
 		uint64_t seq;
@@ -825,14 +808,14 @@ static void md_reset(struct model *m)
  * the skew of Nexmark's hot auctions and sellers. */
 static uint32_t md_pick(uint64_t *s)
 {
-	uint64_t r = jt_rand(s);
+	uint64_t r = th_rand(s);
 
 	return (r & 1) ? (uint32_t)((r >> 1) % 20) : (uint32_t)((r >> 1) % MD_POOL);
 }
 
 static uint32_t md_len(uint64_t *s)
 {
-	uint64_t r = jt_rand(s);
+	uint64_t r = th_rand(s);
 
 	switch (r % 8) {
 	case 0: return 0;
@@ -870,11 +853,11 @@ Test(model, random_records_match_a_reference_grouping, .timeout = 60)
 	/* Keys start with their pool index (so all differ): mostly 8-byte
 	 * ids, some longer keys up to 96 bytes, and one empty key. */
 	for (uint32_t i = 0; i < MD_POOL; i++) {
-		uint64_t r = jt_rand(&s);
+		uint64_t r = th_rand(&s);
 
 		m->pool[i].len = r % 4 == 0 ? 9 + (uint32_t)((r >> 8) % 87) : 8;
 		for (uint32_t j = 0; j < m->pool[i].len; j++)
-			m->pool[i].bytes[j] = (uint8_t)jt_rand(&s);
+			m->pool[i].bytes[j] = (uint8_t)th_rand(&s);
 		memcpy(m->pool[i].bytes, &i, 4);
 	}
 	m->pool[3].len = 0;  /* a hot one */
@@ -909,14 +892,14 @@ Test(model, random_records_match_a_reference_grouping, .timeout = 60)
 			want_recs += m->nrec, want_keys += m->ngrp, nflush++;
 			sfs_jb_reset(jb);
 			md_reset(m);
-			stride = strides[jt_rand(&s) % 6];
+			stride = strides[th_rand(&s) % 6];
 			rc = sfs_jb_add(jb, m->pool[pool].bytes, m->pool[pool].len, buf, rl, id);
 			cr_assert_eq(rc, 0, "retry after a flush: %s", sfs_last_error());
 		}
 		cr_assert_eq(rc, 0, "op %d: %s", op, sfs_last_error());
 		md_add(m, pool, id, rl);
 		id++;
-		if ((m->nrec % stride == 0 && sfs_jb_should_flush(jb)) || jt_rand(&s) % 2000 == 0) {
+		if ((m->nrec % stride == 0 && sfs_jb_should_flush(jb)) || th_rand(&s) % 2000 == 0) {
 			/* A threshold, or now and then a barrier (a flush of
 			 * whatever is there, however little). */
 			if (sfs_jb_should_flush(jb))
@@ -929,7 +912,7 @@ Test(model, random_records_match_a_reference_grouping, .timeout = 60)
 			want_recs += m->nrec, want_keys += m->ngrp, nflush++;
 			sfs_jb_reset(jb);
 			md_reset(m);
-			stride = strides[jt_rand(&s) % 6];
+			stride = strides[th_rand(&s) % 6];
 		}
 	}
 	md_compare(m, view);
@@ -1117,7 +1100,7 @@ Test(shared, forked_reader_walks_while_the_owner_adds, .timeout = 30)
 	const size_t len = sfs_jb_size(FR_KEYS, 24 * MiB);
 	struct sfs_jb_config cfg = { FR_KEYS, 0, 0 };
 	int fd = memfd_create("sfs-test-jb-fork", 0);
-	struct fr_ctl *ctl = jt_map(sizeof(struct fr_ctl));
+	struct fr_ctl *ctl = th_map(sizeof(struct fr_ctl));
 	uint32_t nrec[FR_KEYS] = { 0 };
 	struct fr_arg fa;
 	struct sfs_jb *jb;
@@ -1154,7 +1137,7 @@ Test(shared, forked_reader_walks_while_the_owner_adds, .timeout = 30)
 		total++;
 	}
 	for (;;) {
-		uint32_t k = (uint32_t)(jt_rand(&s) % FR_KEYS);
+		uint32_t k = (uint32_t)(th_rand(&s) % FR_KEYS);
 
 		fr_rec(rec, k, nrec[k]);
 		rc = sfs_jb_add(jb, &k, 4, rec, FR_RECLEN, (uint64_t)k << 32 | nrec[k]);

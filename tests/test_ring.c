@@ -28,21 +28,13 @@
 
 /* ---- small helpers (rt_: ring test) ---------------------------------- */
 
-static void *rt_map(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	cr_assert(p != MAP_FAILED, "mmap %zu bytes", len);
-	return p;
-}
-
 static struct sfs_ring *rt_ring(uint32_t count, uint32_t esize, unsigned flags, size_t *len)
 {
 	size_t n = sfs_ring_memsize(count, esize);
 	void *mem;
 
 	cr_assert(n > 0);
-	mem = rt_map(n);
+	mem = th_map(n);
 	cr_assert_eq(sfs_ring_init(mem, count, esize, flags), 0, "%s", sfs_last_error());
 	*len = n;
 	return mem;
@@ -97,19 +89,11 @@ static struct rec16 rt_rec(uint64_t producer, uint64_t seq)
 	return r;
 }
 
-static uint64_t rt_rand(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 /* ---- validation ------------------------------------------------------- */
 
 Test(ring, bad_args_rejected)
 {
-	void *mem = rt_map(sfs_ring_memsize(1024, 64));
+	void *mem = th_map(sfs_ring_memsize(1024, 64));
 
 	cr_expect_eq(sfs_ring_memsize(0, 16), 0);
 	cr_expect_eq(sfs_ring_memsize(1, 16), 0);
@@ -142,7 +126,7 @@ Test(ring, bad_args_rejected)
 Test(ring, magic_version_layout_checked)
 {
 	size_t len = sfs_ring_memsize(64, 16);
-	struct sfs_ring *r = rt_map(len), *out = NULL;
+	struct sfs_ring *r = th_map(len), *out = NULL;
 
 	cr_expect_eq(sfs_ring_check(r), SFS_EMAGIC);
 	cr_expect(strstr(sfs_last_error(), "magic") != NULL, "%s", sfs_last_error());
@@ -225,8 +209,8 @@ static void rt_model(unsigned flags, uint64_t seed)
 	unsigned i, k, want, n;
 
 	for (i = 0; i < OPS; i++) {
-		n = (unsigned)(rt_rand(&seed) % MAXB);
-		if (rt_rand(&seed) & 1) {
+		n = (unsigned)(th_rand(&seed) % MAXB);
+		if (th_rand(&seed) & 1) {
 			for (k = 0; k < n; k++)
 				buf[k] = (struct rec24){ next + k, ~(next + k), 3 * (next + k) };
 			want = n < COUNT - (mhead - mtail) ? n : (unsigned)(COUNT - (mhead - mtail));
@@ -283,7 +267,7 @@ static int rt_producer(void *arg)
 			return 5;
 	}
 	while (seq < p->n) {
-		unsigned k = 1 + (unsigned)(rt_rand(&seed) % 64), i;
+		unsigned k = 1 + (unsigned)(th_rand(&seed) % 64), i;
 
 		if (k > p->n - seq)
 			k = (unsigned)(p->n - seq);

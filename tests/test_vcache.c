@@ -30,19 +30,11 @@
 
 /* ---- helpers (vt_: vcache test) ------------------------------------------ */
 
-static void *vt_map(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	cr_assert(p != MAP_FAILED, "mmap %zu bytes", len);
-	return p;
-}
-
 static struct sfs_vcache *vt_cache(size_t len, uint64_t max_entries)
 {
 	struct sfs_vcache *c;
 
-	cr_assert_eq(sfs_vcache_init(vt_map(len), len, max_entries, &c), 0, "%s",
+	cr_assert_eq(sfs_vcache_init(th_map(len), len, max_entries, &c), 0, "%s",
 		     sfs_last_error());
 	return c;
 }
@@ -60,15 +52,6 @@ static struct sfs_vcache_stats vt_stats(const struct sfs_vcache *c)
 
 	sfs_vcache_stats(c, &st);
 	return st;
-}
-
-static uint64_t vt_rand(uint64_t *s)  /* splitmix64 */
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 /* Key bytes of key number @k: variable length (6..37 bytes). */
@@ -254,7 +237,7 @@ Test(vcache, tag_round_trip)
 		char k[64];
 		uint8_t val[64];
 		size_t n = vt_key(k, i);
-		uint64_t tag = vt_rand(&seed);
+		uint64_t tag = th_rand(&seed);
 
 		vt_fill(val, i % 64, i);
 		if (i % 3 == 0)
@@ -268,7 +251,7 @@ Test(vcache, tag_round_trip)
 		uint8_t val[64];
 		size_t n = vt_key(k, i);
 		struct sfs_vcache_view v;
-		uint64_t tag = vt_rand(&seed);
+		uint64_t tag = th_rand(&seed);
 
 		cr_assert_eq(sfs_vcache_get(c, 1, i, k, n, &v), 0);
 		cr_assert_eq(v.tag, tag, "key %lu", (unsigned long)i);
@@ -304,7 +287,7 @@ Test(vcache, byte_bound_random_sizes, .timeout = 60)
 	cr_assert_leq(st.overhead, len / 8 + SFS_VCACHE_INDEX_OFF, "the default index is <= 1/8");
 	for (int i = 0; i < nput; i++) {
 		char k[64];
-		uint64_t r = vt_rand(&seed), kn = r % 20000;
+		uint64_t r = th_rand(&seed), kn = r % 20000;
 		size_t n = vt_key(k, kn);
 		/* Mostly small values, some large (up to 8 KiB; obj_max ~ 114 KiB). */
 		size_t vlen = (r >> 20) % 16 == 0 ? (r >> 32) % sizeof(val) : (r >> 32) % 700;
@@ -564,7 +547,7 @@ static void vt_model(size_t len, uint64_t max_entries, unsigned nkeys, uint64_t 
 
 	cr_assert_not_null(ref);
 	for (int op = 0; op < nops; op++) {
-		uint64_t r = vt_rand(&seed), kn = r % nkeys;
+		uint64_t r = th_rand(&seed), kn = r % nkeys;
 		uint32_t state = 1 + (uint32_t)(kn % 2);
 		uint64_t ns = kn % 3;
 		unsigned what = (unsigned)((r >> 32) % 1000);
@@ -594,7 +577,7 @@ static void vt_model(size_t len, uint64_t max_entries, unsigned nkeys, uint64_t 
 			}
 			hits++;
 		} else if (what < 800) {  /* put a value */
-			uint64_t vr = vt_rand(&seed);
+			uint64_t vr = th_rand(&seed);
 			uint32_t vlen = (uint32_t)(vr % 200 == 0 ? (vr >> 8) % VT_VMAX : vr % 600);
 
 			vt_fill(val, vlen, vr);
@@ -665,7 +648,7 @@ Test(vcache, model_tiny_log, .timeout = 60)
 
 Test(vcache, init_args_and_size)
 {
-	char *mem = vt_map(1 * MiB);
+	char *mem = th_map(1 * MiB);
 	struct sfs_vcache *c;
 	struct sfs_vcache_stats st;
 
@@ -692,7 +675,7 @@ Test(vcache, init_args_and_size)
 
 			cr_assert_gt(size, cap);
 			cr_assert_eq(size % 64, 0);
-			m = vt_map(size);
+			m = th_map(size);
 			cr_assert_eq(sfs_vcache_init(m, size, ents, &c), 0, "%s", sfs_last_error());
 			st = vt_stats(c);
 			cr_assert_geq(st.capacity, cap, "size %zu for capacity %lu gives %lu", size,
@@ -716,7 +699,7 @@ Test(vcache, init_args_and_size)
 Test(vcache, attach_and_bad_header)
 {
 	const size_t len = 512 * KiB;
-	char *mem = vt_map(len);
+	char *mem = th_map(len);
 	struct sfs_vcache *c, *c2;
 
 	cr_assert_eq(sfs_vcache_attach(mem, len, &c2), SFS_EMAGIC, "a zeroed block is no cache");

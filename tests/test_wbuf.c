@@ -31,21 +31,13 @@
 
 /* ---- helpers (tw_: wbuf test) ------------------------------------------ */
 
-static void *tw_map(size_t len)
-{
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	cr_assert(p != MAP_FAILED, "mmap %zu bytes", len);
-	return p;
-}
-
 static struct sfs_wbuf *tw_buf(uint64_t max_entries, uint64_t arena)
 {
 	size_t size = sfs_wbuf_size(max_entries, arena);
 	struct sfs_wbuf *b;
 
 	cr_assert_neq(size, 0);
-	cr_assert_eq(sfs_wbuf_init(tw_map(size), size, max_entries, &b), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_wbuf_init(th_map(size), size, max_entries, &b), 0, "%s", sfs_last_error());
 	return b;
 }
 
@@ -54,15 +46,6 @@ static void tw_verify(const struct sfs_wbuf *b)
 	int rc = sfs_wbuf_verify(b);
 
 	cr_assert_eq(rc, 0, "verify: %s", sfs_last_error());
-}
-
-static uint64_t tw_rand(uint64_t *s)  /* splitmix64 */
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 static int tw_put_s(struct sfs_wbuf *b, uint64_t ns, const char *key, const char *val)
@@ -478,7 +461,7 @@ Test(reset, generation_wrap, .timeout = 30)
 Test(attach, checks_identity_and_geometry)
 {
 	size_t size = sfs_wbuf_size(100, 16 * KiB);
-	char *mem = tw_map(size + 4096);
+	char *mem = th_map(size + 4096);
 	struct sfs_wbuf *b, *a;
 	uint64_t save;
 
@@ -579,14 +562,14 @@ Test(sorted, key_group_order_then_namespace)
 	cr_assert_eq(sfs_wbuf_delete(b, 0, "\x00\x02", 2), 0);
 	inserted = 7;
 	while (inserted < N) {
-		uint64_t r = tw_rand(&seed);
+		uint64_t r = th_rand(&seed);
 		unsigned kg = (unsigned)(r % 128);
 		size_t klen = 2 + (r >> 8) % 20;
 
 		key[0] = (uint8_t)(kg >> 8);
 		key[1] = (uint8_t)kg;
 		for (size_t i = 2; i < klen; i++)
-			key[i] = (uint8_t)(tw_rand(&seed) % 3);  /* few symbols: long ties */
+			key[i] = (uint8_t)(th_rand(&seed) % 3);  /* few symbols: long ties */
 		switch ((r >> 20) % 3) {
 		case 0:
 			cr_assert_eq(sfs_wbuf_put(b, (r >> 24) % 4, key, klen, "12345678", 8), 0);
@@ -754,7 +737,7 @@ Test(model, random_100k_ops, .timeout = 60)
 	}
 
 	for (uint64_t op = 0; op < 100000; op++) {
-		uint64_t r = tw_rand(&seed);
+		uint64_t r = th_rand(&seed);
 		/* Lives alternate: many keys with short values (the index fills
 		 * first) and few keys with long values (the arena does). */
 		int wide = nresets % 2 == 0;
@@ -776,13 +759,13 @@ Test(model, random_100k_ops, .timeout = 60)
 		if (what < 60) {  /* put */
 			vlen = (r >> 24) % 4 == 0 ? 8 : (uint32_t)((r >> 28) % (wide ? 17 : MD_VMAX + 1));
 			for (uint32_t j = 0; j < vlen; j++)
-				val[j] = (uint8_t)(tw_rand(&seed));
+				val[j] = (uint8_t)(th_rand(&seed));
 			need = sfs_wbuf_entry_size(k->klen, vlen);
 		} else if (what < 75) {  /* delete */
 			append = k->kind != SFS_WBUF_DELETE;
 			need = sfs_wbuf_entry_size(k->klen, 0);
 		} else {  /* merge */
-			delta = (int64_t)(tw_rand(&seed) % 2001) - 1000;
+			delta = (int64_t)(th_rand(&seed) % 2001) - 1000;
 			if (k->kind == SFS_WBUF_PUT && !k->cell && k->vlen != 8) {
 				rc = sfs_wbuf_merge_add(b, k->ns, k->key, k->klen, delta);
 				cr_assert_eq(rc, SFS_EUSAGE, "op %lu", (unsigned long)op);
@@ -1064,7 +1047,7 @@ Test(shared, forked_reader_never_sees_torn_values, .timeout = 30)
 {
 	const size_t len = sfs_wbuf_size(FR_KEYS + 8, 48 * MiB);
 	int fd = memfd_create("sfs-test-wbuf-fork", 0);
-	struct fr_ctl *ctl = tw_map(sizeof(struct fr_ctl));
+	struct fr_ctl *ctl = th_map(sizeof(struct fr_ctl));
 	struct fr_arg fa;
 	struct sfs_wbuf *b;
 	struct timespec t0, t;
