@@ -473,18 +473,29 @@ Test(state, compactor_killed_mid_flush_loses_and_doubles_nothing)
 	sfs_worker_close(c);
 }
 
+/* In a forked child: open worker 0, put @key=@val and seal it at barrier 1.
+ * Returns 0 or the child's exit code for the step that failed. */
+static int child_seals_one(sfs_ctx_t **c, uint32_t *st, const char *key, const char *val)
+{
+	struct sfs_worker_opts o = small_opts();
+
+	if (sfs_worker_open(job, 0, 0, &o, c) || sfs_state_register(*c, "v", SFS_STATE_VALUE, st))
+		return 10;
+	if (sfs_value_put(*c, *st, 0, key, strlen(key), val, strlen(val)) || sfs_barrier(*c, 1))
+		return 11;
+	return 0;
+}
+
 /* A worker that writes, seals, writes more and dies without a barrier. */
 static int worker_dies(void *arg)
 {
-	struct sfs_worker_opts o = small_opts();
 	sfs_ctx_t *c;
 	uint32_t st;
+	int rc = child_seals_one(&c, &st, "committed", "yes");
 
 	(void)arg;
-	if (sfs_worker_open(job, 0, 0, &o, &c) || sfs_state_register(c, "v", SFS_STATE_VALUE, &st))
-		return 10;
-	if (sfs_value_put(c, st, 0, "committed", 9, "yes", 3) || sfs_barrier(c, 1))
-		return 11;
+	if (rc)
+		return rc;
 	if (sfs_value_put(c, st, 0, "uncommitted", 11, "no", 2) ||
 	    sfs_value_put(c, st, 0, "committed", 9, "overwritten", 11))
 		return 12;
@@ -607,15 +618,13 @@ Test(state, stat_reports_worker_state)
  * ACTIVE buffer: the next incarnation takes one on its first write. */
 static int worker_dies_after_seal(void *arg)
 {
-	struct sfs_worker_opts o = small_opts();
 	sfs_ctx_t *c;
 	uint32_t st;
+	int rc = child_seals_one(&c, &st, "a", "1");
 
 	(void)arg;
-	if (sfs_worker_open(job, 0, 0, &o, &c) || sfs_state_register(c, "v", SFS_STATE_VALUE, &st))
-		return 10;
-	if (sfs_value_put(c, st, 0, "a", 1, "1", 1) || sfs_barrier(c, 1))
-		return 11;
+	if (rc)
+		return rc;
 	/* Simulate the kill point: the active buffer sealed, nothing taken. */
 	c->ctl->wc_buf[c->ctl->wc_active].wb_state = SFS_BUF_SEALED;
 	raise(SIGKILL);
