@@ -40,7 +40,7 @@ CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
 # Every subsystem's modules go into the library; each role's main.c is its binary.
 LIB_SRCS := $(filter-out %/main.c $(LIB_EXCLUDE),$(wildcard common/*.c shm/*.c layout/*.c \
               worker/*.c compactor/*.c checkpointer/*.c target/*.c nexmark/*.c \
-              runtime/*.c))
+              runtime/*.c query/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfs.a
 

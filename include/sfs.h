@@ -218,6 +218,12 @@ int sfs_barrier(sfs_ctx_t *c, uint64_t id);
 /* Report a quiescent state (between input batches): plain stores. */
 void sfs_ctx_quiescent(sfs_ctx_t *c);
 
+/* Before an idle sleep: no grace period waits on an offline worker (it
+ * holds no view).  sfs_ctx_online() before the next state call.  Plain
+ * stores. */
+void sfs_ctx_offline(sfs_ctx_t *c);
+void sfs_ctx_online(sfs_ctx_t *c);
+
 struct sfs_worker_stats {
 	uint64_t seq, barriers, spills, stalls, stall_ns;
 	uint64_t flushed_seq, flushes;

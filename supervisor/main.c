@@ -21,6 +21,7 @@ static void usage(FILE *f)
 		"  stat      show a running group's processes and segments\n"
 		"  clean     remove a dead job's leftover segments\n"
 		"  bench     benchmarks: 'sfs bench state' (keyed state vs raw table and RocksDB)\n"
+		"  gen       write Nexmark events as CSV (person, auction, bid)\n"
 		"  version   print versions of sfs and its allocator\n"
 		"\n"
 		"'sfs COMMAND --help' describes each command.\n");
@@ -83,6 +84,8 @@ int main(int argc, char **argv)
 		return sfs_cmd_clean(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return sfs_cmd_bench(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "gen"))
+		return sfs_cmd_gen(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))
 		return cmd_version();
 	fprintf(stderr, "sfs: unknown command '%s'\n", argv[1]);

@@ -51,6 +51,9 @@ struct run_cfg {
 	uint64_t duration_ns;      /* 0: until a signal */
 	uint64_t stop_grace_ns;    /* SIGTERM -> SIGKILL per role */
 	char bindir[PATH_MAX];
+	struct sup_query q;        /* --query: a query job */
+	char job_buf[64];
+	char data_buf[PATH_MAX];
 };
 
 /* Process-local view of a child; its report lives in sh_children[]. */
@@ -91,7 +94,18 @@ static void usage(FILE *f)
 		"  --restart-budget N     restarts per child per window (default 5)\n"
 		"  --restart-window-ms MS the window (default 60000)\n"
 		"  --duration-ms MS       stop the group after MS (default: run until signalled)\n"
-		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n",
+		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n"
+		"\n"
+		"A query job (the Nexmark suite; --job defaults to nexmark-QUERY):\n"
+		"  --query qN             q4, q9, q17, q18 or q20\n"
+		"  --events N             events of the stream (default 1000000)\n"
+		"  --backend NAME         memory (sfs, default) or rocksdb-direct (baseline)\n"
+		"  --checkpoint-interval MS  barrier period (default 1000; 0: none)\n"
+		"  --data DIR             files of the job (default /tmp/sfs-JOB)\n"
+		"  --output FILE          the result as CSV (default: discarded)\n"
+		"  --rate N               event-time rate, events/s (default 10000000)\n"
+		"  --store-mb MB          memory store per worker (default 512)\n"
+		"  --json                 print one summary object, no progress\n",
 		SFS_JOB_NAME_MAX);
 }
 
@@ -197,6 +211,26 @@ static struct sfs_proc_slot *child_slot(struct child *k)
 	return NULL;
 }
 
+/* The freshest heartbeat among @k's slots: a worker holds two (its
+ * child skeleton's and its state context's), and beats the one of the wait
+ * it is in — a barrier stalled on the compactor beats the context's. */
+static uint64_t child_beat(struct child *k, const struct sfs_proc_slot *first)
+{
+	struct sfs_seg *s = &segs[k->node];
+	uint64_t beat = sfs_load_relaxed(&first->ps_heartbeat);
+
+	if (k->role != SFS_ROLE_WORKER)
+		return beat;
+	for (int i = k->slot + 1; i < SFS_MAX_PROCS; i++) {
+		struct sfs_proc_slot *sl = &s->hdr->sh_procs[i];
+
+		if (SFS_SLOT_STATE(sfs_load_acquire(&sl->ps_claim)) == SFS_SLOT_LIVE &&
+		    sl->ps_pid == k->pid && sfs_load_relaxed(&sl->ps_heartbeat) > beat)
+			beat = sfs_load_relaxed(&sl->ps_heartbeat);
+	}
+	return beat;
+}
+
 static uint64_t backoff(unsigned consecutive)
 {
 	uint64_t b = cfg.backoff_min_ns;
@@ -290,7 +324,7 @@ static void tend(uint64_t now)
 		}
 		sl = child_slot(k);
 		if (sl) {
-			uint64_t beat = sfs_load_relaxed(&sl->ps_heartbeat);
+			uint64_t beat = child_beat(k, sl);
 
 			if (k->d->cd_state == SFS_CHILD_STARTING)
 				sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_RUNNING);
@@ -393,6 +427,10 @@ static int recover_stale(uint64_t *generation)
 		if (rc == 0)
 			continue;
 		if (rc != SFS_ESTALE) {
+			if (rc == SFS_ERUNNING) {
+				fprintf(stderr, "sfs: job %s is already running\n", cfg.job);
+				return rc;
+			}
 			sfs_log("cannot start job %s: %s", cfg.job, sfs_last_error());
 			return rc;
 		}
@@ -513,6 +551,15 @@ static int parse(int argc, char **argv)
 		{ "restart-window-ms", required_argument, NULL, 'W' },
 		{ "duration-ms", required_argument, NULL, 'd' },
 		{ "bin-dir", required_argument, NULL, 'B' },
+		{ "query", required_argument, NULL, 'Q' },
+		{ "events", required_argument, NULL, 'E' },
+		{ "backend", required_argument, NULL, 'K' },
+		{ "checkpoint-interval", required_argument, NULL, 'C' },
+		{ "data", required_argument, NULL, 'D' },
+		{ "output", required_argument, NULL, 'O' },
+		{ "rate", required_argument, NULL, 'R' },
+		{ "store-mb", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -529,6 +576,12 @@ static int parse(int argc, char **argv)
 	cfg.backoff_min_ns = 100 * MS;
 	cfg.backoff_max_ns = 5000 * MS;
 	cfg.stop_grace_ns = 5000 * MS;
+	cfg.q.backend = "memory";
+	cfg.q.events = 1000000;
+	cfg.q.rate = 1e7;
+	cfg.q.block_events = 1000;
+	cfg.q.checkpoint_ns = 1000 * MS;
+	cfg.q.store_bytes = 512ull << 20;
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -558,6 +611,26 @@ static int parse(int argc, char **argv)
 								INT32_MAX) * MS;
 			break;
 		case 'B': snprintf(cfg.bindir, sizeof(cfg.bindir), "%s", optarg); break;
+		case 'Q': cfg.q.query = optarg; break;
+		case 'E':
+			cfg.q.events = (uint64_t)sfs_arg_num("run", "--events", optarg, 1,
+							     (long)1 << 50);
+			break;
+		case 'K': cfg.q.backend = optarg; break;
+		case 'C':
+			cfg.q.checkpoint_ns = (uint64_t)sfs_arg_num("run", "--checkpoint-interval",
+								    optarg, 0, INT32_MAX) * MS;
+			break;
+		case 'D': cfg.q.data_dir = optarg; break;
+		case 'O': cfg.q.output = optarg; break;
+		case 'R':
+			cfg.q.rate = (double)sfs_arg_num("run", "--rate", optarg, 1, (long)1 << 40);
+			break;
+		case 'S':
+			cfg.q.store_bytes = (uint64_t)sfs_arg_num("run", "--store-mb", optarg, 1,
+								  1 << 20) << 20;
+			break;
+		case 'J': cfg.q.json = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -566,6 +639,10 @@ static int parse(int argc, char **argv)
 		fprintf(stderr, "sfs run: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
+	}
+	if (!cfg.job && cfg.q.query) {
+		snprintf(cfg.job_buf, sizeof(cfg.job_buf), "nexmark-%.32s", cfg.q.query);
+		cfg.job = cfg.job_buf;
 	}
 	if (!cfg.job) {
 		fprintf(stderr, "sfs run: --job is required\n");
@@ -581,6 +658,18 @@ static int parse(int argc, char **argv)
 		return 2;
 	}
 	cfg.start_ns = cfg.hang_ns > 10000 * MS ? cfg.hang_ns : 10000 * MS;
+	if (cfg.q.query) {
+		int rc;
+
+		if (!cfg.q.data_dir) {
+			snprintf(cfg.data_buf, sizeof(cfg.data_buf), "/tmp/sfs-%s", cfg.job);
+			cfg.q.data_dir = cfg.data_buf;
+		}
+		if ((rc = sup_query_check(&cfg.q, cfg.workers)))
+			return rc;
+		if (cfg.segment_bytes < sup_query_segment_bytes(&cfg.q, cfg.workers))
+			cfg.segment_bytes = sup_query_segment_bytes(&cfg.q, cfg.workers);
+	}
 	if (!cfg.bindir[0]) {
 		char self[PATH_MAX];
 		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -601,7 +690,7 @@ int sfs_cmd_run(int argc, char **argv)
 	struct sfs_proc_slot *me = NULL;
 	uint64_t generation = 1, t0, stop_at;
 	sigset_t set;
-	int rc = parse(argc, argv), failed = 0, sig = 0;
+	int rc = parse(argc, argv), failed = 0, sig = 0, done = 0;
 
 	if (rc)
 		return rc;
@@ -618,8 +707,9 @@ int sfs_cmd_run(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, &old_mask);
 
-	if (recover_stale(&generation))
-		return 1;
+	rc = recover_stale(&generation);
+	if (rc)
+		return rc == SFS_ERUNNING ? 2 : 1;
 	for (int n = 0; n < nnodes; n++) {
 		rc = sfs_seg_create(cfg.job, n, cfg.segment_bytes, generation, &segs[n]);
 		if (rc) {
@@ -637,6 +727,19 @@ int sfs_cmd_run(int argc, char **argv)
 		return 1;
 	}
 	plan_children();
+	if (cfg.q.query) {
+		char mb[32];
+
+		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
+		setenv("SFS_STORE_MB", mb, 1);
+		rc = sup_query_setup(&cfg.q, &segs[0], cfg.workers);
+		if (rc) {
+			sfs_log("%s", sfs_last_error());
+			sfs_proc_unregister(me);
+			destroy_segments();
+			return 1;
+		}
+	}
 	for (unsigned i = 0; i < nkids; i++)
 		if (spawn(&kids[i]))
 			failed = 1;
@@ -655,6 +758,16 @@ int sfs_cmd_run(int argc, char **argv)
 		if (reap(1))
 			failed = 1;
 		now = sfs_now_ns();
+		if (cfg.q.query) {
+			int st = sup_query_tick(&cfg.q, now);
+
+			if (st < 0)
+				failed = 1;
+			if (st) {
+				done = st > 0;
+				break;
+			}
+		}
 		tend(now);
 		sfs_proc_heartbeat(me);
 		if (now >= stop_at) {
@@ -664,18 +777,23 @@ int sfs_cmd_run(int argc, char **argv)
 	}
 
 	sfs_log("stopping job %s (%s)", cfg.job,
-		failed ? "a child failed" : sig > 0 ? strsignal(sig) : "duration reached");
+		failed ? "a child failed" : done ? "end of input" :
+		sig > 0 ? strsignal(sig) : "duration reached");
 	/* Tell observers; the children themselves are stopped role by role. */
 	for (int n = 0; n < nnodes; n++)
 		sfs_store_release(&segs[n].hdr->sh_shutdown, 1);
 	stop_role(SFS_ROLE_WORKER);
 	stop_role(SFS_ROLE_COMPACTOR);
 	stop_role(SFS_ROLE_CHECKPOINTER);
-	report(stdout);
+	report(cfg.q.query ? stderr : stdout);
 	fflush(stdout);
+	if (cfg.q.query)
+		rc = sup_query_finish(&cfg.q, done && !failed);
 	sfs_proc_unregister(me);
 	destroy_segments();
 	sfs_log("job %s stopped", cfg.job);
+	if (cfg.q.query)
+		return rc;
 	return failed ? 1 : 0;
 }
 

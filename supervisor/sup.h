@@ -4,10 +4,38 @@
 #ifndef SFS_SUPERVISOR_SUP_H
 #define SFS_SUPERVISOR_SUP_H
 
+#include <stdint.h>
+
+#include "shm/segment.h"
+
 int sfs_cmd_run(int argc, char **argv);
 int sfs_cmd_stat(int argc, char **argv);
 int sfs_cmd_clean(int argc, char **argv);
 int sfs_cmd_bench(int argc, char **argv);
+int sfs_cmd_gen(int argc, char **argv);
+
+/* `sfs run --query`: the query job's arguments (supervisor/job.c). */
+struct sup_query {
+	const char *query;       /* NULL: a plain group */
+	const char *backend;
+	const char *data_dir;
+	const char *output;      /* NULL: results are discarded (a blackhole sink) */
+	uint64_t events;
+	double rate;
+	uint32_t block_events;
+	uint64_t checkpoint_ns;  /* 0: no barriers */
+	uint64_t store_bytes;    /* memory target store per worker */
+	int json;
+};
+
+int sup_query_check(struct sup_query *q, unsigned workers);
+uint64_t sup_query_chan_bytes(unsigned workers);
+uint64_t sup_query_segment_bytes(const struct sup_query *q, unsigned workers);
+int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers);
+/* 0 running, 1 every worker done, -1 a worker failed. */
+int sup_query_tick(struct sup_query *q, uint64_t now);
+/* Merge the result and print the summary; the exit code. */
+int sup_query_finish(struct sup_query *q, int ok);
 
 /* Parse a decimal in [lo, hi] for option @opt or exit 2 with a message. */
 long sfs_arg_num(const char *cmd, const char *opt, const char *v, long lo, long hi);

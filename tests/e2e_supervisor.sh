@@ -105,7 +105,7 @@ check "sfs stat --json has the documented fields" [ $? -eq 0 ]
 w0=$(field worker 0 pid); w1=$(field worker 1 pid)
 check "workers pinned to distinct cpus" [ "$(field worker 0 cpu)" != "$(field worker 1 cpu)" ]
 "$SFS" run --job "$JOB" --workers 1 >/dev/null 2>"$OUT/e2"
-check "a second run of the same job is refused" [ $? -eq 1 ] && grep -q "running" "$OUT/e2"
+check "a second run of the same job is refused" [ $? -eq 2 ] && grep -q "running" "$OUT/e2"
 
 # ---- kill -9 of each role is restarted ------------------------------------
 for spec in "worker 0" "compactor 0" "checkpointer 0"; do

@@ -1,15 +1,18 @@
 /*
  * worker/main.c — sfs-worker: one process of the supervised group.
  *
- * Its job: one subtask of every operator over its key-group range: write buffers, value cache, join batches (the state and runtime issues).
- * Until that lands it does only what every child does (common/child.c):
- * attach, register, heartbeat, report quiescent states, stop on SIGTERM.
- * It does no pretend work.
+ * When the group runs a query (`sfs run --query`), the segment holds the
+ * job's description and the worker runs one subtask of every operator over
+ * its key-group range (runtime/engine.h).  Otherwise it does what every
+ * child does (common/child.c): attach, register, heartbeat, report
+ * quiescent states, stop on SIGTERM.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "common/child.h"
 #include "common/log.h"
+#include "runtime/engine.h"
 
 int main(int argc, char **argv)
 {
@@ -21,7 +24,9 @@ int main(int argc, char **argv)
 		return 1;
 	sfs_log("attached to job %s (segment %s), slot %ld",
 		c.job, c.seg.path, (long)(c.slot - c.seg.hdr->sh_procs));
-	rc = sfs_child_loop(&c, NULL);
+	rc = rt_engine_run(&c);
+	if (rc == -ENOENT)
+		rc = sfs_child_loop(&c, NULL);
 	sfs_child_finish(&c);
 	sfs_log("stopped");
 	return rc ? 1 : 0;

@@ -424,6 +424,19 @@ void sfs_ctx_quiescent(sfs_ctx_t *c)
 	(void)c->tops->catch_up(c->tr);
 }
 
+void sfs_ctx_offline(sfs_ctx_t *c)
+{
+	if (c->nfills)
+		apply_fills(c);
+	sfs_qsbr_offline(c->slot);
+}
+
+void sfs_ctx_online(sfs_ctx_t *c)
+{
+	sfs_qsbr_online(c->seg.hdr, c->slot);
+	(void)c->tops->catch_up(c->tr);
+}
+
 uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen)
 {
 	return sfs_key_group(key, klen, c->maxp);

@@ -1,0 +1,143 @@
+/*
+ * q20 — expand bids with their auction, category 10 only
+ *
+ *   SELECT auction, bidder, price, channel, url, B.dateTime, B.extra,
+ *          itemName, description, initialBid, reserve, A.dateTime, expires,
+ *          seller, category, A.extra
+ *   FROM bid AS B INNER JOIN auction AS A ON B.auction = A.id
+ *   WHERE A.category = 10;
+ *
+ * A regular (unwindowed) join, keyed by auction id; the filter on the
+ * auction side runs before the exchange, as Flink's planner pushes it.
+ * State: both sides, as Flink's join keeps them — value state "auction"
+ * (auction id -> the auction row; the id is unique) and map state "bids"
+ * (auction id -> {event id -> bid row}).  A bid probes the auction; an
+ * auction scans the bids that waited for it.  The result has no key: rows
+ * are inserted into a multiset (append-only: a join of inserts never
+ * retracts).
+ */
+#include "query/records.h"
+#include "runtime/query.h"
+
+struct q20 {
+	uint32_t auction, bids;
+	struct rt_row row;
+	uint64_t scratch[SFS_ROW_SCRATCH];
+};
+
+static int open_q20(struct rt_op *op)
+{
+	struct q20 *q = op->priv;
+	int rc;
+
+	if ((rc = op->so->reg(op->st, "q20.auction", SFS_STATE_VALUE, 0, &q->auction)) ||
+	    (rc = op->so->reg(op->st, "q20.bids", SFS_STATE_MAP, 0, &q->bids)))
+		return rt_fail(op, rc, "register q20 state");
+	return 0;
+}
+
+static int source_q20(struct rt_op *op, const struct nx_event *e)
+{
+	unsigned char k[8];
+
+	if (e->kind == NX_BID) {
+		q_key_i64(k, e->bid.auction);
+		q_bid_encode(rt_send(op, 0, rt_owner(op, k, 8), (uint32_t)q_bid_size(e)), e);
+	} else if (e->auction.category == 10) {
+		q_key_i64(k, e->auction.id);
+		q_auction_encode(rt_send(op, 0, rt_owner(op, k, 8), (uint32_t)q_auction_size(e)),
+				 e);
+	}
+	return 0;
+}
+
+static int emit(struct rt_op *op, const struct q_bid *b, const struct q_auction *a)
+{
+	struct q20 *q = op->priv;
+	struct rt_row *w = &q->row;
+
+	if (!rt_sink_wanted(op))
+		return rt_sink_insert(op, NULL, 0);
+	rt_row_init(w);
+	rt_row_i64(w, b->auction);
+	rt_row_i64(w, b->bidder);
+	rt_row_i64(w, b->price);
+	rt_row_str(w, q_bid_channel(b), b->channel_len);
+	rt_row_str(w, q_bid_url(b), b->url_len);
+	rt_row_i64(w, b->date_time);
+	rt_row_str(w, q_bid_extra(b), b->extra_len);
+	rt_row_str(w, q_auction_item(a), a->item_len);
+	rt_row_str(w, q_auction_desc(a), a->desc_len);
+	rt_row_i64(w, a->initial_bid);
+	rt_row_i64(w, a->reserve);
+	rt_row_i64(w, a->date_time);
+	rt_row_i64(w, a->expires);
+	rt_row_i64(w, a->seller);
+	rt_row_i64(w, a->category);
+	rt_row_str(w, q_auction_extra(a), a->extra_len);
+	return rt_sink_insert(op, w->buf, w->len);
+}
+
+struct scan {
+	struct rt_op *op;
+	const struct q_auction *a;
+	int rc;
+};
+
+static int scan_bid(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
+{
+	struct scan *sc = arg;
+	uint64_t tmp[SFS_ROW_SCRATCH];
+
+	sc->rc = emit(sc->op, q_aligned(val, vlen, tmp), sc->a);
+	return sc->rc;
+}
+
+static int process_q20(struct rt_op *op, unsigned stage, const void *rec, uint32_t len)
+{
+	struct q20 *q = op->priv;
+	const struct rt_backend_ops *so = op->so;
+	unsigned char k[8], uk[8];
+	struct sfs_view v;
+	int rc;
+
+	if (*(const uint32_t *)rec == Q_BID) {
+		const struct q_bid *b = rec;
+
+		q_key_i64(k, b->auction);
+		q_key_i64(uk, b->seq);
+		rc = so->map_put(op->st, q->bids, 0, k, 8, uk, 8, b, len);
+		if (rc)
+			return rt_fail(op, rc, "q20 map put");
+		rc = so->value_get(op->st, q->auction, 0, k, 8, &v);
+		if (rc < 0)
+			return rt_fail(op, rc, "q20 auction get");
+		return rc ? emit(op, b, q_aligned(v.data, v.len, q->scratch)) : 0;
+	} else {
+		const struct q_auction *a = rec;
+		struct scan sc = { op, a, 0 };
+
+		q_key_i64(k, a->id);
+		rc = so->value_put(op->st, q->auction, 0, k, 8, a, len);
+		if (rc)
+			return rt_fail(op, rc, "q20 auction put");
+		rc = so->map_iter(op->st, q->bids, 0, k, 8, scan_bid, &sc);
+		if (rc < 0 && !sc.rc)
+			return rt_fail(op, rc, "q20 bids scan");
+		return sc.rc;
+	}
+}
+
+const struct rt_query rt_q20 = {
+	.name = "q20",
+	.columns = "auction,bidder,price,channel,url,bid_datetime,bid_extra,itemname,description,"
+		   "initialbid,reserve,auction_datetime,expires,seller,category,auction_extra",
+	.shapes = "join: value state auction id -> auction (category 10), map state auction id -> "
+		  "{event id -> bid}",
+	.stages = 1,
+	.kinds = RT_KIND(NX_BID) | RT_KIND(NX_AUCTION),
+	.priv_size = sizeof(struct q20),
+	.open = open_q20,
+	.source = source_q20,
+	.process = process_q20,
+};

@@ -1,0 +1,98 @@
+/*
+ * backend.h — the keyed-state calls an operator makes, behind one table of
+ * functions, so the same query code runs on every backend of `sfs run`:
+ *
+ *   memory          sfs: write buffers in shared memory, value cache, the
+ *                   compactor flushing to the shared-memory store (sfs.h)
+ *   rocksdb-direct  the baseline Flink users run today: every access is one
+ *                   RocksDB call in the worker (default skiplist memtable,
+ *                   Snappy, WAL off), no sfs buffers or caches
+ *
+ * Semantics are those of include/sfs.h (kinds, namespaces, merges, views
+ * valid until the next quiescent point, error codes).  A backend instance is
+ * process-local and single-threaded: one per worker.  The indirect call
+ * costs a few ns per access; it buys A/B runs of identical operator code.
+ */
+#ifndef SFS_RUNTIME_BACKEND_H
+#define SFS_RUNTIME_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sfs.h"
+
+struct rt_backend_cfg {
+	const char *job;
+	int node;
+	uint32_t worker;          /* this worker's index */
+	uint32_t workers;         /* parallelism */
+	uint32_t max_parallelism; /* key groups (0: 128) */
+	const char *data_dir;     /* where a disk backend keeps its files */
+};
+
+struct rt_backend;
+
+struct rt_backend_ops {
+	const char *name;
+	int (*open)(const struct rt_backend_cfg *cfg, struct rt_backend **out);
+	void (*close)(struct rt_backend *b);
+	/* @kind: SFS_STATE_*; @merge: SFS_MERGE_* for counters (else ignored). */
+	int (*reg)(struct rt_backend *b, const char *name, int kind, unsigned merge,
+		   uint32_t *id);
+
+	int (*value_get)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			 size_t klen, struct sfs_view *out);
+	int (*value_put)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			 size_t klen, const void *val, size_t vlen);
+	int (*value_delete)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			    size_t klen);
+	int (*multiget)(struct rt_backend *b, uint32_t st, const struct sfs_key *keys,
+			unsigned n, struct sfs_view *views, int *results);
+
+	int (*counter_add)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			   size_t klen, int64_t delta);
+	int (*counter_get)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			   size_t klen, int64_t *out);
+
+	int (*map_put)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+		       size_t klen, const void *ukey, size_t ulen, const void *val, size_t vlen);
+	int (*map_get)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+		       size_t klen, const void *ukey, size_t ulen, struct sfs_view *out);
+	int (*map_remove)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			  size_t klen, const void *ukey, size_t ulen);
+	int (*map_clear)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			 size_t klen);
+	int (*map_iter)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			size_t klen, sfs_entry_fn fn, void *arg);
+
+	int (*list_append)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			   size_t klen, const void *val, size_t vlen);
+	int (*list_get)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			size_t klen, sfs_entry_fn fn, void *arg);
+	int (*list_clear)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			  size_t klen);
+
+	/* Checkpoint barrier @id: sfs seals its buffers; a direct backend
+	 * does what Flink's does at a barrier (nothing synchronous here). */
+	int (*barrier)(struct rt_backend *b, uint64_t id);
+	/* Between input batches: views handed out so far may be released. */
+	void (*quiescent)(struct rt_backend *b);
+	/* Around an idle sleep of the worker (1 before, 0 after): views are
+	 * released and no grace period may wait on a sleeper.  May be NULL. */
+	void (*idle)(struct rt_backend *b, int idle);
+	/* Stall time spent in barriers (back-pressure), ns. */
+	uint64_t (*stall_ns)(const struct rt_backend *b);
+};
+
+/* Every backend embeds this first. */
+struct rt_backend {
+	const struct rt_backend_ops *ops;
+};
+
+extern const struct rt_backend_ops rt_backend_memory;
+extern const struct rt_backend_ops rt_backend_rocksdb_direct;
+
+/* The backend called @name, or NULL. */
+const struct rt_backend_ops *rt_backend_find(const char *name);
+
+#endif

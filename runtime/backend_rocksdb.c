@@ -1,0 +1,1176 @@
+/*
+ * backend_rocksdb.c — `rocksdb-direct`: the baseline Flink users run today.
+ * Every state access is one RocksDB call in the worker process, configured
+ * as Flink's RocksDB state backend configures it:
+ *
+ *   - one RocksDB instance per worker at <data_dir>/rocksdb-direct/w<worker>,
+ *     destroyed at open (a fresh run: no restore);
+ *   - one column family per registered state ("s:" + state name, so no
+ *     state can collide with RocksDB's "default");
+ *   - default skiplist memtable, 64 MiB write buffer, default block cache,
+ *     Snappy (LZ4 if this librocksdb lacks Snappy), WAL off, info log at
+ *     header level and no stats dump (Flink's DEFAULT predefined options).
+ *
+ * Key layout (Flink's, with the key's length written as Flink's key
+ * serializers write it for variable-length keys):
+ *
+ *     kg (u16 BE) | klen (u16 BE) | key | ns (u64 BE) [| user key]
+ *
+ * The length makes P = kg|klen|key|ns a prefix of exactly one map's
+ * entries: key "a" can never scan into key "ab"'s entries, nor namespace 1
+ * into namespace 256's.  The key group leads, as in Flink, so a key-group
+ * range is a key range.
+ *
+ * State kinds:
+ *   value    put / get (pinned, then copied) / delete of key P.
+ *   counter  RocksDB merge of an int64 (host order) with the state's
+ *            operator (add, max, min): counter_add never reads.  One merge
+ *            operator per column family; absent key = no value.
+ *   map      one RocksDB entry per user key, P|ukey.  Iteration is a prefix
+ *            scan bounded by iterate_upper_bound; a clear iterates and
+ *            deletes in one write batch (Flink's RocksDBMapState.clear).
+ *   list     one value per key, appended with a merge operator that
+ *            concatenates elements (Flink's ListState: merge with a
+ *            string-append operator).  Elements are framed u32 BE length |
+ *            bytes, so binary elements need no delimiter.  An append is one
+ *            blind merge, a get is one read, a clear is one delete.  The
+ *            8-byte user key handed to the callback is the element's
+ *            position (BE), which is its append order.
+ *
+ * Views: a read copies its value into a per-backend scratch arena (chunks
+ * that are never moved or reallocated) and returns a view into it; the
+ * arena is reset at quiescent().  Map iteration copies each entry there as
+ * well, so callbacks get views valid until the next quiescent point, as
+ * sfs.h promises (Flink copies too: it deserializes into objects).
+ *
+ * Errors: RocksDB's errptr is translated in one place, rdb_err().  The C
+ * API of RocksDB 7.8 never clears errptr, so it is reset before every call.
+ * Limits, kinds and key-group ownership are checked as sfs checks them,
+ * with the same codes, so both backends refuse the same calls.
+ *
+ * Single-threaded like every backend instance; calls made from inside a
+ * map_iter / list_get callback are safe (each scan owns its read options
+ * and upper bound).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <rocksdb/c.h>
+
+#include "common/err.h"
+#include "common/merge.h"
+#include "runtime/backend.h"
+#include "shm/segment.h"	/* SFS_MAX_STATES, SFS_STATE_NAME_MAX */
+#include "worker/keygroup.h"
+
+#define RDB_WRITE_BUFFER (64ull << 20)	/* Flink's default write_buffer_size */
+#define RDB_INFO_LOG_HEADER 5		/* rocksdb::InfoLogLevel::HEADER_LEVEL */
+#define RDB_KEY_HEAD 4u			/* kg + klen */
+#define RDB_NS_LEN 8u
+#define RDB_KEY_BUF (SFS_KEY_MAX + RDB_KEY_HEAD + RDB_NS_LEN + 16)
+#define RDB_CF_PREFIX "s:"
+
+#define ARENA_CHUNK (256u << 10)	/* bytes per arena chunk */
+#define ARENA_KEEP (4u << 20)		/* chunk bytes kept across quiescent points */
+
+/* ---- the view arena ------------------------------------------------------------ */
+
+struct rdb_chunk {
+	struct rdb_chunk *next;
+	size_t size, used;
+	unsigned char data[] __attribute__((aligned(16)));
+};
+
+/* Bump allocation in chunks; a chunk is never moved, so a view into it
+ * stays valid until rdb_arena_reset().  Allocation O(1), reset O(chunks). */
+struct rdb_arena {
+	struct rdb_chunk *head, *cur;
+};
+
+static void *rdb_arena_alloc(struct rdb_arena *a, size_t n)
+{
+	struct rdb_chunk *c = a->cur, *fresh;
+	size_t size;
+
+	n = n ? (n + 15) & ~(size_t)15 : 16;
+	if (c && c->size - c->used >= n)
+		goto take;
+	/* After a reset the chunks after cur are empty: reuse the next one. */
+	if (c && c->next && c->next->size >= n) {
+		c = a->cur = c->next;
+		goto take;
+	}
+	size = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+	fresh = malloc(sizeof(*fresh) + size);
+	if (!fresh)
+		return NULL;
+	fresh->size = size;
+	fresh->used = 0;
+	if (c) {
+		fresh->next = c->next;
+		c->next = fresh;
+	} else {
+		fresh->next = a->head;
+		a->head = fresh;
+	}
+	c = a->cur = fresh;
+take:
+	c->used += n;
+	return c->data + c->used - n;
+}
+
+/* Every view handed out is released: empty the chunks, keeping up to
+ * ARENA_KEEP bytes of standard-size chunks for the next batch. */
+static void rdb_arena_reset(struct rdb_arena *a)
+{
+	struct rdb_chunk **pp = &a->head;
+	size_t kept = 0;
+
+	while (*pp) {
+		struct rdb_chunk *c = *pp;
+
+		if (c->size > ARENA_CHUNK || kept + c->size > ARENA_KEEP) {
+			*pp = c->next;
+			free(c);
+			continue;
+		}
+		c->used = 0;
+		kept += c->size;
+		pp = &c->next;
+	}
+	a->cur = a->head;
+}
+
+static void rdb_arena_free(struct rdb_arena *a)
+{
+	while (a->head) {
+		struct rdb_chunk *c = a->head;
+
+		a->head = c->next;
+		free(c);
+	}
+	a->cur = NULL;
+}
+
+/* ---- merge operators ----------------------------------------------------------- */
+
+/* One per counter operator; the state pointer of its RocksDB merge operator
+ * (static, so nothing to free when RocksDB drops the operator). */
+struct rdb_mop {
+	unsigned op;
+	const char *name;
+};
+
+static const struct rdb_mop rdb_i64_ops[SFS_MERGE_NOPS] = {
+	[SFS_MERGE_ADD] = { SFS_MERGE_ADD, "sfs.i64.add" },
+	[SFS_MERGE_MAX] = { SFS_MERGE_MAX, "sfs.i64.max" },
+	[SFS_MERGE_MIN] = { SFS_MERGE_MIN, "sfs.i64.min" },
+};
+
+/* Fold @existing (if any) and the operands with the state's operator.  A
+ * value or operand that is not 8 bytes fails the merge: RocksDB then
+ * reports Corruption, which rdb_err() turns into SFS_ECORRUPT. */
+static char *rdb_i64_full(void *st, const char *key, size_t klen, const char *existing,
+			  size_t elen, const char *const *ops, const size_t *oplen, int nops,
+			  unsigned char *success, size_t *newlen)
+{
+	const struct rdb_mop *m = st;
+	int64_t acc = 0, d;
+	int have = 0;
+	char *out;
+
+	*success = 0;
+	*newlen = 0;
+	if (existing) {
+		if (elen != 8)
+			return NULL;
+		memcpy(&acc, existing, 8);
+		have = 1;
+	}
+	for (int i = 0; i < nops; i++) {
+		if (oplen[i] != 8)
+			return NULL;
+		memcpy(&d, ops[i], 8);
+		acc = have ? sfs_merge_i64(m->op, acc, d) : d;
+		have = 1;
+	}
+	out = malloc(8);
+	if (!out)
+		return NULL;
+	memcpy(out, &acc, 8);
+	*newlen = 8;
+	*success = 1;
+	return out;
+}
+
+/* The operators are associative: operands fold among themselves. */
+static char *rdb_i64_partial(void *st, const char *key, size_t klen, const char *const *ops,
+			     const size_t *oplen, int nops, unsigned char *success, size_t *newlen)
+{
+	return rdb_i64_full(st, key, klen, NULL, 0, ops, oplen, nops, success, newlen);
+}
+
+/* List append: the value is the concatenation of framed elements, so
+ * appending is concatenating (existing first, operands in order). */
+static char *rdb_list_full(void *st, const char *key, size_t klen, const char *existing,
+			   size_t elen, const char *const *ops, const size_t *oplen, int nops,
+			   unsigned char *success, size_t *newlen)
+{
+	size_t total = existing ? elen : 0, at = 0;
+	char *out;
+
+	for (int i = 0; i < nops; i++)
+		total += oplen[i];
+	*success = 0;
+	*newlen = 0;
+	out = malloc(total ? total : 1);
+	if (!out)
+		return NULL;
+	if (existing && elen) {
+		memcpy(out, existing, elen);
+		at = elen;
+	}
+	for (int i = 0; i < nops; i++) {
+		memcpy(out + at, ops[i], oplen[i]);
+		at += oplen[i];
+	}
+	*newlen = total;
+	*success = 1;
+	return out;
+}
+
+static char *rdb_list_partial(void *st, const char *key, size_t klen, const char *const *ops,
+			      const size_t *oplen, int nops, unsigned char *success,
+			      size_t *newlen)
+{
+	return rdb_list_full(st, key, klen, NULL, 0, ops, oplen, nops, success, newlen);
+}
+
+static void rdb_merge_free(void *st, const char *value, size_t len)
+{
+	free((void *)value);
+}
+
+static void rdb_mop_destroy(void *st)
+{
+}
+
+static const char *rdb_i64_name(void *st)
+{
+	return ((const struct rdb_mop *)st)->name;
+}
+
+static const char *rdb_list_name(void *st)
+{
+	return "sfs.list.append";
+}
+
+/* ---- the backend --------------------------------------------------------------- */
+
+struct rdb_state {
+	char rs_name[SFS_STATE_NAME_MAX];
+	int rs_kind;                          /* SFS_STATE_* */
+	unsigned rs_merge;                    /* counters: SFS_MERGE_*; else ADD */
+	rocksdb_column_family_handle_t *rs_cf;
+};
+
+struct rdb_backend {
+	struct rt_backend rb_base;            /* first: the table pointer */
+	rocksdb_t *rb_db;
+	rocksdb_options_t *rb_opts;           /* DB options, and the base of every CF's */
+	rocksdb_writeoptions_t *rb_wo;        /* WAL off */
+	rocksdb_readoptions_t *rb_ro;         /* point reads */
+	rocksdb_writebatch_t *rb_wb;          /* map clear */
+	int rb_compression;                   /* rocksdb_*_compression in use */
+	uint32_t rb_worker, rb_maxp, rb_kg_start, rb_kg_end;
+	uint64_t rb_barrier;                  /* last barrier id */
+	uint32_t rb_nstates;
+	struct rdb_state rb_st[SFS_MAX_STATES];
+	unsigned char *rb_kbuf;               /* one composed key (RDB_KEY_BUF) */
+	unsigned char *rb_vbuf;               /* a framed list element */
+	size_t rb_vcap;
+	/* multiget scratch, grown to the largest batch seen */
+	unsigned char *rb_mkeys;
+	size_t rb_mkcap;
+	const char **rb_mkp;
+	size_t *rb_mkl;
+	unsigned *rb_midx;
+	rocksdb_pinnableslice_t **rb_mvals;
+	char **rb_merrs;
+	size_t rb_mcap;
+	struct rdb_arena rb_arena;            /* views, until quiescent() */
+	char rb_path[PATH_MAX];
+};
+
+static inline struct rdb_backend *R(struct rt_backend *b)
+{
+	return (struct rdb_backend *)b;
+}
+
+/*
+ * The one adapter of RocksDB's errptr: 0 if *@err is NULL, else a code for
+ * its status string (it is freed and *@err reset), with a message naming
+ * the database and the operation.  Corruption (a failed merge too) is
+ * SFS_ECORRUPT, Invalid argument SFS_EUSAGE, a LOCK held by a live
+ * instance (this process or another) SFS_ERUNNING, a timeout SFS_ETIMEDOUT, no space
+ * -ENOSPC, anything else -EIO.
+ */
+static int rdb_err(const char *path, char **err, const char *op)
+{
+	const char *m = *err;
+	int code;
+
+	if (!m)
+		return 0;
+	if (strncmp(m, "Corruption", 10) == 0)
+		code = SFS_ECORRUPT;
+	else if (strncmp(m, "Invalid argument", 16) == 0)
+		code = SFS_EUSAGE;
+	else if (strncmp(m, "Operation timed out", 19) == 0)
+		code = SFS_ETIMEDOUT;
+	else if (strstr(m, "/LOCK") && (strstr(m, "lock hold by current process") ||
+					 strstr(m, "Resource temporarily unavailable")))
+		code = SFS_ERUNNING;
+	else if (strstr(m, "No space left"))
+		code = -ENOSPC;
+	else
+		code = -EIO;
+	code = sfs__err(code, "rocksdb %s: %s: %s", path, op, m);
+	rocksdb_free(*err);
+	*err = NULL;
+	return code;
+}
+
+static inline void be16(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 8);
+	p[1] = (unsigned char)v;
+}
+
+static inline void be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (56 - 8 * i));
+}
+
+/* kg | klen | key | ns | ukey into @out; returns the length. */
+static size_t rdb_encode(unsigned char *out, uint32_t kg, const void *key, size_t klen, uint64_t ns,
+			 const void *ukey, size_t ulen)
+{
+	be16(out, kg);
+	be16(out + 2, (uint32_t)klen);
+	if (klen)
+		memcpy(out + RDB_KEY_HEAD, key, klen);
+	be64(out + RDB_KEY_HEAD + klen, ns);
+	if (ulen)
+		memcpy(out + RDB_KEY_HEAD + klen + RDB_NS_LEN, ukey, ulen);
+	return RDB_KEY_HEAD + klen + RDB_NS_LEN + ulen;
+}
+
+/* Is @st a state of @kind registered here?  Same checks and messages as
+ * sfs__state_check. */
+static int rdb_state_check(const struct rdb_backend *r, uint32_t st, int kind, const char *op)
+{
+	if (st >= r->rb_nstates)
+		return sfs__err(SFS_EUSAGE, "%s: state id %u is not registered by this worker", op,
+				st);
+	if (r->rb_st[st].rs_kind != kind)
+		return sfs__err(SFS_EUSAGE, "%s: state '%s' is of another kind", op,
+				r->rb_st[st].rs_name);
+	return 0;
+}
+
+/* Does the key fit (@extra: bytes sfs adds to it for this kind) and does
+ * this worker own its key group?  Returns the key group or an error. */
+static int rdb_key_check(const struct rdb_backend *r, const void *key, size_t klen, size_t extra,
+			 const char *op)
+{
+	uint32_t kg;
+
+	if (klen + extra > SFS_KEY_MAX)
+		return sfs__err(SFS_EUSAGE, "%s: key of %zu bytes, at most %u", op, klen + extra,
+				SFS_KEY_MAX);
+	if (!key && klen)
+		return sfs__err(SFS_EUSAGE, "%s: NULL key of %zu bytes", op, klen);
+	kg = sfs_key_group(key, klen, r->rb_maxp);
+	if (kg < r->rb_kg_start || kg > r->rb_kg_end)
+		return sfs__err(SFS_EUSAGE, "%s: key group %u is not worker %u's (%u..%u)", op, kg,
+				r->rb_worker, r->rb_kg_start, r->rb_kg_end);
+	return (int)kg;
+}
+
+/*
+ * Check a call and build its RocksDB key in rb_kbuf: @st registered with
+ * @kind, the key within limits (@extra as sfs counts it: a map's user key
+ * and its 2-byte length), the key group owned.  Returns the key's length
+ * or a negative code.
+ */
+static int rdb_key(struct rdb_backend *r, uint32_t st, int kind, uint64_t ns, const void *key,
+		   size_t klen, const void *ukey, size_t ulen, size_t extra, const char *op)
+{
+	int kg = rdb_state_check(r, st, kind, op);
+
+	if (kg == 0)
+		kg = rdb_key_check(r, key, klen, extra, op);
+	if (kg < 0)
+		return kg;
+	if (!ukey && ulen)
+		return sfs__err(SFS_EUSAGE, "%s: NULL user key of %zu bytes", op, ulen);
+	return (int)rdb_encode(r->rb_kbuf, (uint32_t)kg, key, klen, ns, ukey, ulen);
+}
+
+static int rdb_value_check(size_t vlen, const void *val, const char *op)
+{
+	if (vlen > SFS_VALUE_MAX)
+		return sfs__err(SFS_EUSAGE, "%s: value of %zu bytes, at most %u", op, vlen,
+				SFS_VALUE_MAX);
+	if (!val && vlen)
+		return sfs__err(SFS_EUSAGE, "%s: NULL value of %zu bytes", op, vlen);
+	return 0;
+}
+
+/* Copy @len bytes into the arena: the view lives until quiescent(). */
+static int rdb_view_copy(struct rdb_backend *r, const char *v, size_t len, struct sfs_view *out)
+{
+	void *p = rdb_arena_alloc(&r->rb_arena, len);
+
+	if (!p)
+		return sfs__err(-ENOMEM, "rocksdb %s: no memory for a %zu-byte view", r->rb_path,
+				len);
+	memcpy(p, v, len);
+	out->data = p;
+	out->len = (uint32_t)len;
+	return 0;
+}
+
+/* One pinned point read of the key in rb_kbuf[0..@n), copied to a view:
+ * 1 found, 0 absent, < 0 error. */
+static int rdb_get_view(struct rdb_backend *r, uint32_t st, size_t n, struct sfs_view *out,
+			const char *op)
+{
+	rocksdb_pinnableslice_t *s;
+	const char *v;
+	char *err = NULL;
+	size_t len;
+	int rc;
+
+	out->data = NULL;
+	out->len = 0;
+	s = rocksdb_get_pinned_cf(r->rb_db, r->rb_ro, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+				  n, &err);
+	if (err)
+		return rdb_err(r->rb_path, &err, op);
+	if (!s)
+		return 0;
+	v = rocksdb_pinnableslice_value(s, &len);
+	rc = rdb_view_copy(r, v, len, out);
+	rocksdb_pinnableslice_destroy(s);
+	return rc ? rc : 1;
+}
+
+/* ---- open / close / register ---------------------------------------------------- */
+
+/* mkdir -p @path (0700 for what it creates). */
+static int rdb_mkdirs(const char *path)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(p))
+		return sfs__err(SFS_EUSAGE, "rocksdb directory '%s': empty or too long", path);
+	memcpy(p, path, n + 1);
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+
+		*s = '\0';
+		if (mkdir(p, 0700) && errno != EEXIST)
+			return sfs__err(sfs__errno(), "rocksdb directory %s: mkdir: %s", p,
+					strerror(errno));
+		*s = c;
+		if (c == '\0')
+			return 0;
+	}
+}
+
+static void rdb_close(struct rt_backend *b)
+{
+	struct rdb_backend *r = R(b);
+
+	if (!r)
+		return;
+	for (uint32_t i = 0; i < r->rb_nstates; i++)
+		rocksdb_column_family_handle_destroy(r->rb_st[i].rs_cf);
+	if (r->rb_db)
+		rocksdb_close(r->rb_db);
+	if (r->rb_wb)
+		rocksdb_writebatch_destroy(r->rb_wb);
+	if (r->rb_ro)
+		rocksdb_readoptions_destroy(r->rb_ro);
+	if (r->rb_wo)
+		rocksdb_writeoptions_destroy(r->rb_wo);
+	if (r->rb_opts)
+		rocksdb_options_destroy(r->rb_opts);
+	rdb_arena_free(&r->rb_arena);
+	free(r->rb_kbuf);
+	free(r->rb_vbuf);
+	free(r->rb_mkeys);
+	free(r->rb_mkp);
+	free(r->rb_mkl);
+	free(r->rb_midx);
+	free(r->rb_mvals);
+	free(r->rb_merrs);
+	free(r);
+}
+
+/* Destroy what a previous run left at rb_path and open a fresh database
+ * compressed with @compression. */
+static int rdb_open_fresh(struct rdb_backend *r, int compression)
+{
+	char *err = NULL;
+	int rc;
+
+	rocksdb_options_set_compression(r->rb_opts, compression);
+	/* DestroyDB takes the directory's LOCK first: it refuses (and we
+	 * return SFS_ERUNNING) while a live instance still uses it. */
+	rocksdb_destroy_db(r->rb_opts, r->rb_path, &err);
+	rc = rdb_err(r->rb_path, &err, "destroy previous run");
+	if (rc)
+		return rc;
+	err = NULL;
+	r->rb_db = rocksdb_open(r->rb_opts, r->rb_path, &err);
+	if (err || !r->rb_db) {
+		rc = rdb_err(r->rb_path, &err, "open");
+		return rc ? rc : sfs__err(-EIO, "rocksdb %s: open: no handle", r->rb_path);
+	}
+	r->rb_compression = compression;
+	return 0;
+}
+
+static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
+{
+	uint32_t par = cfg->workers ? cfg->workers : 1;
+	uint32_t maxp = cfg->max_parallelism ? cfg->max_parallelism : SFS_MAX_PARALLELISM_DEFAULT;
+	struct rdb_backend *r;
+	int rc;
+
+	if (cfg->worker >= par || maxp < par || maxp > 32768)
+		return sfs__err(SFS_EUSAGE,
+				"worker %u of parallelism %u, max parallelism %u: out of range",
+				cfg->worker, par, maxp);
+	if (!cfg->data_dir || !*cfg->data_dir)
+		return sfs__err(SFS_EUSAGE, "rocksdb-direct backend of worker %u: no data directory",
+				cfg->worker);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return sfs__err(-ENOMEM, "rocksdb-direct backend of worker %u: no memory",
+				cfg->worker);
+	r->rb_base.ops = &rt_backend_rocksdb_direct;
+	r->rb_worker = cfg->worker;
+	r->rb_maxp = maxp;
+	r->rb_kg_start = sfs_kg_range_start(cfg->worker, par, maxp);
+	r->rb_kg_end = sfs_kg_range_end(cfg->worker, par, maxp);
+	if (snprintf(r->rb_path, sizeof(r->rb_path), "%s/rocksdb-direct/w%u", cfg->data_dir,
+		     cfg->worker) >= (int)sizeof(r->rb_path)) {
+		rc = sfs__err(SFS_EUSAGE, "rocksdb directory under '%s': path too long",
+			      cfg->data_dir);
+		goto fail;
+	}
+	r->rb_kbuf = malloc(RDB_KEY_BUF);
+	if (!r->rb_kbuf) {
+		rc = sfs__err(-ENOMEM, "rocksdb %s: no memory", r->rb_path);
+		goto fail;
+	}
+	/* DestroyDB needs the directory to take its LOCK in. */
+	rc = rdb_mkdirs(r->rb_path);
+	if (rc)
+		goto fail;
+
+	r->rb_opts = rocksdb_options_create();
+	rocksdb_options_set_create_if_missing(r->rb_opts, 1);
+	rocksdb_options_set_write_buffer_size(r->rb_opts, RDB_WRITE_BUFFER);
+	rocksdb_options_set_info_log_level(r->rb_opts, RDB_INFO_LOG_HEADER);
+	rocksdb_options_set_stats_dump_period_sec(r->rb_opts, 0);
+	/* Open validates every column family's compression: a librocksdb
+	 * built without Snappy refuses it ("not linked with the binary"). */
+	rc = rdb_open_fresh(r, rocksdb_snappy_compression);
+	if (rc == SFS_EUSAGE && strstr(sfs_last_error(), "ompression"))
+		rc = rdb_open_fresh(r, rocksdb_lz4_compression);
+	if (rc)
+		goto fail;
+	r->rb_wo = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_disable_WAL(r->rb_wo, 1);
+	r->rb_ro = rocksdb_readoptions_create();
+	r->rb_wb = rocksdb_writebatch_create();
+	*out = &r->rb_base;
+	return 0;
+fail:
+	rdb_close(&r->rb_base);
+	return rc;
+}
+
+/* A state is a column family; registering a name again finds it (same kind
+ * and operator, or SFS_EUSAGE as sfs answers). */
+static int rdb_reg(struct rt_backend *b, const char *name, int kind, unsigned merge, uint32_t *id)
+{
+	struct rdb_backend *r = R(b);
+	char cfname[sizeof(RDB_CF_PREFIX) + SFS_STATE_NAME_MAX];
+	rocksdb_options_t *o;
+	struct rdb_state *s;
+	char *err = NULL;
+	int rc;
+
+	if (!name || !*name || strlen(name) >= SFS_STATE_NAME_MAX)
+		return sfs__err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
+				SFS_STATE_NAME_MAX - 1);
+	if (kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST)
+		return sfs__err(SFS_EUSAGE,
+				"state '%s': kind %d is not one of value, counter, map, list", name,
+				kind);
+	if (kind != SFS_STATE_COUNTER)
+		merge = SFS_MERGE_ADD;
+	else if (merge >= SFS_MERGE_NOPS)
+		return sfs__err(SFS_EUSAGE, "state '%s': merge operator %u is not one of add, max, min",
+				name, merge);
+	for (uint32_t i = 0; i < r->rb_nstates; i++) {
+		s = &r->rb_st[i];
+		if (strcmp(s->rs_name, name) != 0)
+			continue;
+		if (s->rs_kind != kind || s->rs_merge != merge)
+			return sfs__err(SFS_EUSAGE,
+					"state '%s' is registered as kind %d merge %u, not kind %d "
+					"merge %u",
+					name, s->rs_kind, s->rs_merge, kind, merge);
+		*id = i;
+		return 0;
+	}
+	if (r->rb_nstates == SFS_MAX_STATES)
+		return sfs__err(SFS_EFULL, "rocksdb %s: state registry full (%d states)", r->rb_path,
+				SFS_MAX_STATES);
+
+	/* The CF takes a copy of these options (and a reference to the merge
+	 * operator, which the options own from here on). */
+	o = rocksdb_options_create_copy(r->rb_opts);
+	if (kind == SFS_STATE_COUNTER)
+		rocksdb_options_set_merge_operator(
+			o, rocksdb_mergeoperator_create((void *)&rdb_i64_ops[merge], rdb_mop_destroy,
+							rdb_i64_full, rdb_i64_partial,
+							rdb_merge_free, rdb_i64_name));
+	else if (kind == SFS_STATE_LIST)
+		rocksdb_options_set_merge_operator(
+			o, rocksdb_mergeoperator_create(NULL, rdb_mop_destroy, rdb_list_full,
+							rdb_list_partial, rdb_merge_free,
+							rdb_list_name));
+	snprintf(cfname, sizeof(cfname), RDB_CF_PREFIX "%s", name);
+	s = &r->rb_st[r->rb_nstates];
+	s->rs_cf = rocksdb_create_column_family(r->rb_db, o, cfname, &err);
+	rocksdb_options_destroy(o);
+	rc = rdb_err(r->rb_path, &err, "create column family");
+	if (rc || !s->rs_cf)
+		return rc ? rc : sfs__err(-EIO, "rocksdb %s: column family %s: no handle",
+					  r->rb_path, cfname);
+	snprintf(s->rs_name, sizeof(s->rs_name), "%s", name);
+	s->rs_kind = kind;
+	s->rs_merge = merge;
+	*id = r->rb_nstates++;
+	return 0;
+}
+
+/* ---- value and counter state -------------------------------------------------- */
+
+static int rdb_value_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			 size_t klen, struct sfs_view *out)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_VALUE, ns, key, klen, NULL, 0, 0, "get");
+
+	if (n < 0)
+		return n;
+	return rdb_get_view(r, st, (size_t)n, out, "get");
+}
+
+static int rdb_value_put(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			 size_t klen, const void *val, size_t vlen)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_VALUE, ns, key, klen, NULL, 0, 0, "put");
+	int rc = n < 0 ? n : rdb_value_check(vlen, val, "put");
+	char *err = NULL;
+
+	if (rc)
+		return rc;
+	rocksdb_put_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+		       (size_t)n, val, vlen, &err);
+	return rdb_err(r->rb_path, &err, "put");
+}
+
+static int rdb_value_delete(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			    size_t klen)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_VALUE, ns, key, klen, NULL, 0, 0, "delete");
+	char *err = NULL;
+
+	if (n < 0)
+		return n;
+	rocksdb_delete_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+			  (size_t)n, &err);
+	return rdb_err(r->rb_path, &err, "delete");
+}
+
+/* Make room for @n keys of @bytes in the multiget scratch. */
+static int rdb_mg_reserve(struct rdb_backend *r, size_t n, size_t bytes)
+{
+	if (bytes > r->rb_mkcap) {
+		unsigned char *k = realloc(r->rb_mkeys, bytes);
+
+		if (!k)
+			return -ENOMEM;
+		r->rb_mkeys = k;
+		r->rb_mkcap = bytes;
+	}
+	if (n > r->rb_mcap) {
+		const char **kp = realloc(r->rb_mkp, n * sizeof(*kp));
+		size_t *kl = kp ? realloc(r->rb_mkl, n * sizeof(*kl)) : NULL;
+		unsigned *ix = kl ? realloc(r->rb_midx, n * sizeof(*ix)) : NULL;
+		rocksdb_pinnableslice_t **v = ix ? realloc(r->rb_mvals, n * sizeof(*v)) : NULL;
+		char **e = v ? realloc(r->rb_merrs, n * sizeof(*e)) : NULL;
+
+		/* Each realloc that succeeded owns the block now: keep it. */
+		if (kp)
+			r->rb_mkp = kp;
+		if (kl)
+			r->rb_mkl = kl;
+		if (ix)
+			r->rb_midx = ix;
+		if (v)
+			r->rb_mvals = v;
+		if (!e)
+			return -ENOMEM;
+		r->rb_merrs = e;
+		r->rb_mcap = n;
+	}
+	return 0;
+}
+
+/*
+ * A batch of value reads in one RocksDB MultiGet.  results[i] as value_get;
+ * a key refused (too long, not this worker's) fails alone.  Returns 0, or
+ * the first error of the batch.  Cost: one batched MultiGet plus a copy
+ * per value found.
+ */
+static int rdb_multiget(struct rt_backend *b, uint32_t st, const struct sfs_key *keys, unsigned n,
+			struct sfs_view *views, int *results)
+{
+	struct rdb_backend *r = R(b);
+	size_t bytes = 0, at = 0;
+	unsigned m = 0;
+	int first = 0, rc = rdb_state_check(r, st, SFS_STATE_VALUE, "multiget");
+
+	for (unsigned i = 0; i < n; i++) {
+		views[i].data = NULL;
+		views[i].len = 0;
+		results[i] = rc;
+		bytes += RDB_KEY_HEAD + RDB_NS_LEN + keys[i].klen;
+	}
+	if (rc || n == 0)
+		return rc;
+	rc = rdb_mg_reserve(r, n, bytes);
+	if (rc)
+		return sfs__err(rc, "rocksdb %s: multiget of %u keys: no memory", r->rb_path, n);
+	for (unsigned i = 0; i < n; i++) {
+		int kg = rdb_key_check(r, keys[i].key, keys[i].klen, 0, "multiget");
+
+		if (kg < 0) {
+			results[i] = kg;
+			first = first ? first : kg;
+			continue;
+		}
+		r->rb_mkp[m] = (const char *)r->rb_mkeys + at;
+		r->rb_mkl[m] = rdb_encode(r->rb_mkeys + at, (uint32_t)kg, keys[i].key, keys[i].klen,
+					  keys[i].ns, NULL, 0);
+		at += r->rb_mkl[m];
+		r->rb_midx[m++] = i;
+	}
+	if (m)
+		rocksdb_batched_multi_get_cf(r->rb_db, r->rb_ro, r->rb_st[st].rs_cf, m, r->rb_mkp,
+					     r->rb_mkl, r->rb_mvals, r->rb_merrs, 0);
+	for (unsigned j = 0; j < m; j++) {
+		unsigned i = r->rb_midx[j];
+
+		if (r->rb_merrs[j]) {
+			results[i] = rdb_err(r->rb_path, &r->rb_merrs[j], "multiget");
+		} else if (r->rb_mvals[j]) {
+			size_t len;
+			const char *v = rocksdb_pinnableslice_value(r->rb_mvals[j], &len);
+
+			results[i] = rdb_view_copy(r, v, len, &views[i]);
+			results[i] = results[i] ? results[i] : 1;
+			rocksdb_pinnableslice_destroy(r->rb_mvals[j]);
+		} else {
+			results[i] = 0;
+		}
+		if (results[i] < 0 && !first)
+			first = results[i];
+	}
+	return first;
+}
+
+static int rdb_counter_add(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			   size_t klen, int64_t delta)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_COUNTER, ns, key, klen, NULL, 0, 0, "counter add");
+	char *err = NULL;
+	char d[8];
+
+	if (n < 0)
+		return n;
+	memcpy(d, &delta, 8);
+	rocksdb_merge_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+			 (size_t)n, d, 8, &err);
+	return rdb_err(r->rb_path, &err, "counter add");
+}
+
+/* 1 and the folded value, or 0 (and *out = 0) when absent.  Reading folds
+ * the merge operands RocksDB has not compacted yet. */
+static int rdb_counter_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			   size_t klen, int64_t *out)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_COUNTER, ns, key, klen, NULL, 0, 0, "counter get");
+	rocksdb_pinnableslice_t *s;
+	const char *v;
+	char *err = NULL;
+	size_t len;
+
+	if (n < 0)
+		return n;
+	*out = 0;
+	s = rocksdb_get_pinned_cf(r->rb_db, r->rb_ro, r->rb_st[st].rs_cf,
+				  (const char *)r->rb_kbuf, (size_t)n, &err);
+	if (err)
+		return rdb_err(r->rb_path, &err, "counter get");
+	if (!s)
+		return 0;
+	v = rocksdb_pinnableslice_value(s, &len);
+	if (len == 8)
+		memcpy(out, v, 8);
+	rocksdb_pinnableslice_destroy(s);
+	if (len != 8)
+		return sfs__err(SFS_ECORRUPT, "rocksdb %s: counter of state '%s': %zu bytes, not 8",
+				r->rb_path, r->rb_st[st].rs_name, len);
+	return 1;
+}
+
+/* ---- map state ------------------------------------------------------------------ */
+
+static int rdb_map_put(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key, size_t klen,
+		       const void *ukey, size_t ulen, const void *val, size_t vlen)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map put");
+	int rc = n < 0 ? n : rdb_value_check(vlen, val, "map put");
+	char *err = NULL;
+
+	if (rc)
+		return rc;
+	rocksdb_put_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+		       (size_t)n, val, vlen, &err);
+	return rdb_err(r->rb_path, &err, "map put");
+}
+
+static int rdb_map_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key, size_t klen,
+		       const void *ukey, size_t ulen, struct sfs_view *out)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map get");
+
+	if (n < 0)
+		return n;
+	return rdb_get_view(r, st, (size_t)n, out, "map get");
+}
+
+static int rdb_map_remove(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			  size_t klen, const void *ukey, size_t ulen)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map remove");
+	char *err = NULL;
+
+	if (n < 0)
+		return n;
+	rocksdb_delete_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+			  (size_t)n, &err);
+	return rdb_err(r->rb_path, &err, "map remove");
+}
+
+/*
+ * Call @each for every entry whose key starts with the @plen-byte prefix in
+ * rb_kbuf, in key order, until it returns non-zero (which is returned).  The
+ * iterator is bounded by iterate_upper_bound = the prefix's successor, so it
+ * never reads past the map.  The bound and the read options belong to this
+ * scan (the bound in the arena): @each may call the backend again, even
+ * scan another map.  Cost: an iterator (a seek over memtable and levels)
+ * plus a step per entry.
+ */
+static int rdb_scan(struct rdb_backend *r, uint32_t st, size_t plen,
+		    int (*each)(struct rdb_backend *r, uint32_t st, size_t plen, const char *k,
+				size_t kl, const char *v, size_t vl, void *arg),
+		    void *arg, const char *op)
+{
+	unsigned char *ub = rdb_arena_alloc(&r->rb_arena, plen);
+	rocksdb_readoptions_t *ro;
+	rocksdb_iterator_t *it;
+	size_t ublen = plen;
+	char *err = NULL;
+	int rc = 0, e;
+
+	if (!ub)
+		return sfs__err(-ENOMEM, "rocksdb %s: %s: no memory", r->rb_path, op);
+	/* The smallest key greater than every key with this prefix: the
+	 * prefix with its last byte below 0xff incremented.  One exists: the
+	 * key group's high byte is below 0x80. */
+	memcpy(ub, r->rb_kbuf, plen);
+	while (ublen && ub[ublen - 1] == 0xff)
+		ublen--;
+	ub[ublen - 1]++;
+	ro = rocksdb_readoptions_create();
+	rocksdb_readoptions_set_iterate_upper_bound(ro, (const char *)ub, ublen);
+	it = rocksdb_create_iterator_cf(r->rb_db, ro, r->rb_st[st].rs_cf);
+	for (rocksdb_iter_seek(it, (const char *)r->rb_kbuf, plen); rc == 0 && rocksdb_iter_valid(it);
+	     rocksdb_iter_next(it)) {
+		size_t kl, vl;
+		const char *k = rocksdb_iter_key(it, &kl);
+		const char *v = rocksdb_iter_value(it, &vl);
+
+		rc = each(r, st, plen, k, kl, v, vl, arg);
+	}
+	rocksdb_iter_get_error(it, &err);
+	e = rdb_err(r->rb_path, &err, op);
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	return e ? e : rc;
+}
+
+struct rdb_iter_arg {
+	sfs_entry_fn fn;
+	void *arg;
+};
+
+/* Copy the entry (user key, value) into the arena and hand it over. */
+static int rdb_iter_each(struct rdb_backend *r, uint32_t st, size_t plen, const char *k, size_t kl,
+			 const char *v, size_t vl, void *arg)
+{
+	struct rdb_iter_arg *a = arg;
+	size_t ul = kl - plen;
+	char *p = rdb_arena_alloc(&r->rb_arena, ul + vl);
+
+	if (!p)
+		return sfs__err(-ENOMEM, "rocksdb %s: map iterate: no memory", r->rb_path);
+	memcpy(p, k + plen, ul);
+	memcpy(p + ul, v, vl);
+	return a->fn(a->arg, p, (uint32_t)ul, p + ul, (uint32_t)vl);
+}
+
+/* @fn per entry, in user-key byte order; @fn returning non-zero stops the
+ * iteration and is returned. */
+static int rdb_map_iter(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			size_t klen, sfs_entry_fn fn, void *arg)
+{
+	struct rdb_backend *r = R(b);
+	struct rdb_iter_arg a = { fn, arg };
+	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, NULL, 0, 2, "map iterate");
+
+	if (n < 0)
+		return n;
+	return rdb_scan(r, st, (size_t)n, rdb_iter_each, &a, "map iterate");
+}
+
+static int rdb_clear_each(struct rdb_backend *r, uint32_t st, size_t plen, const char *k,
+			  size_t kl, const char *v, size_t vl, void *arg)
+{
+	rocksdb_writebatch_delete_cf(r->rb_wb, r->rb_st[st].rs_cf, k, kl);
+	return 0;
+}
+
+/* As Flink's RocksDBMapState.clear: scan the map and delete every entry in
+ * one write batch.  O(entries). */
+static int rdb_map_clear(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			 size_t klen)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, NULL, 0, 2, "map clear");
+	char *err = NULL;
+	int rc;
+
+	if (n < 0)
+		return n;
+	rocksdb_writebatch_clear(r->rb_wb);
+	rc = rdb_scan(r, st, (size_t)n, rdb_clear_each, NULL, "map clear");
+	if (rc == 0 && rocksdb_writebatch_count(r->rb_wb)) {
+		rocksdb_write(r->rb_db, r->rb_wo, r->rb_wb, &err);
+		rc = rdb_err(r->rb_path, &err, "map clear");
+	}
+	rocksdb_writebatch_clear(r->rb_wb);
+	return rc;
+}
+
+/* ---- list state ----------------------------------------------------------------- */
+
+#define RDB_FRAME 4u	/* u32 BE element length */
+
+/* One blind merge of the framed element: no read. */
+static int rdb_list_append(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			   size_t klen, const void *val, size_t vlen)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_LIST, ns, key, klen, NULL, 0, 8 + 2, "list append");
+	int rc = n < 0 ? n : rdb_value_check(vlen, val, "list append");
+	char *err = NULL;
+
+	if (rc)
+		return rc;
+	if (RDB_FRAME + vlen > r->rb_vcap) {
+		size_t cap = RDB_FRAME + vlen < 4096 ? 4096 : RDB_FRAME + vlen;
+		unsigned char *p = realloc(r->rb_vbuf, cap);
+
+		if (!p)
+			return sfs__err(-ENOMEM, "rocksdb %s: list append of %zu bytes: no memory",
+					r->rb_path, vlen);
+		r->rb_vbuf = p;
+		r->rb_vcap = cap;
+	}
+	r->rb_vbuf[0] = (unsigned char)(vlen >> 24);
+	r->rb_vbuf[1] = (unsigned char)(vlen >> 16);
+	r->rb_vbuf[2] = (unsigned char)(vlen >> 8);
+	r->rb_vbuf[3] = (unsigned char)vlen;
+	if (vlen)
+		memcpy(r->rb_vbuf + RDB_FRAME, val, vlen);
+	rocksdb_merge_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+			 (size_t)n, (const char *)r->rb_vbuf,
+			 RDB_FRAME + vlen, &err);
+	return rdb_err(r->rb_path, &err, "list append");
+}
+
+static uint32_t rdb_frame_len(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* One read of the list (RocksDB folds pending appends), copied to the
+ * arena with an 8-byte position per element; then @fn per element in
+ * append order.  @fn returning non-zero stops and is returned. */
+static int rdb_list_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			size_t klen, sfs_entry_fn fn, void *arg)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_LIST, ns, key, klen, NULL, 0, 2, "list get");
+	struct sfs_view v;
+	const unsigned char *p, *end;
+	unsigned char *pos;
+	size_t count = 0;
+	int rc;
+
+	if (n < 0)
+		return n;
+	rc = rdb_get_view(r, st, (size_t)n, &v, "list get");
+	if (rc <= 0)
+		return rc;
+	p = v.data;
+	end = p + v.len;
+	while (p < end) {
+		if ((size_t)(end - p) < RDB_FRAME || rdb_frame_len(p) > (size_t)(end - p) - RDB_FRAME)
+			return sfs__err(SFS_ECORRUPT,
+					"rocksdb %s: list of state '%s': element %zu overruns the "
+					"%u-byte value",
+					r->rb_path, r->rb_st[st].rs_name, count, v.len);
+		p += RDB_FRAME + rdb_frame_len(p);
+		count++;
+	}
+	pos = rdb_arena_alloc(&r->rb_arena, count * 8);
+	if (!pos)
+		return sfs__err(-ENOMEM, "rocksdb %s: list get: no memory", r->rb_path);
+	p = v.data;
+	for (size_t i = 0; i < count; i++) {
+		uint32_t len = rdb_frame_len(p);
+
+		be64(pos + 8 * i, i);
+		rc = fn(arg, pos + 8 * i, 8, p + RDB_FRAME, len);
+		if (rc)
+			return rc;
+		p += RDB_FRAME + len;
+	}
+	return 0;
+}
+
+/* One delete: the list is one value (Flink's ListState.clear). */
+static int rdb_list_clear(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
+			  size_t klen)
+{
+	struct rdb_backend *r = R(b);
+	int n = rdb_key(r, st, SFS_STATE_LIST, ns, key, klen, NULL, 0, 2, "list clear");
+	char *err = NULL;
+
+	if (n < 0)
+		return n;
+	rocksdb_delete_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
+			  (size_t)n, &err);
+	return rdb_err(r->rb_path, &err, "list clear");
+}
+
+/* ---- barriers and quiescent points ---------------------------------------------- */
+
+/* Flink's RocksDB backend does nothing synchronous at a barrier (its
+ * snapshot flushes and uploads asynchronously; with the WAL off there is
+ * nothing to sync): only the ids are checked, as sfs checks them. */
+static int rdb_barrier(struct rt_backend *b, uint64_t id)
+{
+	struct rdb_backend *r = R(b);
+
+	if (id <= r->rb_barrier)
+		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu after barrier %llu",
+				r->rb_worker, (unsigned long long)id,
+				(unsigned long long)r->rb_barrier);
+	r->rb_barrier = id;
+	return 0;
+}
+
+static void rdb_quiescent(struct rt_backend *b)
+{
+	rdb_arena_reset(&R(b)->rb_arena);
+}
+
+static uint64_t rdb_stall_ns(const struct rt_backend *b)
+{
+	return 0;
+}
+
+const struct rt_backend_ops rt_backend_rocksdb_direct = {
+	.name = "rocksdb-direct",
+	.open = rdb_open,
+	.close = rdb_close,
+	.reg = rdb_reg,
+	.value_get = rdb_value_get,
+	.value_put = rdb_value_put,
+	.value_delete = rdb_value_delete,
+	.multiget = rdb_multiget,
+	.counter_add = rdb_counter_add,
+	.counter_get = rdb_counter_get,
+	.map_put = rdb_map_put,
+	.map_get = rdb_map_get,
+	.map_remove = rdb_map_remove,
+	.map_clear = rdb_map_clear,
+	.map_iter = rdb_map_iter,
+	.list_append = rdb_list_append,
+	.list_get = rdb_list_get,
+	.list_clear = rdb_list_clear,
+	.barrier = rdb_barrier,
+	.quiescent = rdb_quiescent,
+	.stall_ns = rdb_stall_ns,
+};

@@ -1,0 +1,632 @@
+/*
+ * engine.c — the worker's operator loop (engine.h): channels, source split,
+ * barrier alignment, sink commit.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "runtime/chan.h"
+#include "runtime/engine.h"
+#include "runtime/query.h"
+#include "runtime/sink.h"
+#include "shm/futex.h"
+#include "shm/qsbr.h"
+
+#define SOURCE_BATCH 256u   /* events per loop round */
+#define DRAIN_BATCH 512u    /* records per channel per round */
+
+/* A channel's process-local overflow: records that did not fit, in order. */
+struct rt_out {
+	struct rt_chan_end e;
+	unsigned char *q;
+	size_t qhead, qlen, qcap;
+};
+
+struct rt_in {
+	struct rt_chan_end e;
+	uint8_t blocked;   /* delivered the barrier being aligned */
+	uint8_t ended;
+	uint8_t released;  /* consumed space not yet handed back */
+};
+
+struct rt_stage {
+	unsigned aligned, ended;
+	uint64_t barrier;  /* id being aligned */
+	int held;          /* aligned; resumes after the seal */
+	int done;          /* every input ended, flushed, END sent on */
+};
+
+struct rt_engine {
+	struct sfs_child *c;
+	struct rt_job *job;
+	struct rt_worker_status *ws;
+	struct rt_bell *bells;
+	const struct rt_query *q;
+	struct rt_op op;
+	struct rt_sink sink;
+	uint32_t me, W;
+	unsigned stages;
+	struct rt_in in[RT_MAX_STAGES][RT_MAX_WORKERS];
+	struct rt_out out[RT_MAX_STAGES][RT_MAX_WORKERS];
+	struct rt_stage st[RT_MAX_STAGES];
+	uint64_t queued;        /* records in overflows */
+	uint64_t records;       /* processed, published to ws each round */
+	/* source split */
+	struct nx_config gen;
+	uint64_t nblocks, block, next_ev, end_ev, events;
+	uint64_t injected;      /* last barrier id this source injected */
+	int source_done;
+	int finished;           /* part committed */
+	struct nx_event ev;
+};
+
+/* ---- failure ------------------------------------------------------------------ */
+
+static int fail(struct rt_engine *g, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct rt_engine *g, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(g->ws->rw_error, sizeof(g->ws->rw_error), fmt, ap);
+	va_end(ap);
+	sfs_log("worker %u failed: %s", g->me, g->ws->rw_error);
+	sfs_store_release(&g->ws->rw_state, RT_W_FAILED);
+	return rc ? rc : -EIO;
+}
+
+int rt_fail(struct rt_op *op, int rc, const char *what)
+{
+	struct rt_engine *g = op->eng;
+
+	return fail(g, rc, "%s %s: %s (%s)", g->q->name, what, sfs_strerror(rc),
+		    sfs_last_error());
+}
+
+/* ---- sending ------------------------------------------------------------------- */
+
+static void *queue_rec(struct rt_out *o, uint32_t len, uint32_t type)
+{
+	uint64_t need = rt_rec_span(len);
+	struct rt_rec *r;
+
+	if (o->qlen + need > o->qcap) {
+		size_t cap = o->qcap ? o->qcap * 2 : 64 * 1024;
+		unsigned char *q;
+
+		while (cap < o->qlen + need)
+			cap *= 2;
+		q = realloc(o->q, cap);
+		if (!q) {
+			sfs_log("exchange overflow: out of memory (%zu bytes queued)", o->qlen);
+			abort();	/* the supervisor restarts us; nothing to salvage */
+		}
+		o->q = q;
+		o->qcap = cap;
+	}
+	r = (struct rt_rec *)(o->q + o->qlen);
+	r->len = len;
+	r->type = type;
+	o->qlen += need;
+	return r->data;
+}
+
+static void *send_rec(struct rt_engine *g, unsigned stage, uint32_t to, uint32_t len,
+		      uint32_t type)
+{
+	struct rt_out *o = &g->out[stage][to];
+	void *p;
+
+	if (o->qhead == o->qlen) {
+		p = rt_chan_reserve(&o->e, len, type);
+		if (p)
+			return p;
+	}
+	g->queued++;
+	return queue_rec(o, len, type);
+}
+
+void *rt_send(struct rt_op *op, unsigned stage, uint32_t to, uint32_t len)
+{
+	return send_rec(op->eng, stage, to, len, RT_REC_DATA);
+}
+
+static void send_marker(struct rt_engine *g, unsigned stage, uint32_t type, uint64_t id)
+{
+	for (uint32_t to = 0; to < g->W; to++) {
+		uint64_t *p = send_rec(g, stage, to, sizeof(id), type);
+
+		*p = id;
+	}
+}
+
+/* Move queued records into their channels as room allows. */
+static int drain_queues(struct rt_engine *g)
+{
+	int moved = 0;
+
+	for (unsigned s = 0; s < g->stages; s++)
+		for (uint32_t to = 0; to < g->W; to++) {
+			struct rt_out *o = &g->out[s][to];
+
+			while (o->qhead < o->qlen) {
+				struct rt_rec *r = (struct rt_rec *)(o->q + o->qhead);
+				void *p = rt_chan_reserve(&o->e, r->len, r->type);
+
+				if (!p)
+					break;
+				memcpy(p, r->data, r->len);
+				o->qhead += rt_rec_span(r->len);
+				g->queued--;
+				moved = 1;
+			}
+			if (o->qhead == o->qlen)
+				o->qhead = o->qlen = 0;
+		}
+	return moved;
+}
+
+static void wake(struct rt_engine *g, uint32_t w)
+{
+	struct rt_bell *b = &g->bells[w];
+
+	if (sfs_load_relaxed(&b->bl_sleeping)) {
+		uatomic_inc(&b->bl_word);
+		sfs_futex_wake(&b->bl_word, 1);
+	}
+}
+
+/* Publish every channel written this round and wake sleeping consumers;
+ * hand consumed space back and wake producers waiting for room. */
+static void publish(struct rt_engine *g)
+{
+	uint64_t woke = 0, freed = 0;
+
+	for (unsigned s = 0; s < g->stages; s++)
+		for (uint32_t w = 0; w < g->W; w++) {
+			if (rt_chan_publish(&g->out[s][w].e))
+				woke |= 1ull << w;
+			if (g->in[s][w].released) {
+				rt_chan_release(&g->in[s][w].e);
+				g->in[s][w].released = 0;
+				freed |= 1ull << w;
+			}
+		}
+	if (!(woke | freed))
+		return;
+	cmm_smp_mb();	/* our stores before their sleeping flags (Dekker) */
+	for (uint32_t w = 0; w < g->W; w++)
+		if (w != g->me && ((woke | freed) >> w & 1))
+			wake(g, w);
+}
+
+/* ---- sink ---------------------------------------------------------------------- */
+
+int rt_sink_wanted(const struct rt_op *op)
+{
+	return op->eng->sink.materialize;
+}
+
+int rt_sink_upsert(struct rt_op *op, const void *key, size_t klen, const char *row, size_t len)
+{
+	return rt_sink_put(&op->eng->sink, key, klen, row, len);
+}
+
+int rt_sink_delete(struct rt_op *op, const void *key, size_t klen)
+{
+	return rt_sink_del(&op->eng->sink, key, klen);
+}
+
+int rt_sink_insert(struct rt_op *op, const char *row, size_t len)
+{
+	return rt_sink_add(&op->eng->sink, row, len, 1);
+}
+
+int rt_sink_retract(struct rt_op *op, const char *row, size_t len)
+{
+	return rt_sink_add(&op->eng->sink, row, len, -1);
+}
+
+static int commit(struct rt_engine *g)
+{
+	char path[RT_PATH_MAX + 32];
+	uint64_t rows = 0;
+	int rc;
+
+	if (g->sink.materialize) {
+		snprintf(path, sizeof(path), RT_PART_FMT, g->job->rj_data_dir, g->me);
+		rc = rt_sink_commit(&g->sink, path, &rows);
+		if (rc)
+			return fail(g, rc, "result part: %s", sfs_last_error());
+	}
+	if (g->sink.anomalies)
+		sfs_log("sink: %llu retractions of absent rows",
+			(unsigned long long)g->sink.anomalies);
+	g->ws->rw_rows = rows;
+	g->ws->rw_end_ns = sfs_now_ns();
+	sfs_store_release(&g->ws->rw_state, RT_W_DONE);
+	g->finished = 1;
+	sfs_log("worker %u: end of input, %llu events, %llu records, %llu result rows",
+		g->me, (unsigned long long)g->events, (unsigned long long)g->records,
+		(unsigned long long)rows);
+	return 0;
+}
+
+/* ---- stages -------------------------------------------------------------------- */
+
+static int seal(struct rt_engine *g, uint64_t id)
+{
+	int rc;
+
+	/* Whatever the last stage sent before the seal leaves first. */
+	publish(g);
+	rc = g->op.so->barrier(g->op.st, id);
+	if (rc)
+		return fail(g, rc, "barrier %llu: %s", (unsigned long long)id, sfs_last_error());
+	for (unsigned s = 0; s < g->stages; s++) {
+		g->st[s].held = 0;
+		g->st[s].aligned = 0;
+		for (uint32_t w = 0; w < g->W; w++)
+			g->in[s][w].blocked = 0;
+	}
+	sfs_store_relaxed(&g->ws->rw_barriers, g->ws->rw_barriers + 1);
+	sfs_store_relaxed(&g->ws->rw_last_barrier, id);
+	if (g->op.so->stall_ns)
+		sfs_store_relaxed(&g->ws->rw_stall_ns, g->op.so->stall_ns(g->op.st));
+	return 0;
+}
+
+static int check_stage(struct rt_engine *g, unsigned s)
+{
+	struct rt_stage *S = &g->st[s];
+	int last = s + 1 == g->stages, rc;
+
+	if (!S->held && S->aligned && S->aligned + S->ended == g->W) {
+		if (g->q->flush && (rc = g->q->flush(&g->op, s)))
+			return rc;
+		S->held = 1;
+		if (!last)
+			send_marker(g, s + 1, RT_REC_BARRIER, S->barrier);
+		else if ((rc = seal(g, S->barrier)))
+			return rc;
+	}
+	if (!S->done && S->ended == g->W) {
+		if (g->q->flush && (rc = g->q->flush(&g->op, s)))
+			return rc;
+		S->done = 1;
+		if (!last)
+			send_marker(g, s + 1, RT_REC_END, 0);
+		else
+			return commit(g);
+	}
+	return 0;
+}
+
+/* Drain stage @s's inputs; returns records taken or an error. */
+static int drain_stage(struct rt_engine *g, unsigned s)
+{
+	struct rt_stage *S = &g->st[s];
+	int did = 0, rc;
+
+	if (S->held || S->done)
+		return 0;
+	for (uint32_t p = 0; p < g->W; p++) {
+		struct rt_in *in = &g->in[s][p];
+
+		for (unsigned n = 0; n < DRAIN_BATCH && !in->blocked && !in->ended; n++) {
+			const struct rt_rec *r = rt_chan_peek(&in->e);
+
+			if (!r)
+				break;
+			did++;
+			in->released = 1;
+			if (r->type == RT_REC_DATA) {
+				rc = g->q->process(&g->op, s, r->data, r->len);
+				rt_chan_consume(&in->e, r);
+				if (rc)
+					return rc;
+				g->records++;
+				continue;
+			}
+			if (r->type == RT_REC_BARRIER) {
+				uint64_t id;
+
+				memcpy(&id, r->data, sizeof(id));
+				if (S->aligned && id != S->barrier)
+					return fail(g, SFS_ECORRUPT,
+						    "stage %u: barrier %llu from worker %u while "
+						    "aligning %llu", s, (unsigned long long)id, p,
+						    (unsigned long long)S->barrier);
+				S->barrier = id;
+				S->aligned++;
+				in->blocked = 1;
+			} else if (r->type == RT_REC_END) {
+				S->ended++;
+				in->ended = 1;
+			} else {
+				return fail(g, SFS_ECORRUPT, "stage %u: record of type %u from worker %u",
+					    s, r->type, p);
+			}
+			rt_chan_consume(&in->e, r);
+		}
+	}
+	rc = check_stage(g, s);
+	return rc ? rc : did;
+}
+
+/* ---- source -------------------------------------------------------------------- */
+
+static void source_block(struct rt_engine *g)
+{
+	uint64_t B = g->job->rj_block_events, E = g->job->rj_events;
+
+	if (g->block >= g->nblocks) {
+		g->next_ev = g->end_ev = 0;
+		return;
+	}
+	g->next_ev = g->block * B;
+	g->end_ev = g->next_ev + B < E ? g->next_ev + B : E;
+}
+
+static int source_step(struct rt_engine *g)
+{
+	unsigned budget = SOURCE_BATCH;
+	int did = 0, rc;
+
+	if (g->source_done || g->queued)
+		return 0;
+	while (budget) {
+		if (g->next_ev == g->end_ev) {
+			uint64_t req = sfs_load_relaxed(&g->job->rj_barrier_req);
+
+			if (g->block < g->nblocks) {
+				g->block += g->W;
+				sfs_store_relaxed(&g->ws->rw_source_block, g->block);
+			}
+			if (req > g->injected) {
+				g->injected++;
+				send_marker(g, 0, RT_REC_BARRIER, g->injected);
+			}
+			source_block(g);
+			if (g->next_ev == g->end_ev) {
+				send_marker(g, 0, RT_REC_END, 0);
+				g->source_done = 1;
+				return did + 1;
+			}
+			if (g->queued)
+				break;
+		}
+		{
+			uint64_t n = g->next_ev++;
+			uint64_t id = nx_event_id(&g->gen, n);
+
+			g->events++;
+			did++;
+			if (!(g->q->kinds & RT_KIND(nx_kind_of(id))))
+				continue;
+			nx_event(&g->gen, n, &g->ev);
+			rc = g->q->source(&g->op, &g->ev);
+			if (rc)
+				return rc;
+			budget--;
+		}
+	}
+	return did;
+}
+
+/* ---- set-up -------------------------------------------------------------------- */
+
+static int engine_open(struct rt_engine *g, struct sfs_child *c)
+{
+	struct sfs_seg *seg = &c->seg;
+	const struct rt_backend_ops *bo;
+	struct rt_backend_cfg bc;
+	uint64_t off, size, coff, csize;
+	unsigned char *chans;
+	int rc;
+
+	g->c = c;
+	g->me = c->index;
+	rc = sfs_seg_region_find(seg, RT_JOB_REGION, &off, &size);
+	if (rc)
+		return -ENOENT;	/* no query job: a plain worker */
+	g->job = sfs_seg_ptr(seg, off);
+	if (size < sizeof(*g->job) || g->job->rj_magic != RT_JOB_MAGIC ||
+	    g->job->rj_version != RT_JOB_VERSION) {
+		sfs_log("region %s of %s: not a version %u job description", RT_JOB_REGION,
+			seg->path, RT_JOB_VERSION);
+		return SFS_EVERSION;
+	}
+	g->W = g->job->rj_workers;
+	if (g->me >= g->W || g->W > RT_MAX_WORKERS) {
+		sfs_log("worker %u: the job has %u workers", g->me, g->W);
+		return SFS_EUSAGE;
+	}
+	g->ws = &g->job->rj_ws[g->me];
+	g->bells = g->job->rj_bell;
+	g->q = rt_query_find(g->job->rj_query);
+	bo = rt_backend_find(g->job->rj_backend);
+	if (!g->q || !bo)
+		return fail(g, SFS_EUSAGE, "unknown query '%s' or backend '%s'", g->job->rj_query,
+			    g->job->rj_backend);
+	if (g->ws->rw_state != RT_W_STARTING)
+		return fail(g, SFS_EUSAGE,
+			    "restarted: recovery of a query job needs checkpoints (the "
+			    "checkpointer issue); the run fails instead of giving wrong results");
+	g->stages = g->q->stages;
+	rc = sfs_seg_region_find(seg, RT_CHAN_REGION, &coff, &csize);
+	if (rc || csize < rt_chans_bytes(g->W, g->job->rj_chan_bytes))
+		return fail(g, SFS_ECORRUPT, "region %s missing or too small", RT_CHAN_REGION);
+	chans = sfs_seg_ptr(seg, coff);
+	for (unsigned s = 0; s < g->stages; s++)
+		for (uint32_t w = 0; w < g->W; w++) {
+			uint64_t stride = rt_chan_stride(g->job->rj_chan_bytes);
+			struct rt_chan *to = (struct rt_chan *)(chans +
+				rt_chan_index(g->W, s, g->me, w) * stride);
+			struct rt_chan *from = (struct rt_chan *)(chans +
+				rt_chan_index(g->W, s, w, g->me) * stride);
+
+			rt_chan_end_init(&g->out[s][w].e, to, 1);
+			rt_chan_end_init(&g->in[s][w].e, from, 0);
+		}
+
+	nx_config_default(&g->gen);
+	g->gen.rate = g->job->rj_rate;
+	g->gen.base_time_ms = g->job->rj_base_time_ms;
+	g->gen.first_event_number = g->job->rj_first_event;
+	g->nblocks = (g->job->rj_events + g->job->rj_block_events - 1) / g->job->rj_block_events;
+	g->block = g->me;
+	source_block(g);
+
+	memset(&bc, 0, sizeof(bc));
+	bc.job = c->job;
+	bc.node = c->node;
+	bc.worker = g->me;
+	bc.workers = g->W;
+	bc.max_parallelism = g->job->rj_max_parallelism;
+	bc.data_dir = g->job->rj_data_dir;
+	rc = bo->open(&bc, &g->op.st);
+	if (rc)
+		return fail(g, rc, "backend %s: %s", bo->name, sfs_last_error());
+	g->op.so = bo;
+	g->op.worker = g->me;
+	g->op.workers = g->W;
+	g->op.maxp = g->job->rj_max_parallelism;
+	g->op.eng = g;
+	if (g->q->priv_size && !(g->op.priv = calloc(1, g->q->priv_size)))
+		return fail(g, -ENOMEM, "out of memory");
+	if ((rc = g->q->open(&g->op)))
+		return rc;
+	if ((rc = rt_sink_init(&g->sink, (int)g->job->rj_sink)))
+		return fail(g, rc, "sink: %s", sfs_last_error());
+	g->ws->rw_start_ns = sfs_now_ns();
+	sfs_store_release(&g->ws->rw_state, RT_W_RUNNING);
+	sfs_log("worker %u: query %s on %s, %u workers, blocks %llu..%llu step %u", g->me,
+		g->q->name, bo->name, g->W, (unsigned long long)g->me,
+		(unsigned long long)g->nblocks, g->W);
+	return 0;
+}
+
+static void engine_close(struct rt_engine *g)
+{
+	if (g->q && g->q->close && g->op.priv)
+		g->q->close(&g->op);
+	free(g->op.priv);
+	if (g->op.st)
+		g->op.so->close(g->op.st);
+	if (g->sink.slot)
+		rt_sink_free(&g->sink);
+	for (unsigned s = 0; s < RT_MAX_STAGES; s++)
+		for (uint32_t w = 0; w < RT_MAX_WORKERS; w++)
+			free(g->out[s][w].q);
+}
+
+/* One round: returns work done (> 0), 0 when idle, or an error. */
+static int step(struct rt_engine *g)
+{
+	int did = 0, rc;
+
+	if (g->queued && drain_queues(g))
+		did++;
+	for (unsigned s = g->stages; s-- > 0;) {
+		rc = drain_stage(g, s);
+		if (rc < 0)
+			return rc;
+		did += rc;
+	}
+	rc = source_step(g);
+	if (rc < 0)
+		return rc;
+	did += rc;
+	publish(g);
+	return did;
+}
+
+/* Is there anything to do?  The look after announcing sleep. */
+static int pending(struct rt_engine *g)
+{
+	if (g->finished)
+		return 0;
+	if (!g->source_done && !g->queued)
+		return 1;
+	if (g->queued) {
+		for (unsigned s = 0; s < g->stages; s++)
+			for (uint32_t w = 0; w < g->W; w++)
+				if (g->out[s][w].qhead < g->out[s][w].qlen &&
+				    rt_chan_used(g->out[s][w].e.ch) + 4096 <= g->out[s][w].e.ch->ch_size)
+					return 1;
+	}
+	for (unsigned s = 0; s < g->stages; s++)
+		for (uint32_t w = 0; w < g->W; w++)
+			if (!g->in[s][w].blocked && !g->in[s][w].ended &&
+			    rt_chan_peek(&g->in[s][w].e))
+				return 1;
+	return 0;
+}
+
+int rt_engine_run(struct sfs_child *c)
+{
+	struct rt_engine *g = calloc(1, sizeof(*g));
+	struct sfs_seg_hdr *h = c->seg.hdr;
+	uint64_t next_beat = 0;
+	int rc;
+
+	if (!g)
+		return -ENOMEM;
+	rc = engine_open(g, c);
+	if (rc) {
+		engine_close(g);
+		free(g);
+		return rc;
+	}
+	while (!sfs_child_stop) {
+		uint64_t now;
+		int did = g->finished ? 0 : step(g);
+
+		if (did < 0) {
+			rc = did;
+			break;
+		}
+		g->op.so->quiescent(g->op.st);
+		sfs_qsbr_quiescent(h, c->slot);
+		sfs_store_relaxed(&g->ws->rw_events, g->events);
+		sfs_store_relaxed(&g->ws->rw_records, g->records);
+		now = sfs_now_ns();
+		if (now >= next_beat) {
+			sfs_proc_heartbeat(c->slot);
+			next_beat = now + c->heartbeat_ns;
+		}
+		if (did)
+			continue;
+		/* Idle: offline, announce, look once more, sleep until a
+		 * producer (or a consumer freeing room) rings. */
+		{
+			struct rt_bell *b = &g->bells[g->me];
+			int32_t seen = sfs_load_acquire(&b->bl_word);
+			uint64_t nap = g->queued ? 1000000ull : c->heartbeat_ns;
+
+			if (g->op.so->idle)
+				g->op.so->idle(g->op.st, 1);
+			sfs_qsbr_offline(c->slot);
+			sfs_store_relaxed(&b->bl_sleeping, 1);
+			cmm_smp_mb();
+			if (!pending(g))
+				sfs_futex_wait(&b->bl_word, seen, nap);
+			sfs_store_relaxed(&b->bl_sleeping, 0);
+			sfs_qsbr_online(h, c->slot);
+			if (g->op.so->idle)
+				g->op.so->idle(g->op.st, 0);
+		}
+	}
+	engine_close(g);
+	free(g);
+	return rc;
+}

@@ -1,0 +1,38 @@
+/*
+ * engine.h — the operator runtime inside one sfs-worker process.
+ *
+ * One loop, one thread: drain the input channels of every stage (last stage
+ * first, so work leaves the worker before more enters), then generate a
+ * bounded batch of the source split, publish what was sent, and sleep on
+ * the worker's doorbell only when there is nothing to do.  A busy worker
+ * makes no syscall.
+ *
+ * Source split: the stream's events are cut into blocks of rj_block_events
+ * dealt round-robin (block b to worker b mod W), so every worker's source
+ * advances through event time at the same pace; an offset is a block index,
+ * and a restarted source regenerates any block exactly (nx_event is a pure
+ * function of the event number).
+ *
+ * Barriers (exactly-once alignment): a source injects barrier k+1 into all
+ * its stage-0 channels at a block boundary once rj_barrier_req > k, so
+ * every source injects the same ids in the same order.  A stage stops
+ * reading a channel that delivered barrier b until every channel of the
+ * stage has (an ended channel counts as aligned); then the operator's
+ * flush() runs, the barrier goes on to the next stage's channels, and the
+ * stage stays held.  When the last stage has aligned, every stage of this
+ * worker has seen exactly its pre-barrier input: the state is sealed
+ * (backend barrier: sfs_barrier's O(1) seal), and all stages resume.
+ * End of input travels the same way as RT_REC_END.
+ */
+#ifndef SFS_RUNTIME_ENGINE_H
+#define SFS_RUNTIME_ENGINE_H
+
+#include "common/child.h"
+#include "runtime/job.h"
+
+/* Run the job described in the segment's "job" region as worker c->index
+ * until SIGTERM.  0 on a clean stop, an error code when it failed (the
+ * worker's status line says why). */
+int rt_engine_run(struct sfs_child *c);
+
+#endif

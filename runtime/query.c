@@ -1,0 +1,18 @@
+/*
+ * query.c — the queries compiled into sfs (query/qN.c), by name.
+ */
+#include <string.h>
+
+#include "runtime/query.h"
+
+extern const struct rt_query rt_q4, rt_q9, rt_q17, rt_q18, rt_q20;
+
+const struct rt_query *const rt_queries[] = { &rt_q4, &rt_q9, &rt_q17, &rt_q18, &rt_q20, NULL };
+
+const struct rt_query *rt_query_find(const char *name)
+{
+	for (unsigned i = 0; rt_queries[i]; i++)
+		if (!strcmp(rt_queries[i]->name, name))
+			return rt_queries[i];
+	return NULL;
+}
