@@ -98,6 +98,8 @@ run: all
 
 bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+	@echo "== nexmark oracle, 2M events"; SFS_NEXMARK_EVENTS=2000000 SFS_BIN=$(abspath $(BIN)) bash tests/e2e_nexmark.sh
+	@echo "== bench/nexmark.sh"; SFS_BIN=$(abspath $(BIN)) bash bench/nexmark.sh
 
 soak: all $(TEST_BINS)
 	@SFS_SOAK=1 BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) JOBS=$(JOBS) TEST_TIMEOUT=1800 ./scripts/run-tests.sh

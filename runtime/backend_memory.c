@@ -152,6 +152,16 @@ static void mem_quiescent(struct rt_backend *b)
 	sfs_ctx_quiescent(ctx(b));
 }
 
+/* Offline while the worker sleeps: a grace period of the compactor must
+ * not wait for a sleeper, or a barrier of another worker waits forever. */
+static void mem_idle(struct rt_backend *b, int idle)
+{
+	if (idle)
+		sfs_ctx_offline(ctx(b));
+	else
+		sfs_ctx_online(ctx(b));
+}
+
 static uint64_t mem_stall_ns(const struct rt_backend *b)
 {
 	struct sfs_worker_stats st;
@@ -181,5 +191,6 @@ const struct rt_backend_ops rt_backend_memory = {
 	.list_clear = mem_list_clear,
 	.barrier = mem_barrier,
 	.quiescent = mem_quiescent,
+	.idle = mem_idle,
 	.stall_ns = mem_stall_ns,
 };

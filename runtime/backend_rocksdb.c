@@ -10,16 +10,17 @@
  *   - default skiplist memtable, 64 MiB write buffer, default block cache,
  *     Snappy (LZ4 if this librocksdb lacks Snappy), WAL off, info log at
  *     header level and no stats dump (Flink's DEFAULT predefined options).
+ *     SFS_ROCKSDB_WRITE_BUFFER_KB overrides the write buffer (tests).
  *
- * Key layout (Flink's, with the key's length written as Flink's key
- * serializers write it for variable-length keys):
+ * Key layout (Flink's: key group, key, namespace, user key; Flink adds the
+ * length of a variable-length key after it, here it leads the key):
  *
  *     kg (u16 BE) | klen (u16 BE) | key | ns (u64 BE) [| user key]
  *
  * The length makes P = kg|klen|key|ns a prefix of exactly one map's
- * entries: key "a" can never scan into key "ab"'s entries, nor namespace 1
- * into namespace 256's.  The key group leads, as in Flink, so a key-group
- * range is a key range.
+ * entries: key "a" can never scan into key "ab"'s entries, whatever the
+ * namespaces.  The key group leads, as in Flink, so a key-group range is a
+ * key range.
  *
  * State kinds:
  *   value    put / get (pinned, then copied) / delete of key P.
@@ -39,7 +40,7 @@
  *
  * Views: a read copies its value into a per-backend scratch arena (chunks
  * that are never moved or reallocated) and returns a view into it; the
- * arena is reset at quiescent().  Map iteration copies each entry there as
+ * arena is reset at quiescent() and idle(1).  Map iteration copies each entry there as
  * well, so callbacks get views valid until the next quiescent point, as
  * sfs.h promises (Flink copies too: it deserializes into objects).
  *
@@ -552,6 +553,17 @@ static int rdb_open_fresh(struct rdb_backend *r, int compression)
 	return 0;
 }
 
+/* Flink's 64 MiB, unless SFS_ROCKSDB_WRITE_BUFFER_KB asks for a smaller
+ * memtable (tests and benchmarks that must reach SST files: flushes,
+ * compaction merges, compression, the block cache). */
+static uint64_t rdb_write_buffer(void)
+{
+	const char *e = getenv("SFS_ROCKSDB_WRITE_BUFFER_KB");
+	unsigned long long kb = e && *e ? strtoull(e, NULL, 10) : 0;
+
+	return kb && kb < (1ull << 30) ? (uint64_t)kb << 10 : RDB_WRITE_BUFFER;
+}
+
 static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 {
 	uint32_t par = cfg->workers ? cfg->workers : 1;
@@ -593,7 +605,7 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 
 	r->rb_opts = rocksdb_options_create();
 	rocksdb_options_set_create_if_missing(r->rb_opts, 1);
-	rocksdb_options_set_write_buffer_size(r->rb_opts, RDB_WRITE_BUFFER);
+	rocksdb_options_set_write_buffer_size(r->rb_opts, rdb_write_buffer());
 	rocksdb_options_set_info_log_level(r->rb_opts, RDB_INFO_LOG_HEADER);
 	rocksdb_options_set_stats_dump_period_sec(r->rb_opts, 0);
 	/* Open validates every column family's compression: a librocksdb
@@ -915,8 +927,7 @@ static int rdb_map_remove(struct rt_backend *b, uint32_t st, uint64_t ns, const 
  * rb_kbuf, in key order, until it returns non-zero (which is returned).  The
  * iterator is bounded by iterate_upper_bound = the prefix's successor, so it
  * never reads past the map.  The bound and the read options belong to this
- * scan (the bound in the arena): @each may call the backend again, even
- * scan another map.  Cost: an iterator (a seek over memtable and levels)
+ * scan: @each may call the backend again, even scan another map.  Cost: an iterator (a seek over memtable and levels)
  * plus a step per entry.
  */
 static int rdb_scan(struct rdb_backend *r, uint32_t st, size_t plen,
@@ -924,7 +935,8 @@ static int rdb_scan(struct rdb_backend *r, uint32_t st, size_t plen,
 				size_t kl, const char *v, size_t vl, void *arg),
 		    void *arg, const char *op)
 {
-	unsigned char *ub = rdb_arena_alloc(&r->rb_arena, plen);
+	unsigned char small[256];
+	unsigned char *ub = plen <= sizeof(small) ? small : malloc(plen);
 	rocksdb_readoptions_t *ro;
 	rocksdb_iterator_t *it;
 	size_t ublen = plen;
@@ -955,6 +967,8 @@ static int rdb_scan(struct rdb_backend *r, uint32_t st, size_t plen,
 	e = rdb_err(r->rb_path, &err, op);
 	rocksdb_iter_destroy(it);
 	rocksdb_readoptions_destroy(ro);
+	if (ub != small)
+		free(ub);
 	return e ? e : rc;
 }
 
@@ -1146,6 +1160,13 @@ static void rdb_quiescent(struct rt_backend *b)
 	rdb_arena_reset(&R(b)->rb_arena);
 }
 
+/* Going to sleep releases the views: give the arena back now. */
+static void rdb_idle(struct rt_backend *b, int idle)
+{
+	if (idle)
+		rdb_arena_reset(&R(b)->rb_arena);
+}
+
 static uint64_t rdb_stall_ns(const struct rt_backend *b)
 {
 	return 0;
@@ -1172,5 +1193,6 @@ const struct rt_backend_ops rt_backend_rocksdb_direct = {
 	.list_clear = rdb_list_clear,
 	.barrier = rdb_barrier,
 	.quiescent = rdb_quiescent,
+	.idle = rdb_idle,
 	.stall_ns = rdb_stall_ns,
 };

@@ -575,7 +575,6 @@ static int pending(struct rt_engine *g)
 int rt_engine_run(struct sfs_child *c)
 {
 	struct rt_engine *g = calloc(1, sizeof(*g));
-	struct sfs_seg_hdr *h = c->seg.hdr;
 	uint64_t next_beat = 0;
 	int rc;
 
@@ -587,6 +586,11 @@ int rt_engine_run(struct sfs_child *c)
 		free(g);
 		return rc;
 	}
+	/* Every state read goes through the backend's own registration (the
+	 * sfs context's slot); this slot only beats.  Left online it would
+	 * hold the compactor's grace periods while a barrier waits for the
+	 * compactor: a deadlock. */
+	sfs_qsbr_offline(c->slot);
 	while (!sfs_child_stop) {
 		uint64_t now;
 		int did = g->finished ? 0 : step(g);
@@ -596,7 +600,6 @@ int rt_engine_run(struct sfs_child *c)
 			break;
 		}
 		g->op.so->quiescent(g->op.st);
-		sfs_qsbr_quiescent(h, c->slot);
 		sfs_store_relaxed(&g->ws->rw_events, g->events);
 		sfs_store_relaxed(&g->ws->rw_records, g->records);
 		now = sfs_now_ns();
@@ -615,13 +618,11 @@ int rt_engine_run(struct sfs_child *c)
 
 			if (g->op.so->idle)
 				g->op.so->idle(g->op.st, 1);
-			sfs_qsbr_offline(c->slot);
 			sfs_store_relaxed(&b->bl_sleeping, 1);
 			cmm_smp_mb();
 			if (!pending(g))
 				sfs_futex_wait(&b->bl_word, seen, nap);
 			sfs_store_relaxed(&b->bl_sleeping, 0);
-			sfs_qsbr_online(h, c->slot);
 			if (g->op.so->idle)
 				g->op.so->idle(g->op.st, 0);
 		}

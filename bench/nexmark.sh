@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bench/nexmark.sh — the Nexmark suite on every backend, in one run.
+#
+# For each query and backend: REPS runs of `sfs run --query Q --json`
+# (EVENTS events, WORKERS workers, a barrier every CKPT ms), rotating the
+# backend order per repetition because the machine is shared and noisy.
+# Prints events/s per core (median) and the ratio sfs/rocksdb-direct per
+# query (median of the per-repetition ratios) and their geometric mean,
+# grouped per NUMA node (each node runs its own group: one segment, its
+# workers pinned to its cores), draws bench/nexmark.png with gnuplot, then
+# counts the worker's syscalls per 1M events in steady state with strace
+# (between its start and end-of-input log lines, no barriers requested).
+#
+#   bench/nexmark.sh [EVENTS] [REPS]       env: WORKERS, CKPT, QUERIES, BACKENDS
+set -u
+BIN=${SFS_BIN:-$PWD/bin}
+EVENTS=${1:-5000000}
+REPS=${2:-3}
+WORKERS=${WORKERS:-1}
+CKPT=${CKPT:-1000}
+QUERIES=${QUERIES:-q4 q9 q17 q18 q20}
+BACKENDS=${BACKENDS:-memory rocksdb-direct}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+nodes=$(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l)
+[ "$nodes" -ge 1 ] || nodes=1
+
+echo "# nexmark: $EVENTS events, $WORKERS worker(s) per node, barrier every $CKPT ms," \
+     "$REPS repetitions, $(nproc) cpus, $nodes node(s), load $(cut -d' ' -f1-3 /proc/loadavg)"
+for node in $(seq 0 $((nodes - 1))); do
+	pin=""
+	[ "$nodes" -gt 1 ] && pin="numactl --cpunodebind=$node --membind=$node"
+	for r in $(seq 1 "$REPS"); do
+		set -- $BACKENDS
+		[ $((r % 2)) -eq 0 ] && set -- $(echo $BACKENDS | tr ' ' '\n' | tac)
+		for q in $QUERIES; do
+			for b in "$@"; do
+				$pin "$BIN/sfs" run --job "bench-nx-$node" --query "$q" --events "$EVENTS" \
+					--workers "$WORKERS" --backend "$b" --checkpoint-interval "$CKPT" \
+					--data "$OUT/data" --json 2>"$OUT/err" >>"$OUT/node$node.jsonl" ||
+					{ echo "FAILED: $q $b"; tail -n 5 "$OUT/err"; }
+				rm -rf "$OUT/data"
+			done
+		done
+	done
+done
+
+python3 - "$OUT" "$nodes" "$WORKERS" "$QUERIES" <<'PY' | tee "$OUT/table"
+import json, math, statistics, sys
+out, nodes, workers, queries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
+rows = []
+for node in range(nodes):
+    runs = [json.loads(l) for l in open(f"{out}/node{node}.jsonl") if l.strip()]
+    print(f"node {node}:")
+    print(f"  {'query':6} {'sfs (memory) ev/s/core':>24} {'rocksdb-direct ev/s/core':>26} {'x rocksdb':>10}  per-rep ratios")
+    ratios = []
+    for q in queries:
+        m = [r for r in runs if r["query"] == q and r["backend"] == "memory"]
+        d = [r for r in runs if r["query"] == q and r["backend"] == "rocksdb-direct"]
+        if not m or not d:
+            continue
+        pm = [r["events_per_sec"] / r["workers"] for r in m]
+        pd = [r["events_per_sec"] / r["workers"] for r in d]
+        rr = sorted(a / b for a, b in zip(pm, pd))
+        ratio = statistics.median(rr)
+        ratios.append(ratio)
+        rows.append((node, q, statistics.median(pm), statistics.median(pd)))
+        print(f"  {q:6} {statistics.median(pm):24.0f} {statistics.median(pd):26.0f} {ratio:10.2f}  "
+              + " ".join(f"{x:.2f}" for x in rr))
+    if ratios:
+        print(f"  geometric mean of the ratios: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}")
+with open(f"{out}/chart.dat", "w") as f:
+    for node, q, a, b in rows:
+        f.write(f"{q}@{node} {a:.0f} {b:.0f}\n")
+PY
+
+if command -v gnuplot >/dev/null; then
+	gnuplot <<GP
+set terminal pngcairo size 900,500 noenhanced
+set output "bench/nexmark.png"
+set title "Nexmark, $EVENTS events, $WORKERS worker(s)/node: events/s per core (higher is better)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel "events/s per core"
+set logscale y
+set grid ytics
+set key top right
+plot "$OUT/chart.dat" using 2:xtic(1) title "sfs (memory target)", '' using 3 title "rocksdb-direct"
+GP
+	echo "# chart: bench/nexmark.png"
+fi
+
+# Syscalls of the worker per 1M events in steady state: every syscall of
+# the worker between its "query ... on" and "end of input" log lines.
+if command -v strace >/dev/null; then
+	for q in q17 q18; do
+		rm -rf "$OUT/st" && mkdir -p "$OUT/st"
+		strace -f -ff -s 256 -o "$OUT/st/t" "$BIN/sfs" run --job bench-nx-strace --query "$q" \
+			--events 1000000 --workers 1 --checkpoint-interval 0 --data "$OUT/data" \
+			>/dev/null 2>&1
+		w=$(grep -l 'sfs-worker' "$OUT"/st/t.* | head -n 1)
+		steady() { awk '/write\(2, ".*: query .* on /{on=1; next} /write\(2, ".*end of input/{on=0} on' "$w"; }
+		n=$(steady | wc -l)
+		echo "syscalls of the worker per 1M events, $q (no barriers requested; buffer-full seals ring the compactor): $n"
+		steady |
+			sed 's/(.*//' | sort | uniq -c | sort -rn | head -n 5 | sed 's/^/    /'
+		rm -rf "$OUT/data"
+	done
+fi
