@@ -150,8 +150,9 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 		unsigned k = 0;
 		int rc = 0;
 
-		/* A batch never ends inside a map's group (its parent key is a
-		 * prefix of all its entries): targets get each map whole. */
+		/* A batch never ends inside a map's run (its parent key is a
+		 * prefix of its head in every namespace and of all its
+		 * entries): targets get each map whole. */
 		while (fw->pos + k < fw->n && rc == 0) {
 			if (k >= APPLY_BATCH || done + k >= budget) {
 				const struct sfs_wbuf_view *last = &fw->views[k - 1];
@@ -161,7 +162,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 				if (!is_map_view(f, last) ||
 				    !(pl = sfs_map_parent_len(last->key, last->klen)) ||
 				    sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos + k], &next) ||
-				    next.klen <= pl || memcmp(next.key, last->key, pl) != 0)
+				    next.klen < pl || memcmp(next.key, last->key, pl) != 0)
 					break;
 			}
 			if (k == fw->vcap) {

@@ -174,7 +174,9 @@ int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
  * first, then the flushed store; a clear shadows everything older.
  * sfs_map_iter calls @fn once per live entry (order unspecified) with views
  * valid until the next quiescent point; @fn returning non-zero stops it.
- * The user key counts against SFS_KEY_MAX together with the key.
+ * The user key counts against SFS_KEY_MAX together with the key, and is at
+ * least one byte (an empty one is refused: SFS_EUSAGE).  An entry callback
+ * may make point reads and writes, but not start another iteration.
  */
 typedef int (*sfs_entry_fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
 			    uint32_t vlen);

@@ -886,7 +886,8 @@ static int rdb_map_put(struct rt_backend *b, uint32_t st, uint64_t ns, const voi
 		       const void *ukey, size_t ulen, const void *val, size_t vlen)
 {
 	struct rdb_backend *r = R(b);
-	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map put");
+	int n = ulen ? rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map put")
+		     : sfs__err(SFS_EUSAGE, "map put: empty user key");
 	int rc = n < 0 ? n : rdb_value_check(vlen, val, "map put");
 	char *err = NULL;
 
@@ -901,7 +902,8 @@ static int rdb_map_get(struct rt_backend *b, uint32_t st, uint64_t ns, const voi
 		       const void *ukey, size_t ulen, struct sfs_view *out)
 {
 	struct rdb_backend *r = R(b);
-	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map get");
+	int n = ulen ? rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map get")
+		     : sfs__err(SFS_EUSAGE, "map get: empty user key");
 
 	if (n < 0)
 		return n;
@@ -912,7 +914,8 @@ static int rdb_map_remove(struct rt_backend *b, uint32_t st, uint64_t ns, const 
 			  size_t klen, const void *ukey, size_t ulen)
 {
 	struct rdb_backend *r = R(b);
-	int n = rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map remove");
+	int n = ulen ? rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map remove")
+		     : sfs__err(SFS_EUSAGE, "map remove: empty user key");
 	char *err = NULL;
 
 	if (n < 0)

@@ -64,62 +64,57 @@ static int is_map(int kind)
 }
 
 /*
- * A map's group of a buffer: its head (parent key) and its changed entries,
- * sorted by user key.  The stored blob is rewritten once with all of them;
- * a blob whose tag is >= @seq already holds this flush (idempotent).
- * Returns how many views it consumed, or < 0.
+ * One map of a buffer — a parent key in one namespace: its head and its
+ * changed entries, sorted by user key.  @v[0, @n) is the parent's whole run
+ * (every namespace: the flush sorts by key, then namespace, so a parent's
+ * namespaces interleave inside the run); only views in namespace @ns are
+ * taken.  The stored blob is rewritten once with all of them; a blob whose
+ * tag is >= @seq already holds this flush (idempotent).
  */
-static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
-		     uint64_t seq)
+static int apply_map_ns(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
+			uint32_t plen, uint64_t ns, uint64_t seq)
 {
 	const unsigned char *key = v[0].key;
-	uint32_t plen = sfs_map_parent_len(key, v[0].klen);
+	struct sfs_map_head hd = { 0, 0 };
 	struct sfs_blob_ent *chg;
 	struct sfs_mstore_view old;
-	unsigned k = 0, used;
+	unsigned k = 0;
 	int cleared = 0, have_old, rc;
 	void *blob = NULL;
 	uint32_t blen = 0;
 	uint64_t ph;
 
-	if (!plen)
-		return sfs__err(SFS_ECORRUPT, "memory target: malformed map key of %u bytes",
-				v[0].klen);
 	chg = malloc(sizeof(*chg) * n);
 	if (!chg)
 		return -ENOMEM;
-	struct sfs_map_head hd = { 0, 0 };
-
-	used = 0;
-	if (v[0].klen == plen) {	/* the head */
-		if (v[0].len == sizeof(hd))
-			memcpy(&hd, v[0].value, sizeof(hd));
-		cleared = hd.mh_clear_pos != 0;
-		used = 1;
-	}
-	while (used < n && v[used].klen > plen && memcmp(v[used].key, key, plen) == 0) {
+	for (unsigned i = 0; i < n; i++)
+		if (v[i].ns == ns && v[i].klen == plen) {	/* the head */
+			if (v[i].len == sizeof(hd))
+				memcpy(&hd, v[i].value, sizeof(hd));
+			cleared = hd.mh_clear_pos != 0;
+		}
+	for (unsigned i = 0; i < n; i++) {
 		struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
 
-		if (cleared && v[used].off < hd.mh_clear_pos) {
-			used++;	/* written before the clear in this buffer: gone */
+		if (v[i].ns != ns || v[i].klen == plen)
 			continue;
-		}
-		if (v[used].len >= sizeof(me))
-			memcpy(&me, v[used].value, sizeof(me));
-		chg[k].ukey = (const char *)v[used].key + plen;
-		chg[k].ulen = v[used].klen - plen;
+		if (cleared && v[i].off < hd.mh_clear_pos)
+			continue;	/* written before the clear in this buffer: gone */
+		if (v[i].len >= sizeof(me))
+			memcpy(&me, v[i].value, sizeof(me));
+		chg[k].ukey = (const char *)v[i].key + plen;
+		chg[k].ulen = v[i].klen - plen;
 		chg[k].val = (me.me_flags & SFS_MAP_REMOVED) ? NULL
-							     : (const char *)v[used].value + sizeof(me);
+							     : (const char *)v[i].value + sizeof(me);
 		chg[k].vlen = (me.me_flags & SFS_MAP_REMOVED) ? 0
-							      : v[used].len - (uint32_t)sizeof(me);
+							      : v[i].len - (uint32_t)sizeof(me);
 		k++;
-		used++;
 	}
-	ph = sfs_wbuf_hash(v[0].ns, key, plen);
-	have_old = sfs_mstore_get(w->m.ms, ph, v[0].ns, key, plen, &old);
+	ph = sfs_wbuf_hash(ns, key, plen);
+	have_old = sfs_mstore_get(w->m.ms, ph, ns, key, plen, &old);
 	if (have_old && old.tag >= seq) {
 		free(chg);
-		return (int)used;	/* a redone flush: already applied */
+		return 0;	/* a redone flush: already applied */
 	}
 	rc = sfs_blob_merge(have_old && !cleared ? old.value : NULL, have_old ? old.len : 0, chg, k,
 			    &blob, &blen);
@@ -127,11 +122,36 @@ static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v,
 	if (rc)
 		return sfs__err(rc, "memory target: map of %u bytes: cannot build its blob", plen);
 	if (blob)
-		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, 0, ph, v[0].ns, key, plen, blob, blen, seq);
+		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, 0, ph, ns, key, plen, blob, blen, seq);
 	else
-		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, 0, ph, v[0].ns, key, plen, NULL, 0, seq);
+		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, 0, ph, ns, key, plen, NULL, 0, seq);
 	free(blob);
-	return rc ? rc : (int)used;
+	return rc;
+}
+
+/* A parent key's run: every view whose key starts with the parent (no
+ * parent is a prefix of another: it carries its key's length), each of its
+ * namespaces applied as one map.  Returns the views consumed, or < 0. */
+static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
+		     uint64_t seq)
+{
+	uint32_t plen = sfs_map_parent_len(v[0].key, v[0].klen);
+	unsigned run = 1;
+
+	if (!plen)
+		return sfs__err(SFS_ECORRUPT, "memory target: malformed map key of %u bytes",
+				v[0].klen);
+	while (run < n && v[run].klen >= plen && memcmp(v[run].key, v[0].key, plen) == 0)
+		run++;
+	for (unsigned i = 0; i < run; i++) {
+		int seen = 0, rc;
+
+		for (unsigned j = 0; j < i && !seen; j++)
+			seen = v[j].ns == v[i].ns;
+		if (!seen && (rc = apply_map_ns(w, v, run, plen, v[i].ns, seq)))
+			return rc;
+	}
+	return (int)run;
 }
 
 static int mem_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,

@@ -129,7 +129,8 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 int sfs_map_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		const void *ukey, size_t ulen, const void *val, size_t vlen)
 {
-	int n = parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map put");
+	int n = ulen ? parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map put")
+		     : sfs__err(SFS_EUSAGE, "map put: empty user key");
 
 	return n < 0 ? n : map_write(c, ns, (size_t)n, ulen, 0, val, vlen);
 }
@@ -137,7 +138,8 @@ int sfs_map_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size
 int sfs_map_remove(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		   const void *ukey, size_t ulen)
 {
-	int n = parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map remove");
+	int n = ulen ? parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map remove")
+		     : sfs__err(SFS_EUSAGE, "map remove: empty user key");
 
 	return n < 0 ? n : map_write(c, ns, (size_t)n, ulen, SFS_MAP_REMOVED, NULL, 0);
 }
@@ -218,7 +220,8 @@ static int get(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_v
 int sfs_map_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		const void *ukey, size_t ulen, struct sfs_view *out)
 {
-	int n = parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map get");
+	int n = ulen ? parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map get")
+		     : sfs__err(SFS_EUSAGE, "map get: empty user key");
 
 	return n < 0 ? n : get(c, ns, (size_t)n, ulen, out);
 }
@@ -299,10 +302,13 @@ static int from_store(void *arg, const void *ukey, uint32_t ulen, const void *va
 	return rc ? w->fn(w->arg, ukey, ulen, val, vlen) : 0;
 }
 
-static int iter(sfs_ctx_t *c, uint64_t ns, size_t plen, sfs_entry_fn fn, void *arg)
+/* @pk: the parent key, in the caller's own copy (c->kbuf is scratch of
+ * every call, and @fn may make state calls). */
+static int iter(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_t plen, sfs_entry_fn fn,
+		void *arg)
 {
-	struct sfs_probe parent = { .hash = sfs_wbuf_hash(ns, c->kbuf, plen), .ns = ns,
-				    .key = c->kbuf, .klen = (uint32_t)plen };
+	struct sfs_probe parent = { .hash = sfs_wbuf_hash(ns, pk, plen), .ns = ns,
+				    .key = pk, .klen = (uint32_t)plen };
 	struct store_walk sw = { c, fn, arg, 0 };
 	int stop = 0, rc = 0;
 	struct sfs_wbuf *b;
@@ -312,7 +318,7 @@ static int iter(sfs_ctx_t *c, uint64_t ns, size_t plen, sfs_entry_fn fn, void *a
 		struct sfs_map_head hd;
 		uint64_t off;
 
-		if (!head_of(b, ns, c->kbuf, plen, &hd))
+		if (!head_of(b, ns, pk, plen, &hd))
 			continue;
 		for (off = hd.mh_latest; off && !rc;) {
 			struct sfs_wbuf_view v;
@@ -347,8 +353,18 @@ int sfs_map_iter(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, siz
 		 sfs_entry_fn fn, void *arg)
 {
 	int n = parent_key(c, state, SFS_STATE_MAP, key, klen, NULL, 0, "map iterate");
+	unsigned char local[256], *pk = local;
+	int rc;
 
-	return n < 0 ? n : iter(c, ns, (size_t)n, fn, arg);
+	if (n < 0)
+		return n;
+	if ((size_t)n > sizeof(local) && !(pk = malloc((size_t)n)))
+		return -ENOMEM;
+	memcpy(pk, c->kbuf, (size_t)n);
+	rc = iter(c, ns, pk, (size_t)n, fn, arg);
+	if (pk != local)
+		free(pk);
+	return rc;
 }
 
 /* ---- lists ---------------------------------------------------------------- */
@@ -418,8 +434,8 @@ int sfs_list_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, siz
 
 	if (n < 0)
 		return n;
-	rc = iter(c, ns, (size_t)n, collect, &l);
-	if (rc == 0) {
+	rc = iter(c, ns, c->kbuf, (size_t)n, collect, &l);
+	if (rc == 0 && l.n) {
 		/* Sequence numbers are big-endian: byte order is append order. */
 		qsort(l.el, l.n, sizeof(*l.el), by_seq);
 		for (size_t i = 0; i < l.n && rc == 0; i++)

@@ -1,0 +1,62 @@
+/*
+ * batch.c — join batches of the join queries (batch.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "query/batch.h"
+
+#define BATCH_RECS  4096u
+#define BATCH_BYTES (4u << 20)
+#define BATCH_KEYS  4096u
+
+int q_batch_open(struct rt_op *op, struct q_batch *b)
+{
+	const char *env = getenv("SFS_JOIN_BATCH");
+	struct sfs_jb_config cfg = { BATCH_KEYS, BATCH_RECS, BATCH_BYTES };
+	size_t size = sfs_jb_size(BATCH_KEYS, BATCH_BYTES + (BATCH_BYTES >> 2));
+	int rc;
+
+	memset(b, 0, sizeof(*b));
+	if (env && !strcmp(env, "0"))
+		return 0;
+	b->mem = aligned_alloc(64, (size + 63) & ~(size_t)63);
+	if (!b->mem)
+		return rt_fail(op, -12, "join batch");
+	rc = sfs_jb_init(b->mem, size, &cfg, &b->jb);
+	return rc ? rt_fail(op, rc, "join batch") : 0;
+}
+
+void q_batch_close(struct q_batch *b)
+{
+	free(b->mem);
+	memset(b, 0, sizeof(*b));
+}
+
+int q_batch_flush(struct rt_op *op, struct q_batch *b, sfs_jb_key_fn fn)
+{
+	int rc;
+
+	if (!b->jb || !sfs_jb_records(b->jb))
+		return 0;
+	rc = sfs_jb_flush(b->jb, fn, op);
+	return rc > 0 ? -rc : rc;
+}
+
+int q_batch_add(struct rt_op *op, struct q_batch *b, const void *key, uint32_t klen,
+		const void *rec, uint32_t len, sfs_jb_key_fn fn)
+{
+	int rc;
+
+	if (!b->jb)
+		return 1;
+	rc = sfs_jb_add(b->jb, key, klen, rec, len, 0);
+	if (rc == SFS_EFULL) {
+		if ((rc = q_batch_flush(op, b, fn)))
+			return rc;
+		rc = sfs_jb_add(b->jb, key, klen, rec, len, 0);
+	}
+	if (rc)
+		return rt_fail(op, rc, "join batch add");
+	return sfs_jb_should_flush(b->jb) ? q_batch_flush(op, b, fn) : 0;
+}

@@ -1,0 +1,40 @@
+/*
+ * batch.h — a join operator's batch of one input (worker/joinbatch.h):
+ * records of the larger side wait grouped by join key and are applied per
+ * key at a size threshold, a barrier's alignment and end of input (the
+ * query's flush()), so the other side's state is read once per key per
+ * batch instead of once per record — OmniStateStore's two-stream join cache.
+ *
+ * Results do not change: a pair is emitted exactly once, by whichever of its
+ * two records is applied second, and a batched record counts as applied
+ * when its batch is flushed.  The batch lives in the worker's own memory
+ * (one writer, nothing to share until `sfs stat` shows batches); 4096
+ * records or 4 MiB, whichever comes first.  SFS_JOIN_BATCH=0 in the
+ * environment turns batching off (the A/B of bench/RESULTS.md).
+ */
+#ifndef SFS_QUERY_BATCH_H
+#define SFS_QUERY_BATCH_H
+
+#include "runtime/query.h"
+#include "worker/joinbatch.h"
+
+struct q_batch {
+	struct sfs_jb *jb;     /* NULL: batching off, records are applied at once */
+	void *mem;
+};
+
+int q_batch_open(struct rt_op *op, struct q_batch *b);
+void q_batch_close(struct q_batch *b);
+
+/*
+ * Add a record under @key; flushes the batch through @fn first when it is
+ * full, and after the add when it reached its threshold.  With batching
+ * off it returns 1 and buffers nothing: the caller applies the record itself.
+ */
+int q_batch_add(struct rt_op *op, struct q_batch *b, const void *key, uint32_t klen,
+		const void *rec, uint32_t len, sfs_jb_key_fn fn);
+
+/* Apply everything buffered (flush() of the query). */
+int q_batch_flush(struct rt_op *op, struct q_batch *b, sfs_jb_key_fn fn);
+
+#endif
