@@ -9,8 +9,11 @@
  * before the exchange, as Flink's planner pushes them.  State: value state
  * "person" (id -> name, city, state; the id is unique) and map state
  * "auctions" (seller -> {auction id -> nothing}) for auctions that came
- * before their seller.  Result: a multiset of rows, insert only.
+ * before their seller.  Auctions, the larger side, wait in a join batch
+ * (query/batch.h): per batch a seller is read once for all its auctions.
+ * Result: a multiset of rows, insert only.
  */
+#include "query/batch.h"
 #include "query/records.h"
 #include "runtime/query.h"
 
@@ -25,6 +28,7 @@ struct q3_rec {
 
 struct q3 {
 	uint32_t person, auctions;
+	struct q_batch batch;
 	struct rt_row row;
 	uint64_t scratch[SFS_ROW_SCRATCH];
 };
@@ -37,7 +41,14 @@ static int open_q3(struct rt_op *op)
 	if ((rc = op->so->reg(op->st, "q3.person", SFS_STATE_VALUE, 0, &q->person)) ||
 	    (rc = op->so->reg(op->st, "q3.auctions", SFS_STATE_MAP, 0, &q->auctions)))
 		return rt_fail(op, rc, "register q3 state");
-	return 0;
+	return q_batch_open(op, &q->batch);
+}
+
+static void close_q3(struct rt_op *op)
+{
+	struct q3 *q = op->priv;
+
+	q_batch_close(&q->batch);
 }
 
 static int wanted_state(const char *s, size_t n)
@@ -112,24 +123,62 @@ static int scan_auction(void *arg, const void *ukey, uint32_t ulen, const void *
 	return sc->rc;
 }
 
-static int process_q3(struct rt_op *op, unsigned stage, const void *rec, uint32_t len)
+/* Apply the auctions of one seller (@one, or a batch's records for the
+ * key): the seller is read once for all of them. */
+static int apply_auctions(struct rt_op *op, const unsigned char *k, const struct q3_rec *one,
+			  const struct sfs_jb *jb, struct sfs_jb_iter *it)
 {
 	struct q3 *q = op->priv;
-	const struct q3_rec *r = rec;
-	unsigned char k[8], uk[8];
+	const struct q3_rec *p = NULL;
 	struct sfs_view v;
 	int rc;
 
-	q_key_i64(k, r->id);
-	if (r->tag == Q_AUCTION) {
+	rc = op->so->value_get(op->st, q->person, 0, k, 8, &v);
+	if (rc < 0)
+		return rt_fail(op, rc, "q3 person get");
+	if (rc == 1) {
+		memcpy(q->scratch, v.data, v.len);	/* the puts below may move it */
+		p = (const struct q3_rec *)q->scratch;
+	}
+	for (;;) {
+		const void *rec;
+		const struct q3_rec *r;
+		unsigned char uk[8];
+
+		if (one) {
+			rec = one;
+			one = NULL;
+		} else if (!jb || sfs_jb_next_rec(jb, it, &rec, NULL, NULL)) {
+			break;
+		}
+		r = rec;
 		q_key_i64(uk, r->auction);
 		rc = op->so->map_put(op->st, q->auctions, 0, k, 8, uk, 8, "", 0);
 		if (rc)
 			return rt_fail(op, rc, "q3 auctions put");
-		rc = op->so->value_get(op->st, q->person, 0, k, 8, &v);
-		if (rc < 0)
-			return rt_fail(op, rc, "q3 person get");
-		return rc ? emit(op, q_aligned(v.data, v.len, q->scratch), r->auction) : 0;
+		if (p && (rc = emit(op, p, r->auction)))
+			return rc;
+	}
+	return 0;
+}
+
+static int flush_key(void *arg, const struct sfs_jb *jb, struct sfs_jb_iter *it,
+		     const void *key, uint32_t klen, uint32_t nrec)
+{
+	return apply_auctions(arg, key, NULL, jb, it);
+}
+
+static int process_q3(struct rt_op *op, unsigned stage, const void *rec, uint32_t len)
+{
+	struct q3 *q = op->priv;
+	const struct q3_rec *r = rec;
+	unsigned char k[8];
+	int rc;
+
+	q_key_i64(k, r->id);
+	if (r->tag == Q_AUCTION) {
+		rc = q_batch_add(op, &q->batch, k, 8, r, len, flush_key);
+		return rc == 1 ? apply_auctions(op, k, r, NULL, NULL) : rc;
 	} else {
 		struct scan sc = { op, r, 0 };
 
@@ -143,6 +192,13 @@ static int process_q3(struct rt_op *op, unsigned stage, const void *rec, uint32_
 	}
 }
 
+static int flush_q3(struct rt_op *op, unsigned stage)
+{
+	struct q3 *q = op->priv;
+
+	return q_batch_flush(op, &q->batch, flush_key);
+}
+
 const struct rt_query rt_q3 = {
 	.name = "q3",
 	.columns = "name,city,state,id",
@@ -154,4 +210,6 @@ const struct rt_query rt_q3 = {
 	.open = open_q3,
 	.source = source_q3,
 	.process = process_q3,
+	.flush = flush_q3,
+	.close = close_q3,
 };

@@ -14,12 +14,15 @@
  *  -> {dateTime, expires, category}), map state "bids" (id -> {event id ->
  *  {price, dateTime}}) — and the MAX per auction in value state "max".  A
  *  new maximum sends {category, old, new} to stage 1 (a retraction and an
- *  insertion: Flink's -U/+U).
+ *  insertion: Flink's -U/+U).  Bids wait in a join batch (query/batch.h):
+ *  per batch an auction and its maximum are read once for all its bids, and
+ *  at most one change per auction goes on.
  *  Stage 1, keyed by category: SUM and COUNT as counters with add merges
  *  (a retraction is a negative delta, never a read), rows emitted once per
  *  barrier for the categories touched (mini-batch), AVG as integer division
  *  (BIGINT AVG).  Result: upserts keyed by category.
  */
+#include "query/batch.h"
 #include "query/records.h"
 #include "runtime/query.h"
 
@@ -41,6 +44,7 @@ struct q4_change {
 
 struct q4 {
 	uint32_t auction, bids, max, sum, count;
+	struct q_batch batch;
 	int64_t dirty_cat[64];  /* categories touched since the last flush */
 	unsigned ndirty;
 	struct rt_row row;
@@ -65,7 +69,14 @@ static int open_q4(struct rt_op *op)
 	    (rc = op->so->reg(op->st, "q4.sum", SFS_STATE_COUNTER, SFS_MERGE_ADD, &q->sum)) ||
 	    (rc = op->so->reg(op->st, "q4.count", SFS_STATE_COUNTER, SFS_MERGE_ADD, &q->count)))
 		return rt_fail(op, rc, "register q4 state");
-	return 0;
+	return q_batch_open(op, &q->batch);
+}
+
+static void close_q4(struct rt_op *op)
+{
+	struct q4 *q = op->priv;
+
+	q_batch_close(&q->batch);
 }
 
 static int source_q4(struct rt_op *op, const struct nx_event *e)
@@ -129,57 +140,97 @@ static int scan_bid(void *arg, const void *ukey, uint32_t ulen, const void *val,
 	return 0;
 }
 
-static int join(struct rt_op *op, const struct q4_rec *r)
+/* Apply the bids of one auction (@one, or a batch's records for the key):
+ * the auction and its maximum are read once; one change at most goes on. */
+static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q4_rec *one,
+		      const struct sfs_jb *jb, struct sfs_jb_iter *it)
 {
 	struct q4 *q = op->priv;
 	const struct rt_backend_ops *so = op->so;
-	unsigned char k[8], uk[8];
+	struct q4_auction a;
+	struct q4_max old, m;
 	struct sfs_view v;
-	struct q4_max m, old;
-	int rc, has_old;
+	int have_a, has_old = 0, changed = 0, rc;
 
-	q_key_i64(k, r->id);
-	if (r->tag == Q_BID) {
-		struct q4_bid b = { r->a, r->b };
-		struct q4_auction a;
-
-		q_key_i64(uk, r->seq);
-		if ((rc = so->map_put(op->st, q->bids, 0, k, 8, uk, 8, &b, sizeof(b))))
-			return rt_fail(op, rc, "q4 bids put");
-		rc = so->value_get(op->st, q->auction, 0, k, 8, &v);
-		if (rc <= 0 || v.len != sizeof(a))
-			return rc < 0 ? rt_fail(op, rc, "q4 auction get") : 0;
+	rc = so->value_get(op->st, q->auction, 0, k, 8, &v);
+	if (rc < 0)
+		return rt_fail(op, rc, "q4 auction get");
+	have_a = rc == 1 && v.len == sizeof(a);
+	if (have_a) {
 		memcpy(&a, v.data, sizeof(a));
-		if (b.date_time < a.date_time || b.date_time > a.expires)
-			return 0;
 		rc = so->value_get(op->st, q->max, 0, k, 8, &v);
 		if (rc < 0)
 			return rt_fail(op, rc, "q4 max get");
 		has_old = rc == 1 && v.len == sizeof(old);
-		if (has_old) {
+		if (has_old)
 			memcpy(&old, v.data, sizeof(old));
-			if (b.price <= old.final)
-				return 0;
-		}
-		m.final = b.price;
-		m.category = a.category;
-	} else {
-		struct q4_auction a = { r->a, r->b, r->c };
-		struct scan sc = { &a, 0, 0 };
-
-		if ((rc = so->value_put(op->st, q->auction, 0, k, 8, &a, sizeof(a))))
-			return rt_fail(op, rc, "q4 auction put");
-		if ((rc = so->map_iter(op->st, q->bids, 0, k, 8, scan_bid, &sc)) < 0)
-			return rt_fail(op, rc, "q4 bids scan");
-		if (!sc.found)
-			return 0;
-		has_old = 0;	/* the auction arrives once: no earlier maximum */
-		m.final = sc.max;
-		m.category = a.category;
+		m = has_old ? old : (struct q4_max){ INT64_MIN, a.category };
 	}
+	for (;;) {
+		const void *rec;
+		const struct q4_rec *r;
+		struct q4_bid b;
+		unsigned char uk[8];
+
+		if (one) {
+			rec = one;
+			one = NULL;
+		} else if (!jb || sfs_jb_next_rec(jb, it, &rec, NULL, NULL)) {
+			break;
+		}
+		r = rec;
+		b.price = r->a;
+		b.date_time = r->b;
+		q_key_i64(uk, r->seq);
+		if ((rc = so->map_put(op->st, q->bids, 0, k, 8, uk, 8, &b, sizeof(b))))
+			return rt_fail(op, rc, "q4 bids put");
+		if (have_a && b.date_time >= a.date_time && b.date_time <= a.expires &&
+		    b.price > m.final) {
+			m.final = b.price;
+			changed = 1;
+		}
+	}
+	if (!changed)
+		return 0;
 	if ((rc = so->value_put(op->st, q->max, 0, k, 8, &m, sizeof(m))))
 		return rt_fail(op, rc, "q4 max put");
 	send_change(op, m.category, has_old ? &old : NULL, m.final);
+	return 0;
+}
+
+static int flush_key(void *arg, const struct sfs_jb *jb, struct sfs_jb_iter *it,
+		     const void *key, uint32_t klen, uint32_t nrec)
+{
+	return apply_bids(arg, key, NULL, jb, it);
+}
+
+static int join(struct rt_op *op, const struct q4_rec *r)
+{
+	struct q4 *q = op->priv;
+	const struct rt_backend_ops *so = op->so;
+	struct q4_auction a = { r->a, r->b, r->c };
+	struct scan sc = { &a, 0, 0 };
+	unsigned char k[8];
+	struct q4_max m;
+	int rc;
+
+	q_key_i64(k, r->id);
+	if (r->tag == Q_BID) {
+		rc = q_batch_add(op, &q->batch, k, 8, r, sizeof(*r), flush_key);
+		return rc == 1 ? apply_bids(op, k, r, NULL, NULL) : rc;
+	}
+	if ((rc = so->value_put(op->st, q->auction, 0, k, 8, &a, sizeof(a))))
+		return rt_fail(op, rc, "q4 auction put");
+	if ((rc = so->map_iter(op->st, q->bids, 0, k, 8, scan_bid, &sc)) < 0)
+		return rt_fail(op, rc, "q4 bids scan");
+	if (!sc.found)
+		return 0;
+	/* the auction arrives once: no earlier maximum */
+	m.final = sc.max;
+	m.category = a.category;
+	if ((rc = so->value_put(op->st, q->max, 0, k, 8, &m, sizeof(m))))
+		return rt_fail(op, rc, "q4 max put");
+	send_change(op, m.category, NULL, m.final);
 	return 0;
 }
 
@@ -215,7 +266,7 @@ static int flush_q4(struct rt_op *op, unsigned stage)
 	struct q4 *q = op->priv;
 
 	if (stage == 0)
-		return 0;
+		return q_batch_flush(op, &q->batch, flush_key);
 	for (unsigned i = 0; i < q->ndirty; i++) {
 		unsigned char k[8];
 		int64_t sum, count;
@@ -252,4 +303,5 @@ const struct rt_query rt_q4 = {
 	.source = source_q4,
 	.process = process_q4,
 	.flush = flush_q4,
+	.close = close_q4,
 };

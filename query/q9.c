@@ -16,17 +16,20 @@
  * {event id -> bid row}) — and the rank's top-1, value state "best" (id ->
  * the winning bid).  Ties: price DESC, dateTime ASC, then the earlier event.
  * Result: upserts keyed by auction id (Flink's retracting top-1 emits
- * -U/+U when the winner changes).
+ * -U/+U when the winner changes).  Bids wait in a join batch (query/batch.h):
+ * per batch an auction, its winner and its result row are read and written
+ * once for all its bids.
  */
+#include "query/batch.h"
 #include "query/records.h"
 #include "runtime/query.h"
 
 struct q9 {
 	uint32_t auction, bids, best;
+	struct q_batch batch;
 	struct rt_row row;
 	uint64_t abuf[SFS_ROW_SCRATCH];   /* the auction, copied out of state */
 	uint64_t bbuf[SFS_ROW_SCRATCH];   /* the best bid of a scan */
-	uint64_t scratch[SFS_ROW_SCRATCH];
 };
 
 static int open_q9(struct rt_op *op)
@@ -38,7 +41,14 @@ static int open_q9(struct rt_op *op)
 	    (rc = op->so->reg(op->st, "q9.bids", SFS_STATE_MAP, 0, &q->bids)) ||
 	    (rc = op->so->reg(op->st, "q9.best", SFS_STATE_VALUE, 0, &q->best)))
 		return rt_fail(op, rc, "register q9 state");
-	return 0;
+	return q_batch_open(op, &q->batch);
+}
+
+static void close_q9(struct rt_op *op)
+{
+	struct q9 *q = op->priv;
+
+	q_batch_close(&q->batch);
 }
 
 static int source_q9(struct rt_op *op, const struct nx_event *e)
@@ -113,52 +123,95 @@ static int scan_bid(void *arg, const void *ukey, uint32_t ulen, const void *val,
 	return 0;
 }
 
-static int process_q9(struct rt_op *op, unsigned stage, const void *rec, uint32_t len)
+/* Apply the bids of one auction (@one, or a batch's records for the key):
+ * the auction and its winner are read once, the winner written once. */
+static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q_bid *one,
+		      const struct sfs_jb *jb, struct sfs_jb_iter *it)
 {
 	struct q9 *q = op->priv;
 	const struct rt_backend_ops *so = op->so;
-	unsigned char k[8], uk[8];
+	const struct q_auction *a = NULL;
+	struct q_bid *best = (struct q_bid *)q->bbuf;
+	int have_best = 0, changed = 0, rc;
 	struct sfs_view v;
+
+	rc = so->value_get(op->st, q->auction, 0, k, 8, &v);
+	if (rc < 0)
+		return rt_fail(op, rc, "q9 auction get");
+	if (rc == 1) {
+		memcpy(q->abuf, v.data, v.len);	/* the puts below may move it */
+		a = (const struct q_auction *)q->abuf;
+		rc = so->value_get(op->st, q->best, 0, k, 8, &v);
+		if (rc < 0)
+			return rt_fail(op, rc, "q9 best get");
+		if (rc == 1) {
+			memcpy(best, v.data, v.len);
+			have_best = 1;
+		}
+	}
+	for (;;) {
+		const void *rec;
+		uint32_t len;
+		unsigned char uk[8];
+		const struct q_bid *b;
+
+		if (one) {
+			rec = one;
+			len = (uint32_t)q_bid_len(one);
+			one = NULL;
+		} else if (!jb || sfs_jb_next_rec(jb, it, &rec, &len, NULL)) {
+			break;
+		}
+		b = rec;
+		q_key_i64(uk, b->seq);
+		if ((rc = so->map_put(op->st, q->bids, 0, k, 8, uk, 8, b, len)))
+			return rt_fail(op, rc, "q9 bids put");
+		if (a && in_range(a, b) && (!have_best || beats(b, best))) {
+			memcpy(best, b, len);
+			have_best = changed = 1;
+		}
+	}
+	return changed ? win(op, a, best) : 0;
+}
+
+static int flush_key(void *arg, const struct sfs_jb *jb, struct sfs_jb_iter *it,
+		     const void *key, uint32_t klen, uint32_t nrec)
+{
+	return apply_bids(arg, key, NULL, jb, it);
+}
+
+static int process_q9(struct rt_op *op, unsigned stage, const void *rec, uint32_t len)
+{
+	struct q9 *q = op->priv;
+	unsigned char k[8];
 	int rc;
 
 	if (*(const uint32_t *)rec == Q_BID) {
 		const struct q_bid *b = rec;
-		const struct q_auction *a;
 
 		q_key_i64(k, b->auction);
-		q_key_i64(uk, b->seq);
-		rc = so->map_put(op->st, q->bids, 0, k, 8, uk, 8, b, len);
-		if (rc)
-			return rt_fail(op, rc, "q9 bids put");
-		rc = so->value_get(op->st, q->auction, 0, k, 8, &v);
-		if (rc <= 0)
-			return rc < 0 ? rt_fail(op, rc, "q9 auction get") : 0;
-		a = q_aligned(v.data, v.len, q->abuf);
-		if (!in_range(a, b))
-			return 0;
-		if (a != (const void *)q->abuf) {
-			memcpy(q->abuf, v.data, v.len);	/* the put below may move it */
-			a = (const void *)q->abuf;
-		}
-		rc = so->value_get(op->st, q->best, 0, k, 8, &v);
-		if (rc < 0)
-			return rt_fail(op, rc, "q9 best get");
-		if (rc == 1 && !beats(b, q_aligned(v.data, v.len, q->scratch)))
-			return 0;
-		return win(op, a, b);
+		rc = q_batch_add(op, &q->batch, k, 8, b, len, flush_key);
+		return rc == 1 ? apply_bids(op, k, b, NULL, NULL) : rc;
 	} else {
 		const struct q_auction *a = rec;
 		struct scan sc = { a, (struct q_bid *)q->bbuf, 0 };
 
 		q_key_i64(k, a->id);
-		rc = so->value_put(op->st, q->auction, 0, k, 8, a, len);
+		rc = op->so->value_put(op->st, q->auction, 0, k, 8, a, len);
 		if (rc)
 			return rt_fail(op, rc, "q9 auction put");
-		rc = so->map_iter(op->st, q->bids, 0, k, 8, scan_bid, &sc);
+		rc = op->so->map_iter(op->st, q->bids, 0, k, 8, scan_bid, &sc);
 		if (rc < 0)
 			return rt_fail(op, rc, "q9 bids scan");
 		return sc.found ? win(op, a, sc.best) : 0;
 	}
+}
+
+static int flush_q9(struct rt_op *op, unsigned stage)
+{
+	struct q9 *q = op->priv;
+
+	return q_batch_flush(op, &q->batch, flush_key);
 }
 
 const struct rt_query rt_q9 = {
@@ -173,4 +226,6 @@ const struct rt_query rt_q9 = {
 	.open = open_q9,
 	.source = source_q9,
 	.process = process_q9,
+	.flush = flush_q9,
+	.close = close_q9,
 };
