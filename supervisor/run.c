@@ -104,7 +104,8 @@ static void usage(FILE *f)
 		"  --data DIR             files of the job (default /tmp/sfs-JOB)\n"
 		"  --output FILE          the result as CSV (default: discarded)\n"
 		"  --rate N               event-time rate, events/s (default 10000000)\n"
-		"  --store-mb MB          memory store per worker (default 512)\n"
+		"  --store-mb MB          memory store per worker, sparse (default 4096;\n"
+		"                         half is usable: it compacts by copying)\n"
 		"  --json                 print one summary object, no progress\n",
 		SFS_JOB_NAME_MAX);
 }
@@ -581,7 +582,7 @@ static int parse(int argc, char **argv)
 	cfg.q.rate = 1e7;
 	cfg.q.block_events = 1000;
 	cfg.q.checkpoint_ns = 1000 * MS;
-	cfg.q.store_bytes = 512ull << 20;
+	cfg.q.store_bytes = 4096ull << 20;
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
