@@ -34,6 +34,7 @@ enum rt_rec_type {
 	RT_REC_DATA = 1,     /* an operator's record */
 	RT_REC_BARRIER = 2,  /* checkpoint barrier: payload u64 id */
 	RT_REC_END = 3,      /* end of input of this producer */
+	RT_REC_WATERMARK = 4, /* event-time watermark: payload int64 ms */
 };
 
 struct rt_chan {

@@ -1,6 +1,6 @@
 /*
  * engine.c — the worker's operator loop (engine.h): channels, source split,
- * barrier alignment, sink commit.
+ * watermarks, barrier alignment, sink commit.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -20,6 +20,7 @@
 
 #define SOURCE_BATCH 256u   /* events per loop round */
 #define DRAIN_BATCH 512u    /* records per channel per round */
+#define WM_DELAY_MS 4000    /* WATERMARK FOR dateTime AS dateTime - INTERVAL '4' SECOND */
 
 /* A channel's process-local overflow: records that did not fit, in order. */
 struct rt_out {
@@ -30,6 +31,7 @@ struct rt_out {
 
 struct rt_in {
 	struct rt_chan_end e;
+	int64_t wm;        /* the last watermark it delivered */
 	uint8_t blocked;   /* delivered the barrier being aligned */
 	uint8_t ended;
 	uint8_t released;  /* consumed space not yet handed back */
@@ -38,6 +40,7 @@ struct rt_in {
 struct rt_stage {
 	unsigned aligned, ended;
 	uint64_t barrier;  /* id being aligned */
+	int64_t wm;        /* min over the inputs' (an ended one: INT64_MAX) */
 	int held;          /* aligned; resumes after the seal */
 	int done;          /* every input ended, flushed, END sent on */
 };
@@ -61,6 +64,8 @@ struct rt_engine {
 	struct nx_config gen;
 	uint64_t nblocks, block, next_ev, end_ev, events;
 	uint64_t injected;      /* last barrier id this source injected */
+	uint64_t max_id;        /* greatest event id generated (0: none yet) */
+	int64_t wm_sent;        /* last watermark injected */
 	int source_done;
 	int finished;           /* part committed */
 	struct nx_event ev;
@@ -262,6 +267,38 @@ static int commit(struct rt_engine *g)
 
 /* ---- stages -------------------------------------------------------------------- */
 
+int64_t rt_watermark(const struct rt_op *op, unsigned stage)
+{
+	return op->eng->st[stage].wm;
+}
+
+/*
+ * Stage @s's watermark is the minimum of its inputs' last ones (an ended
+ * input counts as +infinity: Flink's MAX_WATERMARK at end of input).  When
+ * it advances, the operator's callback runs first (its timers fire, their
+ * output is sent), then the watermark goes on to the next stage's channels
+ * behind that output.  INT64_MAX is not forwarded: END follows and counts
+ * as it.  O(workers) per watermark record.
+ */
+static int stage_watermark(struct rt_engine *g, unsigned s)
+{
+	struct rt_stage *S = &g->st[s];
+	int64_t wm = INT64_MAX;
+	int rc;
+
+	for (uint32_t p = 0; p < g->W; p++)
+		if (!g->in[s][p].ended && g->in[s][p].wm < wm)
+			wm = g->in[s][p].wm;
+	if (wm <= S->wm)
+		return 0;
+	S->wm = wm;
+	if (g->q->watermark && (rc = g->q->watermark(&g->op, s, wm)))
+		return rc;
+	if (s + 1 < g->stages && wm != INT64_MAX)
+		send_marker(g, s + 1, RT_REC_WATERMARK, (uint64_t)wm);
+	return 0;
+}
+
 static int seal(struct rt_engine *g, uint64_t id)
 {
 	int rc;
@@ -299,6 +336,9 @@ static int check_stage(struct rt_engine *g, unsigned s)
 			return rc;
 	}
 	if (!S->done && S->ended == g->W) {
+		/* end of input: every window fires, then deferred work */
+		if ((rc = stage_watermark(g, s)))
+			return rc;
 		if (g->q->flush && (rc = g->q->flush(&g->op, s)))
 			return rc;
 		S->done = 1;
@@ -348,9 +388,22 @@ static int drain_stage(struct rt_engine *g, unsigned s)
 				S->barrier = id;
 				S->aligned++;
 				in->blocked = 1;
-			} else if (r->type == RT_REC_END) {
-				S->ended++;
-				in->ended = 1;
+			} else if (r->type == RT_REC_WATERMARK || r->type == RT_REC_END) {
+				int64_t wm;
+
+				if (r->type == RT_REC_END) {
+					S->ended++;
+					in->ended = 1;
+				} else {
+					memcpy(&wm, r->data, sizeof(wm));
+					if (wm > in->wm)
+						in->wm = wm;
+				}
+				/* consumed first: the callback may send, never read */
+				rt_chan_consume(&in->e, r);
+				if ((rc = stage_watermark(g, s)))
+					return rc;
+				continue;
 			} else {
 				return fail(g, SFS_ECORRUPT, "stage %u: record of type %u from worker %u",
 					    s, r->type, p);
@@ -376,6 +429,24 @@ static void source_block(struct rt_engine *g)
 	g->end_ev = g->next_ev + B < E ? g->next_ev + B : E;
 }
 
+/* At a block boundary: the watermark of everything generated so far, if
+ * it advanced.  Event time is monotone in the event number (gen.h), so the
+ * greatest id gives the greatest time: one timestamp per block, none per
+ * event.  Per source, so workers' watermarks differ by up to a round of
+ * blocks; a stage takes the minimum. */
+static void source_watermark(struct rt_engine *g)
+{
+	int64_t wm;
+
+	if (!g->max_id)
+		return;
+	wm = nx_timestamp_ms(&g->gen, g->max_id - 1 - g->gen.first_event_id) - WM_DELAY_MS;
+	if (wm > g->wm_sent) {
+		g->wm_sent = wm;
+		send_marker(g, 0, RT_REC_WATERMARK, (uint64_t)wm);
+	}
+}
+
 static int source_step(struct rt_engine *g)
 {
 	unsigned budget = SOURCE_BATCH;
@@ -391,6 +462,7 @@ static int source_step(struct rt_engine *g)
 				g->block += g->W;
 				sfs_store_relaxed(&g->ws->rw_source_block, g->block);
 			}
+			source_watermark(g);
 			if (req > g->injected) {
 				g->injected++;
 				send_marker(g, 0, RT_REC_BARRIER, g->injected);
@@ -408,6 +480,9 @@ static int source_step(struct rt_engine *g)
 			uint64_t n = g->next_ev++;
 			uint64_t id = nx_event_id(&g->gen, n);
 
+			/* every event moves the watermark, whatever kinds the query reads */
+			if (id + 1 > g->max_id)
+				g->max_id = id + 1;
 			g->events++;
 			did++;
 			if (!(g->q->kinds & RT_KIND(nx_kind_of(id))))
@@ -484,6 +559,12 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	g->gen.first_event_number = g->job->rj_first_event;
 	g->nblocks = (g->job->rj_events + g->job->rj_block_events - 1) / g->job->rj_block_events;
 	g->block = g->me;
+	g->wm_sent = INT64_MIN;
+	for (unsigned s = 0; s < g->stages; s++) {
+		g->st[s].wm = INT64_MIN;
+		for (uint32_t w = 0; w < g->W; w++)
+			g->in[s][w].wm = INT64_MIN;
+	}
 	source_block(g);
 
 	memset(&bc, 0, sizeof(bc));

@@ -23,6 +23,19 @@
  * worker has seen exactly its pre-barrier input: the state is sealed
  * (backend barrier: sfs_barrier's O(1) seal), and all stages resume.
  * End of input travels the same way as RT_REC_END.
+ *
+ * Watermarks (event time): at every block boundary, before any barrier, a
+ * source sends RT_REC_WATERMARK (int64 ms) into all its stage-0 channels
+ * when it advanced: the greatest event time it has generated (every kind
+ * counts) minus 4 s, Flink's `WATERMARK FOR dateTime AS dateTime -
+ * INTERVAL '4' SECOND`.  Sources differ (each sees only its blocks); a
+ * stage's watermark is the minimum of its inputs' last ones, an ended input
+ * counting as +infinity.  When it advances, the query's watermark() runs
+ * (timers fire, output is sent) and then the watermark goes on to the next
+ * stage's channels, behind that output.  When every input has ended,
+ * watermark(INT64_MAX) runs before flush().  Watermark records take no part
+ * in alignment: a blocked channel is not read, so its watermarks (which
+ * follow the barrier) wait with it.
  */
 #ifndef SFS_RUNTIME_ENGINE_H
 #define SFS_RUNTIME_ENGINE_H

@@ -13,6 +13,15 @@
  * and at end of input: operators that defer work (mini-batches of dirty
  * keys, join batches) emit it there, before the barrier travels on.
  *
+ * Event time: every stage has a watermark (engine.h: a source's max event
+ * time - 4 s; a stage's, the minimum over its inputs).  When it advances,
+ * watermark() runs — operators fire their timers there (runtime/timers.h)
+ * and may send to the next stage, which gets those records before the
+ * watermark itself; at end of input it runs once more with INT64_MAX,
+ * before flush().  rt_watermark() is the stage's current one, for the late
+ * rule of tests/nexmark/README.md: a contribution to window [s, e) is
+ * dropped when e - 1 <= it.
+ *
  * All state goes through op->st (runtime/backend.h), so a query runs
  * unchanged on every backend.  Operator code is single-threaded per worker.
  */
@@ -49,6 +58,7 @@ struct rt_query {
 	int (*source)(struct rt_op *op, const struct nx_event *ev);
 	int (*process)(struct rt_op *op, unsigned stage, const void *rec, uint32_t len);
 	int (*flush)(struct rt_op *op, unsigned stage);   /* may be NULL */
+	int (*watermark)(struct rt_op *op, unsigned stage, int64_t wm);  /* may be NULL */
 	void (*close)(struct rt_op *op);                  /* may be NULL */
 };
 
@@ -70,6 +80,10 @@ static inline uint32_t rt_owner(const struct rt_op *op, const void *key, size_t 
  * never deadlock on each other's full channels.
  */
 void *rt_send(struct rt_op *op, unsigned stage, uint32_t to, uint32_t len);
+
+/* Stage @stage's current watermark: INT64_MIN before the first, INT64_MAX
+ * once every input ended.  O(1). */
+int64_t rt_watermark(const struct rt_op *op, unsigned stage);
 
 /* Result changes.  Upsert/delete by a result key (the sink's primary key),
  * or insert/retract a whole row where the result has no key.  A row is one
