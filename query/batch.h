@@ -10,7 +10,8 @@
  * when its batch is flushed.  The batch lives in the worker's own memory
  * (one writer, nothing to share until `sfs stat` shows batches); 4096
  * records or 4 MiB, whichever comes first.  SFS_JOIN_BATCH=0 in the
- * environment turns batching off (the A/B of bench/RESULTS.md).
+ * environment turns batching off (the A/B of bench/RESULTS.md); the
+ * rocksdb-direct baseline never batches (Flink's backend does not).
  */
 #ifndef SFS_QUERY_BATCH_H
 #define SFS_QUERY_BATCH_H

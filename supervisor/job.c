@@ -29,10 +29,12 @@
 #include "runtime/query.h"
 #include "runtime/sink.h"
 #include "supervisor/sup.h"
+#include "worker/state.h"
 
 #define MS 1000000ull
 
 static struct rt_job *job;
+static struct sfs_seg *job_seg;
 static uint64_t t_start, next_barrier, next_progress;
 static int progress_tty;
 
@@ -138,6 +140,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	if (rc)
 		return rc;
 	job = sfs_seg_ptr(seg, off);
+	job_seg = seg;
 	memset(job, 0, sizeof(*job));
 	job->rj_magic = RT_JOB_MAGIC;
 	job->rj_version = RT_JOB_VERSION;
@@ -180,6 +183,23 @@ static void totals(uint64_t *events, uint64_t *barriers, uint64_t *stall_ns)
 	}
 }
 
+/* Sealed buffers not yet flushed, over every worker of node 0's segment
+ * (the flush backlog of the progress line; 0 for a backend without them). */
+static uint64_t flush_backlog(void)
+{
+	uint64_t n = 0;
+
+	for (uint32_t w = 0; w < job->rj_workers; w++) {
+		struct sfs_wctl *ctl;
+		struct sfs_ring *ring;
+		struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
+
+		if (sfs_wctl_attach(job_seg, w, &ctl, &ring, bufs) == 0)
+			n += sfs_load_relaxed(&ctl->wc_seq) - sfs_load_relaxed(&ctl->wc_flushed_seq);
+	}
+	return n;
+}
+
 int sup_query_tick(struct sup_query *q, uint64_t now)
 {
 	unsigned done = 0;
@@ -202,9 +222,10 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 		double s = (double)(now - t_start) / 1e9;
 
 		totals(&ev, &bar, &stall);
-		fprintf(stderr, "\r%s: %llu/%llu events, %.0f events/s, %llu checkpoints  ", q->query,
-			(unsigned long long)ev, (unsigned long long)q->events, s > 0 ? ev / s : 0.0,
-			(unsigned long long)bar);
+		fprintf(stderr, "\r%s: %llu/%llu events, %.0f events/s, %llu checkpoints, "
+			"flush backlog %llu buffers  ", q->query, (unsigned long long)ev,
+			(unsigned long long)q->events, s > 0 ? ev / s : 0.0, (unsigned long long)bar,
+			(unsigned long long)flush_backlog());
 		next_progress = now + 500 * MS;
 	}
 	return done == job->rj_workers ? 1 : 0;
