@@ -634,7 +634,7 @@ static int step(struct rt_engine *g)
 /* Is there anything to do?  The look after announcing sleep. */
 static int pending(struct rt_engine *g)
 {
-	if (g->finished)
+	if (g->finished && !g->queued)
 		return 0;
 	if (!g->source_done && !g->queued)
 		return 1;
@@ -674,7 +674,9 @@ int rt_engine_run(struct sfs_child *c)
 	sfs_qsbr_offline(c->slot);
 	while (!sfs_child_stop) {
 		uint64_t now;
-		int did = g->finished ? 0 : step(g);
+		/* A finished worker still owes what its queues hold (an END
+		 * marker among them): it steps until they are delivered. */
+		int did = g->finished && !g->queued ? 0 : step(g);
 
 		if (did < 0) {
 			rc = did;
