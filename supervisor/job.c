@@ -120,9 +120,18 @@ uint64_t sup_query_segment_bytes(const struct sup_query *q, unsigned workers)
 uint64_t sup_query_chan_bytes(unsigned workers)
 {
 	/* 1 MiB per channel up to 4 workers, shrinking to keep the region
-	 * near 64 MiB; never below 64 KiB (a record is at most ~1 KiB). */
+	 * near 64 MiB; never below 64 KiB (a record is at most ~1 KiB).
+	 * SFS_CHAN_KB (rounded up to a power of two, at least 8) overrides. */
+	const char *env = getenv("SFS_CHAN_KB");	/* tests: tiny channels force spills */
 	uint64_t b = 1ull << 20;
 
+	if (env) {
+		unsigned long kb = strtoul(env, NULL, 10);
+
+		for (b = 8ull << 10; b < (uint64_t)kb << 10 && b < (1ull << 30); b <<= 1)
+			;
+		return b;
+	}
 	while (b > (64ull << 10) && (uint64_t)RT_MAX_STAGES * workers * workers * b > (64ull << 20))
 		b >>= 1;
 	return b;

@@ -89,6 +89,13 @@ if [ -n "$WINDOWED" ]; then
 	done
 fi
 
+# Tiny channels (8 KiB): records spill to the workers' overflow queues all
+# the time, and barrier, watermark and end-of-input markers go through the
+# queues too (a finished worker once kept its queued END for ever).
+for q in ${SFS_NEXMARK_SPILL:-q4 q5 q20}; do
+	SFS_CHAN_KB=8 BACKENDS=memory WORKERS="2 3" compare "$q" "$OUT/events" " with 8 KiB channels"
+done
+
 # q12: processing-time windows; whatever the clock did, every bid counts once.
 bids=$(($(wc -l <"$OUT/events/bid.csv") - 1))
 for b in $BACKENDS; do
