@@ -15,6 +15,7 @@
 #include "shm/ring.h"
 #include "shm/segment.h"
 #include "target/memory.h"
+#include "target/rocksdb.h"
 #include "worker/wbuf.h"
 #include "worker/wctl.h"
 
@@ -44,6 +45,7 @@ uint64_t sfs_layout_fingerprint(void)
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_created_ns);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_job);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_backend);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_data_dir);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_shutdown);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_nchildren);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_bump);
@@ -99,5 +101,6 @@ uint64_t sfs_layout_fingerprint(void)
 	h = sfs_fp(h, sfs_wbuf_layout());
 	h = sfs_fp(h, sfs_wctl_layout());
 	h = sfs_fp(h, sfs_mstore_layout());
+	h = sfs_fp(h, sfs_rdbt_layout());
 	return h;
 }

@@ -35,6 +35,7 @@
 #define SFS_MAX_CHILDREN 64
 #define SFS_MAX_REGIONS  256
 #define SFS_REGION_NAME_MAX 40
+#define SFS_SEG_DATA_DIR_MAX 256
 
 #define SFS_SEG_HUGE 0x1u /* sh_flags: backed by hugetlbfs pages */
 
@@ -159,6 +160,11 @@ struct sfs_seg_hdr {
 
 	/* The flush target's name ("" = "memory"): creator, before sh_magic. */
 	char     sh_backend[16];
+
+	/* Where a disk flush target keeps its files ("" = none; the `rocksdb`
+	 * target refuses to open without one): the creator (the supervisor),
+	 * before any child is started; read-only afterwards. */
+	char     sh_data_dir[SFS_SEG_DATA_DIR_MAX];
 
 	/* Control: written by the supervisor. */
 	int32_t  sh_shutdown __sfs_cache_aligned; /* 0 running, 1 stopping (release); children

@@ -72,7 +72,7 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 		return 2;
 	}
 	if (!rt_backend_find(q->backend)) {
-		fprintf(stderr, "sfs run: unknown backend '%s' (known: memory, rocksdb-direct)\n",
+		fprintf(stderr, "sfs run: unknown backend '%s' (known: memory, rocksdb, rocksdb-direct)\n",
 			q->backend);
 		return 2;
 	}

@@ -97,9 +97,10 @@ static void usage(FILE *f)
 		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n"
 		"\n"
 		"A query job (the Nexmark suite; --job defaults to nexmark-QUERY):\n"
-		"  --query qN             q4, q9, q17, q18 or q20\n"
+		"  --query qN             q3 q4 q5 q7 q8 q9 q11 q12 q15 q17 q18 q19 q20\n"
 		"  --events N             events of the stream (default 1000000)\n"
-		"  --backend NAME         memory (sfs, default) or rocksdb-direct (baseline)\n"
+		"  --backend NAME         memory (sfs, default), rocksdb (sfs flushing to RocksDB)\n"
+		"                         or rocksdb-direct (baseline)\n"
 		"  --checkpoint-interval MS  barrier period (default 1000; 0: none)\n"
 		"  --data DIR             files of the job (default /tmp/sfs-JOB)\n"
 		"  --output FILE          the result as CSV (default: discarded)\n"
@@ -717,6 +718,12 @@ int sfs_cmd_run(int argc, char **argv)
 			sfs_log("%s", sfs_last_error());
 			destroy_segments();
 			return 1;
+		}
+		if (cfg.q.query && strcmp(cfg.q.backend, "rocksdb") == 0) {
+			/* Before any child exists: read-only from here on. */
+			snprintf(segs[n].hdr->sh_backend, sizeof(segs[n].hdr->sh_backend), "rocksdb");
+			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
+				 "%s/sfs-rocksdb.%d", cfg.q.data_dir, n);
 		}
 		sfs_log("segment %s: %llu MiB on node %d, %s pages", segs[n].path,
 			(unsigned long long)(segs[n].size >> 20), n,

@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "target/mapblob.h"
 #include "target/memory.h"
+#include "target/rocksdb.h"
 #include "worker/keygroup.h"
 #include "target/target.h"
 
@@ -319,7 +320,8 @@ const struct sfs_target_ops sfs_target_memory = {
 
 /* ---- the table ---------------------------------------------------------------- */
 
-static const struct sfs_target_ops *const targets[] = { &sfs_target_memory };
+static const struct sfs_target_ops *const targets[] = { &sfs_target_memory,
+								&sfs_target_rocksdb };
 
 const struct sfs_target_ops *sfs_target_find(const char *name)
 {

@@ -15,7 +15,10 @@
  *    May be called in several bounded pieces for one buffer, but a map's
  *    parent and entries (a contiguous group) always come in one call.
  *  - commit(w, seq): every entry of @seq is applied; publish the version.
- *    After it returns, a reader that catches up sees all of @seq.
+ *    After it returns 0, a reader that catches up sees all of @seq, and the
+ *    version survives a kill -9 of the compactor.  -EAGAIN: durability is
+ *    under way in the background (a RocksDB flush); the compactor calls it
+ *    again (busy() says so) and releases nothing meanwhile.
  *  - busy(w): background work is pending (a grace period, a compaction):
  *    the compactor polls instead of sleeping.
  *  - files(w, fn, arg): the files that make up the current version, for

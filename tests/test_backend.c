@@ -970,7 +970,9 @@ Test(backend, find_by_name)
 {
 	cr_assert_eq(rt_backend_find("memory"), &rt_backend_memory);
 	cr_assert_eq(rt_backend_find("rocksdb-direct"), &rt_backend_rocksdb_direct);
-	cr_assert_null(rt_backend_find("rocksdb"));
+	/* sfs over the rocksdb flush target: the sfs adapter (issue 5) */
+	cr_assert_eq(rt_backend_find("rocksdb"), &rt_backend_memory);
+	cr_assert_null(rt_backend_find("nosuch"));
 	cr_assert_null(rt_backend_find(NULL));
 }
 

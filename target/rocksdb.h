@@ -1,0 +1,61 @@
+/*
+ * rocksdb.h — the `rocksdb` flush target (target/rocksdb.c): sealed
+ * buffers flushed by the compactor into one RocksDB instance per worker,
+ * read by workers through secondary instances.
+ *
+ * Files: <sh_data_dir>/w<N> is worker N's instance (the compactor is its
+ * only writer, the primary); every reader opens it as a secondary with its
+ * own directory <sh_data_dir>/w<N>.sec/<pid>.<n> (LOG files only, removed
+ * at close).  One column family per registered state, "st:<state name>",
+ * created lazily by the compactor at the state's first flush.
+ *
+ * RocksDB key of a buffered key  kg(2) | state(2) | rest  in namespace ns:
+ *
+ *     kg(2) | state(2) | ns (8 B, big-endian) | rest
+ *
+ * so a key group range stays a key range, and for a map (rest = klen16 |
+ * key, entries rest | ukey) a map's entries in one namespace are the
+ * contiguous, prefix-isolated range of  kg|state|ns|klen|key  (the length
+ * keeps one parent from being a prefix of another): a clear is one
+ * DeleteRange over it, an iteration one bounded scan.  Each column family
+ * also holds, at RDBT_MARKER_KEY (0xff 0xff ...: after every data key,
+ * since a key group's first byte is < 0x80), the seq of the last buffer
+ * whose entries of that state it holds ("applied"), written in the same
+ * WriteBatch as the data.
+ *
+ * Shared memory: region "rdbt.<w>" (one page) holds what the compactor
+ * publishes to the readers of worker w's instance; see struct sfs_rdbt_pub.
+ */
+#ifndef SFS_TARGET_ROCKSDB_H
+#define SFS_TARGET_ROCKSDB_H
+
+#include <stdint.h>
+
+#include "target/target.h"
+
+#define SFS_RDBT_MAGIC 0x3154424452534653ull /* "SFSRDBT1" */
+#define SFS_RDBT_VERSION 1u
+
+struct sfs_rdbt_pub {
+	uint64_t rp_magic;      /* compactor (creator), release, last */
+	uint32_t rp_version;    /* creator */
+	uint32_t rp_worker;     /* creator */
+	uint64_t rp_layout;     /* creator: sfs_rdbt_layout() */
+	uint64_t rp_published;  /* compactor, release: versions published; bumped after a
+				 * commit is durable (readers catch up when it moves) */
+	uint64_t rp_applied;    /* compactor, release: seq of the last committed buffer */
+	uint64_t rp_cf_gen;     /* compactor, release: bumped per column family created
+				 * (a secondary needs a reopen to get a new one's handle) */
+	uint64_t rp_commits;    /* compactor, relaxed: buffers committed with data */
+	uint64_t rp_entries;    /* compactor, relaxed: entries written */
+	uint64_t rp_skipped;    /* compactor, relaxed: entries skipped as already applied */
+	uint64_t rp_write_ns;   /* compactor, relaxed: time in WriteBatch writes */
+	uint64_t rp_flush_ns;   /* compactor, relaxed: time in memtable flushes (durability) */
+	uint64_t rp_purges;     /* compactor, relaxed: file-deletion windows opened */
+};
+
+uint64_t sfs_rdbt_layout(void);
+
+extern const struct sfs_target_ops sfs_target_rocksdb;
+
+#endif

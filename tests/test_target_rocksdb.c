@@ -1,0 +1,622 @@
+/*
+ * test_target_rocksdb.c — the `rocksdb` flush target (target/rocksdb.c):
+ * every state kind through the compactor's flush into RocksDB and back
+ * through a secondary in another process; counters merged across flushes;
+ * a redone flush of one seq (also after a writer restart) changes nothing;
+ * a flusher killed with kill -9 mid-flush, restarted, loses and doubles
+ * nothing.  Forked children report through their exit code only.
+ */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "compactor/flush.h"
+#include "sfs.h"
+#include "target/rocksdb.h"
+#include "tests/helpers.h"
+#include "tests/state_helpers.h"
+#include "worker/keygroup.h"
+#include "worker/state.h"
+
+#define SEG_MB 96
+
+static struct sfs_seg seg;
+static char dir[128];
+
+static void setup(void)
+{
+	th_job(job, sizeof(job), "rdbt");
+	cr_assert_eq(sfs_seg_create(job, 0, (size_t)SEG_MB << 20, 1, &seg), 0, "%s",
+		     sfs_last_error());
+	snprintf(dir, sizeof(dir), "/tmp/sfs-rdbt-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	/* What the supervisor does for --backend rocksdb, before any child. */
+	snprintf(seg.hdr->sh_backend, sizeof(seg.hdr->sh_backend), "rocksdb");
+	snprintf(seg.hdr->sh_data_dir, sizeof(seg.hdr->sh_data_dir), "%s/store", dir);
+}
+
+static void teardown(void)
+{
+	char cmd[sizeof(dir) + 16];
+
+	sfs_seg_detach(&seg);
+	sfs_seg_destroy(job, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+TestSuite(rdbt, .init = setup, .fini = teardown, .timeout = 180);
+
+/* ---- keys as the worker builds them ------------------------------------------ */
+
+static uint32_t vkey(unsigned char *out, uint32_t sid, const char *k)
+{
+	size_t n = strlen(k);
+
+	sfs_key_prefix(out, sfs_key_group(k, n, SFS_MAX_PARALLELISM_DEFAULT), sid);
+	memcpy(out + SFS_KEY_PREFIX, k, n);
+	return (uint32_t)(SFS_KEY_PREFIX + n);
+}
+
+static uint32_t pkey(unsigned char *out, uint32_t sid, const char *k)
+{
+	size_t n = strlen(k);
+
+	sfs_key_prefix(out, sfs_key_group(k, n, SFS_MAX_PARALLELISM_DEFAULT), sid);
+	out[4] = (unsigned char)(n >> 8);
+	out[5] = (unsigned char)n;
+	memcpy(out + SFS_MAP_PREFIX, k, n);
+	return (uint32_t)(SFS_MAP_PREFIX + n);
+}
+
+/* Concatenate "ukey=val;" of every entry (map_iter and sfs_map_iter). */
+struct cat {
+	char s[512];
+	size_t n;
+};
+
+static int cat_fn(void *arg, const void *uk, uint32_t ul, const void *v, uint32_t vl)
+{
+	struct cat *c = arg;
+
+	c->n += (size_t)snprintf(c->s + c->n, sizeof(c->s) - c->n, "%.*s=%.*s;", (int)ul,
+				 (const char *)uk, (int)vl, (const char *)v);
+	return 0;
+}
+
+/* List elements only, in order. */
+static int cat_vals(void *arg, const void *uk, uint32_t ul, const void *v, uint32_t vl)
+{
+	struct cat *c = arg;
+
+	(void)uk;
+	(void)ul;
+	c->n += (size_t)snprintf(c->s + c->n, sizeof(c->s) - c->n, "%.*s;", (int)vl,
+				 (const char *)v);
+	return 0;
+}
+
+/* ---- every kind round-trips ---------------------------------------------------- */
+
+static uint32_t s_v, s_c, s_mx, s_m, s_l;
+
+static int probe_str(struct sfs_target_reader *r, uint32_t sid, uint64_t ns, const char *k,
+		     const char *want)
+{
+	unsigned char kb[64];
+	struct sfs_probe p = { .ns = ns, .key = kb, .klen = vkey(kb, sid, k) };
+	struct sfs_probe_result res;
+
+	if (sfs_target_rocksdb.probe(r, &p, 1, &res))
+		return 0;
+	if (!want)
+		return !res.found;
+	return res.found && res.len == strlen(want) && memcmp(res.value, want, res.len) == 0;
+}
+
+static int probe_i64(struct sfs_target_reader *r, uint32_t sid, const char *k, int64_t want)
+{
+	unsigned char kb[64];
+	struct sfs_probe p = { .ns = 0, .key = kb, .klen = vkey(kb, sid, k) };
+	struct sfs_probe_result res;
+	int64_t v;
+
+	if (sfs_target_rocksdb.probe(r, &p, 1, &res) || !res.found || res.len != 8)
+		return 0;
+	memcpy(&v, res.value, 8);
+	return v == want;
+}
+
+static int map_is(struct sfs_target_reader *r, uint32_t sid, uint64_t ns, const char *k,
+		  const char *want, int list)
+{
+	unsigned char kb[64];
+	struct sfs_probe p = { .ns = ns, .key = kb, .klen = pkey(kb, sid, k) };
+	struct cat c = { .n = 0 };
+
+	c.s[0] = '\0';
+	if (sfs_target_rocksdb.map_iter(r, &p, list ? cat_vals : cat_fn, &c))
+		return 0;
+	return strcmp(c.s, want) == 0;
+}
+
+/* In another process: a secondary of worker 0's instance sees it all. */
+static int reader_checks(void *arg)
+{
+	struct sfs_target_reader *r;
+	struct sfs_probe_result res;
+	struct sfs_seg s;
+	unsigned char kb[64];
+	struct sfs_probe p;
+
+	(void)arg;
+	if (sfs_seg_attach(job, 0, &s) || sfs_target_rocksdb.reader_open(&s, 0, &r))
+		return 10;
+	if (sfs_target_rocksdb.catch_up(r))
+		return 11;
+	if (!probe_str(r, s_v, 0, "a", "A0") || !probe_str(r, s_v, 7, "a", "A7"))
+		return 12;
+	if (!probe_str(r, s_v, 0, "b", NULL) || !probe_str(r, s_v, 1, "a", NULL))
+		return 13;
+	if (!probe_i64(r, s_c, "x", 13) || !probe_i64(r, s_mx, "y", 10))
+		return 14;
+	if (!map_is(r, s_m, 0, "k", "c=3;", 0) || !map_is(r, s_m, 5, "k", "a=51;", 0))
+		return 15;
+	if (!map_is(r, s_m, 0, "other", "q=9;", 0))
+		return 16;
+	if (!map_is(r, s_l, 0, "k", "x;y;z;", 1))
+		return 17;
+	p = (struct sfs_probe){ .ns = 5, .key = kb, .klen = pkey(kb, s_m, "k") };
+	if (sfs_target_rocksdb.map_get(r, &p, "a", 1, &res) != 1 || res.len != 2 ||
+	    memcmp(res.value, "51", 2) != 0)
+		return 18;
+	if (sfs_target_rocksdb.map_get(r, &p, "b", 1, &res) != 0)
+		return 19;
+	sfs_target_rocksdb.reader_close(r);
+	sfs_seg_detach(&s);
+	return 0;
+}
+
+static void put(sfs_ctx_t *c, uint32_t st, uint64_t ns, const char *k, const char *v)
+{
+	cr_assert_eq(sfs_value_put(c, st, ns, k, strlen(k), v, strlen(v)), 0, "%s",
+		     sfs_last_error());
+}
+
+static void mput(sfs_ctx_t *c, uint64_t ns, const char *k, const char *uk, const char *v)
+{
+	cr_assert_eq(sfs_map_put(c, s_m, ns, k, strlen(k), uk, strlen(uk), v, strlen(v)), 0, "%s",
+		     sfs_last_error());
+}
+
+static void check_worker(sfs_ctx_t *c)
+{
+	struct sfs_view v;
+	struct cat m = { .n = 0 };
+	int64_t n;
+
+	cr_assert_eq(sfs_value_get(c, s_v, 0, "a", 1, &v), 1);
+	cr_assert(v.len == 2 && memcmp(v.data, "A0", 2) == 0);
+	cr_assert_eq(sfs_value_get(c, s_v, 7, "a", 1, &v), 1);
+	cr_assert(v.len == 2 && memcmp(v.data, "A7", 2) == 0);
+	cr_assert_eq(sfs_value_get(c, s_v, 0, "b", 1, &v), 0);
+	cr_assert_eq(sfs_counter_get(c, s_c, 0, "x", 1, &n), 1);
+	cr_assert_eq(n, 13);
+	cr_assert_eq(sfs_counter_get(c, s_mx, 0, "y", 1, &n), 1);
+	cr_assert_eq(n, 10);
+	cr_assert_eq(sfs_map_iter(c, s_m, 0, "k", 1, cat_fn, &m), 0);
+	cr_assert_str_eq(m.s, "c=3;");
+	m.n = 0;
+	m.s[0] = '\0';
+	cr_assert_eq(sfs_map_iter(c, s_m, 5, "k", 1, cat_fn, &m), 0);
+	cr_assert_str_eq(m.s, "a=51;");
+	m.n = 0;
+	m.s[0] = '\0';
+	cr_assert_eq(sfs_list_get(c, s_l, 0, "k", 1, cat_vals, &m), 0);
+	cr_assert_str_eq(m.s, "x;y;z;");
+}
+
+Test(rdbt, every_kind_round_trips_through_a_secondary_in_another_process)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	pid_t pid;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &s_v), 0);
+	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &s_c), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "mx", SFS_MERGE_MAX, &s_mx), 0);
+	cr_assert_eq(sfs_state_register(c, "m", SFS_STATE_MAP, &s_m), 0);
+	cr_assert_eq(sfs_state_register(c, "l", SFS_STATE_LIST, &s_l), 0);
+	inproc_start(&p);
+	cr_assert_str_eq(p.f.ops->name, "rocksdb");
+
+	/* 1: first values of everything */
+	put(c, s_v, 0, "a", "A0");
+	put(c, s_v, 7, "a", "A7");
+	put(c, s_v, 0, "b", "B0");
+	cr_assert_eq(sfs_counter_add(c, s_c, 0, "x", 1, 5), 0);
+	cr_assert_eq(sfs_counter_add(c, s_mx, 0, "y", 1, 3), 0);
+	mput(c, 0, "k", "a", "1");
+	mput(c, 0, "k", "b", "2");
+	mput(c, 0, "k", "d", "4");
+	mput(c, 5, "k", "a", "51");
+	mput(c, 0, "other", "q", "9");
+	cr_assert_eq(sfs_list_append(c, s_l, 0, "k", 1, "x", 1), 0);
+	cr_assert_eq(sfs_list_append(c, s_l, 0, "k", 1, "y", 1), 0);
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	inproc_drain(&p, c);
+
+	/* 2: updates over the flushed base */
+	cr_assert_eq(sfs_counter_add(c, s_c, 0, "x", 1, 7), 0);
+	cr_assert_eq(sfs_counter_add(c, s_mx, 0, "y", 1, 10), 0);
+	cr_assert_eq(sfs_counter_add(c, s_mx, 0, "y", 1, 2), 0);
+	cr_assert_eq(sfs_value_delete(c, s_v, 0, "b", 1), 0);
+	cr_assert_eq(sfs_map_remove(c, s_m, 0, "k", 1, "d", 1), 0);
+	mput(c, 0, "k", "e", "5");
+	cr_assert_eq(sfs_list_append(c, s_l, 0, "k", 1, "z", 1), 0);
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	inproc_drain(&p, c);
+
+	/* 3: a clear in namespace 0 only, with an entry written before it
+	 * in the same buffer (gone) and one after (kept) */
+	mput(c, 0, "k", "f", "6");
+	cr_assert_eq(sfs_map_clear(c, s_m, 0, "k", 1), 0);
+	mput(c, 0, "k", "c", "3");
+	cr_assert_eq(sfs_counter_add(c, s_c, 0, "x", 1, 1), 0);
+	cr_assert_eq(sfs_barrier(c, 3), 0);
+	inproc_drain(&p, c);
+
+	check_worker(c);	/* through this worker's own secondary */
+	pid = th_fork(reader_checks, NULL);
+	cr_assert_eq(th_exit_code(th_wait(pid, 60000)), 0, "reader in another process");
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+/* ---- counters, redone flushes, writer restarts --------------------------------- */
+
+struct mview {
+	unsigned char key[32];
+	int64_t d;
+};
+
+static void merge_view(struct sfs_wbuf_view *v, struct mview *m, uint32_t sid, const char *k,
+		       int64_t d)
+{
+	m->d = d;
+	*v = (struct sfs_wbuf_view){ .value = &m->d, .key = m->key, .len = 8,
+				     .klen = vkey(m->key, sid, k), .kind = SFS_WBUF_MERGE };
+}
+
+/* commit is non-blocking: -EAGAIN until the flush is installed */
+static void commit(struct sfs_target_writer *w, uint64_t seq)
+{
+	int rc;
+
+	for (int i = 0; i < 20000 && (rc = sfs_target_rocksdb.commit(w, seq)) == -EAGAIN; i++)
+		usleep(500);
+	cr_assert_eq(rc, 0, "%s", sfs_last_error());
+}
+
+static void flush_seq(struct sfs_target_writer *w, struct sfs_wbuf_view *v, unsigned n,
+		      uint64_t seq)
+{
+	/* in two pieces, as the flush loop may call it */
+	cr_assert_eq(sfs_target_rocksdb.apply(w, v, n / 2, seq), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.apply(w, v + n / 2, n - n / 2, seq), 0, "%s",
+		     sfs_last_error());
+	commit(w, seq);
+}
+
+static void expect(struct sfs_target_reader *r, uint32_t sid, const char *k, int64_t want,
+		   uint64_t tag)
+{
+	unsigned char kb[32];
+	struct sfs_probe p = { .ns = 0, .key = kb, .klen = vkey(kb, sid, k) };
+	struct sfs_probe_result res;
+	int64_t v;
+
+	cr_assert_eq(sfs_target_rocksdb.catch_up(r), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.probe(r, &p, 1, &res), 0, "%s", sfs_last_error());
+	cr_assert(res.found && res.len == 8, "%s found", k);
+	memcpy(&v, res.value, 8);
+	cr_assert_eq(v, want, "%s = %lld, expected %lld", k, (long long)v, (long long)want);
+	cr_assert_eq(res.tag, tag, "%s: tag %llu, expected %llu", k, (unsigned long long)res.tag,
+		     (unsigned long long)tag);
+}
+
+Test(rdbt, counters_merge_across_flushes_and_a_redone_flush_counts_once)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[4];
+	struct mview m[4];
+	uint32_t sc, smx;
+	sfs_ctx_t *c;
+	uint64_t off, size;
+	struct sfs_rdbt_pub *pub;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "mx", SFS_MERGE_MAX, &smx), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.reader_open(&seg, 0, &r), 0);
+
+	/* sorted as the flush gives them: state c, then mx */
+	merge_view(&v[0], &m[0], sc, "x", 5);
+	merge_view(&v[1], &m[1], sc, "y", 1);
+	merge_view(&v[2], &m[2], smx, "z", 3);
+	flush_seq(w, v, 3, 1);
+	expect(r, sc, "x", 5, 1);
+	expect(r, smx, "z", 3, 1);
+
+	merge_view(&v[0], &m[0], sc, "x", 7);
+	merge_view(&v[1], &m[1], smx, "z", 10);
+	flush_seq(w, v, 2, 2);
+	expect(r, sc, "x", 12, 2);
+	expect(r, sc, "y", 1, 2);
+	expect(r, smx, "z", 10, 2);
+
+	/* the same seq again (a redone flush), and an older one: no-ops */
+	flush_seq(w, v, 2, 2);
+	flush_seq(w, v, 2, 1);
+	expect(r, sc, "x", 12, 2);
+	expect(r, smx, "z", 10, 2);
+	cr_assert_eq(sfs_seg_region_find(&seg, "rdbt.0", &off, &size), 0);
+	pub = sfs_seg_ptr(&seg, off);
+	cr_assert_geq(pub->rp_skipped, 4, "skipped %llu", (unsigned long long)pub->rp_skipped);
+
+	/* a writer restarted: the markers on disk still make it a no-op */
+	sfs_target_rocksdb.close(w);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	flush_seq(w, v, 2, 2);
+	expect(r, sc, "x", 12, 2);
+
+	merge_view(&v[0], &m[0], sc, "x", 1);
+	merge_view(&v[1], &m[1], smx, "z", 2);
+	flush_seq(w, v, 2, 3);
+	expect(r, sc, "x", 13, 3);
+	expect(r, smx, "z", 10, 3);
+
+	/* a flush of only another state leaves c's tag where it was */
+	merge_view(&v[0], &m[0], smx, "z", 11);
+	flush_seq(w, v, 1, 4);
+	expect(r, sc, "x", 13, 3);
+	expect(r, smx, "z", 11, 4);
+
+	sfs_target_rocksdb.reader_close(r);
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/* ---- kill -9 of the flusher ------------------------------------------------------ */
+
+/* A flusher in a forked child: steps until killed. */
+static int flusher_child(void *arg)
+{
+	struct inproc p;
+
+	(void)arg;
+	if (sfs_seg_attach(job, 0, &p.seg) ||
+	    sfs_proc_register(&p.seg, SFS_ROLE_COMPACTOR, 0, &p.slot) ||
+	    sfs_flusher_init(&p.f, &p.seg, p.slot, 16u << 20))
+		return 20;
+	for (;;) {
+		int pending = 0, rc = sfs_flusher_step(&p.f, 1000, &pending);
+
+		if (rc < 0)
+			return 21;
+		sfs_proc_heartbeat(p.slot);
+		if (rc == 0)
+			usleep(200);
+	}
+}
+
+/*
+ * Flusher children are forked by a spawner forked before this process
+ * touches RocksDB: a process forked after RocksDB started its background
+ * threads inherits a thread pool whose threads do not exist in it, and its
+ * flushes would wait forever.  (The real compactor is exec'ed.)
+ */
+static int spawn_req[2], spawn_resp[2];
+
+static int spawner(void *arg)
+{
+	char cmd;
+
+	(void)arg;
+	signal(SIGCHLD, SIG_IGN);	/* children reaped by the kernel */
+	while (read(spawn_req[0], &cmd, 1) == 1) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			/* 'a', 'w', 'f': die at the first apply / write / flush */
+			if (cmd == 'a')
+				setenv("SFS_RDBT_CRASH_AT", "apply:1", 1);
+			else if (cmd == 'w')
+				setenv("SFS_RDBT_CRASH_AT", "write:1", 1);
+			else if (cmd == 'f')
+				setenv("SFS_RDBT_CRASH_AT", "flush:1", 1);
+			_exit(flusher_child(NULL));
+		}
+		if (write(spawn_resp[1], &pid, sizeof(pid)) != sizeof(pid))
+			return 1;
+	}
+	return 0;
+}
+
+static pid_t spawn_flusher_at(char how)
+{
+	pid_t pid = -1;
+
+	cr_assert_eq(write(spawn_req[1], &how, 1), 1);
+	cr_assert_eq(read(spawn_resp[0], &pid, sizeof(pid)), (ssize_t)sizeof(pid));
+	cr_assert_gt(pid, 0);
+	return pid;
+}
+
+static pid_t spawn_flusher(void)
+{
+	return spawn_flusher_at('s');
+}
+
+static void kill_flusher(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	for (int i = 0; i < 5000 && kill(pid, 0) == 0; i++)
+		usleep(1000);
+}
+
+Test(rdbt, flusher_killed_mid_flush_loses_and_doubles_nothing)
+{
+	struct sfs_worker_opts o = small_opts();
+	static int64_t ref[2000];
+	unsigned seed = 11;
+	uint32_t st, sv;
+	sfs_ctx_t *c;
+	char key[16];
+	pid_t fl, sp;
+	int kills = 0;
+	const uint64_t nb = 24 * (uint64_t)th_soak();
+
+	cr_assert_eq(pipe(spawn_req), 0);
+	cr_assert_eq(pipe(spawn_resp), 0);
+	sp = th_fork(spawner, NULL);
+	o.buffer_bytes = 1 << 20;
+	o.buffer_keys = 4096;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	cr_assert_eq(sfs_state_register(c, "val", SFS_STATE_VALUE, &sv), 0);
+	fl = spawn_flusher();
+	for (uint64_t b = 1; b <= nb; b++) {
+		for (int i = 0; i < 2000; i++) {
+			int k = rand_r(&seed) % 2000;
+
+			snprintf(key, sizeof(key), "c%d", k);
+			ref[k] += k % 7 + 1;
+			cr_assert_eq(sfs_counter_add(c, st, 0, key, strlen(key), k % 7 + 1), 0);
+			cr_assert_eq(sfs_value_put(c, sv, 0, key, strlen(key), &ref[k], 8), 0);
+		}
+		cr_assert_eq(sfs_barrier(c, b), 0, "%s", sfs_last_error());
+		sfs_ctx_quiescent(c);
+		if (b % 3 == 0) {
+			/* kill -9 somewhere inside the flush of the last buffers */
+			usleep((useconds_t)(rand_r(&seed) % 20000));
+			kill_flusher(fl);
+			kills++;
+			fl = spawn_flusher();
+		}
+	}
+	cr_assert(wait_flushed(c, nb, 30000), "flusher caught up after %d kills", kills);
+	for (int k = 0; k < 2000; k++) {
+		struct sfs_view v;
+		int64_t n;
+
+		snprintf(key, sizeof(key), "c%d", k);
+		cr_assert_eq(sfs_counter_get(c, st, 0, key, strlen(key), &n), ref[k] ? 1 : 0);
+		cr_assert_eq(n, ref[k], "counter %s: %lld, expected %lld", key, (long long)n,
+			     (long long)ref[k]);
+		cr_assert_eq(sfs_value_get(c, sv, 0, key, strlen(key), &v), ref[k] ? 1 : 0);
+		if (ref[k])
+			cr_assert(v.len == 8 && memcmp(v.data, &ref[k], 8) == 0, "value %s", key);
+	}
+	kill_flusher(fl);
+	close(spawn_req[1]);
+	th_wait(sp, 5000);
+	sfs_worker_close(c);
+}
+
+/* The real compactor binary picks the target from the segment. */
+Test(rdbt, the_compactor_binary_flushes_to_rocksdb)
+{
+	struct sfs_worker_opts o = small_opts();
+	uint32_t st;
+	sfs_ctx_t *c;
+	pid_t comp;
+	int64_t n;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	comp = start_compactor();
+	for (uint64_t b = 1; b <= 5; b++) {
+		cr_assert_eq(sfs_counter_add(c, st, 0, "k", 1, (int64_t)b), 0);
+		cr_assert_eq(sfs_barrier(c, b), 0, "%s", sfs_last_error());
+	}
+	cr_assert(wait_flushed(c, 5, 20000));
+	cr_assert(wait_flushed(c, 5, 20000));
+	cr_assert_eq(sfs_counter_get(c, st, 0, "k", 1, &n), 1);
+	cr_assert_eq(n, 15);
+	kill(comp, SIGTERM);
+	cr_assert_neq(th_wait(comp, 10000), -1, "compactor stops on SIGTERM");
+	sfs_worker_close(c);
+}
+
+/* A flusher that dies at each step of a flush (fault injection), then a
+ * healthy one: nothing lost, nothing doubled, and the one that died after
+ * the flush made the buffer durable leaves a redo that is skipped. */
+Test(rdbt, a_flusher_dying_at_each_flush_step_loses_and_doubles_nothing)
+{
+	struct sfs_worker_opts o = small_opts();
+	const char steps[] = { 'a', 'w', 'f' };
+	struct sfs_rdbt_pub *pub = NULL;
+	uint64_t off, size, b = 0;
+	uint32_t st;
+	sfs_ctx_t *c;
+	int64_t ref = 0, n;
+	pid_t sp;
+
+	cr_assert_eq(pipe(spawn_req), 0);
+	cr_assert_eq(pipe(spawn_resp), 0);
+	sp = th_fork(spawner, NULL);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	for (unsigned i = 0; i < sizeof(steps); i++) {
+		uint64_t skipped = pub ? pub->rp_skipped : 0;
+		pid_t fl;
+		int dead = 0;
+
+		for (int k = 0; k < 100; k++) {
+			char key[16];
+
+			snprintf(key, sizeof(key), "k%d", k);
+			cr_assert_eq(sfs_counter_add(c, st, 0, key, strlen(key), k + 1), 0);
+		}
+		ref += 1;	/* k0's share */
+		cr_assert_eq(sfs_barrier(c, ++b), 0);
+		fl = spawn_flusher_at(steps[i]);
+		for (int t = 0; t < 20000 && !dead; t++) {
+			sfs_ctx_quiescent(c);
+			dead = kill(fl, 0) != 0;
+			usleep(1000);
+		}
+		cr_assert(dead, "flusher died at step '%c'", steps[i]);
+		fl = spawn_flusher();
+		cr_assert(wait_flushed(c, b, 20000), "flushed after a death at '%c'", steps[i]);
+		if (!pub) {
+			cr_assert_eq(sfs_seg_region_find(&seg, "rdbt.0", &off, &size), 0);
+			pub = sfs_seg_ptr(&seg, off);
+		}
+		if (steps[i] == 'f')
+			cr_assert_gt(pub->rp_skipped, skipped, "the redo of a durable flush skipped");
+		cr_assert_eq(sfs_counter_get(c, st, 0, "k0", 2, &n), 1);
+		cr_assert_eq(n, ref, "after a death at '%c': %lld, expected %lld", steps[i],
+			     (long long)n, (long long)ref);
+		cr_assert_eq(sfs_counter_get(c, st, 0, "k99", 3, &n), 1);
+		cr_assert_eq(n, 100 * ref);
+		kill_flusher(fl);
+	}
+	close(spawn_req[1]);
+	th_wait(sp, 5000);
+	sfs_worker_close(c);
+}
