@@ -11,7 +11,8 @@
 # counts the worker's syscalls per 1M events in steady state with strace
 # (between its start and end-of-input log lines, no barriers requested).
 #
-#   bench/nexmark.sh [EVENTS] [REPS]       env: WORKERS, CKPT, QUERIES, BACKENDS
+#   bench/nexmark.sh [EVENTS] [REPS]       env: WORKERS, CKPT, QUERIES, SUBJECT
+#   (SUBJECT=rocksdb measures sfs flushing to RocksDB against the baseline)
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
 EVENTS=${1:-5000000}
@@ -19,7 +20,8 @@ REPS=${2:-3}
 WORKERS=${WORKERS:-1}
 CKPT=${CKPT:-1000}
 QUERIES=${QUERIES:-q4 q9 q17 q18 q20}
-BACKENDS=${BACKENDS:-memory rocksdb-direct}
+SUBJECT=${SUBJECT:-memory}          # the sfs backend compared with rocksdb-direct
+BACKENDS="$SUBJECT rocksdb-direct"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 nodes=$(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l)
@@ -45,17 +47,18 @@ for node in $(seq 0 $((nodes - 1))); do
 	done
 done
 
-python3 - "$OUT" "$nodes" "$WORKERS" "$QUERIES" <<'PY' | tee "$OUT/table"
+python3 - "$OUT" "$nodes" "$WORKERS" "$QUERIES" "$SUBJECT" <<'PY' | tee "$OUT/table"
 import json, math, statistics, sys
-out, nodes, workers, queries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split()
+out, nodes, workers, queries, subject = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                         sys.argv[4].split(), sys.argv[5])
 rows = []
 for node in range(nodes):
     runs = [json.loads(l) for l in open(f"{out}/node{node}.jsonl") if l.strip()]
     print(f"node {node}:")
-    print(f"  {'query':6} {'sfs (memory) ev/s/core':>24} {'rocksdb-direct ev/s/core':>26} {'x rocksdb':>10}  per-rep ratios")
+    print(f"  {'query':6} {'sfs (' + subject + ') ev/s/core':>24} {'rocksdb-direct ev/s/core':>26} {'x rocksdb':>10}  per-rep ratios")
     ratios = []
     for q in queries:
-        m = [r for r in runs if r["query"] == q and r["backend"] == "memory"]
+        m = [r for r in runs if r["query"] == q and r["backend"] == subject]
         d = [r for r in runs if r["query"] == q and r["backend"] == "rocksdb-direct"]
         if not m or not d:
             continue
@@ -75,9 +78,12 @@ with open(f"{out}/chart.dat", "w") as f:
 PY
 
 if command -v gnuplot >/dev/null; then
+	chart=bench/nexmark.png
+	[ "$SUBJECT" != memory ] && chart=bench/nexmark-$SUBJECT.png
+	[ "$WORKERS" != 1 ] && chart=${chart%.png}-${WORKERS}workers.png
 	gnuplot <<GP
 set terminal pngcairo size 900,500 noenhanced
-set output "bench/nexmark.png"
+set output "$chart"
 set title "Nexmark, $EVENTS events, $WORKERS worker(s)/node: events/s per core (higher is better)"
 set style data histograms
 set style histogram clustered gap 1
@@ -86,9 +92,9 @@ set ylabel "events/s per core"
 set logscale y
 set grid ytics
 set key top right
-plot "$OUT/chart.dat" using 2:xtic(1) title "sfs (memory target)", '' using 3 title "rocksdb-direct"
+plot "$OUT/chart.dat" using 2:xtic(1) title "sfs ($SUBJECT target)", '' using 3 title "rocksdb-direct"
 GP
-	echo "# chart: bench/nexmark.png"
+	echo "# chart: $chart"
 fi
 
 # Syscalls of the worker per 1M events in steady state: every syscall of
