@@ -64,6 +64,7 @@
 
 #include "common/err.h"
 #include "common/merge.h"
+#include "common/rdb.h"
 #include "runtime/backend.h"
 #include "shm/segment.h"	/* SFS_MAX_STATES, SFS_STATE_NAME_MAX */
 #include "worker/keygroup.h"
@@ -159,61 +160,7 @@ static void rdb_arena_free(struct rdb_arena *a)
 
 /* ---- merge operators ----------------------------------------------------------- */
 
-/* One per counter operator; the state pointer of its RocksDB merge operator
- * (static, so nothing to free when RocksDB drops the operator). */
-struct rdb_mop {
-	unsigned op;
-	const char *name;
-};
-
-static const struct rdb_mop rdb_i64_ops[SFS_MERGE_NOPS] = {
-	[SFS_MERGE_ADD] = { SFS_MERGE_ADD, "sfs.i64.add" },
-	[SFS_MERGE_MAX] = { SFS_MERGE_MAX, "sfs.i64.max" },
-	[SFS_MERGE_MIN] = { SFS_MERGE_MIN, "sfs.i64.min" },
-};
-
-/* Fold @existing (if any) and the operands with the state's operator.  A
- * value or operand that is not 8 bytes fails the merge: RocksDB then
- * reports Corruption, which rdb_err() turns into SFS_ECORRUPT. */
-static char *rdb_i64_full(void *st, const char *key, size_t klen, const char *existing,
-			  size_t elen, const char *const *ops, const size_t *oplen, int nops,
-			  unsigned char *success, size_t *newlen)
-{
-	const struct rdb_mop *m = st;
-	int64_t acc = 0, d;
-	int have = 0;
-	char *out;
-
-	*success = 0;
-	*newlen = 0;
-	if (existing) {
-		if (elen != 8)
-			return NULL;
-		memcpy(&acc, existing, 8);
-		have = 1;
-	}
-	for (int i = 0; i < nops; i++) {
-		if (oplen[i] != 8)
-			return NULL;
-		memcpy(&d, ops[i], 8);
-		acc = have ? sfs_merge_i64(m->op, acc, d) : d;
-		have = 1;
-	}
-	out = malloc(8);
-	if (!out)
-		return NULL;
-	memcpy(out, &acc, 8);
-	*newlen = 8;
-	*success = 1;
-	return out;
-}
-
-/* The operators are associative: operands fold among themselves. */
-static char *rdb_i64_partial(void *st, const char *key, size_t klen, const char *const *ops,
-			     const size_t *oplen, int nops, unsigned char *success, size_t *newlen)
-{
-	return rdb_i64_full(st, key, klen, NULL, 0, ops, oplen, nops, success, newlen);
-}
+/* Counters fold with sfs_rdb_i64_merge() (common/rdb.h).  */
 
 /* List append: the value is the concatenation of framed elements, so
  * appending is concatenating (existing first, operands in order). */
@@ -258,11 +205,6 @@ static void rdb_merge_free(void *st, const char *value, size_t len)
 
 static void rdb_mop_destroy(void *st)
 {
-}
-
-static const char *rdb_i64_name(void *st)
-{
-	return ((const struct rdb_mop *)st)->name;
 }
 
 static const char *rdb_list_name(void *st)
@@ -312,38 +254,10 @@ static inline struct rdb_backend *R(struct rt_backend *b)
 	return (struct rdb_backend *)b;
 }
 
-/*
- * The one adapter of RocksDB's errptr: 0 if *@err is NULL, else a code for
- * its status string (it is freed and *@err reset), with a message naming
- * the database and the operation.  Corruption (a failed merge too) is
- * SFS_ECORRUPT, Invalid argument SFS_EUSAGE, a LOCK held by a live
- * instance (this process or another) SFS_ERUNNING, a timeout SFS_ETIMEDOUT, no space
- * -ENOSPC, anything else -EIO.
- */
+/* RocksDB's errptr, through the one adapter (common/rdb.h). */
 static int rdb_err(const char *path, char **err, const char *op)
 {
-	const char *m = *err;
-	int code;
-
-	if (!m)
-		return 0;
-	if (strncmp(m, "Corruption", 10) == 0)
-		code = SFS_ECORRUPT;
-	else if (strncmp(m, "Invalid argument", 16) == 0)
-		code = SFS_EUSAGE;
-	else if (strncmp(m, "Operation timed out", 19) == 0)
-		code = SFS_ETIMEDOUT;
-	else if (strstr(m, "/LOCK") && (strstr(m, "lock hold by current process") ||
-					 strstr(m, "Resource temporarily unavailable")))
-		code = SFS_ERUNNING;
-	else if (strstr(m, "No space left"))
-		code = -ENOSPC;
-	else
-		code = -EIO;
-	code = sfs__err(code, "rocksdb %s: %s: %s", path, op, m);
-	rocksdb_free(*err);
-	*err = NULL;
-	return code;
+	return sfs_rdb_err("rocksdb", path, err, op);
 }
 
 static inline void be16(unsigned char *p, uint32_t v)
@@ -478,25 +392,7 @@ static int rdb_get_view(struct rdb_backend *r, uint32_t st, size_t n, struct sfs
 /* mkdir -p @path (0700 for what it creates). */
 static int rdb_mkdirs(const char *path)
 {
-	char p[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(p))
-		return sfs__err(SFS_EUSAGE, "rocksdb directory '%s': empty or too long", path);
-	memcpy(p, path, n + 1);
-	for (char *s = p + 1;; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		char c = *s;
-
-		*s = '\0';
-		if (mkdir(p, 0700) && errno != EEXIST)
-			return sfs__err(sfs__errno(), "rocksdb directory %s: mkdir: %s", p,
-					strerror(errno));
-		*s = c;
-		if (c == '\0')
-			return 0;
-	}
+	return sfs_rdb_mkdirs(path);
 }
 
 static void rdb_close(struct rt_backend *b)
@@ -670,9 +566,7 @@ static int rdb_reg(struct rt_backend *b, const char *name, int kind, unsigned me
 	o = rocksdb_options_create_copy(r->rb_opts);
 	if (kind == SFS_STATE_COUNTER)
 		rocksdb_options_set_merge_operator(
-			o, rocksdb_mergeoperator_create((void *)&rdb_i64_ops[merge], rdb_mop_destroy,
-							rdb_i64_full, rdb_i64_partial,
-							rdb_merge_free, rdb_i64_name));
+			o, sfs_rdb_i64_merge(merge));
 	else if (kind == SFS_STATE_LIST)
 		rocksdb_options_set_merge_operator(
 			o, rocksdb_mergeoperator_create(NULL, rdb_mop_destroy, rdb_list_full,

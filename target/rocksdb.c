@@ -93,6 +93,7 @@
 #include "common/merge.h"
 #include "shm/qsbr.h"
 #include "shm/segment.h"
+#include "common/rdb.h"
 #include "target/rocksdb.h"
 #include "worker/keygroup.h"
 
@@ -125,59 +126,15 @@ uint64_t sfs_rdbt_layout(void)
 
 /* ---- shared helpers --------------------------------------------------------- */
 
-/*
- * The one adapter of RocksDB's errptr (as runtime/backend_rocksdb.c's):
- * 0 if *@err is NULL, else a code for its status string, with a message
- * naming the instance and the operation; *@err is freed and reset.
- */
+/* RocksDB's errptr, through the one adapter (common/rdb.h). */
 static int rdbt_err(const char *path, char **err, const char *op)
 {
-	const char *m = *err;
-	int code;
-
-	if (!m)
-		return 0;
-	if (strncmp(m, "Corruption", 10) == 0)
-		code = SFS_ECORRUPT;
-	else if (strncmp(m, "Invalid argument", 16) == 0)
-		code = SFS_EUSAGE;
-	else if (strncmp(m, "Operation timed out", 19) == 0)
-		code = SFS_ETIMEDOUT;
-	else if (strstr(m, "/LOCK") && (strstr(m, "lock hold by current process") ||
-					 strstr(m, "Resource temporarily unavailable")))
-		code = SFS_ERUNNING;
-	else if (strstr(m, "No space left"))
-		code = -ENOSPC;
-	else
-		code = -EIO;
-	code = sfs__err(code, "rocksdb target %s: %s: %s", path, op, m);
-	rocksdb_free(*err);
-	*err = NULL;
-	return code;
+	return sfs_rdb_err("rocksdb target", path, err, op);
 }
 
 static int mkdirs(const char *path)
 {
-	char p[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(p))
-		return sfs__err(SFS_EUSAGE, "rocksdb target directory '%s': empty or too long", path);
-	memcpy(p, path, n + 1);
-	for (char *s = p + 1;; s++) {
-		char c;
-
-		if (*s != '/' && *s != '\0')
-			continue;
-		c = *s;
-		*s = '\0';
-		if (mkdir(p, 0700) && errno != EEXIST)
-			return sfs__err(sfs__errno(), "rocksdb target directory %s: mkdir: %s", p,
-					strerror(errno));
-		*s = c;
-		if (c == '\0')
-			return 0;
-	}
+	return sfs_rdb_mkdirs(path);
 }
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
@@ -252,64 +209,6 @@ static void fault(const char *point)
 
 /* ---- merge operators (counters) --------------------------------------------- */
 
-static const char *const merge_names[SFS_MERGE_NOPS] = { "sfs.add", "sfs.max", "sfs.min" };
-
-static char *i64_result(int64_t v, unsigned char *success, size_t *len)
-{
-	char *out = malloc(8);
-
-	if (!out) {
-		*success = 0;
-		return NULL;
-	}
-	memcpy(out, &v, 8);
-	*success = 1;
-	*len = 8;
-	return out;
-}
-
-static char *merge_full(void *st, const char *key, size_t klen, const char *old, size_t olen,
-			const char *const *ops, const size_t *oplen, int nops, unsigned char *success,
-			size_t *len)
-{
-	unsigned op = (unsigned)(uintptr_t)st;
-	int have = 0;
-	int64_t acc = 0, d;
-
-	(void)key;
-	(void)klen;
-	if (old && olen == 8) {
-		memcpy(&acc, old, 8);
-		have = 1;
-	}
-	for (int i = 0; i < nops; i++) {
-		if (oplen[i] != 8)
-			continue;	/* not a delta: ignored, like a malformed cell */
-		memcpy(&d, ops[i], 8);
-		acc = have ? sfs_merge_i64(op, acc, d) : d;
-		have = 1;
-	}
-	return i64_result(acc, success, len);
-}
-
-static char *merge_partial(void *st, const char *key, size_t klen, const char *const *ops,
-			   const size_t *oplen, int nops, unsigned char *success, size_t *len)
-{
-	return merge_full(st, key, klen, NULL, 0, ops, oplen, nops, success, len);
-}
-
-static void merge_destroy(void *st)
-{
-	(void)st;
-}
-
-static const char *merge_name(void *st)
-{
-	unsigned op = (unsigned)(uintptr_t)st;
-
-	return merge_names[op < SFS_MERGE_NOPS ? op : 0];
-}
-
 /* Options of a state's column family (@d NULL: an unknown family, plain
  * options).  Every choice here is printed in the instance's LOG. */
 static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cache_t *cache)
@@ -344,8 +243,7 @@ static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cac
 			o, rocksdb_slicetransform_create_fixed_prefix(MAP_PREFIX_LEN));
 	if (d && d->sd_kind == SFS_STATE_COUNTER)
 		rocksdb_options_set_merge_operator(
-			o, rocksdb_mergeoperator_create((void *)(uintptr_t)d->sd_merge, merge_destroy,
-							merge_full, merge_partial, NULL, merge_name));
+			o, sfs_rdb_i64_merge(d->sd_merge));
 	return o;
 }
 

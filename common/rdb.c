@@ -1,0 +1,132 @@
+/*
+ * rdb.c — shared RocksDB glue (rdb.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sfs.h"
+#include "common/err.h"
+#include "common/merge.h"
+#include "common/rdb.h"
+
+int sfs_rdb_err(const char *who, const char *path, char **err, const char *op)
+{
+	const char *m = *err;
+	int code;
+
+	if (!m)
+		return 0;
+	if (strncmp(m, "Corruption", 10) == 0)
+		code = SFS_ECORRUPT;
+	else if (strncmp(m, "Invalid argument", 16) == 0)
+		code = SFS_EUSAGE;
+	else if (strncmp(m, "Operation timed out", 19) == 0)
+		code = SFS_ETIMEDOUT;
+	else if (strstr(m, "/LOCK") && (strstr(m, "lock hold by current process") ||
+					 strstr(m, "Resource temporarily unavailable")))
+		code = SFS_ERUNNING;
+	else if (strstr(m, "No space left"))
+		code = -ENOSPC;
+	else
+		code = -EIO;
+	code = sfs__err(code, "%s %s: %s: %s", who, path, op, m);
+	rocksdb_free(*err);
+	*err = NULL;
+	return code;
+}
+
+static const char *const i64_names[SFS_MERGE_NOPS] = {
+	[SFS_MERGE_ADD] = "sfs.i64.add",
+	[SFS_MERGE_MAX] = "sfs.i64.max",
+	[SFS_MERGE_MIN] = "sfs.i64.min",
+};
+
+static char *i64_full(void *st, const char *key, size_t klen, const char *existing, size_t elen,
+		      const char *const *ops, const size_t *oplen, int nops,
+		      unsigned char *success, size_t *newlen)
+{
+	unsigned op = (unsigned)(uintptr_t)st;
+	int64_t acc = 0, d;
+	int have = 0;
+	char *out;
+
+	*success = 0;
+	*newlen = 0;
+	if (existing) {
+		if (elen != 8)
+			return NULL;
+		memcpy(&acc, existing, 8);
+		have = 1;
+	}
+	for (int i = 0; i < nops; i++) {
+		if (oplen[i] != 8)
+			return NULL;
+		memcpy(&d, ops[i], 8);
+		acc = have ? sfs_merge_i64(op, acc, d) : d;
+		have = 1;
+	}
+	out = malloc(8);
+	if (!out)
+		return NULL;
+	memcpy(out, &acc, 8);
+	*newlen = 8;
+	*success = 1;
+	return out;
+}
+
+static char *i64_partial(void *st, const char *key, size_t klen, const char *const *ops,
+			 const size_t *oplen, int nops, unsigned char *success, size_t *newlen)
+{
+	return i64_full(st, key, klen, NULL, 0, ops, oplen, nops, success, newlen);
+}
+
+static void i64_free(void *st, const char *value, size_t len)
+{
+	free((void *)value);
+}
+
+static void i64_destroy(void *st)
+{
+}
+
+static const char *i64_name(void *st)
+{
+	unsigned op = (unsigned)(uintptr_t)st;
+
+	return i64_names[op < SFS_MERGE_NOPS ? op : SFS_MERGE_ADD];
+}
+
+rocksdb_mergeoperator_t *sfs_rdb_i64_merge(unsigned op)
+{
+	if (op >= SFS_MERGE_NOPS)
+		op = SFS_MERGE_ADD;
+	return rocksdb_mergeoperator_create((void *)(uintptr_t)op, i64_destroy, i64_full,
+					    i64_partial, i64_free, i64_name);
+}
+
+int sfs_rdb_mkdirs(const char *path)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(p))
+		return sfs__err(SFS_EUSAGE, "directory '%s': empty or too long", path);
+	memcpy(p, path, n + 1);
+	for (char *s = p + 1;; s++) {
+		char c;
+
+		if (*s != '/' && *s != '\0')
+			continue;
+		c = *s;
+		*s = '\0';
+		if (mkdir(p, 0700) && errno != EEXIST)
+			return sfs__err(sfs__errno(), "directory %s: mkdir: %s", p, strerror(errno));
+		*s = c;
+		if (c == '\0')
+			return 0;
+	}
+}
