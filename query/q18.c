@@ -72,13 +72,7 @@ static int process_q18(struct rt_op *op, unsigned stage, const void *rec, uint32
 		struct rt_row *w = &q->row;
 
 		rt_row_init(w);
-		rt_row_i64(w, b->auction);
-		rt_row_i64(w, b->bidder);
-		rt_row_i64(w, b->price);
-		rt_row_str(w, q_bid_channel(b), b->channel_len);
-		rt_row_str(w, q_bid_url(b), b->url_len);
-		rt_row_i64(w, b->date_time);
-		rt_row_str(w, q_bid_extra(b), b->extra_len);
+		q_row_bid(w, b);
 		return rt_sink_upsert(op, k, sizeof(k), w->buf, w->len);
 	}
 	return rt_sink_upsert(op, k, sizeof(k), NULL, 0);

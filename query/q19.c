@@ -82,13 +82,7 @@ static int emit(struct rt_op *op, const struct q_bid *b, int64_t rank)
 	if (!rt_sink_wanted(op))
 		return rt_sink_upsert(op, k, 16, NULL, 0);
 	rt_row_init(w);
-	rt_row_i64(w, b->auction);
-	rt_row_i64(w, b->bidder);
-	rt_row_i64(w, b->price);
-	rt_row_str(w, q_bid_channel(b), b->channel_len);
-	rt_row_str(w, q_bid_url(b), b->url_len);
-	rt_row_i64(w, b->date_time);
-	rt_row_str(w, q_bid_extra(b), b->extra_len);
+	q_row_bid(w, b);
 	rt_row_i64(w, rank);
 	return rt_sink_upsert(op, k, 16, w->buf, w->len);
 }

@@ -121,6 +121,17 @@ static inline const char *q_auction_extra(const struct q_auction *r)
 }
 
 /* Row fragments in the sink's column order. */
+static inline void q_row_bid(struct rt_row *w, const struct q_bid *b)
+{
+	rt_row_i64(w, b->auction);
+	rt_row_i64(w, b->bidder);
+	rt_row_i64(w, b->price);
+	rt_row_str(w, q_bid_channel(b), b->channel_len);
+	rt_row_str(w, q_bid_url(b), b->url_len);
+	rt_row_i64(w, b->date_time);
+	rt_row_str(w, q_bid_extra(b), b->extra_len);
+}
+
 static inline void q_row_auction(struct rt_row *w, const struct q_auction *a)
 {
 	rt_row_i64(w, a->id);
