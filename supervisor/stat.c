@@ -16,6 +16,7 @@
 #include "shm/proc.h"
 #include "worker/state.h"
 #include "supervisor/sup.h"
+#include "target/rocksdb.h"
 
 #define MAX_NODES 16
 
@@ -63,6 +64,26 @@ static void fill_from_slot(struct proc_row *r, const struct sfs_proc_slot *sl, u
 
 	r->heartbeat_age_ms = now > beat ? (int64_t)((now - beat) / 1000000ull) : 0;
 	r->qsbr = sfs_load_relaxed(&sl->ps_qsbr);
+}
+
+/* The flush target and, for RocksDB, each state's column-family tuning. */
+static void print_target(const struct sfs_seg *s)
+{
+	const struct sfs_seg_hdr *h = s->hdr;
+	const char *name = h->sh_backend[0] ? h->sh_backend : "memory";
+
+	printf("\nTARGET %s%s%s\n", name, h->sh_data_dir[0] ? " at " : "", h->sh_data_dir);
+	if (strcmp(name, "rocksdb"))
+		return;
+	for (int i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *d = &h->sh_states[i];
+		char tuning[256];
+
+		if (sfs_load_acquire(&d->sd_state) != SFS_SDESC_READY)
+			continue;
+		sfs_rdbt_tuning(d, tuning, sizeof(tuning));
+		printf("  %-24s %s\n", d->sd_name, tuning);
+	}
 }
 
 /* Keyed state per worker region: buffers, barriers, back-pressure, flushes. */
@@ -278,6 +299,8 @@ int sfs_cmd_stat(int argc, char **argv)
 	}
 	if (!json)
 		print_workers(segs, nsegs, 0);
+	if (!json)
+		print_target(&segs[0]);
 	for (int n = 0; n < nsegs; n++)
 		sfs_seg_detach(&segs[n]);
 	return 0;

@@ -209,6 +209,21 @@ static void fault(const char *point)
 
 /* ---- merge operators (counters) --------------------------------------------- */
 
+void sfs_rdbt_tuning(const struct sfs_state_desc *d, char *buf, size_t n)
+{
+	static const char *const merges[SFS_MERGE_NOPS] = { "add", "max", "min" };
+	int point = d->sd_kind == SFS_STATE_VALUE || d->sd_kind == SFS_STATE_COUNTER;
+	int prefix = d->sd_kind == SFS_STATE_MAP || d->sd_kind == SFS_STATE_LIST;
+
+	snprintf(buf, n, "skiplist memtable, WAL off, LZ4 L0-L1, ZSTD below and bottommost, "
+		 "bloom 10 bits%s%s%s%s",
+		 point ? ", partitioned filters + two-level index" : "",
+		 prefix ? ", prefix bloom (used only for probes at least that long)" : "",
+		 d->sd_kind == SFS_STATE_COUNTER ? ", merge operator " : "",
+		 d->sd_kind == SFS_STATE_COUNTER ?
+			 merges[d->sd_merge < SFS_MERGE_NOPS ? d->sd_merge : 0] : "");
+}
+
 /* Options of a state's column family (@d NULL: an unknown family, plain
  * options).  Every choice here is printed in the instance's LOG. */
 static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cache_t *cache)

@@ -31,6 +31,9 @@
 
 #include <stdint.h>
 
+#include <stddef.h>
+
+#include "shm/segment.h"
 #include "target/target.h"
 
 #define SFS_RDBT_MAGIC 0x3154424452534653ull /* "SFSRDBT1" */
@@ -55,6 +58,11 @@ struct sfs_rdbt_pub {
 };
 
 uint64_t sfs_rdbt_layout(void);
+
+/* The tuning a state's column family gets (a pure function of its kind and
+ * merge operator, kept next to the code that applies it), as one line for
+ * `sfs stat`; the same choices are in each instance's RocksDB LOG. */
+void sfs_rdbt_tuning(const struct sfs_state_desc *d, char *buf, size_t n);
 
 extern const struct sfs_target_ops sfs_target_rocksdb;
 
