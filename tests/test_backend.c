@@ -21,44 +21,14 @@
 #include "sfs.h"
 #include "worker/keygroup.h"
 
-/* state_helpers.h brings more helpers than this file needs. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/state_helpers.h"
-#pragma GCC diagnostic pop
-
-/* The memory backend takes sfs's default buffers (4 x 16 MiB + 8 MiB cache)
- * and the in-process compactor a 16 MiB store: room for both. */
-#define SEG_MB 128
-
-static struct sfs_seg seg;
-static char dir[PATH_MAX];
+#include "tests/backend_fixture.h"
 
 static void setup(void)
 {
-	const char *tmp = getenv("TMPDIR");
-
-	th_job(job, sizeof(job), "backend");
-	cr_assert_eq(sfs_seg_create(job, 0, (size_t)SEG_MB << 20, 1, &seg), 0, "%s",
-		     sfs_last_error());
-	snprintf(dir, sizeof(dir), "%s/sfs-test-backend-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
+	fx_setup("backend");
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static void teardown(void)
-{
-	sfs_seg_detach(&seg);
-	sfs_seg_destroy(job, 0);
-	if (dir[0])
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-TestSuite(backend, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(backend, .init = setup, .fini = fx_teardown, .timeout = 60);
 
 /* Each test body runs once per backend. */
 #define BOTH(fn)                                                                    \
@@ -67,69 +37,24 @@ TestSuite(backend, .init = setup, .fini = teardown, .timeout = 60);
 
 /* ---- fixture ------------------------------------------------------------------ */
 
-struct fx {
-	const struct rt_backend_ops *ops;
-	struct rt_backend *b;
-	int mem;              /* memory: a compactor (in this process) */
-	struct inproc p;
-	uint64_t barrier;
-};
-
 static int fx_open_worker(struct fx *f, const char *name, uint32_t worker, uint32_t workers)
 {
-	struct rt_backend_cfg cfg = { .job = job, .node = 0, .worker = worker, .workers = workers,
-				      .max_parallelism = 0, .data_dir = dir };
-
-	memset(f, 0, sizeof(*f));
-	f->ops = rt_backend_find(name);
-	cr_assert_not_null(f->ops, "backend %s", name);
-	return f->ops->open(&cfg, &f->b);
+	return fx_open_backend(f, name, worker, workers);
 }
 
 static void fx_open(struct fx *f, const char *name)
 {
-	cr_assert_eq(fx_open_worker(f, name, 0, 1), 0, "%s: %s", name, sfs_last_error());
-	f->mem = strcmp(name, "memory") == 0;
-	if (f->mem)
-		inproc_start(&f->p);
+	cr_assert_eq(fx_open_backend(f, name, 0, 1), 0, "%s: %s", name, sfs_last_error());
 }
 
-/* Memory: flush every sealed buffer, so the next barrier finds a free one.
- * A quiescent point (inproc_drain's, through the ops table). */
-static void fx_drain(struct fx *f)
-{
-	uint64_t deadline = sfs_now_ns() + 10000000000ull;
-
-	if (!f->mem) {
-		f->ops->quiescent(f->b);
-		return;
-	}
-	while (sfs_now_ns() < deadline) {
-		int pending = 0, rc;
-
-		f->ops->quiescent(f->b);
-		rc = sfs_flusher_step(&f->p.f, 1000, &pending);
-		cr_assert_geq(rc, 0, "%s", sfs_last_error());
-		if (rc == 0 && !pending)
-			return;
-		if (rc == 0)
-			usleep(200);
-	}
-	cr_assert_fail("flusher never went idle");
-}
-
-/* A barrier the memory backend never back-pressures on. */
 static void fx_barrier(struct fx *f)
 {
-	fx_drain(f);
-	cr_assert_eq(f->ops->barrier(f->b, ++f->barrier), 0, "%s", sfs_last_error());
+	fx_barrier_only(f);
 }
 
 static void fx_close(struct fx *f)
 {
-	if (f->mem)
-		inproc_stop(&f->p);
-	f->ops->close(f->b);
+	fx_close_backend(f);
 }
 
 static uint32_t fx_reg(struct fx *f, const char *name, int kind, unsigned merge)

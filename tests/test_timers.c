@@ -20,42 +20,17 @@
 #include "sfs.h"
 #include "worker/keygroup.h"
 
-/* state_helpers.h brings more helpers than this file needs. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/state_helpers.h"
-#pragma GCC diagnostic pop
-
-#define SEG_MB 128	/* the memory backend's 4 x 16 MiB buffers + cache + store */
-
-static struct sfs_seg seg;
-static char dir[PATH_MAX];
+#define FX_EXTRA                                                                    \
+	struct rt_op op;                                                            \
+	struct rt_timers *t;
+#include "tests/backend_fixture.h"
 
 static void setup(void)
 {
-	const char *tmp = getenv("TMPDIR");
-
-	th_job(job, sizeof(job), "timers");
-	cr_assert_eq(sfs_seg_create(job, 0, (size_t)SEG_MB << 20, 1, &seg), 0, "%s",
-		     sfs_last_error());
-	snprintf(dir, sizeof(dir), "%s/sfs-test-timers-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	cr_assert_not_null(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
+	fx_setup("timers");
 }
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static void teardown(void)
-{
-	sfs_seg_detach(&seg);
-	sfs_seg_destroy(job, 0);
-	if (dir[0])
-		nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-TestSuite(timers, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(timers, .init = setup, .fini = fx_teardown, .timeout = 60);
 
 #define BOTH(fn)                                                                    \
 	Test(timers, fn##_memory) { fn("memory"); }                                 \
@@ -63,28 +38,10 @@ TestSuite(timers, .init = setup, .fini = teardown, .timeout = 60);
 
 /* ---- fixture ------------------------------------------------------------------ */
 
-struct fx {
-	const struct rt_backend_ops *ops;
-	struct rt_backend *b;
-	struct rt_op op;
-	struct rt_timers *t;
-	int mem;
-	struct inproc p;
-	uint64_t barrier;
-};
-
 static void fx_open_worker(struct fx *f, const char *name, uint32_t worker, uint32_t workers)
 {
-	struct rt_backend_cfg cfg = { .job = job, .node = 0, .worker = worker, .workers = workers,
-				      .max_parallelism = 0, .data_dir = dir };
-
-	memset(f, 0, sizeof(*f));
-	f->ops = rt_backend_find(name);
-	cr_assert_not_null(f->ops, "backend %s", name);
-	cr_assert_eq(f->ops->open(&cfg, &f->b), 0, "%s: %s", name, sfs_last_error());
-	f->mem = strcmp(name, "memory") == 0;
-	if (f->mem)
-		inproc_start(&f->p);
+	cr_assert_eq(fx_open_backend(f, name, worker, workers), 0, "%s: %s", name,
+		     sfs_last_error());
 	f->op = (struct rt_op){ .st = f->b, .so = f->ops, .worker = worker, .workers = workers,
 				.maxp = SFS_MAX_PARALLELISM_DEFAULT };
 	cr_assert_eq(rt_timers_open(&f->op, "t", &f->t), 0, "%s", sfs_last_error());
@@ -103,43 +60,17 @@ static void fx_reopen(struct fx *f)
 	cr_assert_eq(rt_timers_open(&f->op, "t", &f->t), 0, "%s", sfs_last_error());
 }
 
-/* Memory: flush every sealed buffer (a quiescent point). */
-static void fx_drain(struct fx *f)
-{
-	uint64_t deadline = sfs_now_ns() + 10000000000ull;
-
-	if (!f->mem) {
-		f->ops->quiescent(f->b);
-		return;
-	}
-	while (sfs_now_ns() < deadline) {
-		int pending = 0, rc;
-
-		f->ops->quiescent(f->b);
-		rc = sfs_flusher_step(&f->p.f, 1000, &pending);
-		cr_assert_geq(rc, 0, "%s", sfs_last_error());
-		if (rc == 0 && !pending)
-			return;
-		if (rc == 0)
-			usleep(200);
-	}
-	cr_assert_fail("flusher never went idle");
-}
-
 /* A barrier, then everything sealed flushed: reads come from the store. */
 static void fx_barrier(struct fx *f)
 {
-	fx_drain(f);
-	cr_assert_eq(f->ops->barrier(f->b, ++f->barrier), 0, "%s", sfs_last_error());
+	fx_barrier_only(f);
 	fx_drain(f);
 }
 
 static void fx_close(struct fx *f)
 {
 	rt_timers_close(f->t);
-	if (f->mem)
-		inproc_stop(&f->p);
-	f->ops->close(f->b);
+	fx_close_backend(f);
 }
 
 static void key_of(unsigned char *k, uint64_t v)
