@@ -35,6 +35,24 @@ void q_batch_close(struct q_batch *b);
 int q_batch_add(struct rt_op *op, struct q_batch *b, const void *key, uint32_t klen,
 		const void *rec, uint32_t len, sfs_jb_key_fn fn);
 
+/*
+ * The records a key's apply walks: the single record @*one (batching off;
+ * it is taken once: *@one becomes NULL), else the batch's next record of
+ * the key.  1 with *@rec (and *@len when @len is not NULL), 0 when done.
+ */
+static inline int q_batch_next(const void **one, uint32_t one_len, const struct sfs_jb *jb,
+			       struct sfs_jb_iter *it, const void **rec, uint32_t *len)
+{
+	if (*one) {
+		*rec = *one;
+		if (len)
+			*len = one_len;
+		*one = NULL;
+		return 1;
+	}
+	return jb && sfs_jb_next_rec(jb, it, rec, len, NULL) == 0;
+}
+
 /* Apply everything buffered (flush() of the query). */
 int q_batch_flush(struct rt_op *op, struct q_batch *b, sfs_jb_key_fn fn);
 

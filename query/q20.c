@@ -119,7 +119,7 @@ static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q_b
 	struct q20 *q = op->priv;
 	const struct q_auction *a = NULL;
 	struct sfs_view v;
-	const void *rec;
+	const void *first = one, *rec;
 	uint32_t len;
 	int rc;
 
@@ -130,9 +130,7 @@ static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q_b
 		memcpy(q->abuf, v.data, v.len);	/* the puts below may move it */
 		a = (const struct q_auction *)q->abuf;
 	}
-	if (one)
-		return apply_bid(op, k, a, one, (uint32_t)q_bid_len(one));
-	while (sfs_jb_next_rec(jb, it, &rec, &len, NULL) == 0)
+	while (q_batch_next(&first, one ? (uint32_t)q_bid_len(one) : 0, jb, it, &rec, &len))
 		if ((rc = apply_bid(op, k, a, rec, len)))
 			return rc;
 	return 0;

@@ -128,6 +128,7 @@ static int scan_auction(void *arg, const void *ukey, uint32_t ulen, const void *
 static int apply_auctions(struct rt_op *op, const unsigned char *k, const struct q3_rec *one,
 			  const struct sfs_jb *jb, struct sfs_jb_iter *it)
 {
+	const void *first = one, *rec;
 	struct q3 *q = op->priv;
 	const struct q3_rec *p = NULL;
 	struct sfs_view v;
@@ -140,18 +141,10 @@ static int apply_auctions(struct rt_op *op, const unsigned char *k, const struct
 		memcpy(q->scratch, v.data, v.len);	/* the puts below may move it */
 		p = (const struct q3_rec *)q->scratch;
 	}
-	for (;;) {
-		const void *rec;
-		const struct q3_rec *r;
+	while (q_batch_next(&first, 0, jb, it, &rec, NULL)) {
+		const struct q3_rec *r = rec;
 		unsigned char uk[8];
 
-		if (one) {
-			rec = one;
-			one = NULL;
-		} else if (!jb || sfs_jb_next_rec(jb, it, &rec, NULL, NULL)) {
-			break;
-		}
-		r = rec;
 		q_key_i64(uk, r->auction);
 		rc = op->so->map_put(op->st, q->auctions, 0, k, 8, uk, 8, "", 0);
 		if (rc)

@@ -145,6 +145,7 @@ static int scan_bid(void *arg, const void *ukey, uint32_t ulen, const void *val,
 static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q4_rec *one,
 		      const struct sfs_jb *jb, struct sfs_jb_iter *it)
 {
+	const void *first = one, *rec;
 	struct q4 *q = op->priv;
 	const struct rt_backend_ops *so = op->so;
 	struct q4_auction a;
@@ -166,19 +167,11 @@ static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q4_
 			memcpy(&old, v.data, sizeof(old));
 		m = has_old ? old : (struct q4_max){ INT64_MIN, a.category };
 	}
-	for (;;) {
-		const void *rec;
-		const struct q4_rec *r;
+	while (q_batch_next(&first, sizeof(*one), jb, it, &rec, NULL)) {
+		const struct q4_rec *r = rec;
 		struct q4_bid b;
 		unsigned char uk[8];
 
-		if (one) {
-			rec = one;
-			one = NULL;
-		} else if (!jb || sfs_jb_next_rec(jb, it, &rec, NULL, NULL)) {
-			break;
-		}
-		r = rec;
 		b.price = r->a;
 		b.date_time = r->b;
 		q_key_i64(uk, r->seq);

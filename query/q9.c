@@ -128,6 +128,8 @@ static int scan_bid(void *arg, const void *ukey, uint32_t ulen, const void *val,
 static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q_bid *one,
 		      const struct sfs_jb *jb, struct sfs_jb_iter *it)
 {
+	const void *first = one, *rec;
+	uint32_t len;
 	struct q9 *q = op->priv;
 	const struct rt_backend_ops *so = op->so;
 	const struct q_auction *a = NULL;
@@ -149,20 +151,10 @@ static int apply_bids(struct rt_op *op, const unsigned char *k, const struct q_b
 			have_best = 1;
 		}
 	}
-	for (;;) {
-		const void *rec;
-		uint32_t len;
+	while (q_batch_next(&first, one ? (uint32_t)q_bid_len(one) : 0, jb, it, &rec, &len)) {
+		const struct q_bid *b = rec;
 		unsigned char uk[8];
-		const struct q_bid *b;
 
-		if (one) {
-			rec = one;
-			len = (uint32_t)q_bid_len(one);
-			one = NULL;
-		} else if (!jb || sfs_jb_next_rec(jb, it, &rec, &len, NULL)) {
-			break;
-		}
-		b = rec;
 		q_key_i64(uk, b->seq);
 		if ((rc = so->map_put(op->st, q->bids, 0, k, 8, uk, 8, b, len)))
 			return rt_fail(op, rc, "q9 bids put");
