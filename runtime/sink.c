@@ -16,6 +16,8 @@ struct rt_sink_ent {
 	uint64_t hash;
 	int64_t count;
 	uint32_t klen, rlen;
+	uint32_t cap;   /* bytes allocated for key + row */
+	uint32_t pad;
 	char bytes[];   /* key, then row */
 };
 
@@ -113,6 +115,7 @@ static struct rt_sink_ent *ent_new(uint64_t h, const void *k, size_t klen, const
 	e->count = 1;
 	e->klen = (uint32_t)klen;
 	e->rlen = (uint32_t)rlen;
+	e->cap = (uint32_t)(klen + rlen);
 	memcpy(e->bytes, k, klen);
 	memcpy(e->bytes + klen, row, rlen);
 	return e;
@@ -134,6 +137,12 @@ int rt_sink_put(struct rt_sink *s, const void *key, size_t klen, const char *row
 	e = s->slot[i];
 	if (e && e->rlen == rlen && !memcmp(e->bytes + klen, row, rlen))
 		return 0;
+	if (e && e->cap >= klen + rlen) {
+		/* an update of a key: the row is rewritten in place, no allocation */
+		memcpy(e->bytes + klen, row, rlen);
+		e->rlen = (uint32_t)rlen;
+		return 0;
+	}
 	e = ent_new(h, key, klen, row, rlen);
 	if (!e)
 		return sfs__err(-ENOMEM, "sink: out of memory");
