@@ -1,7 +1,8 @@
 /*
  * memory.c — the memory flush target: see memory.h for the design.
  * Hand-written because no library offers a multi-process, RCU-published,
- * offset-based hash table that survives its writer's kill -9.
+ * offset-based hash table (with per-map linked entries) that survives its
+ * writer's kill -9.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,23 @@
 #define SLOT_OFF_MASK ((1ull << 48) - 1)
 #define INDEX_MIN_SLOTS 1024u
 #define GRACE_WAIT_NS (10ull * 1000000000ull)
+#define KLEN_MASK 0xffffffu
+#define LINK_BYTES ((uint32_t)sizeof(struct sfs_mstore_link))
+
+/* Intents (ms_intent): the operation whose steps a restart finishes. */
+enum {
+	I_LINK = 1,	/* ms_intent_rec: a new map entry whose links are set */
+	I_UNLINK = 2,	/* ms_intent_rec: a map entry to take out */
+	I_CLEAR = 3,	/* ms_intent_rec: a head whose map is dropped */
+};
+
+void (*sfs__mstore_fault)(const char *step);
+
+static inline void fault(const char *step)
+{
+	if (__builtin_expect(sfs__mstore_fault != NULL, 0))
+		sfs__mstore_fault(step);
+}
 
 uint64_t sfs_mstore_layout(void)
 {
@@ -27,9 +45,14 @@ uint64_t sfs_mstore_layout(void)
 	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_top));
 	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_applied));
 	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_copies));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_intent));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_intent_rec));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_redone));
 	h = sfs_fp(h, sizeof(struct sfs_mstore_index));
 	h = sfs_fp(h, sizeof(struct sfs_mstore_entry));
 	h = sfs_fp(h, offsetof(struct sfs_mstore_entry, me_vlen));
+	h = sfs_fp(h, sizeof(struct sfs_mstore_link));
+	h = sfs_fp(h, SFS_MSTORE_K_ENTRY);
 	h = sfs_fp(h, SLOT_OFF_MASK);
 	return h;
 }
@@ -54,9 +77,30 @@ static inline uint64_t entry_size(uint32_t klen, uint32_t vlen)
 	return (sizeof(struct sfs_mstore_entry) + ((klen + 7u) & ~7u) + vlen + 7u) & ~7ull;
 }
 
+static inline uint32_t entry_klen(const struct sfs_mstore_entry *e)
+{
+	return e->me_kf & KLEN_MASK;
+}
+
+static inline uint32_t entry_kind(const struct sfs_mstore_entry *e)
+{
+	return e->me_kf >> 24;
+}
+
 static inline const void *entry_value(const struct sfs_mstore_entry *e)
 {
-	return (const char *)(e + 1) + ((e->me_klen + 7u) & ~7u);
+	return (const char *)(e + 1) + ((entry_klen(e) + 7u) & ~7u);
+}
+
+static inline struct sfs_mstore_entry *rec(const struct sfs_mstore *ms, uint64_t off)
+{
+	return (struct sfs_mstore_entry *)(base(ms) + off);
+}
+
+/* The link block of a map record (head or entry). */
+static inline struct sfs_mstore_link *link_of(const struct sfs_mstore_entry *e)
+{
+	return (struct sfs_mstore_link *)(uintptr_t)entry_value(e);
 }
 
 static int check(const struct sfs_mstore *ms, uint64_t size, const char *what)
@@ -93,9 +137,11 @@ int sfs_mstore_attach(struct sfs_seg *s, uint32_t w, struct sfs_mstore **out)
 	return rc;
 }
 
-/* Probe @ix for (ns, key): the slot index, *found if it holds the key. */
+/* Probe @ix for (ns, key): the slot index, *found if it holds the key, and
+ * then *word the slot word it matched (read once: a concurrent writer may
+ * change the slot after). */
 static uint64_t probe(const struct sfs_mstore *ms, const struct sfs_mstore_index *ix, uint64_t h,
-		      uint64_t ns, const void *key, uint32_t klen, int *found)
+		      uint64_t ns, const void *key, uint32_t klen, int *found, uint64_t *word)
 {
 	uint64_t mask = ix->mi_slots - 1, i, first_free = UINT64_MAX;
 
@@ -114,9 +160,10 @@ static uint64_t probe(const struct sfs_mstore *ms, const struct sfs_mstore_index
 		if ((sw & ~SLOT_OFF_MASK) != (h & ~SLOT_OFF_MASK))
 			continue;
 		e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
-		if (e->me_hash == h && e->me_ns == ns && e->me_klen == klen &&
+		if (e->me_hash == h && e->me_ns == ns && entry_klen(e) == klen &&
 		    memcmp(e + 1, key, klen) == 0) {
 			*found = 1;
+			*word = sw;
 			return i;
 		}
 	}
@@ -133,10 +180,23 @@ void sfs_mstore_prefetch(const struct sfs_mstore *ms, uint64_t h)
 	__builtin_prefetch(&ix->mi_slot[h & (ix->mi_slots - 1)]);
 }
 
+void sfs_mstore_prefetch_rec(const struct sfs_mstore *ms, uint64_t h)
+{
+	uint64_t ioff = sfs_load_acquire(&ms->ms_index), sw;
+	const struct sfs_mstore_index *ix;
+
+	if (!ioff)
+		return;
+	ix = (const struct sfs_mstore_index *)(base(ms) + ioff);
+	sw = sfs_load_relaxed(&ix->mi_slot[h & (ix->mi_slots - 1)]);
+	if (sw > SLOT_DELETED && (sw & ~SLOT_OFF_MASK) == (h & ~SLOT_OFF_MASK))
+		__builtin_prefetch(base(ms) + (sw & SLOT_OFF_MASK));
+}
+
 int sfs_mstore_get(const struct sfs_mstore *ms, uint64_t h, uint64_t ns, const void *key,
 		   uint32_t klen, struct sfs_mstore_view *v)
 {
-	uint64_t ioff = sfs_load_acquire(&ms->ms_index), i;
+	uint64_t ioff = sfs_load_acquire(&ms->ms_index), sw = 0;
 	const struct sfs_mstore_index *ix;
 	const struct sfs_mstore_entry *e;
 	int found;
@@ -144,22 +204,81 @@ int sfs_mstore_get(const struct sfs_mstore *ms, uint64_t h, uint64_t ns, const v
 	if (!ioff)
 		return 0;
 	ix = (const struct sfs_mstore_index *)(base(ms) + ioff);
-	i = probe(ms, ix, h, ns, key, klen, &found);
+	probe(ms, ix, h, ns, key, klen, &found, &sw);
 	if (!found)
 		return 0;
-	e = (const struct sfs_mstore_entry *)(base(ms) + (sfs_load_acquire(&ix->mi_slot[i]) &
-							  SLOT_OFF_MASK));
-	v->value = entry_value(e);
-	v->len = e->me_vlen;
+	e = rec(ms, sw & SLOT_OFF_MASK);
+	switch (entry_kind(e)) {
+	case SFS_MSTORE_K_HEAD:
+		return 0;
+	case SFS_MSTORE_K_ENTRY:
+		v->value = (const char *)entry_value(e) + LINK_BYTES;
+		v->len = e->me_vlen - LINK_BYTES;
+		break;
+	default:
+		v->value = entry_value(e);
+		v->len = e->me_vlen;
+	}
 	v->tag = e->me_tag;
 	return 1;
+}
+
+/* A record a reader follows a link to: inside the halves, whole. */
+static const struct sfs_mstore_entry *follow(const struct sfs_mstore *ms, uint64_t off)
+{
+	const struct sfs_mstore_entry *e;
+
+	if (off < ms->ms_half_off[0] || (off & 7) || off > ms->ms_size - sizeof(*e))
+		return NULL;
+	e = rec(ms, off);
+	if (entry_size(entry_klen(e), e->me_vlen) > ms->ms_size - off)
+		return NULL;
+	return e;
+}
+
+int sfs_mstore_map_iter(const struct sfs_mstore *ms, uint64_t ph, uint64_t ns, const void *pk,
+			uint32_t plen,
+			int (*fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
+				  uint32_t vlen),
+			void *arg)
+{
+	uint64_t ioff = sfs_load_acquire(&ms->ms_index), sw = 0, off, steps = 0;
+	const struct sfs_mstore_index *ix;
+	const struct sfs_mstore_entry *e;
+	int found;
+
+	if (!ioff)
+		return 0;
+	ix = (const struct sfs_mstore_index *)(base(ms) + ioff);
+	probe(ms, ix, ph, ns, pk, plen, &found, &sw);
+	if (!found)
+		return 0;
+	e = rec(ms, sw & SLOT_OFF_MASK);
+	if (entry_kind(e) != SFS_MSTORE_K_HEAD)
+		return 0;
+	for (off = sfs_load_acquire(&link_of(e)->ml_next); off;
+	     off = sfs_load_acquire(&link_of(e)->ml_next)) {
+		int rc;
+
+		/* A bound on the walk too: a cycle (a bug) ends, it does not spin. */
+		e = follow(ms, off);
+		if (!e || entry_klen(e) < plen || e->me_vlen < LINK_BYTES ||
+		    ++steps > ms->ms_size / sizeof(*e))
+			return sfs__err(SFS_ECORRUPT, "memory store %u: map link to offset %llu "
+					"is not an entry", ms->ms_worker, (unsigned long long)off);
+		rc = fn(arg, (const char *)(e + 1) + plen, entry_klen(e) - plen,
+			(const char *)entry_value(e) + LINK_BYTES, e->me_vlen - LINK_BYTES);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* ---- writer ---------------------------------------------------------------- */
 
 /* Reserve @n bytes at the top of half @h: the top moves before anything is
- * written, so a crash leaves unreachable bytes, never a published entry that
- * a later append overwrites.  Returns the region offset or 0 when full. */
+ * written, so a crash leaves unreachable bytes, never a published record
+ * that a later append overwrites.  Returns the region offset or 0 when full. */
 static uint64_t bump(struct sfs_mstore *ms, unsigned h, uint64_t n)
 {
 	uint64_t top = ms->ms_top[h];
@@ -211,7 +330,7 @@ static void index_put(struct sfs_mstore_index *ix, uint64_t h, uint64_t sw)
 	ix->mi_used++;
 }
 
-/* Grow the index within the active half (entries stay where they are). */
+/* Grow the index within the active half (records stay where they are). */
 static int index_grow(struct sfs_mstore_writer *w)
 {
 	struct sfs_mstore *ms = w->ms;
@@ -225,19 +344,34 @@ static int index_grow(struct sfs_mstore_writer *w)
 		uint64_t sw = old->mi_slot[i];
 
 		if (sw != SLOT_EMPTY && sw != SLOT_DELETED)
-			index_put(nx, ((const struct sfs_mstore_entry *)(base(ms) +
-									 (sw & SLOT_OFF_MASK)))->me_hash,
-				  sw);
+			index_put(nx, rec(ms, sw & SLOT_OFF_MASK)->me_hash, sw);
 	}
 	sfs_store_relaxed(&ms->ms_garbage, ms->ms_garbage + sizeof(*old) + old->mi_slots * 8);
 	sfs_store_release(&ms->ms_index, noff);
 	return 0;
 }
 
+/* Copy record @e into half @to and enter it in @nx: its new offset, 0 when
+ * the half is full. */
+static uint64_t copy_rec(struct sfs_mstore *ms, unsigned to, struct sfs_mstore_index *nx,
+			 const struct sfs_mstore_entry *e)
+{
+	uint64_t n = entry_size(entry_klen(e), e->me_vlen), off = bump(ms, to, n);
+
+	if (!off)
+		return 0;
+	memcpy(base(ms) + off, e, n);
+	index_put(nx, e->me_hash, slot_word(e->me_hash, off));
+	return off;
+}
+
 /*
- * Copy every live entry into the other half with a fresh index and publish
- * it.  Waits (bounded) for the grace period that frees the other half.
+ * Copy every live record into the other half with a fresh index and publish
+ * it.  A map is copied from its head along its list (its entries are
+ * skipped where the index walk meets them), relinked to the new offsets.
+ * Waits (bounded) for the grace period that frees the other half.
  * O(live bytes).  SFS_EFULL when the live data does not fit half the region.
+ * Never runs with an intent pending (called before a write's first step).
  */
 static int compact(struct sfs_mstore_writer *w)
 {
@@ -259,19 +393,31 @@ static int compact(struct sfs_mstore_writer *w)
 		return SFS_EFULL;
 	nx = index_at(ms, noff);
 	for (uint64_t i = 0; i < old->mi_slots; i++) {
-		uint64_t sw = old->mi_slot[i], off;
+		uint64_t sw = old->mi_slot[i], nh, prev, at;
 		const struct sfs_mstore_entry *e;
-		uint64_t n;
 
 		if (sw == SLOT_EMPTY || sw == SLOT_DELETED)
 			continue;
-		e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
-		n = entry_size(e->me_klen, e->me_vlen);
-		off = bump(ms, to, n);
-		if (!off)
+		e = rec(ms, sw & SLOT_OFF_MASK);
+		if (entry_kind(e) == SFS_MSTORE_K_ENTRY)
+			continue;	/* copied with its head */
+		nh = copy_rec(ms, to, nx, e);
+		if (!nh)
 			return SFS_EFULL;	/* unpublished: the old half stays in use */
-		memcpy(base(ms) + off, e, n);
-		index_put(nx, e->me_hash, slot_word(e->me_hash, off));
+		if (entry_kind(e) != SFS_MSTORE_K_HEAD)
+			continue;
+		prev = nh;
+		link_of(rec(ms, nh))->ml_next = 0;
+		for (at = link_of(e)->ml_next; at; at = link_of(rec(ms, at))->ml_next) {
+			uint64_t ne = copy_rec(ms, to, nx, rec(ms, at));
+
+			if (!ne)
+				return SFS_EFULL;
+			link_of(rec(ms, ne))->ml_next = 0;
+			link_of(rec(ms, ne))->ml_prev = prev;
+			link_of(rec(ms, prev))->ml_next = ne;
+			prev = ne;
+		}
 	}
 	sfs_store_relaxed(&ms->ms_garbage, 0);
 	sfs_store_release(&ms->ms_index, noff);
@@ -280,6 +426,186 @@ static int compact(struct sfs_mstore_writer *w)
 	w->idle_token = sfs_qsbr_start(w->seg->hdr);
 	return 0;
 }
+
+/* ---- records in the index ------------------------------------------------ */
+
+/* The published record of (@h, @ns, @key), or NULL; *@slot its slot, or
+ * where it would go. */
+static struct sfs_mstore_entry *find(struct sfs_mstore *ms, uint64_t h, uint64_t ns,
+				     const void *key, uint32_t klen, uint64_t *slot)
+{
+	struct sfs_mstore_index *ix = index_at(ms, ms->ms_index);
+	uint64_t sw = 0;
+	int found;
+
+	*slot = probe(ms, ix, h, ns, key, klen, &found, &sw);
+	return found ? rec(ms, sw & SLOT_OFF_MASK) : NULL;
+}
+
+/* Append a record (the caller made room): header, key, then @link (when
+ * not NULL: a map record) and @value.  Not yet reachable. */
+static uint64_t append(struct sfs_mstore *ms, uint64_t h, uint64_t tag, uint64_t ns,
+		       uint32_t kind, const void *key, uint32_t klen,
+		       const struct sfs_mstore_link *link, const void *value, uint32_t vlen)
+{
+	uint32_t lb = link ? LINK_BYTES : 0;
+	uint64_t n = entry_size(klen, lb + vlen), off = bump(ms, ms->ms_active, n);
+	struct sfs_mstore_entry *e = rec(ms, off);
+	char *v;
+
+	e->me_hash = h;
+	e->me_tag = tag;
+	e->me_ns = ns;
+	e->me_kf = klen | kind << 24;
+	e->me_vlen = lb + vlen;
+	memcpy(e + 1, key, klen);
+	v = (char *)(uintptr_t)entry_value(e);
+	if (link)
+		memcpy(v, link, LINK_BYTES);
+	if (vlen)
+		memcpy(v + lb, value, vlen);
+	sfs_store_relaxed(&ms->ms_written, ms->ms_written + n);
+	return off;
+}
+
+/* Where a probe left a key (process-local): its slot in the current index
+ * and the record found there (0: the slot was free).  Saves a probe when
+ * nothing moved since; checked before use. */
+struct hint {
+	uint64_t ix, slot, old;
+};
+
+/* Make record @off the published version of its key (replacing any other;
+ * nothing when it already is).  Room for a slot was made.  Returns its slot. */
+static uint64_t publish(struct sfs_mstore *ms, uint64_t off, const struct hint *hn)
+{
+	const struct sfs_mstore_entry *e = rec(ms, off), *old = NULL;
+	struct sfs_mstore_index *ix = index_at(ms, ms->ms_index);
+	uint32_t klen = entry_klen(e);
+	uint64_t slot, sw;
+
+	if (hn && hn->ix == ms->ms_index &&
+	    ((sw = ix->mi_slot[hn->slot]) == SLOT_EMPTY || sw == SLOT_DELETED
+		     ? !hn->old
+		     : (sw & SLOT_OFF_MASK) == hn->old)) {
+		slot = hn->slot;
+		old = hn->old ? rec(ms, hn->old) : NULL;
+	} else {
+		old = find(ms, e->me_hash, e->me_ns, e + 1, klen, &slot);
+	}
+	if (old == e)
+		return slot;
+	if (!old && ix->mi_slot[slot] == SLOT_EMPTY)
+		ix->mi_used++;
+	sfs_store_release(&ix->mi_slot[slot], slot_word(e->me_hash, off));
+	if (old) {
+		sfs_store_relaxed(&ms->ms_bytes, ms->ms_bytes - entry_klen(old) - old->me_vlen);
+		sfs_store_relaxed(&ms->ms_garbage,
+				  ms->ms_garbage + entry_size(entry_klen(old), old->me_vlen));
+	} else {
+		sfs_store_relaxed(&ms->ms_live, ms->ms_live + 1);
+	}
+	sfs_store_relaxed(&ms->ms_bytes, ms->ms_bytes + klen + e->me_vlen);
+	return slot;
+}
+
+/* Take record @off out of the index if it is its key's published version:
+ * 1 if it was, 0 if not (already out, or replaced). */
+static int unpublish(struct sfs_mstore *ms, uint64_t off)
+{
+	const struct sfs_mstore_entry *e = rec(ms, off);
+	struct sfs_mstore_index *ix = index_at(ms, ms->ms_index);
+	uint64_t slot;
+
+	if (find(ms, e->me_hash, e->me_ns, e + 1, entry_klen(e), &slot) != e)
+		return 0;
+	/* A deleted marker, not EMPTY: later keys of the probe run stay
+	 * reachable.  Readers see the key gone. */
+	sfs_store_release(&ix->mi_slot[slot], SLOT_DELETED);
+	sfs_store_relaxed(&ms->ms_live, ms->ms_live - 1);
+	sfs_store_relaxed(&ms->ms_bytes, ms->ms_bytes - entry_klen(e) - e->me_vlen);
+	sfs_store_relaxed(&ms->ms_garbage, ms->ms_garbage + entry_size(entry_klen(e), e->me_vlen));
+	return 1;
+}
+
+/* ---- intents: the steps of a map write, each idempotent ----------------- */
+
+/* New entry @off takes its place: its prev's next and its next's prev
+ * point to it, and it becomes its key's published version (an older
+ * version, in the same place of the list, turns garbage). */
+static void redo_link(struct sfs_mstore *ms, uint64_t off, const struct hint *hn)
+{
+	const struct sfs_mstore_link *l = link_of(rec(ms, off));
+
+	sfs_store_release(&link_of(rec(ms, l->ml_prev))->ml_next, off);
+	fault("link");
+	if (l->ml_next)
+		link_of(rec(ms, l->ml_next))->ml_prev = off;
+	fault("index");
+	publish(ms, off, hn);
+}
+
+/* Entry @off leaves its list and the index; a head left without entries
+ * leaves the index too. */
+static void redo_unlink(struct sfs_mstore *ms, uint64_t off)
+{
+	const struct sfs_mstore_link *l = link_of(rec(ms, off));
+	uint64_t prev = l->ml_prev, next = l->ml_next;
+
+	sfs_store_release(&link_of(rec(ms, prev))->ml_next, next);
+	fault("unlink");
+	if (next)
+		link_of(rec(ms, next))->ml_prev = prev;
+	fault("index");
+	unpublish(ms, off);
+	if (entry_kind(rec(ms, prev)) == SFS_MSTORE_K_HEAD && !link_of(rec(ms, prev))->ml_next &&
+	    unpublish(ms, prev))
+		sfs_store_relaxed(&ms->ms_maps, ms->ms_maps - 1);
+}
+
+/* Head @off's entries leave the index, then the head.  The list itself is
+ * left as it is: unreachable garbage that a reader on it can still walk. */
+static void redo_clear(struct sfs_mstore *ms, uint64_t off)
+{
+	for (uint64_t at = link_of(rec(ms, off))->ml_next; at; at = link_of(rec(ms, at))->ml_next) {
+		unpublish(ms, at);
+		fault("clear");
+	}
+	if (unpublish(ms, off))
+		sfs_store_relaxed(&ms->ms_maps, ms->ms_maps - 1);
+}
+
+/* Finish the pending intent (@hn: where its key was found, or NULL). */
+static void redo(struct sfs_mstore *ms, const struct hint *hn)
+{
+	uint64_t off = ms->ms_intent_rec;
+
+	switch (ms->ms_intent) {
+	case I_LINK: redo_link(ms, off, hn); break;
+	case I_UNLINK: redo_unlink(ms, off); break;
+	case I_CLEAR: redo_clear(ms, off); break;
+	default: break;
+	}
+}
+
+/* Run intent @op on record @off: operands first, then the intent, then its
+ * steps, then clear it.  Compiler barriers suffice: a killed process loses
+ * no store it executed, and only another process of this machine reads. */
+static void intent(struct sfs_mstore *ms, uint32_t op, uint64_t off, const struct hint *hn)
+{
+	ms->ms_intent_rec = off;
+	cmm_barrier();
+	ms->ms_intent = op;
+	cmm_barrier();
+	fault("intent");
+	redo(ms, hn);
+	cmm_barrier();
+	ms->ms_intent = 0;
+	cmm_barrier();
+	fault("done");
+}
+
+/* ---- open and close ------------------------------------------------------ */
 
 int sfs_mstore_open(struct sfs_seg *s, uint32_t wk, uint64_t bytes,
 		    const struct sfs_proc_slot *self, struct sfs_mstore_writer *out)
@@ -300,6 +626,13 @@ int sfs_mstore_open(struct sfs_seg *s, uint32_t wk, uint64_t bytes,
 			if (rc)
 				return rc;
 			out->ms = ms;
+			if (ms->ms_intent) {
+				/* A writer was killed inside a map write. */
+				redo(ms, NULL);
+				cmm_barrier();
+				ms->ms_intent = 0;
+				sfs_store_relaxed(&ms->ms_redone, ms->ms_redone + 1);
+			}
 			/* A reader may still look at the inactive half. */
 			out->idle_token = sfs_qsbr_start(s->hdr);
 			return 0;
@@ -342,16 +675,17 @@ int sfs_mstore_pending(struct sfs_mstore_writer *w)
 	return w->idle_token != 0;
 }
 
-/* Make room for @n more entry bytes and one more slot. */
-static int make_room(struct sfs_mstore_writer *w, uint64_t n)
+/* Make room for @n more record bytes and @slots more index slots.  May
+ * move everything (a semispace copy): the caller probes again after. */
+static int make_room(struct sfs_mstore_writer *w, uint64_t n, unsigned slots)
 {
 	struct sfs_mstore *ms = w->ms;
 	struct sfs_mstore_index *ix = index_at(ms, ms->ms_index);
 	int rc;
 
-	if (ix->mi_used + 1 > ix->mi_slots / 4 * 3) {
-		/* An index of the new size, plus the entry, must fit. */
-		uint64_t need = sizeof(*ix) + slots_for(ms->ms_live) * 8 + n;
+	if (ix->mi_used + slots > ix->mi_slots / 4 * 3) {
+		/* An index of the new size, plus the records, must fit. */
+		uint64_t need = sizeof(*ix) + slots_for(ms->ms_live + slots) * 8 + n;
 
 		if (need > ms->ms_half - ms->ms_top[ms->ms_active]) {
 			rc = compact(w);
@@ -359,7 +693,7 @@ static int make_room(struct sfs_mstore_writer *w, uint64_t n)
 				return rc;
 			ix = index_at(ms, ms->ms_index);
 		}
-		if (ix->mi_used + 1 > ix->mi_slots / 4 * 3) {
+		if (ix->mi_used + slots > ix->mi_slots / 4 * 3) {
 			rc = index_grow(w);
 			if (rc)
 				return rc;
@@ -375,86 +709,188 @@ static int make_room(struct sfs_mstore_writer *w, uint64_t n)
 	return 0;
 }
 
+static int full(struct sfs_mstore_writer *w, int rc)
+{
+	const struct sfs_mstore *ms = w->ms;
+
+	return rc == SFS_EFULL ? sfs__err(SFS_EFULL,
+					  "memory store %u: full (%llu keys, %llu bytes live, "
+					  "half of %llu bytes usable)",
+					  ms->ms_worker, (unsigned long long)ms->ms_live,
+					  (unsigned long long)ms->ms_bytes,
+					  (unsigned long long)ms->ms_size)
+			       : rc;
+}
+
+/* ---- writes ----------------------------------------------------------------- */
+
 int sfs_mstore_apply(struct sfs_mstore_writer *w, int op, unsigned mop, uint64_t h, uint64_t ns,
 		     const void *key, uint32_t klen, const void *value, uint32_t vlen, uint64_t tag)
 {
 	struct sfs_mstore *ms = w->ms;
-	struct sfs_mstore_index *ix = index_at(ms, ms->ms_index);
-	const struct sfs_mstore_entry *old = NULL;
-	struct sfs_mstore_entry *e;
-	uint64_t i, off, sum = 0, n = entry_size(klen, vlen);
-	int found, rc;
+	const struct sfs_mstore_entry *old;
+	uint64_t slot, sum = 0, off;
+	int rc;
 
-	i = probe(ms, ix, h, ns, key, klen, &found);
-	if (found) {
-		old = (const struct sfs_mstore_entry *)(base(ms) + (ix->mi_slot[i] & SLOT_OFF_MASK));
-		if (old->me_tag >= tag) {
-			/* Already applied (a redone flush): idempotent. */
-			sfs_store_relaxed(&ms->ms_skipped, ms->ms_skipped + 1);
-			return 0;
-		}
+	old = find(ms, h, ns, key, klen, &slot);
+	if (old && old->me_tag >= tag) {
+		/* Already applied (a redone flush): idempotent. */
+		sfs_store_relaxed(&ms->ms_skipped, ms->ms_skipped + 1);
+		return 0;
 	}
+	if (old && entry_kind(old) != SFS_MSTORE_K_VALUE)
+		return sfs__err(SFS_ECORRUPT, "memory store %u: a value write over a map record",
+				ms->ms_worker);
 	if (op == SFS_MSTORE_DELETE) {
-		if (!found)
-			return 0;
-		/* A deleted marker, not EMPTY: later keys of the probe run
-		 * must stay reachable.  Readers see the key gone. */
-		sfs_store_release(&ix->mi_slot[i], SLOT_DELETED);
-		sfs_store_relaxed(&ms->ms_live, ms->ms_live - 1);
-		sfs_store_relaxed(&ms->ms_bytes, ms->ms_bytes - old->me_klen - old->me_vlen);
-		sfs_store_relaxed(&ms->ms_garbage,
-				  ms->ms_garbage + entry_size(old->me_klen, old->me_vlen));
+		if (old)
+			unpublish(ms, (uint64_t)((const char *)old - base(ms)));
 		return 0;
 	}
 	if (op == SFS_MSTORE_MERGE) {
-		int64_t d, base;
+		int64_t d, b;
 
 		if (vlen != 8 || (old && old->me_vlen != 8))
 			return sfs__err(SFS_EUSAGE, "memory store %u: counter merge over a %u-byte value",
 					ms->ms_worker, old ? old->me_vlen : vlen);
 		memcpy(&d, value, 8);
 		if (old) {
-			memcpy(&base, entry_value(old), 8);
-			d = sfs_merge_i64(mop, base, d);
+			memcpy(&b, entry_value(old), 8);
+			d = sfs_merge_i64(mop, b, d);
 		}
 		sum = (uint64_t)d;
 		value = &sum;
 	}
-	rc = make_room(w, n);
+	rc = make_room(w, entry_size(klen, vlen), 1);
 	if (rc)
-		return rc == SFS_EFULL
-			       ? sfs__err(SFS_EFULL,
-					  "memory store %u: full (%llu keys, %llu bytes live, half of "
-					  "%llu bytes usable)",
-					  ms->ms_worker, (unsigned long long)ms->ms_live,
-					  (unsigned long long)ms->ms_bytes,
-					  (unsigned long long)ms->ms_size)
-			       : rc;
-	/* make_room may have moved everything: find the slot again. */
-	ix = index_at(ms, ms->ms_index);
-	i = probe(ms, ix, h, ns, key, klen, &found);
-	old = found ? (const struct sfs_mstore_entry *)(base(ms) + (ix->mi_slot[i] & SLOT_OFF_MASK))
-		    : NULL;
-	off = bump(ms, ms->ms_active, n);
-	e = (struct sfs_mstore_entry *)(base(ms) + off);
-	e->me_hash = h;
-	e->me_tag = tag;
-	e->me_ns = ns;
-	e->me_klen = klen;
-	e->me_vlen = vlen;
-	memcpy(e + 1, key, klen);
-	memcpy((char *)entry_value(e), value, vlen);
-	if (!found && ix->mi_slot[i] == SLOT_EMPTY)
-		ix->mi_used++;
-	sfs_store_release(&ix->mi_slot[i], slot_word(h, off));
-	if (old) {
-		sfs_store_relaxed(&ms->ms_bytes, ms->ms_bytes - old->me_klen - old->me_vlen);
-		sfs_store_relaxed(&ms->ms_garbage,
-				  ms->ms_garbage + entry_size(old->me_klen, old->me_vlen));
-	} else {
-		sfs_store_relaxed(&ms->ms_live, ms->ms_live + 1);
+		return full(w, rc);
+	off = append(ms, h, tag, ns, SFS_MSTORE_K_VALUE, key, klen, NULL, value, vlen);
+	publish(ms, off, NULL);
+	return 0;
+}
+
+static int not_map(const struct sfs_mstore *ms, const struct sfs_mstore_entry *e, uint32_t kind)
+{
+	return sfs__err(SFS_ECORRUPT, "memory store %u: a map write meets a record of kind %u, "
+			"expected %u", ms->ms_worker, entry_kind(e), kind);
+}
+
+/* The head of (@ph, @ns, @pk): the writer's cached one when it is still
+ * published in the same slot of the same index (consecutive entries of a
+ * flush belong to the same map), else a probe.  NULL when absent. */
+static struct sfs_mstore_entry *head_of(struct sfs_mstore_writer *w, uint64_t ph, uint64_t ns,
+					const void *pk, uint32_t plen)
+{
+	struct sfs_mstore *ms = w->ms;
+	struct sfs_mstore_entry *hd;
+	uint64_t slot;
+
+	if (w->hd_ix == ms->ms_index &&
+	    (index_at(ms, ms->ms_index)->mi_slot[w->hd_slot] & SLOT_OFF_MASK) == w->hd_off) {
+		hd = rec(ms, w->hd_off);
+		if (hd->me_hash == ph && hd->me_ns == ns && entry_klen(hd) == plen &&
+		    memcmp(hd + 1, pk, plen) == 0)
+			return hd;
 	}
-	sfs_store_relaxed(&ms->ms_bytes, ms->ms_bytes + klen + vlen);
+	hd = find(ms, ph, ns, pk, plen, &slot);
+	if (hd) {
+		w->hd_ix = ms->ms_index;
+		w->hd_slot = slot;
+		w->hd_off = (uint64_t)((char *)hd - base(ms));
+	}
+	return hd;
+}
+
+int sfs_mstore_map_put(struct sfs_mstore_writer *w, uint64_t h, uint64_t ph, uint64_t ns,
+		       const void *key, uint32_t klen, uint32_t plen, const void *value,
+		       uint32_t vlen, uint64_t tag)
+{
+	struct sfs_mstore *ms = w->ms;
+	struct sfs_mstore_entry *x, *hd;
+	struct sfs_mstore_link l;
+	struct hint hn;
+	uint64_t hoff, off, ioff = ms->ms_index;
+	int rc;
+
+	x = find(ms, h, ns, key, klen, &hn.slot);
+	if (x && x->me_tag >= tag) {
+		sfs_store_relaxed(&ms->ms_skipped, ms->ms_skipped + 1);
+		return 0;
+	}
+	rc = make_room(w, entry_size(klen, LINK_BYTES + vlen) + entry_size(plen, LINK_BYTES), 2);
+	if (rc)
+		return full(w, rc);
+	if (ms->ms_index != ioff)	/* moved: a copy, or a bigger index */
+		x = find(ms, h, ns, key, klen, &hn.slot);
+	hd = head_of(w, ph, ns, key, plen);
+	if (x && entry_kind(x) != SFS_MSTORE_K_ENTRY)
+		return not_map(ms, x, SFS_MSTORE_K_ENTRY);
+	if (hd && entry_kind(hd) != SFS_MSTORE_K_HEAD)
+		return not_map(ms, hd, SFS_MSTORE_K_HEAD);
+	if (x && !hd)
+		return sfs__err(SFS_ECORRUPT, "memory store %u: a map entry without its head",
+				ms->ms_worker);
+	hn.ix = ms->ms_index;
+	hn.old = x ? (uint64_t)((char *)x - base(ms)) : 0;
+	if (!hd) {
+		/* A new map.  A kill after this leaves an empty head, which
+		 * the redone flush finds and links. */
+		l = (struct sfs_mstore_link){ 0, 0 };
+		hoff = append(ms, ph, tag, ns, SFS_MSTORE_K_HEAD, key, plen, &l, NULL, 0);
+		w->hd_slot = publish(ms, hoff, NULL);
+		w->hd_ix = ms->ms_index;
+		w->hd_off = hoff;
+		sfs_store_relaxed(&ms->ms_maps, ms->ms_maps + 1);
+		hd = rec(ms, hoff);
+		hn.ix = 0;	/* the head may have taken the entry's free slot */
+		fault("head");
+	}
+	hoff = (uint64_t)((char *)hd - base(ms));
+	/* In the old version's place, or first. */
+	l = x ? *link_of(x) : (struct sfs_mstore_link){ link_of(hd)->ml_next, hoff };
+	off = append(ms, h, tag, ns, SFS_MSTORE_K_ENTRY, key, klen, &l, value, vlen);
+	fault("append");
+	intent(ms, I_LINK, off, &hn);
+	return 0;
+}
+
+int sfs_mstore_map_remove(struct sfs_mstore_writer *w, uint64_t h, uint64_t ns, const void *key,
+			  uint32_t klen, uint64_t tag)
+{
+	struct sfs_mstore *ms = w->ms;
+	struct sfs_mstore_entry *x;
+	uint64_t slot;
+
+	x = find(ms, h, ns, key, klen, &slot);
+	if (!x)
+		return 0;
+	if (x->me_tag >= tag) {
+		sfs_store_relaxed(&ms->ms_skipped, ms->ms_skipped + 1);
+		return 0;
+	}
+	if (entry_kind(x) != SFS_MSTORE_K_ENTRY)
+		return not_map(ms, x, SFS_MSTORE_K_ENTRY);
+	intent(ms, I_UNLINK, (uint64_t)((char *)x - base(ms)), NULL);
+	return 0;
+}
+
+int sfs_mstore_map_clear(struct sfs_mstore_writer *w, uint64_t ph, uint64_t ns, const void *pk,
+			 uint32_t plen, uint64_t tag)
+{
+	struct sfs_mstore *ms = w->ms;
+	struct sfs_mstore_entry *hd;
+	uint64_t slot;
+
+	hd = find(ms, ph, ns, pk, plen, &slot);
+	if (!hd)
+		return 0;
+	if (hd->me_tag >= tag) {
+		/* Made by this very flush after its clear (a redone flush). */
+		sfs_store_relaxed(&ms->ms_skipped, ms->ms_skipped + 1);
+		return 0;
+	}
+	if (entry_kind(hd) != SFS_MSTORE_K_HEAD)
+		return not_map(ms, hd, SFS_MSTORE_K_HEAD);
+	intent(ms, I_CLEAR, (uint64_t)((char *)hd - base(ms)), NULL);
 	return 0;
 }
 
@@ -482,10 +918,67 @@ int sfs_mstore_foreach(const struct sfs_mstore *ms,
 
 		if (sw == SLOT_EMPTY || sw == SLOT_DELETED)
 			continue;
-		e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
+		e = rec(ms, sw & SLOT_OFF_MASK);
 		rc = fn(arg, e, e + 1, entry_value(e));
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+int sfs_mstore_verify(const struct sfs_mstore *ms)
+{
+	const struct sfs_mstore_index *ix = (const struct sfs_mstore_index *)(base(ms) + ms->ms_index);
+	uint64_t entries = 0, listed = 0;
+	int found;
+
+	if (ms->ms_intent)
+		return sfs__err(SFS_ECORRUPT, "memory store %u: intent %u pending", ms->ms_worker,
+				ms->ms_intent);
+	for (uint64_t i = 0; i < ix->mi_slots; i++) {
+		uint64_t sw = ix->mi_slot[i], prev, at;
+		const struct sfs_mstore_entry *hd;
+
+		if (sw == SLOT_EMPTY || sw == SLOT_DELETED)
+			continue;
+		hd = rec(ms, sw & SLOT_OFF_MASK);
+		if (entry_kind(hd) == SFS_MSTORE_K_ENTRY)
+			entries++;
+		if (entry_kind(hd) != SFS_MSTORE_K_HEAD)
+			continue;
+		if (!link_of(hd)->ml_next)
+			return sfs__err(SFS_ECORRUPT, "memory store %u: an empty head at %llu",
+					ms->ms_worker, (unsigned long long)(sw & SLOT_OFF_MASK));
+		prev = sw & SLOT_OFF_MASK;
+		for (at = link_of(hd)->ml_next; at; prev = at, at = link_of(rec(ms, at))->ml_next) {
+			const struct sfs_mstore_entry *e = follow(ms, at);
+			uint32_t pl = entry_klen(hd);
+			uint64_t w = 0;
+
+			if (!e || entry_kind(e) != SFS_MSTORE_K_ENTRY || e->me_ns != hd->me_ns ||
+			    entry_klen(e) <= pl || memcmp(e + 1, hd + 1, pl) != 0)
+				return sfs__err(SFS_ECORRUPT, "memory store %u: list of head %llu "
+						"reaches %llu, not one of its entries", ms->ms_worker,
+						(unsigned long long)(sw & SLOT_OFF_MASK),
+						(unsigned long long)at);
+			if (link_of(e)->ml_prev != prev)
+				return sfs__err(SFS_ECORRUPT, "memory store %u: entry %llu: prev %llu, "
+						"expected %llu", ms->ms_worker, (unsigned long long)at,
+						(unsigned long long)link_of(e)->ml_prev,
+						(unsigned long long)prev);
+			probe(ms, ix, e->me_hash, e->me_ns, e + 1, entry_klen(e), &found, &w);
+			if (!found || (w & SLOT_OFF_MASK) != at)
+				return sfs__err(SFS_ECORRUPT, "memory store %u: listed entry %llu is "
+						"not its key's version", ms->ms_worker,
+						(unsigned long long)at);
+			if (++listed > ix->mi_slots)
+				return sfs__err(SFS_ECORRUPT, "memory store %u: a cycle",
+						ms->ms_worker);
+		}
+	}
+	if (listed != entries)
+		return sfs__err(SFS_ECORRUPT, "memory store %u: %llu entries indexed, %llu listed",
+				ms->ms_worker, (unsigned long long)entries,
+				(unsigned long long)listed);
 	return 0;
 }

@@ -11,26 +11,55 @@
  *
  * Log-structured semispaces, because a compactor may be killed at any
  * instruction and a free-list allocator caught mid-update cannot be trusted
- * again.  The active half is append-only: an entry {hash, tag, ns, klen,
- * vlen, key, value} is written at the half's top (the top advances first),
- * and then published by a release store of its offset into the index slot
- * (hash tag:16 | region offset:48; 0 empty, 1 deleted).  A replaced or
- * deleted entry becomes garbage in place.  The index itself is appended to
- * the half too, and a bigger one replaces it by a release store of
- * ms_index (an RCU pointer swap).  When the active half is full, the live
- * entries are copied into the other half with a fresh index, which is then
- * published (ms_index, ms_active); the old half is reused only after a
- * grace period.  A crash at any point leaves either the published state or
- * unreachable bytes above a top: restart just continues (an unfinished copy
- * is started again).  Cost: half the region holds data; a copy is
- * O(live bytes), amortized over the garbage it reclaims.
+ * again.  The active half is append-only: a record {hash, tag, ns, key
+ * length | kind, value length, key, value} is written at the half's top
+ * (the top advances first), and then published by a release store of its
+ * offset into the index slot (hash tag:16 | region offset:48; 0 empty, 1
+ * deleted).  A replaced or deleted record becomes garbage in place.  The
+ * index itself is appended to the half too, and a bigger one replaces it by
+ * a release store of ms_index (an RCU pointer swap).  When the active half
+ * is full, the live records are copied into the other half with a fresh
+ * index, which is then published (ms_index, ms_active); the old half is
+ * reused only after a grace period.  Cost: half the region holds data; a
+ * copy is O(live bytes), amortized over the garbage it reclaims.
  *
- * Tags make flushes idempotent and reads exact.  Every entry records the
+ * Map and list state, per entry.  A map (parent key P in namespace ns) is
+ * a HEAD record under key P and one ENTRY record per live user key U under
+ * key P|U, each in the index like any key: a get of one user key is one
+ * probe.  The head and its entries form a doubly linked list whose link
+ * block {next, prev} (region offsets, 0 = none) starts their value: the
+ * head's next is the first entry.  Readers follow next only (acquire
+ * loads); prev is the writer's, so that a flush replaces or unlinks an
+ * entry in O(1).  A flush writes only what changed: a put appends the new
+ * entry and splices it in place of the old version (or at the front for a
+ * new user key), a remove unlinks one entry, a clear unpublishes the
+ * map's records (O(its entries), each once) and a map left empty loses its
+ * head.  An iteration walks the list: O(live entries), in list order — the
+ * reverse order of first insertion of each user key since the map was last
+ * empty (a replaced entry keeps its place).  Callers must not depend on it:
+ * sfs_map_iter promises no order.  A reader walking during a flush sees
+ * each entry old or new and never loses an unrelated one (a splice is one
+ * release store); what a flush of buffer b changes is also in b, which the
+ * worker reads above the store until b's commit.  Unlinked records stay in
+ * place until the half is recycled after a grace period, so a reader that
+ * stands on one still finds its way.
+ *
+ * Crashes.  A splice takes up to four stores in different records, so the
+ * writer first writes an intent (ms_intent: which operation on which
+ * records) and clears it when done; every step of an intent is idempotent
+ * and derived from the records themselves, and sfs_mstore_open finishes a
+ * pending one before anything else.  So a kill at any instruction leaves
+ * the published state, unreachable bytes above a top, an empty head (a
+ * redone flush links it), or an intent the restart completes.
+ *
+ * Tags make flushes idempotent and reads exact.  Every record carries the
  * sequence number (tag) of the write buffer whose flush wrote it.  A flush
- * of buffer b skips a key whose entry already has tag >= b (a redone flush
+ * of buffer b skips a key whose record already has tag >= b (a redone flush
  * after a compactor crash changes nothing; a counter is never added twice),
- * and a reader folds a buffered counter delta of buffer b over a store value
- * only when b > the entry's tag.  Buffers are flushed in sequence order.
+ * a clear of a map whose head has tag >= b (created by this flush after its
+ * clear), and a reader folds a buffered counter delta of buffer b over a
+ * store value only when b > the record's tag.  Buffers are flushed in
+ * sequence order.
  */
 #ifndef SFS_TARGET_MEMORY_H
 #define SFS_TARGET_MEMORY_H
@@ -41,8 +70,8 @@
 #include "shm/qsbr.h"
 #include "shm/segment.h"
 
-#define SFS_MSTORE_MAGIC 0x32524f5453534d53ull /* "SMSSTOR2" */
-#define SFS_MSTORE_VERSION 2u
+#define SFS_MSTORE_MAGIC 0x33524f5453534d53ull /* "SMSSTOR3" */
+#define SFS_MSTORE_VERSION 3u
 
 struct sfs_mstore {
 	uint64_t ms_magic;      /* creator, release, last */
@@ -54,15 +83,21 @@ struct sfs_mstore {
 	uint64_t ms_half_off[2];/* creator: region offset of each half */
 	uint64_t ms_index;      /* compactor, release: region offset of the index */
 	uint32_t ms_active;     /* compactor, release (with ms_index): the half in use */
-	uint32_t ms_pad;
+	uint32_t ms_intent;     /* compactor only: SFS_MSTORE_I_* in progress, 0 none;
+				 * written after its operands, cleared after its steps */
+	uint64_t ms_intent_rec; /* compactor only: region offset of the intent's record */
 	uint64_t ms_top[2];     /* compactor: bytes used in each half (advanced before writing) */
 	uint64_t ms_garbage;    /* compactor: dead bytes in the active half */
 	uint64_t ms_applied;    /* compactor, release: seq of the last buffer fully flushed */
 	uint64_t ms_commits;    /* compactor, release: versions published */
-	uint64_t ms_live;       /* compactor, relaxed: keys */
+	uint64_t ms_live;       /* compactor, relaxed: keys (map heads and entries included) */
 	uint64_t ms_bytes;      /* compactor, relaxed: key + value bytes */
 	uint64_t ms_skipped;    /* compactor, relaxed: writes skipped as already applied */
 	uint64_t ms_copies;     /* compactor, relaxed: semispace copies done */
+	uint64_t ms_written;    /* compactor, relaxed: record bytes appended by flushes
+				 * (semispace copies not included) */
+	uint64_t ms_maps;       /* compactor, relaxed: map heads (a kill may leave it off by one) */
+	uint64_t ms_redone;     /* compactor, relaxed: intents finished at open */
 };
 
 struct sfs_mstore_index {
@@ -71,13 +106,29 @@ struct sfs_mstore_index {
 	uint64_t mi_slot[];     /* release stores by the compactor, acquire loads by readers */
 };
 
+/* A record.  Immutable once published, except the link block of a map
+ * record (next: compactor release stores, reader acquire loads; prev:
+ * compactor only). */
 struct sfs_mstore_entry {
 	uint64_t me_hash;
 	uint64_t me_tag;        /* seq of the buffer whose flush wrote it */
 	uint64_t me_ns;
-	uint32_t me_klen;
-	uint32_t me_vlen;
-	/* key, then value at me_klen rounded up to 8 */
+	uint32_t me_kf;         /* key length (bits 0..23) | kind << 24 (SFS_MSTORE_K_*) */
+	uint32_t me_vlen;       /* value bytes; a map record's include its link block */
+	/* key, then value at the key length rounded up to 8 */
+};
+
+/* Record kinds. */
+enum {
+	SFS_MSTORE_K_VALUE = 0, /* value or counter state */
+	SFS_MSTORE_K_HEAD = 1,  /* a map's head: key P, value = link block */
+	SFS_MSTORE_K_ENTRY = 2, /* a map entry: key P|U, value = link block + user value */
+};
+
+/* The value of a map record starts with its links. */
+struct sfs_mstore_link {
+	uint64_t ml_next;       /* region offset of the next entry, 0 = end */
+	uint64_t ml_prev;       /* region offset of the previous entry or the head */
 };
 
 struct sfs_mstore_view {
@@ -100,13 +151,31 @@ int sfs_mstore_attach(struct sfs_seg *s, uint32_t w, struct sfs_mstore **out);
 /*
  * sfs_mstore_get - look up (@ns, @key) with hash @h (sfs_wbuf_hash).
  * Returns 1 and fills @v (valid until the caller's next quiescent point),
- * or 0 when absent.  Cost: a probe of the published index.
+ * or 0 when absent.  For a map entry (key P|U) the view is the user value;
+ * a map head reads as absent.  Cost: a probe of the published index.
  */
 int sfs_mstore_get(const struct sfs_mstore *ms, uint64_t h, uint64_t ns, const void *key,
 		   uint32_t klen, struct sfs_mstore_view *v);
 
-/* Prefetch the home slot of hash @h (batched probes). */
+/* Prefetch the home slot of hash @h (batched probes), then, once it is in
+ * cache, the record it names when its tag matches: a batch of probes
+ * overlaps its misses. */
 void sfs_mstore_prefetch(const struct sfs_mstore *ms, uint64_t h);
+void sfs_mstore_prefetch_rec(const struct sfs_mstore *ms, uint64_t h);
+
+/*
+ * sfs_mstore_map_iter - call @fn(arg, ukey, ulen, value, vlen) for every
+ * live entry of the map whose parent key is @pk (@plen bytes, hash @ph) in
+ * namespace @ns, in list order (see the top), until @fn returns non-zero
+ * (passed on).  Views valid until the caller's next quiescent point.
+ * SFS_ECORRUPT if a link leaves the region.  Cost: a probe, then
+ * O(entries) dependent loads.
+ */
+int sfs_mstore_map_iter(const struct sfs_mstore *ms, uint64_t ph, uint64_t ns, const void *pk,
+			uint32_t plen,
+			int (*fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
+				  uint32_t vlen),
+			void *arg);
 
 /* ---- writer side (the compactor) -------------------------------------- */
 
@@ -115,10 +184,12 @@ struct sfs_mstore_writer {
 	const struct sfs_proc_slot *self;
 	struct sfs_mstore *ms;
 	uint64_t idle_token;    /* grace period that frees the inactive half, 0 = free */
+	uint64_t hd_ix, hd_slot, hd_off; /* the last map head used: index, slot, record */
 };
 
 /* Find or create the store of worker @w (@bytes for a new region); @self is
- * the compactor's process-table slot (skipped by its grace periods). */
+ * the compactor's process-table slot (skipped by its grace periods).  An
+ * intent left by a killed writer is finished first. */
 int sfs_mstore_open(struct sfs_seg *s, uint32_t w, uint64_t bytes,
 		    const struct sfs_proc_slot *self, struct sfs_mstore_writer *out);
 void sfs_mstore_close(struct sfs_mstore_writer *w);
@@ -128,12 +199,31 @@ enum { SFS_MSTORE_PUT = 1, SFS_MSTORE_DELETE = 2, SFS_MSTORE_MERGE = 3 };
 /*
  * sfs_mstore_apply - apply one buffered write of buffer @tag: PUT the value,
  * DELETE the key, or MERGE an int64 delta (@value points to 8 bytes) into
- * the stored value with operator @mop (common/merge.h; absent: the delta).  Skipped when the key's entry already carries a
- * tag >= @tag.  Returns 0, SFS_EFULL (store region full: nothing changed),
- * SFS_EUSAGE (ADD over a value that is not 8 bytes).
+ * the stored value with operator @mop (common/merge.h; absent: the delta).
+ * Skipped when the key's record already carries a tag >= @tag.  Value and
+ * counter state only.  Returns 0, SFS_EFULL (store region full: nothing
+ * changed), SFS_EUSAGE (ADD over a value that is not 8 bytes).
  */
 int sfs_mstore_apply(struct sfs_mstore_writer *w, int op, unsigned mop, uint64_t h, uint64_t ns,
 		     const void *key, uint32_t klen, const void *value, uint32_t vlen, uint64_t tag);
+
+/*
+ * Map writes of buffer @tag.  @key is P|U (@klen bytes, hash @h), its first
+ * @plen bytes the parent P (hash @ph); a clear takes P alone.
+ *  - map_put: U := @value; skipped when U's entry has a tag >= @tag.
+ *    Appends the entry (and the head of a new map): O(1).
+ *  - map_remove: unlink U's entry (a no-op when absent or tag >= @tag).  O(1).
+ *  - map_clear: drop every entry and the head, unless the head's tag is >=
+ *    @tag.  O(entries of the map).
+ * 0, SFS_EFULL (nothing changed), SFS_ECORRUPT (a key of another kind).
+ */
+int sfs_mstore_map_put(struct sfs_mstore_writer *w, uint64_t h, uint64_t ph, uint64_t ns,
+		       const void *key, uint32_t klen, uint32_t plen, const void *value,
+		       uint32_t vlen, uint64_t tag);
+int sfs_mstore_map_remove(struct sfs_mstore_writer *w, uint64_t h, uint64_t ns, const void *key,
+			  uint32_t klen, uint64_t tag);
+int sfs_mstore_map_clear(struct sfs_mstore_writer *w, uint64_t ph, uint64_t ns, const void *pk,
+			 uint32_t plen, uint64_t tag);
 
 /* Publish: every write of buffer @seq is applied. */
 void sfs_mstore_commit(struct sfs_mstore_writer *w, uint64_t seq);
@@ -141,11 +231,28 @@ void sfs_mstore_commit(struct sfs_mstore_writer *w, uint64_t seq);
 /* True while the inactive half still waits for its grace period. */
 int sfs_mstore_pending(struct sfs_mstore_writer *w);
 
-/* Calls @fn for every live entry (checkpoints, tests).  Writer or a reader
- * that stays online for the walk. */
+/* Calls @fn for every live record (checkpoints, tests): map heads and
+ * entries included, their values with the link block (kind in me_kf).
+ * Writer or a reader that stays online for the walk. */
 int sfs_mstore_foreach(const struct sfs_mstore *ms,
 		       int (*fn)(void *arg, const struct sfs_mstore_entry *e, const void *key,
 				 const void *value),
 		       void *arg);
+
+/*
+ * sfs_mstore_verify - the writer's invariants (tests, after a crash): every
+ * indexed map entry is on its head's list exactly once, every listed entry
+ * is the indexed version of its key, prev links mirror next links, no
+ * intent is pending.  0 or SFS_ECORRUPT naming what broke.  O(live).
+ */
+int sfs_mstore_verify(const struct sfs_mstore *ms);
+
+/*
+ * Fault injection (tests): when set, the writer calls it at each named step
+ * of a map write ("append", "intent", "link", "unlink", "index", "clear",
+ * "done"); a test makes it kill the process to check that a restart loses
+ * and doubles nothing.  Process-local, NULL in production.
+ */
+extern void (*sfs__mstore_fault)(const char *step);
 
 #endif

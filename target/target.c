@@ -2,11 +2,11 @@
  * target.c — the table of flush targets, and the memory target's entry in
  * it (target/memory.c holds the store itself).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
-#include "target/mapblob.h"
 #include "target/memory.h"
 #include "target/rocksdb.h"
 #include "worker/keygroup.h"
@@ -65,91 +65,63 @@ static int is_map(int kind)
 }
 
 /*
- * One map of a buffer — a parent key in one namespace: its head and its
- * changed entries, sorted by user key.  @v[0, @n) is the parent's whole run
- * (every namespace: the flush sorts by key, then namespace, so a parent's
- * namespaces interleave inside the run); only views in namespace @ns are
- * taken.  The stored blob is rewritten once with all of them; a blob whose
- * tag is >= @seq already holds this flush (idempotent).
+ * A parent key's run @v[0, @n): every view whose key starts with the parent
+ * (no parent is a prefix of another: it carries its key's length).  In key
+ * order the parent's heads (one per namespace) come first, then its
+ * entries.  Each head with a clear drops the stored map first; then every
+ * entry written after its namespace's clear is put or removed one by one:
+ * the store sees only what changed.  Idempotent through the store's tags.
+ * Returns the views consumed, or < 0.
  */
-static int apply_map_ns(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
-			uint32_t plen, uint64_t ns, uint64_t seq)
-{
-	const unsigned char *key = v[0].key;
-	struct sfs_map_head hd = { 0, 0 };
-	struct sfs_blob_ent *chg;
-	struct sfs_mstore_view old;
-	unsigned k = 0;
-	int cleared = 0, have_old, rc;
-	void *blob = NULL;
-	uint32_t blen = 0;
-	uint64_t ph;
-
-	chg = malloc(sizeof(*chg) * n);
-	if (!chg)
-		return -ENOMEM;
-	for (unsigned i = 0; i < n; i++)
-		if (v[i].ns == ns && v[i].klen == plen) {	/* the head */
-			if (v[i].len == sizeof(hd))
-				memcpy(&hd, v[i].value, sizeof(hd));
-			cleared = hd.mh_clear_pos != 0;
-		}
-	for (unsigned i = 0; i < n; i++) {
-		struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
-
-		if (v[i].ns != ns || v[i].klen == plen)
-			continue;
-		if (cleared && v[i].off < hd.mh_clear_pos)
-			continue;	/* written before the clear in this buffer: gone */
-		if (v[i].len >= sizeof(me))
-			memcpy(&me, v[i].value, sizeof(me));
-		chg[k].ukey = (const char *)v[i].key + plen;
-		chg[k].ulen = v[i].klen - plen;
-		chg[k].val = (me.me_flags & SFS_MAP_REMOVED) ? NULL
-							     : (const char *)v[i].value + sizeof(me);
-		chg[k].vlen = (me.me_flags & SFS_MAP_REMOVED) ? 0
-							      : v[i].len - (uint32_t)sizeof(me);
-		k++;
-	}
-	ph = sfs_wbuf_hash(ns, key, plen);
-	have_old = sfs_mstore_get(w->m.ms, ph, ns, key, plen, &old);
-	if (have_old && old.tag >= seq) {
-		free(chg);
-		return 0;	/* a redone flush: already applied */
-	}
-	rc = sfs_blob_merge(have_old && !cleared ? old.value : NULL, have_old ? old.len : 0, chg, k,
-			    &blob, &blen);
-	free(chg);
-	if (rc)
-		return sfs__err(rc, "memory target: map of %u bytes: cannot build its blob", plen);
-	if (blob)
-		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_PUT, 0, ph, ns, key, plen, blob, blen, seq);
-	else
-		rc = sfs_mstore_apply(&w->m, SFS_MSTORE_DELETE, 0, ph, ns, key, plen, NULL, 0, seq);
-	free(blob);
-	return rc;
-}
-
-/* A parent key's run: every view whose key starts with the parent (no
- * parent is a prefix of another: it carries its key's length), each of its
- * namespaces applied as one map.  Returns the views consumed, or < 0. */
 static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
 		     uint64_t seq)
 {
 	uint32_t plen = sfs_map_parent_len(v[0].key, v[0].klen);
-	unsigned run = 1;
+	unsigned run = 1, heads = 0;
+	int rc;
 
 	if (!plen)
 		return sfs__err(SFS_ECORRUPT, "memory target: malformed map key of %u bytes",
 				v[0].klen);
 	while (run < n && v[run].klen >= plen && memcmp(v[run].key, v[0].key, plen) == 0)
 		run++;
-	for (unsigned i = 0; i < run; i++) {
-		int seen = 0, rc;
+	for (; heads < run && v[heads].klen == plen; heads++) {
+		struct sfs_map_head hd = { 0, 0 };
 
-		for (unsigned j = 0; j < i && !seen; j++)
-			seen = v[j].ns == v[i].ns;
-		if (!seen && (rc = apply_map_ns(w, v, run, plen, v[i].ns, seq)))
+		if (v[heads].len == sizeof(hd))
+			memcpy(&hd, v[heads].value, sizeof(hd));
+		if (hd.mh_clear_pos &&
+		    (rc = sfs_mstore_map_clear(&w->m, v[heads].hash, v[heads].ns, v[heads].key, plen,
+					       seq)))
+			return rc;
+	}
+	for (unsigned i = heads; i < run; i++) {
+		struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
+		struct sfs_map_head hd = { 0, 0 };
+		uint64_t ph = 0;
+		unsigned j;
+
+		/* Its namespace's head: one, mostly (a linear look is cheapest). */
+		for (j = 0; j < heads && v[j].ns != v[i].ns; j++)
+			;
+		if (j < heads) {
+			if (v[j].len == sizeof(hd))
+				memcpy(&hd, v[j].value, sizeof(hd));
+			ph = v[j].hash;
+		} else {
+			ph = sfs_wbuf_hash(v[i].ns, v[i].key, plen);
+		}
+		if (hd.mh_clear_pos && v[i].off < hd.mh_clear_pos)
+			continue;	/* written before the clear in this buffer: gone */
+		if (v[i].len >= sizeof(me))
+			memcpy(&me, v[i].value, sizeof(me));
+		if (me.me_flags & SFS_MAP_REMOVED)
+			rc = sfs_mstore_map_remove(&w->m, v[i].hash, v[i].ns, v[i].key, v[i].klen, seq);
+		else
+			rc = sfs_mstore_map_put(&w->m, v[i].hash, ph, v[i].ns, v[i].key, v[i].klen,
+						plen, (const char *)v[i].value + sizeof(me),
+						v[i].len - (uint32_t)sizeof(me), seq);
+		if (rc)
 			return rc;
 	}
 	return (int)run;
@@ -158,6 +130,12 @@ static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v,
 static int mem_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
 		     uint64_t seq)
 {
+	/* A batch's probes are independent misses in a big index: start them
+	 * all (slots, then the records they name) before the first write. */
+	for (unsigned i = 0; i < n; i++)
+		sfs_mstore_prefetch(w->m.ms, v[i].hash);
+	for (unsigned i = 0; i < n; i++)
+		sfs_mstore_prefetch_rec(w->m.ms, v[i].hash);
 	for (unsigned i = 0; i < n; i++) {
 		int64_t d;
 		int rc;
@@ -258,17 +236,38 @@ static int mem_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, 
 	return 0;
 }
 
+/* A point lookup of the entry's own key P|U. */
 static int mem_map_get(struct sfs_target_reader *r, const struct sfs_probe *parent,
 		       const void *ukey, uint32_t ulen, struct sfs_probe_result *res)
 {
-	struct sfs_probe_result blob;
-	struct sfs_blob_ent e;
+	const char *pk = parent->key;
+	unsigned char local[512], *k = local;
+	uint32_t klen = parent->klen + ulen;
+	struct sfs_mstore_view v;
 
-	mem_probe(r, parent, 1, &blob);
-	res->found = blob.found && sfs_blob_find(blob.value, blob.len, ukey, ulen, &e);
-	res->value = res->found ? e.val : NULL;
-	res->len = res->found ? e.vlen : 0;
-	res->tag = blob.tag;
+	res->found = 0;
+	res->value = NULL;
+	res->len = 0;
+	res->tag = 0;
+	if (!r->ms)
+		mem_catch_up(r);
+	if (!r->ms)
+		return 0;
+	if ((const char *)ukey == pk + parent->klen) {
+		k = (unsigned char *)(uintptr_t)pk;	/* P|U contiguous already (the worker's) */
+	} else {
+		if (klen > sizeof(local) && !(k = malloc(klen)))
+			return -ENOMEM;
+		memcpy(k, pk, parent->klen);
+		memcpy(k + parent->klen, ukey, ulen);
+	}
+	res->found = sfs_mstore_get(r->ms, sfs_wbuf_hash(parent->ns, k, klen), parent->ns, k, klen,
+				    &v);
+	if (k != local && k != (const unsigned char *)pk)
+		free(k);
+	res->value = res->found ? v.value : NULL;
+	res->len = res->found ? v.len : 0;
+	res->tag = res->found ? v.tag : 0;
 	return res->found;
 }
 
@@ -277,24 +276,12 @@ static int mem_map_iter(struct sfs_target_reader *r, const struct sfs_probe *par
 				  uint32_t vlen),
 			void *arg)
 {
-	struct sfs_probe_result blob;
-	uint32_t n;
-
-	mem_probe(r, parent, 1, &blob);
-	if (!blob.found)
+	if (!r->ms)
+		mem_catch_up(r);
+	if (!r->ms)
 		return 0;
-	n = sfs_blob_count(blob.value, blob.len);
-	for (uint32_t i = 0; i < n; i++) {
-		struct sfs_blob_ent e;
-		int rc;
-
-		if (!sfs_blob_at(blob.value, blob.len, i, &e))
-			return sfs__err(SFS_ECORRUPT, "memory target: damaged map blob");
-		rc = fn(arg, e.ukey, e.ulen, e.val, e.vlen);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return sfs_mstore_map_iter(r->ms, parent->hash, parent->ns, parent->key, parent->klen, fn,
+				   arg);
 }
 
 static void mem_reader_close(struct sfs_target_reader *r)

@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "sfs.h"
+#include "target/memory.h"
 #include "tests/state_helpers.h"
 
 static struct sfs_seg seg;
@@ -188,6 +189,90 @@ Test(map, list_keeps_append_order_across_layers)
 	cr_assert_eq(sfs_barrier(c, 3), 0);
 	inproc_drain(&p, c);
 	expect_list(c, st, "6,");
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+static int count_entry(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
+{
+	(void)ukey, (void)ulen, (void)val, (void)vlen;
+	++*(int *)arg;
+	return 0;
+}
+
+/* The memory target stores maps per entry: a flush that changes one entry
+ * of a large map writes that entry, not the map (ms_written counts the
+ * record bytes flushes append to the store). */
+Test(map, flush_of_one_changed_entry_writes_o1_bytes)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_mstore *ms = NULL;
+	struct inproc p;
+	struct sfs_view v;
+	uint64_t before;
+	sfs_ctx_t *c;
+	uint32_t st;
+	int n = 0;
+
+	o.buffer_bytes = 4 << 20;
+	o.buffer_keys = 16384;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "m", SFS_STATE_MAP, &st), 0);
+	inproc_start(&p);
+	for (uint32_t i = 0; i < 10000; i++)
+		cr_assert_eq(sfs_map_put(c, st, 0, "big", 3, &i, 4, "0123456789abcdef", 16), 0, "%s",
+			     sfs_last_error());
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	inproc_drain(&p, c);
+	cr_assert_eq(sfs_mstore_attach(&p.seg, 0, &ms), 0);
+	cr_assert_not_null(ms);
+	before = ms->ms_written;
+	/* Overwrite one entry many times: one entry to flush. */
+	for (int k = 0; k < 100; k++)
+		cr_assert_eq(sfs_map_put(c, st, 0, "big", 3, &(uint32_t){ 4321 }, 4, "x", 1), 0);
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	inproc_drain(&p, c);
+	cr_assert_lt(ms->ms_written - before, 128, "%llu bytes for one entry of 10000",
+		     (unsigned long long)(ms->ms_written - before));
+	cr_assert_eq(sfs_map_get(c, st, 0, "big", 3, &(uint32_t){ 4321 }, 4, &v), 1);
+	cr_assert(v.len == 1 && memcmp(v.data, "x", 1) == 0);
+	cr_assert_eq(sfs_map_iter(c, st, 0, "big", 3, count_entry, &n), 0);
+	cr_assert_eq(n, 10000);
+	cr_assert_eq(sfs_mstore_verify(ms), 0, "%s", sfs_last_error());
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+/* Iterating a hot map in a buffer costs its user keys, not its writes. */
+Test(map, iteration_after_many_overwrites_and_removes_matches)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	sfs_ctx_t *c;
+	uint32_t st;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "m", SFS_STATE_MAP, &st), 0);
+	inproc_start(&p);
+	for (int round = 0; round < 3; round++) {
+		for (int k = 0; k < 300; k++) {
+			char v[8];
+
+			snprintf(v, sizeof(v), "%d", k);
+			mput(c, st, "hot", "a", v);
+			mput(c, st, "hot", "b", v);
+			cr_assert_eq(sfs_map_remove(c, st, 0, "hot", 3, "b", 1), 0);
+			if (k == 150)
+				cr_assert_eq(sfs_map_clear(c, st, 0, "hot", 3), 0);
+		}
+		mput(c, st, "hot", "c", "c");
+		expect_map(c, st, "hot", "a=299;c=c;");
+		cr_assert_eq(sfs_barrier(c, (uint64_t)round + 1), 0);
+		expect_map(c, st, "hot", "a=299;c=c;");
+		if (round != 1)
+			inproc_drain(&p, c);
+		expect_map(c, st, "hot", "a=299;c=c;");
+	}
 	inproc_stop(&p);
 	sfs_worker_close(c);
 }

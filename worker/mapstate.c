@@ -2,23 +2,39 @@
  * mapstate.c — map and list state on top of the write buffers.
  *
  * In a buffer, a map key (parent P = kg|state|klen|key) has a head entry
- * {newest entry offset, clear position} and every write of one of its user
- * keys appends an entry (key P|ukey) whose value starts with a link to the
- * previous entry of the same map in that buffer.  So a buffer can list a
- * map's entries without a scan: walk the chain from the head, newest
- * first, keeping the first version of each user key.  Point reads use the
- * buffer's hash index on P|ukey directly.  A clear writes a head with an
- * empty chain and the arena position of the clear: entries of that buffer
- * below it are shadowed, and so is every older layer.
+ * {chain start, clear position} and every write of one of its user keys
+ * appends an entry (key P|ukey) whose value starts with a link header
+ * {prev, flags}.  The chain links, newest first, the first entry each user
+ * key got in this buffer since the map's last clear in it: one node per
+ * user key the buffer touched, however often it was overwritten.  So a
+ * buffer lists a map's entries in O(its user keys), without a scan: a node
+ * that is still its key's current entry is read in place, and one that was
+ * superseded (flag MAP_SUPERSEDED, set when it was) costs a probe for the
+ * current entry.  Point reads use the buffer's hash index on P|ukey
+ * directly.  A clear resets the chain and records the arena position of
+ * the clear: entries of that buffer below it are shadowed, and so is every
+ * older layer.
  *
- * A map write appends two entries (the entry, its link header and value
- * copied straight into the arena, and the new head); room for both is
- * checked first, so a full buffer is spilled before, never between them.  Lists are maps whose user keys are a per-worker sequence number
- * (8 bytes, big-endian: append order is key order).
+ * Two words are written in place, by the owner, in its active buffer only:
+ * the head's chain start (a new user key links in without appending a new
+ * head) and the flags of a superseded entry.  Both are aligned 8-byte
+ * stores, so a reader in another process sees a whole word; and none of
+ * them is what anyone but this file reads (the flush reads the head's clear
+ * position and the current entries' REMOVED bit, of sealed buffers, which
+ * never change).  Everything else keeps the write buffer's rule: appended,
+ * published, then immutable.
  *
- * Costs: put/remove O(1) (two appends); get O(buffers); iterate O(chain
- * length per buffer + the store's map) with a process-local set of seen
- * user keys.
+ * A map write is then one entry append (+ the head's first append per
+ * buffer), one probe of the head and one of the entry; room for both
+ * appends is checked first, so a full buffer is spilled before, never
+ * between them.  Lists are maps whose user keys are a per-worker sequence
+ * number (8 bytes, big-endian: append order is key order).
+ *
+ * Costs: put/remove O(1) (two probes, one append); get O(buffers) (two
+ * probes each); iterate O(user keys of the map per buffer + the store's
+ * live entries) with a process-local set of seen user keys when more than
+ * one layer contributes.  Order: unspecified (sfs.h); today buffers newest
+ * first, each newest first, then the store's list order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,13 +75,18 @@ static struct sfs_wbuf *active(sfs_ctx_t *c)
 	return c->buf[c->ctl->wc_active];
 }
 
-/* The head of map @p (length @n) in buffer @b: 1 found, 0 not. */
-static int head_of(struct sfs_wbuf *b, uint64_t ns, const unsigned char *p, size_t n,
+/* Private flag of a map entry's link header: a newer entry of the same
+ * user key exists in this buffer (set on the chain node in place). */
+#define MAP_SUPERSEDED 2u
+
+/* The head of map @p (length @n, hash @h) in buffer @b: 1 found, 0 not. */
+static int head_of(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const unsigned char *p, size_t n,
 		   struct sfs_map_head *hd)
 {
 	struct sfs_wbuf_view v;
 
-	if (sfs_wbuf_get(b, ns, p, n, &v) != 0 || v.kind != SFS_WBUF_PUT || v.len != sizeof(*hd)) {
+	if (sfs_wbuf_get_h(b, h, ns, p, n, &v) != 0 || v.kind != SFS_WBUF_PUT ||
+	    v.len != sizeof(*hd)) {
 		memset(hd, 0, sizeof(*hd));
 		return 0;
 	}
@@ -96,16 +117,36 @@ static int room_for(sfs_ctx_t *c, size_t mlen, size_t vlen, size_t plen)
 	return 0;
 }
 
-/* Append entry P|ukey (flags, value) and relink the head. */
+/* The active buffer's head of map P (c->kbuf, @plen): its mutable value
+ * (NULL when the buffer has none yet). */
+static struct sfs_map_head *head_in_place(struct sfs_wbuf *b, uint64_t hp, uint64_t ns,
+					  const unsigned char *p, size_t plen)
+{
+	const struct sfs_wbuf_entry *e = NULL;
+	uint64_t slot = 0;
+
+	if (sfs__wbuf_find(b, hp, ns, p, (uint32_t)plen, &e, &slot) != 0 ||
+	    (sfs__wbuf_kindb(e) & SFS_WBUF_KIND_MASK) != SFS_WBUF_PUT ||
+	    e->we_vlen != sizeof(struct sfs_map_head))
+		return NULL;
+	return (struct sfs_map_head *)(void *)sfs__wbuf_value(e);
+}
+
+/*
+ * Append entry P|ukey (flags, value).  A user key new to the buffer (or
+ * new since the map's clear in it) links in at the chain start; an
+ * overwrite leaves the chain alone and flags the entry it supersedes.
+ */
 static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64_t flags,
 		     const void *val, size_t vlen)
 {
 	size_t mlen = plen + ulen, total = sizeof(struct sfs_map_ent) + vlen;
-	struct sfs_map_ent me;
-	struct sfs_map_head hd;
+	const struct sfs_wbuf_entry *old = NULL;
+	struct sfs_map_head *hd, nh = { 0, 0 };
+	struct sfs_map_ent me = { 0, flags };
+	uint64_t hp, he, slot = 0, at = 0;
 	struct sfs_wbuf *b;
-	uint64_t at = 0;
-	int rc;
+	int rc, chained = 0;
 
 	if (vlen > SFS_VALUE_MAX)
 		return sfs__err(SFS_EUSAGE, "map put: value of %zu bytes, at most %u", vlen,
@@ -114,16 +155,39 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 	if (rc)
 		return rc;
 	b = active(c);
-	head_of(b, ns, c->kbuf, plen, &hd);
-	me.me_prev = hd.mh_latest;
-	me.me_flags = flags;
-	/* The link header and the value go straight into the arena. */
-	rc = sfs_wbuf_put2_h(b, sfs_wbuf_hash(ns, c->kbuf, mlen), ns, c->kbuf, mlen, &me,
-			     sizeof(me), val, vlen, &at);
+	rc = sfs__wbuf_check(b, "put", mlen, total);
 	if (rc)
 		return rc;
-	hd.mh_latest = at;
-	return sfs_wbuf_put(b, ns, c->kbuf, plen, &hd, sizeof(hd));
+	hp = sfs_wbuf_hash(ns, c->kbuf, plen);
+	he = sfs_wbuf_hash(ns, c->kbuf, mlen);
+	hd = head_in_place(b, hp, ns, c->kbuf, plen);
+	rc = sfs__wbuf_find(b, he, ns, c->kbuf, (uint32_t)mlen, &old, &slot);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc)
+		old = NULL;
+	/* On the chain already: written in this buffer after its last clear. */
+	chained = old && hd &&
+		  (uint64_t)((const char *)old - (const char *)b) > sfs_load_relaxed(&hd->mh_clear_pos);
+	if (!chained)
+		me.me_prev = hd ? sfs_load_relaxed(&hd->mh_latest) : 0;
+	rc = sfs__wbuf_append2(b, he, ns, c->kbuf, (uint32_t)mlen, &me, sizeof(me), val,
+			       (uint32_t)vlen, SFS_WBUF_PUT, slot, old, "put", &at);
+	if (rc)
+		return rc;
+	if (old) {
+		struct sfs_map_ent *oe = (struct sfs_map_ent *)(void *)sfs__wbuf_value(old);
+
+		sfs_store_relaxed(&oe->me_flags, oe->me_flags | MAP_SUPERSEDED);
+	}
+	if (chained)
+		return 0;
+	if (hd) {
+		sfs_store_release(&hd->mh_latest, at);
+		return 0;
+	}
+	nh.mh_latest = at;
+	return sfs_wbuf_put_h(b, hp, ns, c->kbuf, plen, &nh, sizeof(nh));
 }
 
 int sfs_map_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
@@ -146,16 +210,28 @@ int sfs_map_remove(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, s
 
 static int clear(sfs_ctx_t *c, uint64_t ns, size_t plen)
 {
-	struct sfs_map_head hd;
+	struct sfs_map_head nh, *hd;
 	struct sfs_wbuf *b;
+	uint64_t hp;
 	int rc = room_for(c, 0, 0, plen);
 
 	if (rc)
 		return rc;
 	b = active(c);
-	hd.mh_latest = 0;
-	hd.mh_clear_pos = b->wb_top;	/* every entry so far lies below */
-	return sfs_wbuf_put(b, ns, c->kbuf, plen, &hd, sizeof(hd));
+	rc = sfs__wbuf_check(b, "put", plen, sizeof(nh));
+	if (rc)
+		return rc;
+	hp = sfs_wbuf_hash(ns, c->kbuf, plen);
+	hd = head_in_place(b, hp, ns, c->kbuf, plen);
+	if (hd) {
+		/* every entry so far lies below */
+		sfs_store_relaxed(&hd->mh_clear_pos, b->wb_top);
+		sfs_store_release(&hd->mh_latest, 0);
+		return 0;
+	}
+	nh.mh_latest = 0;
+	nh.mh_clear_pos = b->wb_top;	/* every entry so far lies below */
+	return sfs_wbuf_put_h(b, hp, ns, c->kbuf, plen, &nh, sizeof(nh));
 }
 
 int sfs_map_clear(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen)
@@ -181,6 +257,7 @@ static int get(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_v
 {
 	struct sfs_probe parent = { .hash = sfs_wbuf_hash(ns, c->kbuf, plen), .ns = ns,
 				    .key = c->kbuf, .klen = (uint32_t)plen };
+	uint64_t he = sfs_wbuf_hash(ns, c->kbuf, plen + ulen);
 	struct sfs_probe_result r;
 	int decided = 0, res = 0;
 	struct sfs_wbuf *b;
@@ -192,8 +269,8 @@ static int get(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_v
 		struct sfs_wbuf_view v;
 		int cleared;
 
-		cleared = head_of(b, ns, c->kbuf, plen, &hd) && hd.mh_clear_pos;
-		if (sfs_wbuf_get(b, ns, c->kbuf, plen + ulen, &v) == 0 &&
+		cleared = head_of(b, parent.hash, ns, c->kbuf, plen, &hd) && hd.mh_clear_pos;
+		if (sfs_wbuf_get_h(b, he, ns, c->kbuf, plen + ulen, &v) == 0 &&
 		    (!cleared || v.off > hd.mh_clear_pos)) {
 			struct sfs_map_ent me;
 
@@ -302,6 +379,45 @@ static int from_store(void *arg, const void *ukey, uint32_t ulen, const void *va
 	return rc ? w->fn(w->arg, ukey, ulen, val, vlen) : 0;
 }
 
+/* Buffer @b's entries of map P (@pk, @plen, head @hd) to @fn, each user key
+ * once, shadowing older layers through the seen set.  O(chain nodes). */
+static int iter_buf(sfs_ctx_t *c, struct sfs_wbuf *b, const struct sfs_map_head *hd,
+		    size_t plen, sfs_entry_fn fn, void *arg)
+{
+	uint64_t off;
+	int rc = 0;
+
+	for (off = hd->mh_latest; off && !rc;) {
+		struct sfs_wbuf_view v, cur;
+		const struct sfs_wbuf_view *e = &v;
+		struct sfs_map_ent me, ce;
+		int fresh;
+
+		if (sfs_wbuf_view_at(b, off, &v) || v.len < sizeof(me) || v.klen < plen)
+			return sfs__err(SFS_ECORRUPT, "map chain broken at offset %llu",
+					(unsigned long long)off);
+		memcpy(&me, v.value, sizeof(me));
+		off = me.me_prev;
+		ce = me;
+		if (me.me_flags & MAP_SUPERSEDED) {
+			/* Overwritten in this buffer: its key's current entry. */
+			if (sfs_wbuf_get_h(b, v.hash, v.ns, v.key, v.klen, &cur) != 0 ||
+			    cur.len < sizeof(ce))
+				return sfs__err(SFS_ECORRUPT, "map entry at offset %llu: no current "
+						"version", (unsigned long long)v.off);
+			memcpy(&ce, cur.value, sizeof(ce));
+			e = &cur;
+		}
+		fresh = seen_add(c, (const char *)e->key + plen, e->klen - (uint32_t)plen);
+		if (fresh < 0)
+			rc = fresh;
+		else if (fresh && !(ce.me_flags & SFS_MAP_REMOVED))
+			rc = fn(arg, (const char *)e->key + plen, e->klen - (uint32_t)plen,
+				(const char *)e->value + sizeof(ce), e->len - (uint32_t)sizeof(ce));
+	}
+	return rc;
+}
+
 /* @pk: the parent key, in the caller's own copy (c->kbuf is scratch of
  * every call, and @fn may make state calls). */
 static int iter(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_t plen, sfs_entry_fn fn,
@@ -310,41 +426,22 @@ static int iter(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_t plen,
 	struct sfs_probe parent = { .hash = sfs_wbuf_hash(ns, pk, plen), .ns = ns,
 				    .key = pk, .klen = (uint32_t)plen };
 	struct store_walk sw = { c, fn, arg, 0 };
-	int stop = 0, rc = 0;
+	int rc = 0, layers = 0;
 	struct sfs_wbuf *b;
 
 	seen_reset(c);
-	for (unsigned k = 0; !stop && (b = live(c, k)); k++) {
+	for (unsigned k = 0; (b = live(c, k)); k++) {
 		struct sfs_map_head hd;
-		uint64_t off;
 
-		if (!head_of(b, ns, pk, plen, &hd))
+		if (!head_of(b, parent.hash, ns, pk, plen, &hd))
 			continue;
-		for (off = hd.mh_latest; off && !rc;) {
-			struct sfs_wbuf_view v;
-			struct sfs_map_ent me;
-			int fresh;
-
-			if (sfs_wbuf_view_at(b, off, &v) || v.len < sizeof(me) || v.klen < plen) {
-				rc = sfs__err(SFS_ECORRUPT, "map chain broken at offset %llu",
-					      (unsigned long long)off);
-				break;
-			}
-			memcpy(&me, v.value, sizeof(me));
-			fresh = seen_add(c, (const char *)v.key + plen, v.klen - (uint32_t)plen);
-			if (fresh < 0)
-				rc = fresh;
-			else if (fresh && !(me.me_flags & SFS_MAP_REMOVED))
-				rc = fn(arg, (const char *)v.key + plen, v.klen - (uint32_t)plen,
-					(const char *)v.value + sizeof(me),
-					v.len - (uint32_t)sizeof(me));
-			off = me.me_prev;
-		}
+		layers++;
+		rc = iter_buf(c, b, &hd, plen, fn, arg);
 		if (rc || hd.mh_clear_pos)
-			stop = 1;	/* a clear shadows every older layer */
+			return rc;	/* a clear shadows every older layer */
 	}
-	if (rc || stop)
-		return rc;
+	if (!layers)	/* the store alone: its entries are distinct */
+		return c->tops->map_iter(c->tr, &parent, fn, arg);
 	rc = c->tops->map_iter(c->tr, &parent, from_store, &sw);
 	return sw.err ? sw.err : rc;
 }

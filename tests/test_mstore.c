@@ -1,0 +1,394 @@
+/*
+ * test_mstore.c — the memory target's store (target/memory.c) on its own:
+ * map state per entry (a flush of one changed entry writes O(1) bytes,
+ * iteration and point reads after many overwrites, removes and clears
+ * across flushes and semispace copies match a reference, a redone flush
+ * changes nothing), and a writer killed at every step of a map write: the
+ * restart finishes or drops the step, the redone flush loses and doubles
+ * nothing.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+
+#include "common/err.h"
+#include "shm/proc.h"
+#include "target/memory.h"
+#include "tests/helpers.h"
+#include "worker/wbuf.h"
+
+static char job[64];
+static struct sfs_seg seg;
+static struct sfs_proc_slot *slot;
+
+static void open_seg(void)
+{
+	cr_assert_eq(sfs_seg_create(job, 0, 32u << 20, 1, &seg), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0, "%s",
+		     sfs_last_error());
+}
+
+static void close_seg(void)
+{
+	sfs_proc_unregister(slot);
+	sfs_seg_detach(&seg);
+	sfs_seg_destroy(job, 0);
+}
+
+static void setup(void)
+{
+	th_job(job, sizeof(job), "mst");
+	open_seg();
+}
+
+TestSuite(mstore, .init = setup, .fini = close_seg, .timeout = 120);
+
+/* ---- keys: P = kg | state | klen | "m<k>", entry key P | "u<u>" ---------- */
+
+#define NM 4    /* maps */
+#define NU 48   /* user keys per map */
+
+struct key {
+	unsigned char b[48];
+	uint32_t plen, klen;
+	uint64_t ph, h;
+};
+
+static void mkkey(struct key *k, int m, int u)
+{
+	char mk[16], uk[16];
+	size_t ml, ul;
+
+	snprintf(mk, sizeof(mk), "m%d", m);
+	ml = strlen(mk);
+	k->b[0] = 0;
+	k->b[1] = 3;	/* key group */
+	k->b[2] = 0;
+	k->b[3] = 1;	/* state */
+	k->b[4] = 0;
+	k->b[5] = (unsigned char)ml;
+	memcpy(k->b + 6, mk, ml);
+	k->plen = (uint32_t)(6 + ml);
+	ul = 0;
+	if (u >= 0) {
+		snprintf(uk, sizeof(uk), "u%02d", u);
+		ul = strlen(uk);
+		memcpy(k->b + k->plen, uk, ul);
+	}
+	k->klen = k->plen + (uint32_t)ul;
+	k->ph = sfs_wbuf_hash(0, k->b, k->plen);
+	k->h = sfs_wbuf_hash(0, k->b, k->klen);
+}
+
+/* ---- a reference, and the writes of one flush ------------------------------ */
+
+struct ref {
+	int present[NM][NU];
+	char val[NM][NU][24];
+};
+
+enum { OP_PUT, OP_REMOVE, OP_CLEAR };
+
+struct op {
+	int kind, m, u;
+	char val[24];
+};
+
+/* One buffer's writes, in flush order: clears first, then entries, each
+ * user key at most once (what a sorted flush of one buffer gives). */
+struct batch {
+	uint64_t tag;
+	int n;
+	struct op op[NM * NU + NM];
+};
+
+static void ref_apply(struct ref *r, const struct batch *b)
+{
+	for (int i = 0; i < b->n; i++) {
+		const struct op *o = &b->op[i];
+
+		if (o->kind == OP_CLEAR) {
+			memset(r->present[o->m], 0, sizeof(r->present[o->m]));
+		} else if (o->kind == OP_REMOVE) {
+			r->present[o->m][o->u] = 0;
+		} else {
+			r->present[o->m][o->u] = 1;
+			snprintf(r->val[o->m][o->u], sizeof(r->val[o->m][o->u]), "%s", o->val);
+		}
+	}
+}
+
+static int apply(struct sfs_mstore_writer *w, const struct batch *b)
+{
+	for (int i = 0; i < b->n; i++) {
+		const struct op *o = &b->op[i];
+		struct key k;
+		int rc;
+
+		mkkey(&k, o->m, o->kind == OP_CLEAR ? -1 : o->u);
+		if (o->kind == OP_CLEAR)
+			rc = sfs_mstore_map_clear(w, k.ph, 0, k.b, k.plen, b->tag);
+		else if (o->kind == OP_REMOVE)
+			rc = sfs_mstore_map_remove(w, k.h, 0, k.b, k.klen, b->tag);
+		else
+			rc = sfs_mstore_map_put(w, k.h, k.ph, 0, k.b, k.klen, k.plen, o->val,
+						(uint32_t)strlen(o->val), b->tag);
+		if (rc)
+			return rc;
+	}
+	sfs_mstore_commit(w, b->tag);
+	return 0;
+}
+
+static void rand_batch(struct batch *b, uint64_t tag, uint64_t *seed, int size)
+{
+	int used[NM][NU] = { { 0 } };
+
+	b->tag = tag;
+	b->n = 0;
+	for (int m = 0; m < NM; m++)
+		if (th_rand(seed) % 16 == 0)
+			b->op[b->n++] = (struct op){ .kind = OP_CLEAR, .m = m };
+	for (int i = 0; i < size; i++) {
+		int m = (int)(th_rand(seed) % NM), u = (int)(th_rand(seed) % NU);
+		struct op *o = &b->op[b->n];
+
+		if (used[m][u])
+			continue;
+		used[m][u] = 1;
+		o->m = m;
+		o->u = u;
+		o->kind = th_rand(seed) % 3 == 0 ? OP_REMOVE : OP_PUT;
+		snprintf(o->val, sizeof(o->val), "v%llu-%d", (unsigned long long)tag, i);
+		b->n++;
+	}
+}
+
+struct seen {
+	int n, dup, bad;
+	int got[NU];
+	const struct ref *r;
+	int m;
+};
+
+static int visit(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
+{
+	struct seen *s = arg;
+	int u;
+
+	if (ulen != 3 || sscanf((const char *)ukey + 1, "%2d", &u) != 1 || u < 0 || u >= NU) {
+		s->bad++;
+		return 0;
+	}
+	if (s->got[u]++)
+		s->dup++;
+	if (!s->r->present[s->m][u] || strlen(s->r->val[s->m][u]) != vlen ||
+	    memcmp(s->r->val[s->m][u], val, vlen) != 0)
+		s->bad++;
+	s->n++;
+	return 0;
+}
+
+/* The store (read as a reader does) equals @r: every map's iteration and
+ * every point read. */
+static void check(const struct sfs_mstore *ms, const struct ref *r, const char *when)
+{
+	cr_assert_eq(sfs_mstore_verify(ms), 0, "%s: %s", when, sfs_last_error());
+	for (int m = 0; m < NM; m++) {
+		struct seen s = { .r = r, .m = m };
+		struct key k;
+		int want = 0;
+
+		mkkey(&k, m, -1);
+		cr_assert_eq(sfs_mstore_map_iter(ms, k.ph, 0, k.b, k.plen, visit, &s), 0);
+		for (int u = 0; u < NU; u++) {
+			struct sfs_mstore_view v;
+			int got;
+
+			want += r->present[m][u];
+			mkkey(&k, m, u);
+			got = sfs_mstore_get(ms, k.h, 0, k.b, k.klen, &v);
+			cr_assert_eq(got, r->present[m][u], "%s: get m%d/u%02d", when, m, u);
+			if (got)
+				cr_assert(v.len == strlen(r->val[m][u]) &&
+					  memcmp(v.value, r->val[m][u], v.len) == 0,
+					  "%s: get m%d/u%02d", when, m, u);
+		}
+		cr_assert(s.dup == 0 && s.bad == 0 && s.n == want,
+			  "%s: map m%d iterates %d entries (%d twice, %d wrong), want %d", when, m,
+			  s.n, s.dup, s.bad, want);
+	}
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+static int count_one(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
+{
+	(void)ukey, (void)ulen, (void)val, (void)vlen;
+	++*(int *)arg;
+	return 0;
+}
+
+Test(mstore, one_changed_entry_of_a_large_map_writes_o1_bytes)
+{
+	struct sfs_mstore_writer w;
+	struct sfs_mstore_view v;
+	unsigned char k[64];
+	uint64_t before, ph;
+	const uint32_t plen = 8, n = 20000;
+	int count = 0;
+
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 16u << 20, slot, &w), 0, "%s", sfs_last_error());
+	memcpy(k, "\0\1\0\1\0\2mk", plen);
+	ph = sfs_wbuf_hash(0, k, plen);
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(k + plen, &i, 4);
+		cr_assert_eq(sfs_mstore_map_put(&w, sfs_wbuf_hash(0, k, plen + 4), ph, 0, k, plen + 4,
+						plen, "0123456789abcdef", 16, 1), 0);
+	}
+	sfs_mstore_commit(&w, 1);
+	before = w.ms->ms_written;
+	/* One entry of the 20000 changes in the next flush. */
+	memcpy(k + plen, &(uint32_t){ 777 }, 4);
+	cr_assert_eq(sfs_mstore_map_put(&w, sfs_wbuf_hash(0, k, plen + 4), ph, 0, k, plen + 4, plen,
+					"changed", 7, 2), 0);
+	sfs_mstore_commit(&w, 2);
+	cr_assert_lt(w.ms->ms_written - before, 128, "one entry of a 20000-entry map: %llu bytes",
+		     (unsigned long long)(w.ms->ms_written - before));
+	cr_assert_eq(sfs_mstore_get(w.ms, sfs_wbuf_hash(0, k, plen + 4), 0, k, plen + 4, &v), 1);
+	cr_assert(v.len == 7 && memcmp(v.value, "changed", 7) == 0);
+	/* A remove appends nothing. */
+	before = w.ms->ms_written;
+	cr_assert_eq(sfs_mstore_map_remove(&w, sfs_wbuf_hash(0, k, plen + 4), 0, k, plen + 4, 3), 0);
+	sfs_mstore_commit(&w, 3);
+	cr_assert_eq(w.ms->ms_written, before);
+	cr_assert_eq(sfs_mstore_get(w.ms, sfs_wbuf_hash(0, k, plen + 4), 0, k, plen + 4, &v), 0);
+	cr_assert_eq(sfs_mstore_map_iter(w.ms, ph, 0, k, plen, count_one, &count), 0);
+	cr_assert_eq(count, (int)n - 1);
+	cr_assert_eq(sfs_mstore_verify(w.ms), 0, "%s", sfs_last_error());
+	sfs_mstore_close(&w);
+}
+
+Test(mstore, randomized_flushes_match_a_reference_and_redo_changes_nothing)
+{
+	static struct ref r;
+	static struct batch b;
+	struct sfs_mstore_writer w;
+	uint64_t seed = (uint64_t)getpid(), copies;
+
+	memset(&r, 0, sizeof(r));
+	/* A small store: semispace copies happen while maps change. */
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 256u << 10, slot, &w), 0, "%s", sfs_last_error());
+	for (uint64_t t = 1; t <= 400 * (uint64_t)th_soak(); t++) {
+		char when[32];
+
+		rand_batch(&b, t, &seed, 1 + (int)(th_rand(&seed) % 60));
+		cr_assert_eq(apply(&w, &b), 0, "flush %llu: %s", (unsigned long long)t,
+			     sfs_last_error());
+		ref_apply(&r, &b);
+		snprintf(when, sizeof(when), "flush %llu", (unsigned long long)t);
+		check(w.ms, &r, when);
+		if (t % 7 == 0) {
+			uint64_t written = w.ms->ms_written;
+
+			/* A redone flush (the compactor restarted): no change. */
+			cr_assert_eq(apply(&w, &b), 0, "%s", sfs_last_error());
+			cr_assert_eq(w.ms->ms_written, written, "a redone flush wrote bytes");
+			check(w.ms, &r, when);
+		}
+	}
+	copies = w.ms->ms_copies;
+	cr_assert_gt(copies, 0, "the store never copied: the test missed the semispace copy");
+	sfs_mstore_close(&w);
+	/* What a restarted writer sees is the same. */
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 256u << 10, slot, &w), 0);
+	check(w.ms, &r, "reopened");
+	sfs_mstore_close(&w);
+}
+
+/* ---- kill -9 at every step ------------------------------------------------------ */
+
+static int kill_at, steps;
+
+static void die_at_step(const char *step)
+{
+	(void)step;
+	if (++steps == kill_at)
+		raise(SIGKILL);
+}
+
+static struct batch pre[6], last;
+
+static int child_flush(void *arg)
+{
+	struct sfs_mstore_writer w;
+
+	(void)arg;
+	if (sfs_mstore_open(&seg, 0, 4u << 20, slot, &w))
+		return 2;
+	sfs__mstore_fault = die_at_step;
+	return apply(&w, &last) ? 3 : 0;
+}
+
+Test(mstore, writer_killed_at_every_step_loses_and_doubles_nothing, .timeout = 300)
+{
+	static struct ref r0, r1;
+	uint64_t seed = 42;
+	int finished = 0;
+
+	/* The flush under test: puts of new and existing user keys, removes
+	 * (one empties a map: its head goes too), and a clear with puts after. */
+	memset(&r0, 0, sizeof(r0));
+	for (int i = 0; i < 6; i++) {
+		rand_batch(&pre[i], (uint64_t)i + 1, &seed, 40);
+		ref_apply(&r0, &pre[i]);
+	}
+	last.tag = 7;
+	last.n = 0;
+	last.op[last.n++] = (struct op){ .kind = OP_CLEAR, .m = 1 };
+	for (int u = 0; u < NU; u++)	/* map 3 ends empty */
+		if (r0.present[3][u])
+			last.op[last.n++] = (struct op){ .kind = OP_REMOVE, .m = 3, .u = u };
+	for (int u = 0; u < 6; u++) {
+		last.op[last.n] = (struct op){ .kind = OP_PUT, .m = u % 3, .u = u * 7 % NU };
+		snprintf(last.op[last.n].val, sizeof(last.op[0].val), "last-%d", u);
+		last.n++;
+	}
+	last.op[last.n++] = (struct op){ .kind = OP_REMOVE, .m = 0, .u = 5 };
+	r1 = r0;
+	ref_apply(&r1, &last);
+
+	for (kill_at = 1; !finished && kill_at < 10000; kill_at++) {
+		struct sfs_mstore_writer w;
+		int status;
+		char when[48];
+
+		if (kill_at > 1) {
+			close_seg();
+			th_job(job, sizeof(job), "mst");
+			open_seg();
+		}
+		cr_assert_eq(sfs_mstore_open(&seg, 0, 4u << 20, slot, &w), 0);
+		for (int i = 0; i < 6; i++)
+			cr_assert_eq(apply(&w, &pre[i]), 0, "%s", sfs_last_error());
+		check(w.ms, &r0, "before");
+		sfs_mstore_close(&w);
+
+		steps = 0;
+		status = th_wait(th_fork(child_flush, NULL), 20000);
+		if (WIFEXITED(status)) {
+			cr_assert_eq(th_exit_code(status), 0, "the flush failed without a kill");
+			finished = 1;
+		} else {
+			cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+				  "step %d: status %d", kill_at, status);
+		}
+		/* The restarted compactor: open (finishes an intent), redo. */
+		cr_assert_eq(sfs_mstore_open(&seg, 0, 4u << 20, slot, &w), 0);
+		snprintf(when, sizeof(when), "killed at step %d", kill_at);
+		cr_assert_eq(apply(&w, &last), 0, "%s: %s", when, sfs_last_error());
+		check(w.ms, &r1, when);
+		sfs_mstore_close(&w);
+	}
+	cr_assert(finished);
+	cr_assert_gt(kill_at, 20, "only %d steps: the fault points are not reached", kill_at);
+}
