@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "compactor/flush.h"
+#include "runtime/job.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "worker/keygroup.h"
@@ -29,6 +30,59 @@ int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
 	if (!f->ops)
 		return sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", seg->path,
 				seg->hdr->sh_backend);
+	/* A query job with checkpoints: the compactor snapshots its workers'
+	 * state at each barrier (the supervisor made the region before any
+	 * child started; single-node groups: it is in this segment). */
+	{
+		uint64_t off, size;
+
+		if (sfs_seg_region_find(seg, RT_JOB_REGION, &off, &size) == 0 &&
+		    size >= sizeof(struct rt_job)) {
+			struct rt_job *job = sfs_seg_ptr(seg, off);
+
+			if (job->rj_magic == RT_JOB_MAGIC && job->rj_version == RT_JOB_VERSION &&
+			    job->rj_checkpoint_ms)
+				f->job = job;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Buffer @seq was sealed by barrier @id and is committed: the target now
+ * holds exactly the worker's state as of @id (buffers flush in seq order,
+ * and nothing newer is applied before this returns).  Stage its files for
+ * the checkpointer and publish rw_snap_barrier.  An error is retried with
+ * the commit (both idempotent).
+ */
+static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, uint64_t id,
+			    uint64_t seq)
+{
+	struct rt_job *job = f->job;
+	char dir[RT_PATH_MAX + 64];
+	int rc;
+
+	if (!job || fw->worker >= job->rj_workers)
+		return 0;
+	if (!f->ops->snapshot) {
+		if (!f->no_snapshot_said)
+			sfs_log("the %s target cannot snapshot: checkpoints will not complete",
+				f->ops->name);
+		f->no_snapshot_said = 1;
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, fw->worker,
+		 (unsigned long long)id);
+	rc = f->ops->snapshot(fw->tw, dir);
+	if (rc) {
+		if (!fw->failing)
+			sfs_log("worker %u: snapshot of barrier %llu failed, will retry: %s",
+				fw->worker, (unsigned long long)id, sfs_last_error());
+		fw->failing = 1;
+		return rc;
+	}
+	sfs_store_relaxed(&job->rj_ws[fw->worker].rw_snap_version, seq);
+	sfs_store_release(&job->rj_ws[fw->worker].rw_snap_barrier, id);
 	return 0;
 }
 
@@ -195,6 +249,9 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 		return (int)done;
 	if (f->ops->commit(fw->tw, seq))
 		return (int)done;
+	if (d->wb_at_barrier && snapshot_barrier(f, fw, d->wb_barrier, seq))
+		return (int)done;
+	fw->failing = 0;
 	d->wb_flushed_ns = sfs_now_ns();
 	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
 	sfs_store_relaxed(&ctl->wc_flush_entries, ctl->wc_flush_entries + fw->n);

@@ -44,6 +44,8 @@ struct sfs_flush_worker {
 	int failing;                   /* last apply failed: report once */
 };
 
+struct rt_job;
+
 struct sfs_flusher {
 	struct sfs_seg *seg;
 	const struct sfs_proc_slot *self;
@@ -51,6 +53,8 @@ struct sfs_flusher {
 	struct sfs_target_cfg cfg;
 	uint64_t next_scan_ns;
 	uint32_t nworkers;             /* highest open index + 1 */
+	struct rt_job *job;            /* a query job with checkpoints, else NULL */
+	int no_snapshot_said;
 	struct sfs_flush_worker w[SFS_FLUSH_MAX_WORKERS];
 };
 

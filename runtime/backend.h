@@ -28,6 +28,7 @@ struct rt_backend_cfg {
 	uint32_t workers;         /* parallelism */
 	uint32_t max_parallelism; /* key groups (0: 128) */
 	const char *data_dir;     /* where a disk backend keeps its files */
+	int restored;             /* adopt the files a restore put in place */
 };
 
 struct rt_backend;
@@ -82,6 +83,10 @@ struct rt_backend_ops {
 	void (*idle)(struct rt_backend *b, int idle);
 	/* Stall time spent in barriers (back-pressure), ns. */
 	uint64_t (*stall_ns)(const struct rt_backend *b);
+	/* After barrier @id: stage the files of the state as of @id in @dir
+	 * (which must not exist) for the checkpointer — Flink's synchronous
+	 * snapshot phase.  NULL where the compactor snapshots (sfs). */
+	int (*snapshot)(struct rt_backend *b, uint64_t id, const char *dir);
 };
 
 /* Every backend embeds this first. */
@@ -91,6 +96,15 @@ struct rt_backend {
 
 extern const struct rt_backend_ops rt_backend_memory;
 extern const struct rt_backend_ops rt_backend_rocksdb_direct;
+
+/*
+ * Rescale at restore (rocksdb-direct): build the instance at @dest from the
+ * restored instances @src[0..n) holding key groups [@kg_lo, @kg_hi] only —
+ * each source read once, its entries in that range written (Flink clips
+ * its instances the same way, once, at recovery).
+ */
+int rt_rocksdb_direct_rebuild(const char *const *src, unsigned n, const char *dest,
+			      uint32_t kg_lo, uint32_t kg_hi);
 
 /* The backend called @name, or NULL. */
 const struct rt_backend_ops *rt_backend_find(const char *name);

@@ -63,6 +63,7 @@
 #include <rocksdb/c.h>
 
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/merge.h"
 #include "common/rdb.h"
 #include "runtime/backend.h"
@@ -231,6 +232,7 @@ struct rdb_backend {
 	int rb_compression;                   /* rocksdb_*_compression in use */
 	uint32_t rb_worker, rb_maxp, rb_kg_start, rb_kg_end;
 	uint64_t rb_barrier;                  /* last barrier id */
+	int rb_stage_ready;                   /* the snapshot staging parent exists */
 	uint32_t rb_nstates;
 	struct rdb_state rb_st[SFS_MAX_STATES];
 	unsigned char *rb_kbuf;               /* one composed key (RDB_KEY_BUF) */
@@ -395,12 +397,8 @@ static int rdb_mkdirs(const char *path)
 	return sfs_rdb_mkdirs(path);
 }
 
-static void rdb_close(struct rt_backend *b)
+static void rdb_close_parts(struct rdb_backend *r)
 {
-	struct rdb_backend *r = R(b);
-
-	if (!r)
-		return;
 	for (uint32_t i = 0; i < r->rb_nstates; i++)
 		rocksdb_column_family_handle_destroy(r->rb_st[i].rs_cf);
 	if (r->rb_db)
@@ -422,7 +420,104 @@ static void rdb_close(struct rt_backend *b)
 	free(r->rb_midx);
 	free(r->rb_mvals);
 	free(r->rb_merrs);
+}
+
+static void rdb_close(struct rt_backend *b)
+{
+	struct rdb_backend *r = R(b);
+
+	if (!r)
+		return;
+	rdb_close_parts(r);
 	free(r);
+}
+
+/* A state's column family options: the base plus its merge operator (the
+ * CF takes a copy of the options and a reference to the operator, which
+ * the options own from here on).  A state's CF is named
+ * RDB_CF_PREFIX <kind><merge>:<name>, so a restored instance can be opened
+ * with every family's operator before any state registers. */
+static rocksdb_options_t *rdb_cf_options(struct rdb_backend *r, int kind, unsigned merge)
+{
+	rocksdb_options_t *o = rocksdb_options_create_copy(r->rb_opts);
+
+	if (kind == SFS_STATE_COUNTER)
+		rocksdb_options_set_merge_operator(o, sfs_rdb_i64_merge(merge));
+	else if (kind == SFS_STATE_LIST)
+		rocksdb_options_set_merge_operator(
+			o, rocksdb_mergeoperator_create(NULL, rdb_mop_destroy, rdb_list_full,
+							rdb_list_partial, rdb_merge_free,
+							rdb_list_name));
+	return o;
+}
+
+/* Open the instance a restore put at rb_path (checkpoint files), with
+ * every column family it has; its states are registered already. */
+static int rdb_open_restored(struct rdb_backend *r, int compression)
+{
+	rocksdb_options_t *opts[SFS_MAX_STATES + 1];
+	rocksdb_column_family_handle_t *h[SFS_MAX_STATES + 1];
+	char **names;
+	size_t ncf = 0;
+	char *err = NULL;
+	int rc = 0;
+
+	rocksdb_options_set_compression(r->rb_opts, compression);
+	names = rocksdb_list_column_families(r->rb_opts, r->rb_path, &ncf, &err);
+	if ((rc = rdb_err(r->rb_path, &err, "list column families of the restored instance")))
+		return rc;
+	if (ncf > SFS_MAX_STATES + 1) {
+		rocksdb_list_column_families_destroy(names, ncf);
+		return sfs__err(SFS_ECORRUPT, "rocksdb %s: %zu column families", r->rb_path, ncf);
+	}
+	for (size_t i = 0; i < ncf; i++) {
+		int kind = 0;
+		unsigned merge = 0;
+		char *colon;
+
+		if (strncmp(names[i], RDB_CF_PREFIX, strlen(RDB_CF_PREFIX)) != 0) {
+			opts[i] = rocksdb_options_create_copy(r->rb_opts);	/* default */
+			continue;
+		}
+		colon = strchr(names[i] + strlen(RDB_CF_PREFIX), ':');
+		if (!colon || sscanf(names[i] + strlen(RDB_CF_PREFIX), "%1d%1u", &kind, &merge) != 2 ||
+		    kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST || merge >= SFS_MERGE_NOPS) {
+			for (size_t j = 0; j < i; j++)
+				rocksdb_options_destroy(opts[j]);
+			rc = sfs__err(SFS_ECORRUPT, "rocksdb %s: column family '%s' is not a state",
+				      r->rb_path, names[i]);
+			rocksdb_list_column_families_destroy(names, ncf);
+			return rc;
+		}
+		opts[i] = rdb_cf_options(r, kind, merge);
+	}
+	r->rb_db = rocksdb_open_column_families(r->rb_opts, r->rb_path, (int)ncf,
+						 (const char *const *)names,
+						 (const rocksdb_options_t *const *)opts, h, &err);
+	rc = rdb_err(r->rb_path, &err, "open the restored instance");
+	for (size_t i = 0; i < ncf; i++) {
+		rocksdb_options_destroy(opts[i]);
+		if (rc || !r->rb_db)
+			continue;
+		if (strncmp(names[i], RDB_CF_PREFIX, strlen(RDB_CF_PREFIX)) != 0) {
+			rocksdb_column_family_handle_destroy(h[i]);	/* the DB keeps it */
+			continue;
+		}
+		{
+			struct rdb_state *st = &r->rb_st[r->rb_nstates++];
+
+			sscanf(names[i] + strlen(RDB_CF_PREFIX), "%1d%1u", &st->rs_kind, &st->rs_merge);
+			snprintf(st->rs_name, sizeof(st->rs_name), "%s",
+				 strchr(names[i] + strlen(RDB_CF_PREFIX), ':') + 1);
+			st->rs_cf = h[i];
+		}
+	}
+	rocksdb_list_column_families_destroy(names, ncf);
+	if (!rc && !r->rb_db)
+		rc = sfs__err(-EIO, "rocksdb %s: open: no handle", r->rb_path);
+	if (!rc)
+		r->rb_compression = compression;
+	return rc;
 }
 
 /* Destroy what a previous run left at rb_path and open a fresh database
@@ -506,9 +601,14 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 	rocksdb_options_set_stats_dump_period_sec(r->rb_opts, 0);
 	/* Open validates every column family's compression: a librocksdb
 	 * built without Snappy refuses it ("not linked with the binary"). */
-	rc = rdb_open_fresh(r, rocksdb_snappy_compression);
-	if (rc == SFS_EUSAGE && strstr(sfs_last_error(), "ompression"))
-		rc = rdb_open_fresh(r, rocksdb_lz4_compression);
+	{
+		int (*op)(struct rdb_backend *, int) = cfg->restored ? rdb_open_restored :
+								      rdb_open_fresh;
+
+		rc = op(r, rocksdb_snappy_compression);
+		if (rc == SFS_EUSAGE && strstr(sfs_last_error(), "ompression"))
+			rc = op(r, rocksdb_lz4_compression);
+	}
 	if (rc)
 		goto fail;
 	r->rb_wo = rocksdb_writeoptions_create();
@@ -527,7 +627,7 @@ fail:
 static int rdb_reg(struct rt_backend *b, const char *name, int kind, unsigned merge, uint32_t *id)
 {
 	struct rdb_backend *r = R(b);
-	char cfname[sizeof(RDB_CF_PREFIX) + SFS_STATE_NAME_MAX];
+	char cfname[sizeof(RDB_CF_PREFIX) + 8 + SFS_STATE_NAME_MAX];
 	rocksdb_options_t *o;
 	struct rdb_state *s;
 	char *err = NULL;
@@ -561,18 +661,8 @@ static int rdb_reg(struct rt_backend *b, const char *name, int kind, unsigned me
 		return sfs__err(SFS_EFULL, "rocksdb %s: state registry full (%d states)", r->rb_path,
 				SFS_MAX_STATES);
 
-	/* The CF takes a copy of these options (and a reference to the merge
-	 * operator, which the options own from here on). */
-	o = rocksdb_options_create_copy(r->rb_opts);
-	if (kind == SFS_STATE_COUNTER)
-		rocksdb_options_set_merge_operator(
-			o, sfs_rdb_i64_merge(merge));
-	else if (kind == SFS_STATE_LIST)
-		rocksdb_options_set_merge_operator(
-			o, rocksdb_mergeoperator_create(NULL, rdb_mop_destroy, rdb_list_full,
-							rdb_list_partial, rdb_merge_free,
-							rdb_list_name));
-	snprintf(cfname, sizeof(cfname), RDB_CF_PREFIX "%s", name);
+	o = rdb_cf_options(r, kind, merge);
+	snprintf(cfname, sizeof(cfname), RDB_CF_PREFIX "%d%u:%s", kind, merge, name);
 	s = &r->rb_st[r->rb_nstates];
 	s->rs_cf = rocksdb_create_column_family(r->rb_db, o, cfname, &err);
 	rocksdb_options_destroy(o);
@@ -1052,6 +1142,182 @@ static int rdb_barrier(struct rt_backend *b, uint64_t id)
 	return 0;
 }
 
+/* ---- rescale ---------------------------------------------------------------- */
+
+/* Open @path read-only with every column family (their merge operators
+ * set, so merged values read whole). */
+static int rebuild_open_src(struct rdb_backend *o, const char *path, rocksdb_t **db,
+			    char ***names, size_t *ncf, rocksdb_column_family_handle_t **h)
+{
+	rocksdb_options_t *opts[SFS_MAX_STATES + 1];
+	char *err = NULL;
+	int rc;
+
+	*names = rocksdb_list_column_families(o->rb_opts, path, ncf, &err);
+	if ((rc = rdb_err(path, &err, "list column families")))
+		return rc;
+	if (*ncf > SFS_MAX_STATES + 1)
+		return sfs__err(SFS_ECORRUPT, "rocksdb %s: %zu column families", path, *ncf);
+	for (size_t i = 0; i < *ncf; i++) {
+		int kind = SFS_STATE_VALUE;
+		unsigned merge = 0;
+
+		if (strncmp((*names)[i], RDB_CF_PREFIX, strlen(RDB_CF_PREFIX)) == 0)
+			sscanf((*names)[i] + strlen(RDB_CF_PREFIX), "%1d%1u", &kind, &merge);
+		if (merge >= SFS_MERGE_NOPS)
+			merge = 0;
+		opts[i] = rdb_cf_options(o, kind, merge);
+	}
+	*db = rocksdb_open_for_read_only_column_families(o->rb_opts, path, (int)*ncf,
+							 (const char *const *)*names,
+							 (const rocksdb_options_t *const *)opts, h, 0,
+							 &err);
+	for (size_t i = 0; i < *ncf; i++)
+		rocksdb_options_destroy(opts[i]);
+	rc = rdb_err(path, &err, "open read-only");
+	return rc ? rc : *db ? 0 : sfs__err(-EIO, "rocksdb %s: open: no handle", path);
+}
+
+int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char *dest,
+			      uint32_t kg_lo, uint32_t kg_hi)
+{
+	struct rdb_backend o;
+	rocksdb_t *out = NULL;
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	char *err = NULL;
+	char lo[2] = { (char)(kg_lo >> 8), (char)kg_lo };
+	char hi[2] = { (char)((kg_hi + 1) >> 8), (char)(kg_hi + 1) };
+	int rc;
+
+	memset(&o, 0, sizeof(o));
+	snprintf(o.rb_path, sizeof(o.rb_path), "%s", dest);
+	o.rb_opts = rocksdb_options_create();
+	rocksdb_options_set_create_if_missing(o.rb_opts, 1);
+	rocksdb_options_set_write_buffer_size(o.rb_opts, rdb_write_buffer());
+	rocksdb_options_set_info_log_level(o.rb_opts, RDB_INFO_LOG_HEADER);
+	o.rb_wo = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_disable_WAL(o.rb_wo, 1);
+	if ((rc = sfs_rdb_mkdirs(dest)))
+		goto out;
+	rc = rdb_open_fresh(&o, rocksdb_snappy_compression);
+	if (rc == SFS_EUSAGE && strstr(sfs_last_error(), "ompression"))
+		rc = rdb_open_fresh(&o, rocksdb_lz4_compression);
+	if (rc)
+		goto out;
+	out = o.rb_db;
+	for (unsigned i = 0; i < nsrc && !rc; i++) {
+		rocksdb_column_family_handle_t *h[SFS_MAX_STATES + 1];
+		char **names = NULL;
+		size_t ncf = 0;
+		rocksdb_t *in = NULL;
+
+		rc = rebuild_open_src(&o, src[i], &in, &names, &ncf, h);
+		for (size_t c = 0; c < ncf && !rc && in; c++) {
+			rocksdb_column_family_handle_t *dst = NULL;
+			rocksdb_readoptions_t *ro;
+			rocksdb_iterator_t *it;
+			uint32_t st;
+
+			if (strncmp(names[c], RDB_CF_PREFIX, strlen(RDB_CF_PREFIX)) != 0)
+				continue;
+			for (st = 0; st < o.rb_nstates; st++)
+				if (strcmp(o.rb_st[st].rs_name, names[c]) == 0)
+					break;
+			if (st == o.rb_nstates) {
+				int kind = SFS_STATE_VALUE;
+				unsigned merge = 0;
+				rocksdb_options_t *co;
+
+				sscanf(names[c] + strlen(RDB_CF_PREFIX), "%1d%1u", &kind, &merge);
+				co = rdb_cf_options(&o, kind, merge < SFS_MERGE_NOPS ? merge : 0);
+				err = NULL;
+				o.rb_st[st].rs_cf = rocksdb_create_column_family(out, co, names[c], &err);
+				rocksdb_options_destroy(co);
+				if ((rc = rdb_err(dest, &err, "create column family")))
+					break;
+				snprintf(o.rb_st[st].rs_name, sizeof(o.rb_st[st].rs_name), "%s", names[c]);
+				o.rb_nstates++;
+			}
+			dst = o.rb_st[st].rs_cf;
+			ro = rocksdb_readoptions_create();
+			rocksdb_readoptions_set_iterate_upper_bound(ro, hi, kg_hi + 1 > 0xffff ? 0 : 2);
+			it = rocksdb_create_iterator_cf(in, ro, h[c]);
+			for (rocksdb_iter_seek(it, lo, 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+				size_t kl, vl;
+				const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
+
+				rocksdb_writebatch_put_cf(wb, dst, k, kl, v, vl);
+				if (rocksdb_writebatch_data(wb, &kl) && kl >= (4u << 20)) {
+					err = NULL;
+					rocksdb_write(out, o.rb_wo, wb, &err);
+					rocksdb_writebatch_clear(wb);
+					if ((rc = rdb_err(dest, &err, "write")))
+						break;
+				}
+			}
+			rocksdb_iter_destroy(it);
+			rocksdb_readoptions_destroy(ro);
+			if (!rc) {
+				err = NULL;
+				rocksdb_write(out, o.rb_wo, wb, &err);
+				rocksdb_writebatch_clear(wb);
+				rc = rdb_err(dest, &err, "write");
+			}
+		}
+		for (size_t c = 0; in && c < ncf; c++)
+			rocksdb_column_family_handle_destroy(h[c]);
+		if (in)
+			rocksdb_close(in);
+		if (names)
+			rocksdb_list_column_families_destroy(names, ncf);
+	}
+	if (!rc) {
+		/* WAL off: only a flush makes the rebuilt instance durable */
+		rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+		rocksdb_flushoptions_set_wait(fo, 1);
+		for (uint32_t st = 0; st < o.rb_nstates && !rc; st++) {
+			err = NULL;
+			rocksdb_flush_cf(out, fo, o.rb_st[st].rs_cf, &err);
+			rc = rdb_err(dest, &err, "flush");
+		}
+		rocksdb_flushoptions_destroy(fo);
+	}
+out:
+	rocksdb_writebatch_destroy(wb);
+	rdb_close_parts(&o);
+	return rc;
+}
+
+/* Flink's synchronous snapshot phase: flush the memtables and hard-link
+ * the live files (RocksDB's checkpoint) into @dir. */
+static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
+{
+	struct rdb_backend *r = R(b);
+	rocksdb_checkpoint_t *cp;
+	char *err = NULL;
+	int rc;
+
+	(void)id;
+	if (!r->rb_stage_ready) {
+		char parent[PATH_MAX];
+
+		snprintf(parent, sizeof(parent), "%s", dir);
+		*strrchr(parent, '/') = '\0';
+		if ((rc = sfs_rdb_mkdirs(parent)))
+			return rc;
+		r->rb_stage_ready = 1;
+	}
+	if ((rc = sfs_rmtree(dir)))	/* a crashed attempt's leftovers */
+		return rc;
+	cp = rocksdb_checkpoint_object_create(r->rb_db, &err);
+	if ((rc = rdb_err(r->rb_path, &err, "checkpoint object")))
+		return rc;
+	err = NULL;
+	rocksdb_checkpoint_create(cp, dir, 0, &err);	/* 0: always flush first */
+	rocksdb_checkpoint_object_destroy(cp);
+	return rdb_err(dir, &err, "checkpoint");
+}
+
 static void rdb_quiescent(struct rt_backend *b)
 {
 	rdb_arena_reset(&R(b)->rb_arena);
@@ -1092,4 +1358,5 @@ const struct rt_backend_ops rt_backend_rocksdb_direct = {
 	.quiescent = rdb_quiescent,
 	.idle = rdb_idle,
 	.stall_ns = rdb_stall_ns,
+	.snapshot = rdb_snapshot,
 };

@@ -63,10 +63,19 @@ struct rt_engine {
 	/* source split */
 	struct nx_config gen;
 	uint64_t nblocks, block, next_ev, end_ev, events;
+	/* Source splits: split s is blocks s, s + S, s + 2S, ... (S = rj_nsplits,
+	 * the parallelism the job started with); this worker owns splits
+	 * me, me + W, ... and generates them a block each in turn.  A split's
+	 * offset is its next block.  `block` is the current block. */
+	uint32_t nsplit, cur;
+	uint32_t split_id[RT_MAX_WORKERS];
+	uint64_t split_next[RT_MAX_WORKERS];
 	uint64_t injected;      /* last barrier id this source injected */
+	uint64_t inj_off[8][RT_MAX_WORKERS]; /* split offsets at barrier id (by id & 7) */
 	uint64_t max_id;        /* greatest event id generated (0: none yet) */
 	int64_t wm_sent;        /* last watermark injected */
 	int source_done;
+	uint64_t throttle_until;  /* --max-rate: no events before this (ns) */
 	int finished;           /* part committed */
 	struct nx_event ev;
 };
@@ -240,28 +249,23 @@ int rt_sink_retract(struct rt_op *op, const char *row, size_t len)
 	return rt_sink_add(&op->eng->sink, row, len, -1);
 }
 
+/* End of input: the final epoch's changelog (committed by the supervisor
+ * once every worker is done: the job's last checkpoint). */
 static int commit(struct rt_engine *g)
 {
-	char path[RT_PATH_MAX + 32];
 	uint64_t rows = 0;
 	int rc;
 
-	if (g->sink.materialize) {
-		snprintf(path, sizeof(path), RT_PART_FMT, g->job->rj_data_dir, g->me);
-		rc = rt_sink_commit(&g->sink, path, &rows);
-		if (rc)
-			return fail(g, rc, "result part: %s", sfs_last_error());
-	}
-	if (g->sink.anomalies)
-		sfs_log("sink: %llu retractions of absent rows",
-			(unsigned long long)g->sink.anomalies);
-	g->ws->rw_rows = rows;
+	rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, RT_EPOCH_FINAL, &rows);
+	if (rc)
+		return fail(g, rc, "sink: %s", sfs_last_error());
+	g->ws->rw_rows += rows;
 	g->ws->rw_end_ns = sfs_now_ns();
 	sfs_store_release(&g->ws->rw_state, RT_W_DONE);
 	g->finished = 1;
-	sfs_log("worker %u: end of input, %llu events, %llu records, %llu result rows",
+	sfs_log("worker %u: end of input, %llu events, %llu records, %llu result changes",
 		g->me, (unsigned long long)g->events, (unsigned long long)g->records,
-		(unsigned long long)rows);
+		(unsigned long long)g->ws->rw_rows);
 	return 0;
 }
 
@@ -301,6 +305,7 @@ static int stage_watermark(struct rt_engine *g, unsigned s)
 
 static int seal(struct rt_engine *g, uint64_t id)
 {
+	uint64_t t0 = sfs_now_ns(), dt;
 	int rc;
 
 	/* Whatever the last stage sent before the seal leaves first. */
@@ -308,14 +313,42 @@ static int seal(struct rt_engine *g, uint64_t id)
 	rc = g->op.so->barrier(g->op.st, id);
 	if (rc)
 		return fail(g, rc, "barrier %llu: %s", (unsigned long long)id, sfs_last_error());
+	if (g->job->rj_checkpoint_ms) {
+		/* the pre-commit of epoch @id, then what the checkpointer reads */
+		uint64_t rows = 0;
+
+		rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, id, &rows);
+		if (rc)
+			return fail(g, rc, "sink epoch %llu: %s", (unsigned long long)id,
+				    sfs_last_error());
+		g->ws->rw_rows += rows;
+		if (g->op.so->snapshot) {
+			char dir[RT_PATH_MAX + 64];
+
+			snprintf(dir, sizeof(dir), RT_STAGE_FMT, g->job->rj_data_dir, g->me,
+				 (unsigned long long)id);
+			rc = g->op.so->snapshot(g->op.st, id, dir);
+			if (rc)
+				return fail(g, rc, "snapshot %llu: %s", (unsigned long long)id,
+					    sfs_last_error());
+			sfs_store_release(&g->ws->rw_snap_barrier, id);
+		}
+		sfs_store_relaxed(&g->ws->rw_sink_epoch, id);
+		for (uint32_t i = 0; i < g->nsplit; i++)
+			sfs_store_relaxed(&g->job->rj_split_off[g->split_id[i]], g->inj_off[id & 7][i]);
+	}
 	for (unsigned s = 0; s < g->stages; s++) {
 		g->st[s].held = 0;
 		g->st[s].aligned = 0;
 		for (uint32_t w = 0; w < g->W; w++)
 			g->in[s][w].blocked = 0;
 	}
+	dt = sfs_now_ns() - t0;
+	sfs_store_relaxed(&g->ws->rw_seal_ns, g->ws->rw_seal_ns + dt);
+	if (dt > g->ws->rw_seal_max_ns)
+		sfs_store_relaxed(&g->ws->rw_seal_max_ns, dt);
 	sfs_store_relaxed(&g->ws->rw_barriers, g->ws->rw_barriers + 1);
-	sfs_store_relaxed(&g->ws->rw_last_barrier, id);
+	sfs_store_release(&g->ws->rw_last_barrier, id);
 	if (g->op.so->stall_ns)
 		sfs_store_relaxed(&g->ws->rw_stall_ns, g->op.so->stall_ns(g->op.st));
 	return 0;
@@ -417,16 +450,24 @@ static int drain_stage(struct rt_engine *g, unsigned s)
 
 /* ---- source -------------------------------------------------------------------- */
 
+/* The next block to generate: the current split's next one, taking the
+ * splits in turn; none left → next_ev == end_ev == 0 (end of input). */
 static void source_block(struct rt_engine *g)
 {
 	uint64_t B = g->job->rj_block_events, E = g->job->rj_events;
 
-	if (g->block >= g->nblocks) {
-		g->next_ev = g->end_ev = 0;
-		return;
+	for (uint32_t tried = 0; tried < g->nsplit; tried++) {
+		uint32_t i = (g->cur + tried) % g->nsplit;
+
+		if (g->split_next[i] < g->nblocks) {
+			g->cur = i;
+			g->block = g->split_next[i];
+			g->next_ev = g->block * B;
+			g->end_ev = g->next_ev + B < E ? g->next_ev + B : E;
+			return;
+		}
 	}
-	g->next_ev = g->block * B;
-	g->end_ev = g->next_ev + B < E ? g->next_ev + B : E;
+	g->next_ev = g->end_ev = 0;
 }
 
 /* At a block boundary: the watermark of everything generated so far, if
@@ -455,16 +496,31 @@ static int source_step(struct rt_engine *g)
 	if (g->source_done || g->queued)
 		return 0;
 	while (budget) {
+		if (g->next_ev == g->end_ev && g->job->rj_max_rate > 0) {
+			/* --max-rate: this worker's share, checked per block */
+			double per_ns = g->job->rj_max_rate / g->W / 1e9;
+			uint64_t now = sfs_now_ns(), due = g->ws->rw_start_ns +
+				(uint64_t)((double)g->events / per_ns);
+
+			if (due > now) {
+				g->throttle_until = due;
+				return did;
+			}
+			g->throttle_until = 0;
+		}
 		if (g->next_ev == g->end_ev) {
 			uint64_t req = sfs_load_relaxed(&g->job->rj_barrier_req);
 
-			if (g->block < g->nblocks) {
-				g->block += g->W;
+			if (g->nsplit && g->split_next[g->cur] < g->nblocks) {
+				g->split_next[g->cur] += g->job->rj_nsplits;
+				g->cur = (g->cur + 1) % g->nsplit;
 				sfs_store_relaxed(&g->ws->rw_source_block, g->block);
 			}
 			source_watermark(g);
 			if (req > g->injected) {
-				g->injected++;
+				g->injected = req;	/* ids may skip (an aborted checkpoint) */
+				memcpy(g->inj_off[req & 7], g->split_next,
+				       g->nsplit * sizeof(g->split_next[0]));
 				send_marker(g, 0, RT_REC_BARRIER, g->injected);
 			}
 			source_block(g);
@@ -558,7 +614,12 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	g->gen.base_time_ms = g->job->rj_base_time_ms;
 	g->gen.first_event_number = g->job->rj_first_event;
 	g->nblocks = (g->job->rj_events + g->job->rj_block_events - 1) / g->job->rj_block_events;
-	g->block = g->me;
+	for (uint32_t sp = g->me; sp < g->job->rj_nsplits && g->nsplit < RT_MAX_WORKERS;
+	     sp += g->W) {
+		g->split_id[g->nsplit] = sp;
+		g->split_next[g->nsplit++] = g->job->rj_split_start[sp];
+	}
+	g->injected = g->job->rj_first_barrier;
 	g->wm_sent = INT64_MIN;
 	for (unsigned s = 0; s < g->stages; s++) {
 		g->st[s].wm = INT64_MIN;
@@ -574,6 +635,7 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	bc.workers = g->W;
 	bc.max_parallelism = g->job->rj_max_parallelism;
 	bc.data_dir = g->job->rj_data_dir;
+	bc.restored = (int)g->job->rj_restored;
 	rc = bo->open(&bc, &g->op.st);
 	if (rc)
 		return fail(g, rc, "backend %s: %s", bo->name, sfs_last_error());
@@ -586,13 +648,13 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 		return fail(g, -ENOMEM, "out of memory");
 	if ((rc = g->q->open(&g->op)))
 		return rc;
-	if ((rc = rt_sink_init(&g->sink, (int)g->job->rj_sink)))
+	if ((rc = rt_sink_init(&g->sink, g->job->rj_sink ? RT_SINK_EPOCH : RT_SINK_DISCARD)))
 		return fail(g, rc, "sink: %s", sfs_last_error());
 	g->ws->rw_start_ns = sfs_now_ns();
 	sfs_store_release(&g->ws->rw_state, RT_W_RUNNING);
-	sfs_log("worker %u: query %s on %s, %u workers, blocks %llu..%llu step %u", g->me,
-		g->q->name, bo->name, g->W, (unsigned long long)g->me,
-		(unsigned long long)g->nblocks, g->W);
+	sfs_log("worker %u: query %s on %s, %u workers, %u source split(s) of %u, %llu blocks%s",
+		g->me, g->q->name, bo->name, g->W, g->nsplit, g->job->rj_nsplits,
+		(unsigned long long)g->nblocks, g->job->rj_restored ? ", restored" : "");
 	return 0;
 }
 
@@ -636,7 +698,7 @@ static int pending(struct rt_engine *g)
 {
 	if (g->finished && !g->queued)
 		return 0;
-	if (!g->source_done && !g->queued)
+	if (!g->source_done && !g->queued && !g->throttle_until)
 		return 1;
 	if (g->queued) {
 		for (unsigned s = 0; s < g->stages; s++)
@@ -698,6 +760,12 @@ int rt_engine_run(struct sfs_child *c)
 			struct rt_bell *b = &g->bells[g->me];
 			int32_t seen = sfs_load_acquire(&b->bl_word);
 			uint64_t nap = g->queued ? 1000000ull : c->heartbeat_ns;
+
+			if (g->throttle_until) {
+				nap = g->throttle_until > now ? g->throttle_until - now : 50000;
+				if (nap > c->heartbeat_ns)
+					nap = c->heartbeat_ns;
+			}
 
 			if (g->op.so->idle)
 				g->op.so->idle(g->op.st, 1);

@@ -1,15 +1,26 @@
 /*
- * sink.c — the worker's result table and its part files (sink.h).
+ * sink.c — the epoch table, its changelogs and their replay (sink.h).
+ *
+ * Changelog file (little-endian, one per worker and epoch):
+ *   "SFSSINK1" u32 worker u32 0 u64 epoch
+ *   records: u8 op ('U' upsert key+row, 'D' delete key, 'C' count row by
+ *            delta) u32 klen u32 rlen i64 delta, key bytes, row bytes
+ *   "SFSSEND1" u64 records u64 hash (of every record's bytes, chained)
+ * A file without its trailer, or whose hash differs, is refused by name.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
 #include "common/hash.h"
+#include "common/log.h"
 #include "runtime/sink.h"
 
 struct rt_sink_ent {
@@ -17,8 +28,8 @@ struct rt_sink_ent {
 	int64_t count;
 	uint32_t klen, rlen;
 	uint32_t cap;   /* bytes allocated for key + row */
-	uint32_t pad;
-	char bytes[];   /* key, then row */
+	uint32_t keyed; /* an upsert/delete entry (count 1: row, 0: deleted) */
+	char bytes[];   /* key, then row (a multiset row is the key) */
 };
 
 static uint64_t key_hash(const void *k, size_t n)
@@ -26,11 +37,12 @@ static uint64_t key_hash(const void *k, size_t n)
 	return sfs_hash_bytes(SFS_HASH_P0 ^ n, k, n) | 1;
 }
 
-int rt_sink_init(struct rt_sink *s, int materialize)
+int rt_sink_init(struct rt_sink *s, int mode)
 {
 	memset(s, 0, sizeof(*s));
-	s->materialize = materialize;
-	if (!materialize)
+	s->mode = mode;
+	s->materialize = mode != RT_SINK_DISCARD;
+	if (!s->materialize)
 		return 0;
 	s->cap = 1024;
 	s->slot = calloc(s->cap, sizeof(*s->slot));
@@ -113,6 +125,7 @@ static struct rt_sink_ent *ent_new(uint64_t h, const void *k, size_t klen, const
 		return NULL;
 	e->hash = h;
 	e->count = 1;
+	e->keyed = 1;
 	e->klen = (uint32_t)klen;
 	e->rlen = (uint32_t)rlen;
 	e->cap = (uint32_t)(klen + rlen);
@@ -135,12 +148,13 @@ int rt_sink_put(struct rt_sink *s, const void *key, size_t klen, const char *row
 	h = key_hash(key, klen);
 	i = find(s, h, key, klen);
 	e = s->slot[i];
-	if (e && e->rlen == rlen && !memcmp(e->bytes + klen, row, rlen))
+	if (e && e->count && e->rlen == rlen && !memcmp(e->bytes + klen, row, rlen))
 		return 0;
 	if (e && e->cap >= klen + rlen) {
 		/* an update of a key: the row is rewritten in place, no allocation */
 		memcpy(e->bytes + klen, row, rlen);
 		e->rlen = (uint32_t)rlen;
+		e->count = 1;
 		return 0;
 	}
 	e = ent_new(h, key, klen, row, rlen);
@@ -161,12 +175,27 @@ int rt_sink_del(struct rt_sink *s, const void *key, size_t klen)
 	s->changes++;
 	if (!s->materialize)
 		return 0;
-	i = find(s, key_hash(key, klen), key, klen);
-	if (!s->slot[i]) {
-		s->anomalies++;
+	if (s->mode == RT_SINK_EPOCH) {
+		/* a tombstone: the delete must reach the changelog */
+		uint64_t h = key_hash(key, klen);
+
+		if ((s->used + 1) * 4 > s->cap * 3 && grow(s))
+			return -ENOMEM;
+		i = find(s, h, key, klen);
+		if (!s->slot[i]) {
+			if (!(s->slot[i] = ent_new(h, key, klen, "", 0)))
+				return sfs__err(-ENOMEM, "sink: out of memory");
+			s->used++;
+		}
+		s->slot[i]->rlen = 0;
+		s->slot[i]->count = 0;
 		return 0;
 	}
-	remove_at(s, i);
+	/* TABLE: a consolidated epoch may delete a key it put itself (put and
+	 * delete in one epoch leave the delete): absent is fine */
+	i = find(s, key_hash(key, klen), key, klen);
+	if (s->slot[i])
+		remove_at(s, i);
 	return 0;
 }
 
@@ -183,11 +212,10 @@ int rt_sink_add(struct rt_sink *s, const char *row, size_t rlen, int64_t delta)
 	h = key_hash(row, rlen);
 	i = find(s, h, row, rlen);
 	if (!s->slot[i]) {
-		if (delta < 0)
-			s->anomalies++;
 		s->slot[i] = ent_new(h, row, rlen, "", 0);
 		if (!s->slot[i])
 			return sfs__err(-ENOMEM, "sink: out of memory");
+		s->slot[i]->keyed = 0;
 		s->slot[i]->count = delta;
 		s->used++;
 		return 0;
@@ -201,7 +229,7 @@ int rt_sink_add(struct rt_sink *s, const char *row, size_t rlen, int64_t delta)
 static const char *row_of(const struct rt_sink_ent *e, size_t *len)
 {
 	/* keyed rows carry the row after the key; multiset rows are the key */
-	if (e->rlen) {
+	if (e->keyed) {
 		*len = e->rlen;
 		return e->bytes + e->klen;
 	}
@@ -220,121 +248,364 @@ static int cmp_rows(const void *a, const void *b)
 	return c ? c : (xl > yl) - (xl < yl);
 }
 
-int rt_sink_commit(struct rt_sink *s, const char *path, uint64_t *rows)
+/* Close @f, fsync'ed, and rename @tmp to @path; removes @tmp on failure. */
+static int finish_file(FILE *f, const char *tmp, const char *path)
 {
-	char tmp[4096];
-	struct rt_sink_ent **v;
-	size_t n = 0;
-	uint64_t lines = 0;
-	FILE *f;
-	int fd;
+	int rc = 0;
 
-	v = malloc((s->used + 1) * sizeof(*v));
-	if (!v)
-		return sfs__err(-ENOMEM, "sink: out of memory");
-	for (size_t i = 0; i < s->cap; i++)
-		if (s->slot[i] && s->slot[i]->count > 0)
-			v[n++] = s->slot[i];
-	qsort(v, n, sizeof(*v), cmp_rows);
+	if (fflush(f) || fsync(fileno(f)))
+		rc = sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno));
+	if (fclose(f) && !rc)
+		rc = sfs__err(sfs__errno(), "%s: close: %s", tmp, strerror(errno));
+	if (!rc && rename(tmp, path))
+		rc = sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+static void sink_dir(char *buf, size_t len, const char *data_dir)
+{
+	snprintf(buf, len, "%s/" RT_SINK_DIR, data_dir);
+}
+
+void rt_sink_path(char *buf, size_t len, const char *data_dir, uint32_t w, uint64_t epoch,
+		  int committed)
+{
+	snprintf(buf, len, "%s/" RT_SINK_DIR "/w%u-e%020" PRIu64 ".%s", data_dir, w, epoch,
+		 committed ? "log" : "pending");
+}
+
+/* ---- changelogs ------------------------------------------------------------------ */
+
+static const char LOG_MAGIC[8] = "SFSSINK1", LOG_END[8] = "SFSSEND1";
+
+struct rec_hdr {
+	uint8_t op;
+	uint8_t pad[3];
+	uint32_t klen, rlen;
+	uint32_t pad2;
+	int64_t delta;
+};
+
+int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uint64_t epoch,
+			uint64_t *records)
+{
+	char path[4096], tmp[4200];
+	uint64_t n = 0, h = SFS_HASH_P0;
+	uint32_t hw[2] = { w, 0 };
+	FILE *f;
+	int rc;
+
+	*records = 0;
+	if (s->mode != RT_SINK_EPOCH)
+		return 0;
+	rt_sink_path(path, sizeof(path), data_dir, w, epoch, 0);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "w");
-	if (!f) {
-		free(v);
-		return sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
+	if (!f && errno == ENOENT) {
+		/* the directory on the first miss only */
+		char dir[4096];
+
+		sink_dir(dir, sizeof(dir), data_dir);
+		if (mkdir(dir, 0755) && errno != EEXIST)
+			return sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+		f = fopen(tmp, "w");
 	}
+	if (!f)
+		return sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
 	setvbuf(f, NULL, _IOFBF, 1 << 20);
+	fwrite(LOG_MAGIC, 1, 8, f);
+	fwrite(hw, sizeof(hw), 1, f);
+	fwrite(&epoch, sizeof(epoch), 1, f);
+	for (size_t i = 0; i < s->cap; i++) {
+		struct rt_sink_ent *e = s->slot[i];
+		struct rec_hdr r;
+
+		if (!e)
+			continue;
+		memset(&r, 0, sizeof(r));
+		r.op = !e->keyed ? 'C' : e->count ? 'U' : 'D';
+		r.klen = e->klen;
+		r.rlen = e->keyed ? e->rlen : 0;
+		r.delta = e->count;
+		fwrite(&r, sizeof(r), 1, f);
+		fwrite(e->bytes, 1, (size_t)r.klen + r.rlen, f);
+		h = sfs_hash_bytes(h, &r, sizeof(r));
+		h = sfs_hash_bytes(h, e->bytes, (size_t)r.klen + r.rlen);
+		n++;
+		free(e);
+		s->slot[i] = NULL;
+	}
+	s->used = 0;
+	fwrite(LOG_END, 1, 8, f);
+	fwrite(&n, sizeof(n), 1, f);
+	fwrite(&h, sizeof(h), 1, f);
+	rc = finish_file(f, tmp, path);
+	if (rc == 0)
+		*records = n;
+	return rc;
+}
+
+/* "w<w>-e<epoch>.<ext>": 1 and the fields, or 0. */
+static int parse_name(const char *name, uint32_t *w, uint64_t *epoch, const char **ext)
+{
+	char *end;
+	unsigned long lw;
+
+	if (name[0] != 'w')
+		return 0;
+	lw = strtoul(name + 1, &end, 10);
+	if (end == name + 1 || end[0] != '-' || end[1] != 'e' || lw > UINT32_MAX)
+		return 0;
+	*epoch = strtoull(end + 2, &end, 10);
+	if (*end != '.')
+		return 0;
+	*w = (uint32_t)lw;
+	*ext = end + 1;
+	return 1;
+}
+
+int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer)
+{
+	char dir[4096], from[4400], to[4500];
+	struct dirent *d;
+	DIR *dp;
+	int rc = 0, fd;
+
+	sink_dir(dir, sizeof(dir), data_dir);
+	dp = opendir(dir);
+	if (!dp)
+		return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+	while ((d = readdir(dp))) {
+		uint32_t w;
+		uint64_t e;
+		const char *ext;
+
+		if (!parse_name(d->d_name, &w, &e, &ext))
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", dir, d->d_name);
+		if (strcmp(ext, "pending") == 0 && e <= upto) {
+			rt_sink_path(to, sizeof(to), data_dir, w, e, 1);
+			if (rename(from, to) && !rc)
+				rc = sfs__err(sfs__errno(), "commit %s: %s", from, strerror(errno));
+		} else if (drop_newer && e > upto && strcmp(ext, "pending") == 0) {
+			unlink(from);
+		} else if (drop_newer && e > upto && strcmp(ext, "log") == 0) {
+			snprintf(to, sizeof(to), "%s.abandoned", from);
+			if (rename(from, to) && !rc)
+				rc = sfs__err(sfs__errno(), "set aside %s: %s", from, strerror(errno));
+		}
+	}
+	closedir(dp);
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
+		if (fsync(fd) && !rc)
+			rc = sfs__err(sfs__errno(), "%s: fsync: %s", dir, strerror(errno));
+		close(fd);
+	}
+	return rc;
+}
+
+int rt_sink_reset(const char *data_dir)
+{
+	char dir[4096], path[4400];
+	struct dirent *d;
+	DIR *dp;
+
+	sink_dir(dir, sizeof(dir), data_dir);
+	dp = opendir(dir);
+	if (!dp)
+		return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+	while ((d = readdir(dp))) {
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		unlink(path);
+	}
+	closedir(dp);
+	return 0;
+}
+
+/* ---- replay ----------------------------------------------------------------------- */
+
+struct log_name {
+	uint64_t epoch;
+	uint32_t w;
+	char name[64];
+};
+
+static int cmp_logs(const void *a, const void *b)
+{
+	const struct log_name *x = a, *y = b;
+
+	if (x->epoch != y->epoch)
+		return x->epoch < y->epoch ? -1 : 1;
+	return (x->w > y->w) - (x->w < y->w);
+}
+
+static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *cap)
+{
+	char magic[8];
+	uint32_t hw[2];
+	uint64_t epoch, n = 0, want_n, want_h, h = SFS_HASH_P0;
+	struct rec_hdr r;
+	FILE *f = fopen(path, "r");
+	int rc = 0;
+
+	if (!f)
+		return sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
+	if (fread(magic, 1, 8, f) != 8 || memcmp(magic, LOG_MAGIC, 8) ||
+	    fread(hw, sizeof(hw), 1, f) != 1 || fread(&epoch, sizeof(epoch), 1, f) != 1) {
+		fclose(f);
+		return sfs__err(SFS_ECORRUPT, "%s: not a sink changelog (bad header)", path);
+	}
+	for (;;) {
+		size_t len;
+
+		if (fread(&r, 1, 8, f) != 8)
+			goto truncated;
+		if (memcmp(&r, LOG_END, 8) == 0)
+			break;
+		if (fread((char *)&r + 8, sizeof(r) - 8, 1, f) != 1)
+			goto truncated;
+		len = (size_t)r.klen + r.rlen;
+		if (len > (64u << 20) || (r.op != 'U' && r.op != 'D' && r.op != 'C')) {
+			fclose(f);
+			return sfs__err(SFS_ECORRUPT, "%s: record %" PRIu64 " is malformed", path, n);
+		}
+		if (len > *cap) {
+			char *nb = realloc(*buf, len);
+
+			if (!nb) {
+				fclose(f);
+				return sfs__err(-ENOMEM, "replay: out of memory");
+			}
+			*buf = nb;
+			*cap = len;
+		}
+		if (len && fread(*buf, 1, len, f) != len)
+			goto truncated;
+		h = sfs_hash_bytes(h, &r, sizeof(r));
+		h = sfs_hash_bytes(h, *buf, len);
+		n++;
+		if (r.op == 'U')
+			rc = rt_sink_put(t, *buf, r.klen, *buf + r.klen, r.rlen);
+		else if (r.op == 'D')
+			rc = rt_sink_del(t, *buf, r.klen);
+		else
+			rc = rt_sink_add(t, *buf, r.klen, r.delta);
+		if (rc) {
+			fclose(f);
+			return rc;
+		}
+	}
+	if (fread(&want_n, sizeof(want_n), 1, f) != 1 || fread(&want_h, sizeof(want_h), 1, f) != 1)
+		goto truncated;
+	fclose(f);
+	if (want_n != n || want_h != h)
+		return sfs__err(SFS_ECORRUPT, "%s: checksum mismatch (%" PRIu64 " records read, "
+				"%" PRIu64 " written)", path, n, want_n);
+	return 0;
+truncated:
+	fclose(f);
+	return sfs__err(SFS_ECORRUPT, "%s: truncated after %" PRIu64 " records", path, n);
+}
+
+int rt_sink_replay(const char *data_dir, const char *header, const char *out_path,
+		   uint64_t *rows)
+{
+	char dir[4096], path[4400], tmp[4096];
+	struct log_name *logs = NULL;
+	size_t nlogs = 0, lcap = 0, bcap = 0;
+	struct rt_sink t;
+	struct rt_sink_ent **v = NULL;
+	struct dirent *d;
+	char *buf = NULL;
+	uint64_t lines = 0;
+	size_t n = 0;
+	FILE *out;
+	DIR *dp;
+	int rc;
+
+	*rows = 0;
+	if ((rc = rt_sink_init(&t, RT_SINK_TABLE)))
+		return rc;
+	sink_dir(dir, sizeof(dir), data_dir);
+	dp = opendir(dir);
+	if (!dp && errno != ENOENT) {
+		rt_sink_free(&t);
+		return sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+	}
+	while (dp && (d = readdir(dp))) {
+		uint32_t w;
+		uint64_t e;
+		const char *ext;
+
+		if (!parse_name(d->d_name, &w, &e, &ext) || strcmp(ext, "log") != 0 ||
+		    strlen(d->d_name) >= sizeof(logs->name))
+			continue;
+		if (nlogs == lcap) {
+			struct log_name *nl = realloc(logs, (lcap = lcap ? lcap * 2 : 64) * sizeof(*nl));
+
+			if (!nl) {
+				rc = sfs__err(-ENOMEM, "replay: out of memory");
+				goto out;
+			}
+			logs = nl;
+		}
+		logs[nlogs].epoch = e;
+		logs[nlogs].w = w;
+		snprintf(logs[nlogs].name, sizeof(logs[nlogs].name), "%s", d->d_name);
+		nlogs++;
+	}
+	qsort(logs, nlogs, sizeof(*logs), cmp_logs);
+	for (size_t i = 0; i < nlogs; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, logs[i].name);
+		if ((rc = replay_one(&t, path, &buf, &bcap)))
+			goto out;
+	}
+	for (size_t i = 0; i < t.cap; i++)
+		if (t.slot[i] && t.slot[i]->count < 0)
+			t.anomalies++;
+	if (t.anomalies)
+		sfs_log("sink: %llu rows retracted more often than inserted in the changelogs",
+			(unsigned long long)t.anomalies);
+
+	v = malloc((t.used + 1) * sizeof(*v));
+	if (!v) {
+		rc = sfs__err(-ENOMEM, "replay: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < t.cap; i++)
+		if (t.slot[i] && t.slot[i]->count > 0)
+			v[n++] = t.slot[i];
+	qsort(v, n, sizeof(*v), cmp_rows);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
+	out = fopen(tmp, "w");
+	if (!out) {
+		rc = sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	setvbuf(out, NULL, _IOFBF, 1 << 20);
+	fprintf(out, "%s\n", header);
 	for (size_t i = 0; i < n; i++) {
 		size_t len;
 		const char *r = row_of(v[i], &len);
 
 		for (int64_t c = 0; c < v[i]->count; c++, lines++) {
-			fwrite(r, 1, len, f);
-			fputc('\n', f);
+			fwrite(r, 1, len, out);
+			fputc('\n', out);
 		}
 	}
-	free(v);
-	fd = fileno(f);
-	if (fflush(f) || fsync(fd) || fclose(f)) {
-		int rc = sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno));
-
-		unlink(tmp);
-		return rc;
-	}
-	if (rename(tmp, path))
-		return sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
-	*rows = lines;
-	return 0;
-}
-
-struct part_cursor {
-	FILE *f;
-	char *line;
-	size_t cap;
-	ssize_t len;
-};
-
-static int line_less(const struct part_cursor *a, const struct part_cursor *b)
-{
-	size_t n = (size_t)(a->len < b->len ? a->len : b->len);
-	int c = memcmp(a->line, b->line, n);
-
-	return c < 0 || (c == 0 && a->len < b->len);
-}
-
-int rt_sink_merge(const char *const *parts, unsigned n, const char *header,
-		  const char *out_path, uint64_t *rows)
-{
-	struct part_cursor *cur = calloc(n ? n : 1, sizeof(*cur));
-	char tmp[4096];
-	uint64_t lines = 0;
-	FILE *out;
-	int rc = 0;
-
-	if (!cur)
-		return sfs__err(-ENOMEM, "merge: out of memory");
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
-	out = fopen(tmp, "w");
-	if (!out) {
-		free(cur);
-		return sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
-	}
-	setvbuf(out, NULL, _IOFBF, 1 << 20);
-	fprintf(out, "%s\n", header);
-	for (unsigned i = 0; i < n; i++) {
-		cur[i].f = fopen(parts[i], "r");
-		if (!cur[i].f) {
-			rc = sfs__err(sfs__errno(), "%s: %s", parts[i], strerror(errno));
-			goto out;
-		}
-		cur[i].len = getline(&cur[i].line, &cur[i].cap, cur[i].f);
-	}
-	/* n is the worker count (<= 48): a linear pick beats a heap here. */
-	for (;;) {
-		int best = -1;
-
-		for (unsigned i = 0; i < n; i++)
-			if (cur[i].len > 0 && (best < 0 || line_less(&cur[i], &cur[best])))
-				best = (int)i;
-		if (best < 0)
-			break;
-		fwrite(cur[best].line, 1, (size_t)cur[best].len, out);
-		lines++;
-		cur[best].len = getline(&cur[best].line, &cur[best].cap, cur[best].f);
-	}
+	rc = finish_file(out, tmp, out_path);
+	if (rc == 0)
+		*rows = lines;
 out:
-	for (unsigned i = 0; i < n; i++) {
-		if (cur[i].f)
-			fclose(cur[i].f);
-		free(cur[i].line);
-	}
-	free(cur);
-	if (fflush(out) || fsync(fileno(out)))
-		rc = rc ? rc : sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno));
-	fclose(out);
-	if (!rc && rename(tmp, out_path))
-		rc = sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
-	if (rc)
-		unlink(tmp);
-	*rows = lines;
+	if (dp)
+		closedir(dp);
+	free(v);
+	free(buf);
+	free(logs);
+	rt_sink_free(&t);
 	return rc;
 }

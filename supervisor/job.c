@@ -4,11 +4,14 @@
  * Before any worker starts it checks the arguments (one-line errors, exit
  * 2, nothing created or overwritten), then writes the job description and
  * carves the exchange channels (runtime/job.h) into node 0's segment.
- * While the group runs it requests a barrier every --checkpoint-interval
- * (the checkpointer takes this over with checkpoints), shows progress on a
- * terminal, and watches the workers' status lines: all done → merge the
- * result parts into --output and print the summary; one failed → stop the
- * group and say why.
+ * A restore (--restore, or a recovery after a worker died) validates the
+ * checkpoint, puts each worker's files in place, commits the sink epochs
+ * the checkpoint covers and drops newer ones, and starts the sources at the
+ * checkpoint's offsets.  While the group runs the checkpointer drives the
+ * barriers; the supervisor shows progress on a terminal and watches the
+ * workers' status lines: all done → commit the final sink epochs, replay
+ * the changelogs into --output and print the summary; one failed → the
+ * caller recovers or stops the group.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,8 +23,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <inttypes.h>
+
+#include "checkpointer/ckstore.h"
+#include "checkpointer/coord.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "runtime/backend.h"
 #include "runtime/chan.h"
@@ -29,13 +38,16 @@
 #include "runtime/query.h"
 #include "runtime/sink.h"
 #include "supervisor/sup.h"
+#include "target/target.h"
+#include "worker/keygroup.h"
 #include "worker/state.h"
 
 #define MS 1000000ull
 
 static struct rt_job *job;
 static struct sfs_seg *job_seg;
-static uint64_t t_start, next_barrier, next_progress;
+static const char *job_name;
+static uint64_t t_start, next_progress;
 static int progress_tty;
 
 static int writable_dir(const char *dir, int create)
@@ -137,11 +149,271 @@ uint64_t sup_query_chan_bytes(unsigned workers)
 	return b;
 }
 
+/* The greatest checkpoint id under @root, valid or not: a new run's
+ * barrier ids start above it, so no checkpoint directory is ever reused. */
+static uint64_t max_checkpoint_id(const char *root)
+{
+	uint64_t *ids = NULL, max = 0;
+	size_t n = 0;
+
+	if (ck_ids(root, &ids, &n) == 0 && n)
+		max = ids[0];	/* newest first */
+	free(ids);
+	return max;
+}
+
+static void stage_reset(const struct sup_query *q)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s/stage", q->data_dir);
+	if (sfs_rmtree(dir))
+		sfs_log("%s", sfs_last_error());
+}
+
+/* A start from the beginning: no sink output, no staged snapshots. */
+static int fresh(const struct sup_query *q)
+{
+	char root[PATH_MAX];
+	int rc;
+
+	snprintf(root, sizeof(root), RT_CKPT_DIR_FMT, q->data_dir);
+	job->rj_first_barrier = max_checkpoint_id(root);
+	stage_reset(q);
+	snprintf(root, sizeof(root), "%s/sfs-memory.0", q->data_dir);
+	if ((rc = sfs_rmtree(root)))	/* restore dumps of an earlier run */
+		return rc;
+	if ((rc = rt_sink_reset(q->data_dir)))
+		return rc;
+	return 0;
+}
+
+/* Where a backend keeps worker @w's files (what a restore replaces). */
+static int instance_dir(const struct sup_query *q, uint32_t w, char *buf, size_t len)
+{
+	if (strcmp(q->backend, "rocksdb-direct") == 0) {
+		snprintf(buf, len, "%s/rocksdb-direct/w%u", q->data_dir, w);
+		return 1;
+	}
+	if (strcmp(q->backend, "memory") == 0) {
+		/* the store dumps the compactor loads (target/memdump.h); one
+		 * node: the segment of node 0 */
+		snprintf(buf, len, "%s/sfs-memory.0/w%u", q->data_dir, w);
+		return 1;
+	}
+	return 0;
+}
+
+/* Same parallelism: every worker adopts its own files wholesale (links). */
+static int adopt(const struct sup_query *q, const struct ck_meta *m, const char *croot,
+		 unsigned workers)
+{
+	char inst[PATH_MAX];
+	int rc;
+
+	for (uint32_t w = 0; w < workers; w++) {
+		if (!instance_dir(q, w, inst, sizeof(inst)))
+			continue;
+		if ((rc = sfs_rmtree(inst)) || (rc = ck_restore_worker(m, croot, w, inst)))
+			return rc;
+	}
+	return 0;
+}
+
+/* Another parallelism: each new worker's instance is rebuilt once from the
+ * old instances whose key-group ranges overlap its own. */
+static int rescale(const struct sup_query *q, const struct ck_meta *m, const char *croot,
+		   unsigned workers)
+{
+	char tmp[PATH_MAX - 64], olds[RT_MAX_WORKERS][PATH_MAX], inst[PATH_MAX], v[32];
+	const char *src[RT_MAX_WORKERS];
+	uint32_t maxp = 128;
+	int rc = 0;
+
+	if (!instance_dir(q, 0, inst, sizeof(inst)))
+		return sfs__err(SFS_EUSAGE, "rescaling the %s backend is not supported yet",
+				q->backend);
+	if (ck_meta_config(m, "max_parallelism", v, sizeof(v)) == 0)
+		maxp = (uint32_t)strtoul(v, NULL, 10);
+	if (m->workers > RT_MAX_WORKERS || !m->workers)
+		return sfs__err(SFS_ECORRUPT, "checkpoint of %u workers", m->workers);
+	snprintf(tmp, sizeof(tmp), "%s/restore-tmp", q->data_dir);
+	if ((rc = sfs_rmtree(tmp)))
+		return rc;
+	for (uint32_t w = 0; w < m->workers && !rc; w++) {
+		snprintf(olds[w], sizeof(olds[w]), "%s/w%u", tmp, w);
+		rc = ck_restore_worker(m, croot, w, olds[w]);
+	}
+	for (uint32_t nw = 0; nw < workers && !rc; nw++) {
+		uint32_t lo = sfs_kg_range_start(nw, workers, maxp);
+		uint32_t hi = sfs_kg_range_end(nw, workers, maxp);
+		unsigned n = 0;
+
+		for (uint32_t w = 0; w < m->workers; w++)
+			if (sfs_kg_range_start(w, m->workers, maxp) <= hi &&
+			    sfs_kg_range_end(w, m->workers, maxp) >= lo)
+				src[n++] = olds[w];
+		instance_dir(q, nw, inst, sizeof(inst));
+		if ((rc = sfs_rmtree(inst)))
+			break;
+		if (strcmp(q->backend, "rocksdb-direct") == 0) {
+			rc = rt_rocksdb_direct_rebuild(src, n, inst, lo, hi);
+		} else {
+			/* memory: the compactor loads each old dump's share */
+			char from[PATH_MAX + 16], to[PATH_MAX + 64];
+
+			rc = sfs_mkdirs(inst);
+			for (unsigned i = 0; i < n && !rc; i++) {
+				snprintf(from, sizeof(from), "%s/store.dump", src[i]);
+				snprintf(to, sizeof(to), "%s/r%u-%u.%u.dump", inst, lo, hi, i);
+				if (link(from, to))
+					rc = sfs__err(sfs__errno(), "link %s to %s: %s", from, to,
+						      strerror(errno));
+			}
+		}
+		sfs_log("rescale: worker %u of %u (key groups %u..%u) rebuilt from %u of %u "
+			"old instances", nw, workers, lo, hi, n, m->workers);
+	}
+	if (!rc)
+		rc = sfs_rmtree(tmp);
+	return rc;
+}
+
+/* A config value of the checkpoint must equal this job's. */
+static int same(const struct ck_meta *m, const char *key, const char *mine, const char *path)
+{
+	char v[128];
+
+	if (ck_meta_config(m, key, v, sizeof(v)) || strcmp(v, mine) != 0) {
+		fprintf(stderr, "sfs run: checkpoint %s: %s is %s, this job's is %s\n", path, key,
+			ck_meta_config(m, key, v, sizeof(v)) ? "missing" : v, mine);
+		return 0;
+	}
+	return 1;
+}
+
+static int restore(struct sup_query *q, unsigned workers)
+{
+	char root[PATH_MAX - 64], dir[PATH_MAX], mine[RT_PATH_MAX * 2], want[128];
+	const char *names[] = { "query", "backend", "events", "first_event", "rate",
+				"base_time_ms", "block_events", "max_parallelism" };
+	uint64_t t0 = sfs_now_ns();
+	struct ck_meta m;
+	int rc;
+
+	snprintf(root, sizeof(root), RT_CKPT_DIR_FMT, q->data_dir);
+	memset(&m, 0, sizeof(m));
+	if (q->recover_id) {
+		snprintf(dir, sizeof(dir), "%s/chk-%" PRIu64, root, q->recover_id);
+		rc = ck_read(dir, job_name, 1, &m);
+	} else if (strcmp(q->restore, "latest") == 0) {
+		rc = ck_latest(root, job_name, 1, &m, dir, sizeof(dir));
+		if (rc == -ENOENT) {
+			fprintf(stderr, "sfs run: --restore latest: no valid checkpoint of job %s "
+				"in %s\n", job_name, root);
+			return 2;
+		}
+	} else {
+		snprintf(dir, sizeof(dir), "%s", q->restore);
+		rc = ck_read(dir, job_name, 1, &m);
+	}
+	if (rc) {
+		fprintf(stderr, "sfs run: cannot restore: %s\n", sfs_last_error());
+		ck_meta_free(&m);
+		return 2;
+	}
+	/* the storage root of the checkpoint: the directory holding chk-<id> */
+	{
+		size_t n = strlen(dir);
+
+		while (n > 1 && dir[n - 1] == '/')
+			dir[--n] = '\0';
+		if (n > 10 && strcmp(dir + n - 10, "/_metadata") == 0)
+			dir[n - 10] = '\0';
+	}
+	ck_coord_config(job, mine, sizeof(mine));
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *p = strstr(mine, names[i]);
+		size_t kl = strlen(names[i]);
+
+		while (p && (p[kl] != '=' || (p != mine && p[-1] != ' ')))
+			p = strstr(p + 1, names[i]);
+		if (!p)
+			continue;
+		snprintf(want, sizeof(want), "%.*s", (int)strcspn(p + kl + 1, " "), p + kl + 1);
+		if (!same(&m, names[i], want, dir)) {
+			ck_meta_free(&m);
+			return 2;
+		}
+	}
+	if (m.nsplits == 0 || m.nsplits > RT_MAX_WORKERS) {
+		fprintf(stderr, "sfs run: checkpoint %s: %u source splits\n", dir, m.nsplits);
+		ck_meta_free(&m);
+		return 2;
+	}
+	{
+		char croot[PATH_MAX];
+		char *slash;
+
+		snprintf(croot, sizeof(croot), "%s", dir);
+		slash = strrchr(croot, '/');
+		if (slash)
+			*slash = '\0';
+		else
+			snprintf(croot, sizeof(croot), ".");
+		if (m.workers == workers)
+			rc = adopt(q, &m, croot, workers);
+		else
+			rc = rescale(q, &m, croot, workers);
+		/* the memory target's dumps are loaded now: no worker may read
+		 * its store before the restored state is in */
+		for (uint32_t w = 0; !rc && w < workers && strcmp(q->backend, "memory") == 0; w++)
+			rc = sfs_target_memory_restore(job_seg, w, q->store_bytes);
+		if (rc) {
+			fprintf(stderr, "sfs run: restoring %s: %s\n", dir, sfs_last_error());
+			ck_meta_free(&m);
+			return 2;
+		}
+	}
+	job->rj_nsplits = m.nsplits;
+	for (uint32_t i = 0; i < m.nsplits; i++) {
+		if (m.splits[i].split >= m.nsplits) {
+			fprintf(stderr, "sfs run: checkpoint %s: split %u of %u\n", dir,
+				m.splits[i].split, m.nsplits);
+			ck_meta_free(&m);
+			return 2;
+		}
+		job->rj_split_start[m.splits[i].split] = m.splits[i].offset;
+	}
+	job->rj_restored = 1;
+	job->rj_restored_id = m.id;
+	job->rj_first_barrier = max_checkpoint_id(root);
+	if (job->rj_first_barrier < m.id)
+		job->rj_first_barrier = m.id;
+	stage_reset(q);
+	/* The epochs the checkpoint covers are the sink's; newer ones replay. */
+	rc = rt_sink_commit_upto(q->data_dir, m.sink_epoch, 1);
+	sfs_log("restored %s: checkpoint %" PRIu64 " of job %s, %u workers%s%s in %.1f ms", dir,
+		m.id, m.job, m.workers, m.workers != workers ? " rescaled" : " adopted",
+		q->recover_id ? " (recovery)" : "", (sfs_now_ns() - t0) / 1e6);
+	ck_meta_free(&m);
+	return rc;
+}
+
+uint64_t sup_query_last_checkpoint(void)
+{
+	uint64_t id;
+
+	if (!job)
+		return 0;
+	id = sfs_load_acquire(&job->rj_ckpt_done);
+	return id ? id : job->rj_restored_id;
+}
+
 int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 {
 	uint64_t off, coff, cb = sup_query_chan_bytes(workers);
 	unsigned char *chans;
-	char part[RT_PATH_MAX + 32];
 	int rc;
 
 	rc = sfs_seg_region_create(seg, RT_JOB_REGION, sizeof(struct rt_job), SFS_ROLE_SUPERVISOR,
@@ -150,6 +422,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 		return rc;
 	job = sfs_seg_ptr(seg, off);
 	job_seg = seg;
+	job_name = seg->hdr->sh_job;
 	memset(job, 0, sizeof(*job));
 	job->rj_magic = RT_JOB_MAGIC;
 	job->rj_version = RT_JOB_VERSION;
@@ -158,16 +431,22 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	job->rj_block_events = q->block_events;
 	job->rj_events = q->events;
 	job->rj_rate = q->rate;
+	job->rj_max_rate = q->max_rate;
 	job->rj_base_time_ms = 1436918400000ll;
 	job->rj_chan_bytes = cb;
 	job->rj_sink = q->output != NULL;
 	snprintf(job->rj_query, sizeof(job->rj_query), "%s", q->query);
 	snprintf(job->rj_backend, sizeof(job->rj_backend), "%s", q->backend);
 	snprintf(job->rj_data_dir, sizeof(job->rj_data_dir), "%s", q->data_dir);
-	for (unsigned w = 0; w < workers; w++) {
-		snprintf(part, sizeof(part), RT_PART_FMT, q->data_dir, w);
-		unlink(part);
-	}
+	job->rj_checkpoint_ms = q->checkpoint_ns / MS;
+	job->rj_nsplits = workers;
+	for (unsigned sp = 0; sp < workers; sp++)
+		job->rj_split_start[sp] = sp;
+	job->rj_retain = q->retain;
+	rc = q->restore || q->recover_id ? restore(q, workers) : fresh(q);
+	if (rc)
+		return rc;
+	job->rj_barrier_req = job->rj_first_barrier;
 	rc = sfs_seg_region_create(seg, RT_CHAN_REGION, rt_chans_bytes(workers, cb),
 				   SFS_ROLE_SUPERVISOR, &coff);
 	if (rc)
@@ -176,7 +455,6 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	for (uint64_t i = 0; i < (uint64_t)RT_MAX_STAGES * workers * workers; i++)
 		rt_chan_init((struct rt_chan *)(chans + i * rt_chan_stride(cb)), cb);
 	t_start = sfs_now_ns();
-	next_barrier = q->checkpoint_ns ? t_start + q->checkpoint_ns : UINT64_MAX;
 	progress_tty = !q->json && isatty(STDERR_FILENO);
 	return 0;
 }
@@ -222,10 +500,6 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 		}
 		done += st == RT_W_DONE;
 	}
-	if (now >= next_barrier) {
-		sfs_store_release(&job->rj_barrier_req, job->rj_barrier_req + 1);
-		next_barrier = now + q->checkpoint_ns;
-	}
 	if (progress_tty && now >= next_progress) {
 		uint64_t ev, bar, stall;
 		double s = (double)(now - t_start) / 1e9;
@@ -243,7 +517,7 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 int sup_query_finish(struct sup_query *q, int ok)
 {
 	const struct rt_query *rq = rt_query_find(q->query);
-	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0;
+	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0, seal = 0, seal_max = 0;
 	double secs;
 	int rc = 0;
 
@@ -262,14 +536,10 @@ int sup_query_finish(struct sup_query *q, int ok)
 	}
 	secs = ok && last > first ? (double)(last - first) / 1e9 : (double)(sfs_now_ns() - t_start) / 1e9;
 	if (ok && q->output) {
-		const char *parts[RT_MAX_WORKERS];
-		static char paths[RT_MAX_WORKERS][RT_PATH_MAX + 32];
-
-		for (unsigned w = 0; w < job->rj_workers; w++) {
-			snprintf(paths[w], sizeof(paths[w]), RT_PART_FMT, q->data_dir, w);
-			parts[w] = paths[w];
-		}
-		rc = rt_sink_merge(parts, job->rj_workers, rq->columns, q->output, &rows);
+		/* every worker is done: its final epochs are the job's last commit */
+		rc = rt_sink_commit_upto(q->data_dir, UINT64_MAX, 0);
+		if (rc == 0)
+			rc = rt_sink_replay(q->data_dir, rq->columns, q->output, &rows);
 		if (rc) {
 			sfs_log("writing %s: %s", q->output, sfs_last_error());
 			ok = 0;
@@ -287,8 +557,19 @@ int sup_query_finish(struct sup_query *q, int ok)
 
 			printf("%s%.0f", w ? ", " : "", ws > 0 ? s->rw_events / ws : 0.0);
 		}
-		printf("], \"checkpoints\": %llu, \"stall_ms\": %.3f, \"result_rows\": %llu, "
-		       "\"ok\": %s}\n", (unsigned long long)bar, stall / 1e6,
+		for (unsigned w = 0; w < job->rj_workers; w++) {
+			seal += job->rj_ws[w].rw_seal_ns;
+			if (job->rj_ws[w].rw_seal_max_ns > seal_max)
+				seal_max = job->rj_ws[w].rw_seal_max_ns;
+		}
+		printf("], \"barrier_ms\": %.3f, \"barrier_max_ms\": %.3f, \"checkpoint_last_ms\": "
+		       "%.3f, \"checkpoint_files_linked\": %llu, \"checkpoint_files_referenced\": %llu",
+		       seal / 1e6, seal_max / 1e6, job->rj_ckpt_last_ns / 1e6,
+		       (unsigned long long)job->rj_ckpt_links, (unsigned long long)job->rj_ckpt_refs);
+		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
+		       "\"recoveries\": %u, \"stall_ms\": %.3f, \"result_rows\": %llu, "
+		       "\"ok\": %s}\n", (unsigned long long)bar,
+		       (unsigned long long)job->rj_ckpts, q->recoveries, stall / 1e6,
 		       (unsigned long long)rows, ok ? "true" : "false");
 	} else {
 		printf("sfs: %s on %s, %u workers: %llu events in %.3f s = %.0f events/s "

@@ -20,6 +20,8 @@ static void usage(FILE *f)
 		"  run       run a job as a supervised process group (foreground)\n"
 		"  stat      show a running group's processes and segments\n"
 		"  clean     remove a dead job's leftover segments\n"
+		"  checkpoints  list the checkpoints of a data directory\n"
+		"  savepoint    write a self-contained copy of a checkpoint\n"
 		"  bench     benchmarks: 'sfs bench state' (keyed state vs raw table and RocksDB)\n"
 		"  gen       write Nexmark events as CSV (person, auction, bid)\n"
 		"  version   print versions of sfs and its allocator\n"
@@ -82,6 +84,10 @@ int main(int argc, char **argv)
 		return sfs_cmd_stat(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "clean"))
 		return sfs_cmd_clean(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "checkpoints"))
+		return sfs_cmd_checkpoints(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "savepoint"))
+		return sfs_cmd_savepoint(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return sfs_cmd_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "gen"))

@@ -52,6 +52,7 @@ struct run_cfg {
 	uint64_t stop_grace_ns;    /* SIGTERM -> SIGKILL per role */
 	char bindir[PATH_MAX];
 	struct sup_query q;        /* --query: a query job */
+	unsigned max_recoveries;   /* job restarts from a checkpoint */
 	char job_buf[64];
 	char data_buf[PATH_MAX];
 };
@@ -105,9 +106,17 @@ static void usage(FILE *f)
 		"  --data DIR             files of the job (default /tmp/sfs-JOB)\n"
 		"  --output FILE          the result as CSV (default: discarded)\n"
 		"  --rate N               event-time rate, events/s (default 10000000)\n"
+		"  --max-rate N           throttle the sources to N events/s of wall-clock\n"
+		"                         time in total (default: as fast as they go)\n"
 		"  --store-mb MB          memory store per worker, sparse (default 4096;\n"
 		"                         half is usable: it compacts by copying)\n"
-		"  --json                 print one summary object, no progress\n",
+		"  --json                 print one summary object, no progress\n"
+		"  --restore latest|DIR   start from the newest valid checkpoint in --data\n"
+		"                         (latest) or from a checkpoint directory (chk-N or a\n"
+		"                         savepoint)\n"
+		"  --retain N             checkpoints kept (default 3)\n"
+		"  --max-recoveries N     a failed worker restarts the job from its last\n"
+		"                         checkpoint at most N times (default 10)\n",
 		SFS_JOB_NAME_MAX);
 }
 
@@ -252,7 +261,9 @@ static void describe_status(int status, char *buf, size_t n)
 		snprintf(buf, n, "status 0x%x", status);
 }
 
-/* A child died while the group runs: schedule its restart, or fail. */
+/* A child died while the group runs: schedule its restart, or fail (-1),
+ * or (-2) restart the whole query job from its last checkpoint: a worker's
+ * in-flight records and exchange channels cannot be rolled back alone. */
 static int on_child_death(struct child *k, int status, uint64_t now)
 {
 	char why[64];
@@ -262,6 +273,12 @@ static int on_child_death(struct child *k, int status, uint64_t now)
 	k->slot = -1;
 	sfs_store_relaxed(&k->d->cd_pid, 0);
 	k->d->cd_last_status = status;
+	if (cfg.q.query && k->role == SFS_ROLE_WORKER) {
+		sfs_log("worker %u died (%s): recovering the job from its last checkpoint",
+			k->index, why);
+		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_FAILED);
+		return -2;
+	}
 	if (now - k->window_start_ns > cfg.window_ns) {
 		k->window_start_ns = now;
 		k->window_restarts = 0;
@@ -286,7 +303,7 @@ static int on_child_death(struct child *k, int status, uint64_t now)
 }
 
 /* Reap every exited child without blocking; returns -1 when one exhausted
- * its budget (only while @running). */
+ * its budget, -2 when a query job must recover (only while @running). */
 static int reap(int running)
 {
 	uint64_t now = sfs_now_ns();
@@ -305,8 +322,10 @@ static int reap(int running)
 			sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPED);
 			continue;
 		}
-		if (on_child_death(k, status, now))
-			rc = -1;
+		switch (on_child_death(k, status, now)) {
+		case -1: rc = -1; break;
+		case -2: if (!rc) rc = -2; break;
+		}
 	}
 	return rc;
 }
@@ -560,8 +579,12 @@ static int parse(int argc, char **argv)
 		{ "data", required_argument, NULL, 'D' },
 		{ "output", required_argument, NULL, 'O' },
 		{ "rate", required_argument, NULL, 'R' },
+		{ "max-rate", required_argument, NULL, 'P' },
 		{ "store-mb", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "restore", required_argument, NULL, 'X' },
+		{ "retain", required_argument, NULL, 'T' },
+		{ "max-recoveries", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -625,6 +648,9 @@ static int parse(int argc, char **argv)
 			break;
 		case 'D': cfg.q.data_dir = optarg; break;
 		case 'O': cfg.q.output = optarg; break;
+		case 'P':
+			cfg.q.max_rate = (double)sfs_arg_num("run", "--max-rate", optarg, 1, (long)1 << 40);
+			break;
 		case 'R':
 			cfg.q.rate = (double)sfs_arg_num("run", "--rate", optarg, 1, (long)1 << 40);
 			break;
@@ -633,6 +659,14 @@ static int parse(int argc, char **argv)
 								  1 << 20) << 20;
 			break;
 		case 'J': cfg.q.json = 1; break;
+		case 'X': cfg.q.restore = optarg; break;
+		case 'T':
+			cfg.q.retain = (uint32_t)sfs_arg_num("run", "--retain", optarg, 1, 1000);
+			break;
+		case 'M':
+			cfg.max_recoveries = (unsigned)sfs_arg_num("run", "--max-recoveries", optarg, 0,
+								   1000);
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -687,15 +721,76 @@ static int parse(int argc, char **argv)
 	return 0;
 }
 
+/* Segments, the job description, every child: one incarnation of the
+ * group.  On failure everything it made is undone. */
+static int start_group(uint64_t generation, struct sfs_proc_slot **me)
+{
+	int rc;
+
+	for (int n = 0; n < nnodes; n++) {
+		rc = sfs_seg_create(cfg.job, n, cfg.segment_bytes, generation, &segs[n]);
+		if (rc) {
+			sfs_log("%s", sfs_last_error());
+			destroy_segments();
+			return 1;
+		}
+		if (cfg.q.query && strcmp(cfg.q.backend, "rocksdb") == 0) {
+			/* Before any child exists: read-only from here on. */
+			snprintf(segs[n].hdr->sh_backend, sizeof(segs[n].hdr->sh_backend), "rocksdb");
+			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
+				 "%s/sfs-rocksdb.%d", cfg.q.data_dir, n);
+		} else if (cfg.q.query && strcmp(cfg.q.backend, "memory") == 0) {
+			/* where a restore leaves the store dumps (target/memdump.h) */
+			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
+				 "%s/sfs-memory.%d", cfg.q.data_dir, n);
+		}
+		sfs_log("segment %s: %llu MiB on node %d, %s pages", segs[n].path,
+			(unsigned long long)(segs[n].size >> 20), n,
+			(segs[n].hdr->sh_flags & SFS_SEG_HUGE) ? "huge (hugetlbfs)" : "plain 4 KiB");
+	}
+	if (sfs_proc_register(&segs[0], SFS_ROLE_SUPERVISOR, 0, me)) {
+		sfs_log("%s", sfs_last_error());
+		destroy_segments();
+		return 1;
+	}
+	nkids = 0;
+	memset(kids, 0, sizeof(kids));
+	plan_children();
+	if (cfg.q.query) {
+		char mb[32];
+
+		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
+		setenv("SFS_STORE_MB", mb, 1);
+		rc = sup_query_setup(&cfg.q, &segs[0], cfg.workers);
+		if (rc) {
+			if (rc != 2)
+				sfs_log("%s", sfs_last_error());
+			sfs_proc_unregister(*me);
+			destroy_segments();
+			return rc == 2 ? 2 : 1;
+		}
+	}
+	rc = 0;
+	for (unsigned i = 0; i < nkids; i++)
+		if (spawn(&kids[i]))
+			rc = -1;
+	sfs_log("job %s started: %u workers, %d compactor(s), 1 checkpointer (generation %llu)",
+		cfg.job, cfg.workers, nnodes, (unsigned long long)generation);
+	return rc;
+}
+
 int sfs_cmd_run(int argc, char **argv)
 {
 	struct sfs_proc_slot *me = NULL;
 	uint64_t generation = 1, t0, stop_at;
+	unsigned recoveries = 0;
 	sigset_t set;
-	int rc = parse(argc, argv), failed = 0, sig = 0, done = 0;
+	int rc = parse(argc, argv), failed, sig, done, recover;
 
 	if (rc)
 		return rc;
+	if (!cfg.max_recoveries && !getenv("SFS_NO_RECOVERY"))
+		cfg.max_recoveries = 10;
 	sfs_log_init("sfs");
 	nnodes = sfs_node_count();
 	if (nnodes > MAX_NODES)
@@ -712,87 +807,71 @@ int sfs_cmd_run(int argc, char **argv)
 	rc = recover_stale(&generation);
 	if (rc)
 		return rc == SFS_ERUNNING ? 2 : 1;
-	for (int n = 0; n < nnodes; n++) {
-		rc = sfs_seg_create(cfg.job, n, cfg.segment_bytes, generation, &segs[n]);
-		if (rc) {
-			sfs_log("%s", sfs_last_error());
-			destroy_segments();
-			return 1;
-		}
-		if (cfg.q.query && strcmp(cfg.q.backend, "rocksdb") == 0) {
-			/* Before any child exists: read-only from here on. */
-			snprintf(segs[n].hdr->sh_backend, sizeof(segs[n].hdr->sh_backend), "rocksdb");
-			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
-				 "%s/sfs-rocksdb.%d", cfg.q.data_dir, n);
-		}
-		sfs_log("segment %s: %llu MiB on node %d, %s pages", segs[n].path,
-			(unsigned long long)(segs[n].size >> 20), n,
-			(segs[n].hdr->sh_flags & SFS_SEG_HUGE) ? "huge (hugetlbfs)" : "plain 4 KiB");
-	}
-	if (sfs_proc_register(&segs[0], SFS_ROLE_SUPERVISOR, 0, &me)) {
-		sfs_log("%s", sfs_last_error());
-		destroy_segments();
-		return 1;
-	}
-	plan_children();
-	if (cfg.q.query) {
-		char mb[32];
-
-		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
-		setenv("SFS_STORE_MB", mb, 1);
-		rc = sup_query_setup(&cfg.q, &segs[0], cfg.workers);
-		if (rc) {
-			sfs_log("%s", sfs_last_error());
-			sfs_proc_unregister(me);
-			destroy_segments();
-			return 1;
-		}
-	}
-	for (unsigned i = 0; i < nkids; i++)
-		if (spawn(&kids[i]))
-			failed = 1;
-	sfs_log("job %s started: %u workers, %d compactor(s), 1 checkpointer (generation %llu)",
-		cfg.job, cfg.workers, nnodes, (unsigned long long)generation);
-
 	t0 = sfs_now_ns();
 	stop_at = cfg.duration_ns ? t0 + cfg.duration_ns : UINT64_MAX;
-	while (!failed) {
-		struct timespec tick = { 0, (long)TICK_NS };
-		uint64_t now;
+	for (;;) {
+		failed = sig = done = recover = 0;
+		rc = start_group(generation, &me);
+		if (rc > 0)
+			return rc;
+		failed = rc != 0;
+		while (!failed) {
+			struct timespec tick = { 0, (long)TICK_NS };
+			uint64_t now;
+			int r;
 
-		sig = sigtimedwait(&set, NULL, &tick);
-		if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
-			break;
-		if (reap(1))
-			failed = 1;
-		now = sfs_now_ns();
-		if (cfg.q.query) {
-			int st = sup_query_tick(&cfg.q, now);
-
-			if (st < 0)
+			sig = sigtimedwait(&set, NULL, &tick);
+			if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)
+				break;
+			if ((r = reap(1))) {
 				failed = 1;
-			if (st) {
-				done = st > 0;
+				recover = r == -2;
+			}
+			now = sfs_now_ns();
+			if (cfg.q.query && !failed) {
+				int st = sup_query_tick(&cfg.q, now);
+
+				if (st < 0)
+					failed = recover = 1;
+				if (st > 0) {
+					done = 1;
+					break;
+				}
+			}
+			tend(now);
+			sfs_proc_heartbeat(me);
+			if (now >= stop_at) {
+				sig = 0;
 				break;
 			}
 		}
-		tend(now);
-		sfs_proc_heartbeat(me);
-		if (now >= stop_at) {
-			sig = 0;
-			break;
-		}
-	}
 
-	sfs_log("stopping job %s (%s)", cfg.job,
-		failed ? "a child failed" : done ? "end of input" :
-		sig > 0 ? strsignal(sig) : "duration reached");
-	/* Tell observers; the children themselves are stopped role by role. */
-	for (int n = 0; n < nnodes; n++)
-		sfs_store_release(&segs[n].hdr->sh_shutdown, 1);
-	stop_role(SFS_ROLE_WORKER);
-	stop_role(SFS_ROLE_COMPACTOR);
-	stop_role(SFS_ROLE_CHECKPOINTER);
+		sfs_log("stopping job %s (%s)", cfg.job,
+			failed ? "a child failed" : done ? "end of input" :
+			sig > 0 ? strsignal(sig) : "duration reached");
+		/* Tell observers; the children themselves are stopped role by role. */
+		for (int n = 0; n < nnodes; n++)
+			sfs_store_release(&segs[n].hdr->sh_shutdown, 1);
+		stop_role(SFS_ROLE_WORKER);
+		stop_role(SFS_ROLE_COMPACTOR);
+		stop_role(SFS_ROLE_CHECKPOINTER);
+		if (failed && recover && cfg.q.query && recoveries < cfg.max_recoveries) {
+			/* Exactly once: the next incarnation starts from the last
+			 * completed checkpoint (or from the beginning), the sinks'
+			 * uncommitted epochs are dropped and the sources replay. */
+			recoveries++;
+			cfg.q.recoveries = recoveries;
+			cfg.q.recover_id = sup_query_last_checkpoint();
+			cfg.q.restore = NULL;
+			sfs_proc_unregister(me);
+			destroy_segments();
+			generation++;
+			sfs_log("job %s: recovery %u of at most %u", cfg.job, recoveries,
+				cfg.max_recoveries);
+			continue;
+		}
+		break;
+	}
 	report(cfg.q.query ? stderr : stdout);
 	fflush(stdout);
 	if (cfg.q.query)

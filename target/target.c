@@ -2,11 +2,19 @@
  * target.c — the table of flush targets, and the memory target's entry in
  * it (target/memory.c holds the store itself).
  */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
+#include "common/log.h"
+#include "common/fs.h"
+#include "target/memdump.h"
 #include "target/memory.h"
 #include "target/rocksdb.h"
 #include "worker/keygroup.h"
@@ -23,6 +31,73 @@ struct sfs_target_reader {
 	uint32_t worker;
 	struct sfs_mstore *ms;   /* NULL until the compactor created it */
 };
+
+int sfs_target_memory_restore(struct sfs_seg *s, uint32_t worker, uint64_t store_bytes)
+{
+	char dir[300], path[600];
+	struct sfs_target_writer wr, *w = &wr;
+	struct dirent *e;
+	uint64_t total = 0;
+	DIR *d;
+	int rc = 0;
+
+	if (!s->hdr->sh_data_dir[0])
+		return 0;
+	if ((rc = sfs_mstore_open(s, worker, store_bytes, NULL, &w->m)))
+		return rc;
+	snprintf(dir, sizeof(dir), "%.256s/w%u", s->hdr->sh_data_dir, worker);
+	if (!(d = opendir(dir))) {
+		sfs_mstore_close(&w->m);
+		return 0;
+	}
+	while (rc == 0 && (e = readdir(d))) {
+		unsigned lo = 0, hi = UINT32_MAX, old;
+		size_t n = strlen(e->d_name);
+		uint64_t recs = 0;
+
+		if (n < 6 || strcmp(e->d_name + n - 5, ".dump") != 0)
+			continue;
+		if (strcmp(e->d_name, "store.dump") != 0 &&
+		    sscanf(e->d_name, "r%u-%u.%u.dump", &lo, &hi, &old) != 3) {
+			rc = sfs__err(SFS_ECORRUPT, "%s/%s: not a restore dump name", dir, e->d_name);
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		rc = sfs_mdump_load(&w->m, path, lo, hi, &recs);
+		total += recs;
+	}
+	closedir(d);
+	sfs_mstore_close(&w->m);
+	if (rc)
+		return rc;
+	if (!(d = opendir(dir)))
+		return 0;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (n > 5 && strcmp(e->d_name + n - 5, ".dump") == 0) {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
+	}
+	closedir(d);
+	sfs_log("memory store %u: restored %" PRIu64 " records from %s", worker, total, dir);
+	return 0;
+}
+
+/* The checkpoint of the heap baseline: the whole store, every time. */
+static int mem_snapshot(struct sfs_target_writer *w, const char *dir)
+{
+	char path[600];
+	uint64_t recs;
+	int rc = sfs_mkdirs(dir);
+
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "%.580s/store.dump", dir);
+	rc = sfs_mdump_write(w->m.ms, w->m.ms->ms_worker, path, &recs);
+	return rc;
+}
 
 static int mem_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot *self,
 		    const struct sfs_target_cfg *cfg, struct sfs_target_writer **out)
@@ -296,6 +371,7 @@ const struct sfs_target_ops sfs_target_memory = {
 	.commit = mem_commit,
 	.busy = mem_busy,
 	.files = mem_files,
+	.snapshot = mem_snapshot,
 	.close = mem_close,
 	.reader_open = mem_reader_open,
 	.catch_up = mem_catch_up,

@@ -72,6 +72,10 @@ struct sfs_target_ops {
 	int (*commit)(struct sfs_target_writer *w, uint64_t seq);
 	int (*busy)(struct sfs_target_writer *w);
 	int (*files)(struct sfs_target_writer *w, int (*fn)(void *arg, const char *path), void *arg);
+	/* Stage the files of the current version (the worker's state as of the
+	 * last commit) in @dir, which must not exist: a checkpoint's input
+	 * (checkpointer/coord.h).  NULL: the target cannot (yet). */
+	int (*snapshot)(struct sfs_target_writer *w, const char *dir);
 	void (*close)(struct sfs_target_writer *w);
 
 	int (*reader_open)(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out);
@@ -97,5 +101,14 @@ const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s);
 const struct sfs_target_ops *sfs_target_find(const char *name);
 
 extern const struct sfs_target_ops sfs_target_memory;
+
+/*
+ * A restore of the memory target, before any child starts (the supervisor):
+ * create worker @worker's store and load the dumps the restore put in
+ * <sh_data_dir>/w<worker>/ — "store.dump" (same parallelism) or
+ * "r<lo>-<hi>.<n>.dump" (a rescale: that key-group range of an old
+ * worker's dump) — then remove them.  target/memdump.h has the format.
+ */
+int sfs_target_memory_restore(struct sfs_seg *s, uint32_t worker, uint64_t store_bytes);
 
 #endif

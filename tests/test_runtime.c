@@ -163,28 +163,71 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-Test(sink, random_changes_match_a_reference_and_parts_merge_sorted)
+/* The expected output of a reference state: header, sorted rows. */
+static char *expect_out(const struct ref_row *keyed, const struct ref_row *bag, uint64_t *n)
 {
-	char dir[] = "/tmp/sfs-sink-XXXXXX", part[2][64], out[64];
+	static char bags[NKEYS][8];
+	char *rows[4 * NKEYS * 64], *out;
+	size_t ne = 0, len = 4;
+
+	for (unsigned k = 0; k < NKEYS; k++) {
+		if (keyed[k].live)
+			rows[ne++] = (char *)keyed[k].row;
+		snprintf(bags[k], sizeof(bags[k]), "bag%02u", k);
+		for (int64_t c = 0; c < bag[k].count && ne < sizeof(rows) / sizeof(rows[0]); c++)
+			rows[ne++] = bags[k];
+	}
+	qsort(rows, ne, sizeof(rows[0]), cmp_str);
+	out = calloc(1, 4 + ne * 40 + 1);
+	memcpy(out, "a,b\n", 4);
+	for (size_t i = 0; i < ne; i++) {
+		size_t l = strlen(rows[i]);
+
+		memcpy(out + len, rows[i], l);
+		out[len + l] = '\n';
+		len += l + 1;
+	}
+	*n = ne;
+	return out;
+}
+
+/* Random changes on two workers in epochs: each epoch's changelog is
+ * written (pending) at a "barrier", some are committed as checkpoints
+ * complete, the rest at the end; the replay equals the reference.  Then a
+ * restore from an older epoch: pending epochs above it are dropped,
+ * committed ones set aside, and the replay equals the reference as of it. */
+Test(sink, epochs_commit_and_replay_like_a_reference)
+{
+	char dir[] = "/tmp/sfs-sink-XXXXXX", out[64], path[256];
 	struct rt_sink s[2];
-	struct ref_row keyed[NKEYS], bag[NKEYS];
-	uint64_t seed = 0x51c4, rows[2], merged;
-	char *expect[4 * NKEYS * 4], *got;
-	size_t ne = 0, len = 0;
-	const char *parts[2];
+	struct ref_row keyed[NKEYS], bag[NKEYS], keyed_at[NKEYS], bag_at[NKEYS];
+	uint64_t seed = 0x51c4, recs, n, want_n, epoch = 0, keep = 0;
+	char *got, *want;
 
 	cr_assert_not_null(mkdtemp(dir));
 	memset(keyed, 0, sizeof(keyed));
 	memset(bag, 0, sizeof(bag));
 	for (int w = 0; w < 2; w++)
-		cr_assert_eq(rt_sink_init(&s[w], 1), 0);
+		cr_assert_eq(rt_sink_init(&s[w], RT_SINK_EPOCH), 0);
 	/* keys and rows are split between two workers by parity, as a
 	 * forward edge keeps a row's changes on one worker */
-	for (int n = 0; n < 20000 * th_soak(); n++) {
+	for (int i = 0; i < 20000 * th_soak(); i++) {
 		uint64_t r = th_rand(&seed);
 		unsigned k = (unsigned)(r % NKEYS), w = k & 1;
 		char key[8], row[32];
 
+		if (i % 997 == 996) {	/* a barrier */
+			epoch++;
+			for (int x = 0; x < 2; x++)
+				cr_assert_eq(rt_sink_write_epoch(&s[x], dir, (uint32_t)x, epoch, &recs), 0);
+			if (epoch % 3 == 0)	/* a checkpoint completes */
+				cr_assert_eq(rt_sink_commit_upto(dir, epoch, 0), 0);
+			if (epoch == 7) {
+				keep = epoch;
+				memcpy(keyed_at, keyed, sizeof(keyed));
+				memcpy(bag_at, bag, sizeof(bag));
+			}
+		}
 		snprintf(key, sizeof(key), "k%02u", k);
 		switch ((r >> 8) % 4) {
 		case 0:
@@ -212,55 +255,72 @@ Test(sink, random_changes_match_a_reference_and_parts_merge_sorted)
 			bag[k].count--;
 		}
 	}
+	cr_assert_geq(epoch, 10);
 	for (int w = 0; w < 2; w++) {
-		snprintf(part[w], sizeof(part[w]), "%s/part%d", dir, w);
-		parts[w] = part[w];
-		cr_assert_eq(rt_sink_commit(&s[w], part[w], &rows[w]), 0);
-		cr_assert_eq(s[w].anomalies, 0);
+		cr_assert_eq(rt_sink_write_epoch(&s[w], dir, (uint32_t)w, RT_EPOCH_FINAL, &recs), 0);
 		rt_sink_free(&s[w]);
 	}
+	/* not committed yet: the replay sees the committed epochs only */
 	snprintf(out, sizeof(out), "%s/out.csv", dir);
-	cr_assert_eq(rt_sink_merge(parts, 2, "a,b", out, &merged), 0);
-	cr_assert_eq(merged, rows[0] + rows[1]);
-
-	for (unsigned k = 0; k < NKEYS; k++) {
-		if (keyed[k].live)
-			expect[ne++] = keyed[k].row;
-		for (int64_t c = 0; c < bag[k].count; c++) {
-			static char bags[NKEYS][8];
-
-			snprintf(bags[k], sizeof(bags[k]), "bag%02u", k);
-			expect[ne++] = bags[k];
-		}
-	}
-	qsort(expect, ne, sizeof(expect[0]), cmp_str);
-	cr_assert_eq(merged, ne);
+	cr_assert_eq(rt_sink_commit_upto(dir, UINT64_MAX, 0), 0);
+	cr_assert_eq(rt_sink_replay(dir, "a,b", out, &n), 0);
+	want = expect_out(keyed, bag, &want_n);
 	got = slurp(out);
-	cr_assert(!strncmp(got, "a,b\n", 4), "header first");
-	len = 4;
-	for (size_t i = 0; i < ne; i++) {
-		size_t l = strlen(expect[i]);
-
-		cr_assert(!strncmp(got + len, expect[i], l) && got[len + l] == '\n',
-			  "row %zu: want %s", i, expect[i]);
-		len += l + 1;
-	}
-	cr_assert_eq(got[len], '\0');
+	cr_assert_eq(n, want_n);
+	cr_assert_str_eq(got, want);
 	free(got);
-	for (int w = 0; w < 2; w++)
-		unlink(part[w]);
+	free(want);
+
+	/* restore as of epoch 7: newer committed epochs go aside */
+	cr_assert_eq(rt_sink_commit_upto(dir, keep, 1), 0);
+	cr_assert_eq(rt_sink_replay(dir, "a,b", out, &n), 0);
+	want = expect_out(keyed_at, bag_at, &want_n);
+	got = slurp(out);
+	cr_assert_eq(n, want_n);
+	cr_assert_str_eq(got, want);
+	free(got);
+	free(want);
+
+	/* a truncated changelog is refused by name */
+	rt_sink_path(path, sizeof(path), dir, 1, 5, 1);
+	cr_assert_eq(truncate(path, 40), 0);
+	cr_assert_neq(rt_sink_replay(dir, "a,b", out, &n), 0);
+	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "truncated"), "%s",
+		  sfs_last_error());
+	cr_assert_eq(rt_sink_reset(dir), 0);
 	unlink(out);
 	rmdir(dir);
 }
 
-Test(sink, merge_names_a_missing_part)
+Test(sink, a_pending_epoch_is_invisible_until_committed)
 {
-	const char *parts[1] = { "/nonexistent/sfs-part" };
-	uint64_t rows;
+	char dir[] = "/tmp/sfs-sink-XXXXXX", out[64];
+	struct rt_sink s;
+	uint64_t recs, n;
+	char *got;
 
-	cr_assert_neq(rt_sink_merge(parts, 1, "h", "/tmp/sfs-merge-missing.csv", &rows), 0);
-	cr_assert(strstr(sfs_last_error(), "/nonexistent/sfs-part"), "%s", sfs_last_error());
-	cr_assert_neq(access("/tmp/sfs-merge-missing.csv", F_OK), 0, "no output left");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(out, sizeof(out), "%s/out.csv", dir);
+	cr_assert_eq(rt_sink_init(&s, RT_SINK_EPOCH), 0);
+	cr_assert_eq(rt_sink_put(&s, "k", 1, "k,1", 3), 0);
+	cr_assert_eq(rt_sink_write_epoch(&s, dir, 0, 1, &recs), 0);
+	cr_assert_eq(recs, 1);
+	cr_assert_eq(rt_sink_del(&s, "k", 1), 0);
+	cr_assert_eq(rt_sink_write_epoch(&s, dir, 0, 2, &recs), 0);
+	cr_assert_eq(rt_sink_replay(dir, "h", out, &n), 0);
+	cr_assert_eq(n, 0, "nothing committed yet");
+	cr_assert_eq(rt_sink_commit_upto(dir, 1, 0), 0);
+	cr_assert_eq(rt_sink_replay(dir, "h", out, &n), 0);
+	got = slurp(out);
+	cr_assert_str_eq(got, "h\nk,1\n");
+	free(got);
+	cr_assert_eq(rt_sink_commit_upto(dir, 2, 0), 0);
+	cr_assert_eq(rt_sink_replay(dir, "h", out, &n), 0);
+	cr_assert_eq(n, 0, "the delete of epoch 2");
+	rt_sink_free(&s);
+	rt_sink_reset(dir);
+	unlink(out);
+	rmdir(dir);
 }
 
 /* ---- rows ------------------------------------------------------------------------ */

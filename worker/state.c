@@ -521,6 +521,7 @@ static int seal_and_swap(sfs_ctx_t *c, uint64_t id, int spill)
 		apply_fills(c);
 	d->wb_seq = seq;
 	d->wb_barrier = id;
+	d->wb_at_barrier = !spill;
 	d->wb_sealed_ns = sfs_now_ns();
 	rc = sfs_wbuf_seal(c->buf[a], id);
 	if (rc)

@@ -58,7 +58,7 @@ struct sfs_flush_req {
 
 struct sfs_wctl_buf {
 	uint32_t wb_state;     /* hand-off word: see above (release/acquire) */
-	uint32_t wb_pad;
+	uint32_t wb_at_barrier; /* worker, before SEALED: 1 sealed by a barrier, 0 spilled */
 	uint64_t wb_seq;       /* worker, before SEALED: seal sequence number */
 	uint64_t wb_barrier;   /* worker, before SEALED: checkpoint id */
 	uint64_t wb_sealed_ns; /* worker, before SEALED */

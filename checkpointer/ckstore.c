@@ -1,0 +1,1721 @@
+/*
+ * ckstore.c — checkpoint storage: the layout, format and rules are in
+ * ckstore.h.  This file holds the writer (open, txn, commit, retention,
+ * garbage collection), the strict `_metadata` reader and the readers built
+ * on it (latest, list, restore, savepoint), and crc32c.
+ *
+ * Writer state, all process-local: every shared file referenced by a
+ * retained checkpoint (or new in the open txn) is one `struct ck_sf` in a
+ * hash map by storage path, with its reference count over retained
+ * checkpoints; the reference set (the files of the last confirmed
+ * checkpoint) is a second map over the same objects by (worker, local
+ * name, size).  Each retained checkpoint keeps the array of its shared
+ * files, so retention decrements counts without reading anything.
+ *
+ * Crash ordering: new files are linked and fsynced, then `_metadata` is
+ * written to a temporary name, fsynced, renamed and its directories
+ * fsynced; only then is anything deleted.  Retention removes a
+ * checkpoint's `_metadata` (durably) before its files.  Whatever a crash
+ * leaves — a chk-<id> without `_metadata`, shared files no valid
+ * checkpoint references — is garbage that the next ck_store_open removes.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <nmmintrin.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpointer/ckstore.h"
+#include "common/err.h"
+#include "common/fs.h"
+#include "common/hash.h"
+#include "common/log.h"
+
+#define CK_META "_metadata"
+#define CK_META_TMP "_metadata.tmp"
+#define CK_META_MAX (256u << 20)   /* refuse a bigger _metadata outright */
+#define CK_LIST_MAX (1u << 22)     /* splits, tables or files in one checkpoint */
+#define CK_IO_BUF (1u << 20)
+
+typedef unsigned long long ull;
+
+void (*ck__crash_hook)(const char *point);
+
+/* A named point where tests (ck__crash_hook) or an e2e script
+ * (SFS_CK_CRASH=<point>) kill the writer. */
+static void crash_point(const char *point)
+{
+	const char *env = getenv("SFS_CK_CRASH");
+
+	if (ck__crash_hook)
+		ck__crash_hook(point);
+	if (env && !strcmp(env, point))
+		raise(SIGKILL);
+}
+
+/* ---- crc32c -------------------------------------------------------------------- */
+
+static uint32_t crc_tab[256];
+static int crc_hw;
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+		crc_tab[i] = c;
+	}
+	__builtin_cpu_init();
+	crc_hw = __builtin_cpu_supports("sse4.2");
+}
+
+uint32_t ck__crc32c_table(uint32_t crc, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	pthread_once(&crc_once, crc_init);
+	crc = ~crc;
+	while (n--)
+		crc = crc_tab[(crc ^ *b++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+/* 8 bytes per instruction: ~10x the table on the files a checkpoint reads. */
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const uint8_t *b,
+							     size_t n)
+{
+	uint64_t c = ~crc;
+
+	for (; n >= 8; n -= 8, b += 8) {
+		uint64_t v;
+
+		memcpy(&v, b, 8);
+		c = _mm_crc32_u64(c, v);
+	}
+	for (; n; n--)
+		c = _mm_crc32_u8((uint32_t)c, *b++);
+	return ~(uint32_t)c;
+}
+
+uint32_t ck_crc32c(uint32_t crc, const void *p, size_t n)
+{
+	pthread_once(&crc_once, crc_init);
+	return crc_hw ? crc_sse42(crc, p, n) : ck__crc32c_table(crc, p, n);
+}
+
+/* ---- files and directories --------------------------------------------------------- */
+
+/* snprintf into a path buffer; -ENAMETOOLONG instead of truncating. */
+__attribute__((format(printf, 3, 4))) static int fmt_path(char *out, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, cap, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= cap)
+		return sfs__err(-ENAMETOOLONG, "%s...: path too long", out);
+	return 0;
+}
+
+static int pjoin(char *out, size_t cap, const char *a, const char *b)
+{
+	int n = snprintf(out, cap, "%s/%s", a, b);
+
+	if (n < 0 || (size_t)n >= cap)
+		return sfs__err(-ENAMETOOLONG, "%s/%s: path too long", a, b);
+	return 0;
+}
+
+/* 1..CK_LOCAL_MAX printable bytes without space or '/', not "." or "..":
+ * a name that can neither split a metadata line nor leave its directory. */
+static int name_ok(const char *s, size_t len)
+{
+	if (len == 0 || len > CK_LOCAL_MAX || (s[0] == '.' && (len == 1 || (len == 2 && s[1] == '.'))))
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f || s[i] == '/')
+			return 0;
+	return 1;
+}
+
+static int job_ok(const char *job)
+{
+	return job && strlen(job) < CK_JOB_MAX && name_ok(job, strlen(job));
+}
+
+static int make_dirs(const char *dir)
+{
+	char p[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(p))
+		return sfs__err(-ENAMETOOLONG, "%s: bad directory name", dir);
+	memcpy(p, dir, len + 1);
+	for (char *c = p + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = 0;
+		if (mkdir(p, 0755) && errno != EEXIST)
+			return sfs__err(sfs__errno(), "cannot create %s: %s", p, strerror(errno));
+		*c = '/';
+	}
+	if (mkdir(p, 0755) && errno != EEXIST)
+		return sfs__err(sfs__errno(), "cannot create %s: %s", p, strerror(errno));
+	return 0;
+}
+
+/* Create @path's parent after a first miss (ENOENT); -ENOENT again if the
+ * parent was there (the miss was something else). */
+static int make_parent(const char *path)
+{
+	char p[PATH_MAX];
+	char *slash;
+
+	snprintf(p, sizeof(p), "%s", path);
+	slash = strrchr(p, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = 0;
+	if (mkdir(p, 0755) == 0)
+		return 0;
+	return errno == EEXIST ? -ENOENT : -errno;
+}
+
+static int fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0 || fsync(fd))
+		rc = sfs__err(sfs__errno(), "fsync %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	for (const char *b = p; n;) {
+		ssize_t w = write(fd, b, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		b += w, n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Read all of @fd (or copy it to @out when >= 0, fsynced), computing
+ * crc32c and size.  Cost: O(size), one 1 MiB buffer. */
+static int stream_file(const char *path, int fd, int out, uint32_t *crc, uint64_t *size)
+{
+	char *buf = malloc(CK_IO_BUF);
+	uint32_t c = 0;
+	uint64_t total = 0;
+	int rc = 0;
+
+	if (!buf)
+		return sfs__err(-ENOMEM, "%s: no memory", path);
+	for (;;) {
+		ssize_t r = read(fd, buf, CK_IO_BUF);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = sfs__err(sfs__errno(), "read %s: %s", path, strerror(errno));
+			break;
+		}
+		if (r == 0)
+			break;
+		c = ck_crc32c(c, buf, (size_t)r);
+		total += (uint64_t)r;
+		if (out >= 0 && (rc = write_all(out, buf, (size_t)r))) {
+			rc = sfs__err(rc, "write a copy of %s: %s", path, strerror(-rc));
+			break;
+		}
+	}
+	if (!rc && out >= 0 && fsync(out))
+		rc = sfs__err(sfs__errno(), "fsync a copy of %s: %s", path, strerror(errno));
+	free(buf);
+	*crc = c;
+	*size = total;
+	return rc;
+}
+
+/* crc32c and size of @path; @sync: also fsync it (a file just linked). */
+static int crc_file(const char *path, int sync, uint32_t *crc, uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
+	rc = stream_file(path, fd, -1, crc, size);
+	if (!rc && sync && fsync(fd))
+		rc = sfs__err(sfs__errno(), "fsync %s: %s", path, strerror(errno));
+	close(fd);
+	return rc;
+}
+
+/* Copy @src to a new file @dst (never replacing one), fsynced; a missing
+ * parent of @dst is created on the first miss. */
+static int copy_file(const char *src, const char *dst, uint32_t *crc, uint64_t *size)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC), out, rc;
+
+	if (in < 0)
+		return sfs__err(sfs__errno(), "%s: %s", src, strerror(errno));
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out < 0 && errno == ENOENT && make_parent(dst) == 0)
+		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out < 0) {
+		rc = sfs__err(sfs__errno(), "create %s: %s", dst, strerror(errno));
+		close(in);
+		return rc;
+	}
+	rc = stream_file(src, in, out, crc, size);
+	close(in);
+	if (close(out) && !rc)
+		rc = sfs__err(sfs__errno(), "close %s: %s", dst, strerror(errno));
+	if (rc)
+		unlink(dst);
+	return rc;
+}
+
+/* Hard-link @src as @dst (parent created on the first miss); across
+ * filesystems copy instead (*copied = 1, crc and size filled). */
+static int link_or_copy(const char *src, const char *dst, int *copied, uint32_t *crc,
+			uint64_t *size)
+{
+	*copied = 0;
+	if (link(src, dst) == 0)
+		return 0;
+	if (errno == ENOENT && make_parent(dst) == 0 && link(src, dst) == 0)
+		return 0;
+	if (errno == EXDEV) {
+		*copied = 1;
+		return copy_file(src, dst, crc, size);
+	}
+	return sfs__err(sfs__errno(), "link %s to %s: %s", src, dst, strerror(errno));
+}
+
+static void rm_tree(const char *dir)
+{
+	if (sfs_rmtree(dir))
+		sfs_log("%s", sfs_last_error());
+}
+
+static int cmp_u64_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* "chk-<id>" in canonical decimal; 0 if @name is not one. */
+static uint64_t chk_id(const char *name)
+{
+	char canon[32];
+	uint64_t id;
+
+	if (strncmp(name, "chk-", 4) || name[4] < '1' || name[4] > '9' || strlen(name) > 24)
+		return 0;
+	id = strtoull(name + 4, NULL, 10);
+	snprintf(canon, sizeof(canon), "chk-%llu", (ull)id);
+	return strcmp(canon, name) ? 0 : id;
+}
+
+int ck_ids(const char *root, uint64_t **ids, size_t *n)
+{
+	DIR *d = opendir(root);
+	struct dirent *e;
+	size_t cap = 0;
+
+	*ids = NULL;
+	*n = 0;
+	if (!d)
+		return sfs__err(sfs__errno(), "checkpoint storage %s: %s", root, strerror(errno));
+	while ((e = readdir(d))) {
+		uint64_t id = chk_id(e->d_name);
+
+		if (!id)
+			continue;
+		if (*n == cap) {
+			uint64_t *g = realloc(*ids, (cap = cap ? 2 * cap : 16) * sizeof(*g));
+
+			if (!g) {
+				closedir(d);
+				free(*ids);
+				*ids = NULL;
+				return sfs__err(-ENOMEM, "%s: no memory", root);
+			}
+			*ids = g;
+		}
+		(*ids)[(*n)++] = id;
+	}
+	closedir(d);
+	if (*n)
+		qsort(*ids, *n, sizeof(**ids), cmp_u64_desc);
+	return 0;
+}
+
+/* ---- _metadata: format and strict parse -------------------------------------------- */
+
+void ck_meta_free(struct ck_meta *m)
+{
+	free(m->splits);
+	free(m->tables);
+	free(m->files);
+	memset(m, 0, sizeof(*m));
+}
+
+int ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = m->config; *p;) {
+		const char *end = strchr(p, ' ');
+		size_t tl = end ? (size_t)(end - p) : strlen(p);
+
+		if (tl > kl && !strncmp(p, key, kl) && p[kl] == '=') {
+			if (tl - kl - 1 >= len)
+				return -ERANGE;
+			memcpy(val, p + kl + 1, tl - kl - 1);
+			val[tl - kl - 1] = 0;
+			return 0;
+		}
+		p += tl + (end != NULL);
+	}
+	return -ENOENT;
+}
+
+/* The text of @m (files and sizes as given) with its checksum line. */
+static int meta_format(const struct ck_meta *m, char **buf, size_t *len)
+{
+	FILE *f = open_memstream(buf, len);
+	uint32_t crc;
+
+	if (!f)
+		return sfs__err(-ENOMEM, "_metadata: no memory");
+	fprintf(f, "sfs-checkpoint %u\nid %llu\ntime_ms %llu\njob %s\nworkers %u\nconfig %s\n"
+		   "sink_epoch %llu\nsplits %u\n", CK_FORMAT_VERSION, (ull)m->id, (ull)m->time_ms,
+		m->job, m->workers, m->config, (ull)m->sink_epoch, m->nsplits);
+	for (uint32_t i = 0; i < m->nsplits; i++)
+		fprintf(f, "split %u %llu\n", m->splits[i].split, (ull)m->splits[i].offset);
+	fprintf(f, "tables %u\n", m->ntables);
+	for (uint32_t i = 0; i < m->ntables; i++)
+		fprintf(f, "table %u %llu\n", m->tables[i].worker, (ull)m->tables[i].version);
+	fprintf(f, "files %u\n", m->nfiles);
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		const struct ck_file *x = &m->files[i];
+
+		fprintf(f, "file %c %s %u %s %llu 0x%08x\n", x->shared ? 's' : 'p', x->path,
+			x->worker, x->local, (ull)x->size, x->crc);
+	}
+	fprintf(f, "total_bytes %llu\nnew_bytes %llu\n", (ull)m->total_bytes, (ull)m->new_bytes);
+	if (fflush(f)) {	/* fflush publishes *buf and *len so far */
+		fclose(f);
+		free(*buf);
+		return sfs__err(-ENOMEM, "_metadata: no memory");
+	}
+	crc = ck_crc32c(0, *buf, *len);
+	fprintf(f, "crc32c 0x%08x\n", crc);
+	if (fclose(f)) {
+		free(*buf);
+		return sfs__err(-ENOMEM, "_metadata: no memory");
+	}
+	return 0;
+}
+
+/* The cursor of the strict parser: one line at a time, split at single
+ * spaces; anything not exactly as meta_format writes it is refused. */
+struct mp {
+	const char *p, *end;
+	const char *file;
+	unsigned line;
+	int ntok;
+	const char *tok[8];
+	size_t tl[8];
+};
+
+static int mp_bad(const struct mp *c, const char *what)
+{
+	return sfs__err(SFS_ECORRUPT, "%s: line %u: %s", c->file, c->line, what);
+}
+
+/* The next line as at most @max fields; @rest: the last field takes the
+ * rest of the line, spaces and all (the config), and may be empty. */
+static int mp_next(struct mp *c, int max, int rest)
+{
+	const char *s = c->p, *nl = c->p < c->end ? memchr(c->p, '\n', (size_t)(c->end - c->p)) : NULL;
+
+	c->line++;
+	if (!nl)
+		return mp_bad(c, "missing (truncated)");
+	for (const char *q = s; q < nl; q++)
+		if ((unsigned char)*q < ' ' || (unsigned char)*q >= 0x7f)
+			return mp_bad(c, "control or non-ASCII byte");
+	c->p = nl + 1;
+	for (c->ntok = 0;;) {
+		int last = rest && c->ntok == max - 1;
+		const char *sp = last ? NULL : memchr(s, ' ', (size_t)(nl - s));
+		const char *e = sp ? sp : nl;
+
+		if (c->ntok == max)
+			return mp_bad(c, "too many fields");
+		if (e == s && !last)
+			return mp_bad(c, "empty field (a double or trailing space)");
+		c->tok[c->ntok] = s;
+		c->tl[c->ntok++] = (size_t)(e - s);
+		if (!sp)
+			return 0;
+		s = sp + 1;
+	}
+}
+
+static int tok_eq(const struct mp *c, int i, const char *s)
+{
+	return c->tl[i] == strlen(s) && !memcmp(c->tok[i], s, c->tl[i]);
+}
+
+/* Canonical decimal (no sign, no leading zero) not above @max. */
+static int tok_u64(const struct mp *c, int i, uint64_t max, uint64_t *v)
+{
+	const char *t = c->tok[i];
+	size_t n = c->tl[i];
+	uint64_t x = 0;
+
+	if (n == 0 || n > 20 || (n > 1 && t[0] == '0'))
+		return -1;
+	for (size_t k = 0; k < n; k++) {
+		if (t[k] < '0' || t[k] > '9' || x > (UINT64_MAX - (uint64_t)(t[k] - '0')) / 10)
+			return -1;
+		x = x * 10 + (uint64_t)(t[k] - '0');
+	}
+	if (x > max)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+/* "0x" and exactly 8 lowercase hex digits. */
+static int hex32(const char *t, size_t n, uint32_t *v)
+{
+	uint32_t x = 0;
+
+	if (n != 10 || t[0] != '0' || t[1] != 'x')
+		return -1;
+	for (size_t k = 2; k < 10; k++) {
+		int d = t[k] >= '0' && t[k] <= '9' ? t[k] - '0' : t[k] >= 'a' && t[k] <= 'f' ? t[k] - 'a' + 10 : -1;
+
+		if (d < 0)
+			return -1;
+		x = x << 4 | (uint32_t)d;
+	}
+	*v = x;
+	return 0;
+}
+
+/* "key N", N <= max. */
+static int mp_kv(struct mp *c, const char *key, uint64_t max, uint64_t *v)
+{
+	char what[80];
+	int rc = mp_next(c, 2, 0);
+
+	if (rc)
+		return rc;
+	if (c->ntok == 2 && tok_eq(c, 0, key) && !tok_u64(c, 1, max, v))
+		return 0;
+	snprintf(what, sizeof(what), "expected '%s N' (N <= %llu)", key, (ull)max);
+	return mp_bad(c, what);
+}
+
+/* A count of lines that follow: bounded by what the file can hold, so a
+ * corrupt count cannot make us allocate gigabytes. */
+static int mp_count(struct mp *c, const char *key, uint32_t *n)
+{
+	uint64_t v;
+	int rc = mp_kv(c, key, CK_LIST_MAX, &v);
+
+	if (!rc && v > (uint64_t)(c->end - c->p) / 8)
+		rc = mp_bad(c, "count larger than the rest of the file (truncated?)");
+	*n = (uint32_t)v;
+	return rc;
+}
+
+static int parse_file_line(struct mp *c, const struct ck_meta *m, struct ck_file *f)
+{
+	char want[CK_PATH_MAX + 32];
+	uint64_t w, size;
+	int rc = mp_next(c, 7, 0);
+
+	if (rc)
+		return rc;
+	if (c->ntok != 7 || !tok_eq(c, 0, "file") || c->tl[1] != 1 ||
+	    (c->tok[1][0] != 's' && c->tok[1][0] != 'p'))
+		return mp_bad(c, "expected 'file s|p PATH WORKER LOCAL SIZE CRC32C'");
+	if (tok_u64(c, 3, m->workers - 1, &w) || tok_u64(c, 5, UINT64_MAX, &size) ||
+	    hex32(c->tok[6], c->tl[6], &f->crc))
+		return mp_bad(c, "bad worker (>= workers), size or crc32c");
+	if (!name_ok(c->tok[4], c->tl[4]))
+		return mp_bad(c, "bad local name (empty, too long, '/', space or '..')");
+	if (c->tl[2] >= CK_PATH_MAX)
+		return mp_bad(c, "path too long");
+	f->shared = c->tok[1][0] == 's';
+	f->worker = (uint32_t)w;
+	f->size = size;
+	memcpy(f->path, c->tok[2], c->tl[2]);
+	f->path[c->tl[2]] = 0;
+	memcpy(f->local, c->tok[4], c->tl[4]);
+	f->local[c->tl[4]] = 0;
+	/* Paths stay inside the storage root: shared/<one name> or exactly
+	 * this checkpoint's chk-<id>/w<worker>/<local>. */
+	if (f->shared) {
+		if (strncmp(f->path, "shared/", 7) || !name_ok(f->path + 7, strlen(f->path + 7)))
+			return mp_bad(c, "shared path must be shared/<name>");
+		return 0;
+	}
+	snprintf(want, sizeof(want), "chk-%llu/w%u/%s", (ull)m->id, f->worker, f->local);
+	return strcmp(want, f->path) ? mp_bad(c, "private path must be chk-<id>/w<worker>/<local>") : 0;
+}
+
+static int meta_parse_body(struct mp *c, struct ck_meta *m)
+{
+	uint64_t v, sum = 0;
+	int rc;
+
+	if ((rc = mp_kv(c, "id", UINT64_MAX, &m->id)) || (rc = mp_kv(c, "time_ms", UINT64_MAX, &m->time_ms)))
+		return rc;
+	if (!m->id)
+		return mp_bad(c, "id 0 is not a checkpoint");
+	if ((rc = mp_next(c, 2, 0)))
+		return rc;
+	if (c->ntok != 2 || !tok_eq(c, 0, "job") || c->tl[1] >= CK_JOB_MAX || !name_ok(c->tok[1], c->tl[1]))
+		return mp_bad(c, "expected 'job NAME'");
+	memcpy(m->job, c->tok[1], c->tl[1]);
+	if ((rc = mp_kv(c, "workers", 1u << 16, &v)))
+		return rc;
+	if (!(m->workers = (uint32_t)v))
+		return mp_bad(c, "workers must be >= 1");
+	if ((rc = mp_next(c, 2, 1)))
+		return rc;
+	if (c->ntok != 2 || !tok_eq(c, 0, "config") || c->tl[1] >= CK_CONFIG_MAX)
+		return mp_bad(c, "expected 'config KEY=VALUE ...'");
+	memcpy(m->config, c->tok[1], c->tl[1]);
+	if ((rc = mp_kv(c, "sink_epoch", UINT64_MAX, &m->sink_epoch)) || (rc = mp_count(c, "splits", &m->nsplits)))
+		return rc;
+	if (m->nsplits && !(m->splits = calloc(m->nsplits, sizeof(*m->splits))))
+		return sfs__err(-ENOMEM, "%s: no memory", c->file);
+	for (uint32_t i = 0; i < m->nsplits; i++) {
+		if ((rc = mp_next(c, 3, 0)))
+			return rc;
+		if (c->ntok != 3 || !tok_eq(c, 0, "split") || tok_u64(c, 1, UINT32_MAX, &v) ||
+		    tok_u64(c, 2, UINT64_MAX, &m->splits[i].offset))
+			return mp_bad(c, "expected 'split INDEX OFFSET'");
+		m->splits[i].split = (uint32_t)v;
+	}
+	if ((rc = mp_count(c, "tables", &m->ntables)))
+		return rc;
+	if (m->ntables && !(m->tables = calloc(m->ntables, sizeof(*m->tables))))
+		return sfs__err(-ENOMEM, "%s: no memory", c->file);
+	for (uint32_t i = 0; i < m->ntables; i++) {
+		if ((rc = mp_next(c, 3, 0)))
+			return rc;
+		if (c->ntok != 3 || !tok_eq(c, 0, "table") || tok_u64(c, 1, m->workers - 1, &v) ||
+		    tok_u64(c, 2, UINT64_MAX, &m->tables[i].version))
+			return mp_bad(c, "expected 'table WORKER VERSION' (WORKER < workers)");
+		m->tables[i].worker = (uint32_t)v;
+	}
+	if ((rc = mp_count(c, "files", &m->nfiles)))
+		return rc;
+	if (m->nfiles && !(m->files = calloc(m->nfiles, sizeof(*m->files))))
+		return sfs__err(-ENOMEM, "%s: no memory", c->file);
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		if ((rc = parse_file_line(c, m, &m->files[i])))
+			return rc;
+		sum += m->files[i].size;
+	}
+	if ((rc = mp_kv(c, "total_bytes", UINT64_MAX, &m->total_bytes)))
+		return rc;
+	if (m->total_bytes != sum)
+		return mp_bad(c, "total_bytes is not the sum of the file sizes");
+	if ((rc = mp_kv(c, "new_bytes", m->total_bytes, &m->new_bytes)))
+		return rc;
+	if (c->p != c->end) {
+		c->line++;
+		return mp_bad(c, "unexpected line before the checksum");
+	}
+	return 0;
+}
+
+/* Parse @len bytes of @file: header and version first (an unknown version
+ * may have another layout), then the checksum of everything before the
+ * last line, then every line in order. */
+static int meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m)
+{
+	static const char magic[] = "sfs-checkpoint ";
+	struct mp c = { .p = buf, .end = buf + len, .file = file };
+	const char *last;
+	uint32_t stored, crc;
+	uint64_t v;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (len == 0)
+		return sfs__err(SFS_ECORRUPT, "%s: empty (truncated)", file);
+	if (len < sizeof(magic) - 1 || memcmp(buf, magic, sizeof(magic) - 1))
+		return sfs__err(SFS_EMAGIC, "%s: not checkpoint metadata (no 'sfs-checkpoint' header)", file);
+	if ((rc = mp_next(&c, 2, 0)))
+		return rc;
+	if (c.ntok != 2 || tok_u64(&c, 1, UINT32_MAX, &v))
+		return mp_bad(&c, "expected 'sfs-checkpoint VERSION'");
+	if (v != CK_FORMAT_VERSION)
+		return sfs__err(SFS_EVERSION, "%s: format version %llu, this build reads version %u", file,
+				(ull)v, CK_FORMAT_VERSION);
+	m->version = (uint32_t)v;
+	if (buf[len - 1] != '\n')
+		return sfs__err(SFS_ECORRUPT, "%s: truncated (no final newline)", file);
+	for (last = buf + len - 1; last > buf && last[-1] != '\n'; last--)
+		;
+	if (last < c.p || buf + len - last != 18 || memcmp(last, "crc32c ", 7) ||
+	    hex32(last + 7, 10, &stored))
+		return sfs__err(SFS_ECORRUPT, "%s: truncated (no checksum line at the end)", file);
+	crc = ck_crc32c(0, buf, (size_t)(last - buf));
+	if (crc != stored)
+		return sfs__err(SFS_ECORRUPT, "%s: checksum mismatch (stored 0x%08x, computed 0x%08x)",
+				file, stored, crc);
+	c.end = last;
+	rc = meta_parse_body(&c, m);
+	if (rc)
+		ck_meta_free(m);
+	return rc;
+}
+
+static int meta_load(const char *file, char **buf, size_t *len)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC), rc = 0;
+	struct stat st;
+	size_t got = 0;
+
+	*buf = NULL;
+	if (fd < 0)
+		return errno == ENOENT ? sfs__err(-ENOENT, "%s: missing (not a checkpoint)", file)
+				       : sfs__err(sfs__errno(), "%s: %s", file, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > CK_META_MAX) {
+		rc = sfs__err(SFS_ECORRUPT, "%s: not a regular file of at most %u bytes", file, CK_META_MAX);
+		goto out;
+	}
+	if (!(*buf = malloc((size_t)st.st_size + 1))) {
+		rc = sfs__err(-ENOMEM, "%s: no memory", file);
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, *buf + got, (size_t)st.st_size - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			rc = sfs__err(sfs__errno(), "read %s: %s", file, strerror(errno));
+			break;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	*len = got;
+out:
+	close(fd);
+	if (rc) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return rc;
+}
+
+/* @dir (a chk-<id> path) and its id from @path (the directory or its
+ * _metadata); @root: the storage root holding it. */
+static int resolve(const char *path, char *dir, char *root, uint64_t *id)
+{
+	size_t n;
+	char *base;
+
+	if (snprintf(dir, PATH_MAX, "%s", path) >= PATH_MAX)
+		return sfs__err(-ENAMETOOLONG, "%s: path too long", path);
+	for (n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+		dir[n - 1] = 0;
+	if (n >= 10 && !strcmp(dir + n - 10, "/" CK_META))
+		dir[n - 10] = 0;
+	base = strrchr(dir, '/');
+	*id = chk_id(base ? base + 1 : dir);
+	if (!*id)
+		return sfs__err(SFS_EUSAGE, "%s: not a checkpoint directory (chk-<id>)", path);
+	if (!base)
+		snprintf(root, PATH_MAX, ".");
+	else
+		snprintf(root, PATH_MAX, "%.*s", base == dir ? 1 : (int)(base - dir), dir);
+	return 0;
+}
+
+int ck_read(const char *path, const char *job, int verify, struct ck_meta *m)
+{
+	char dir[PATH_MAX], root[PATH_MAX], file[PATH_MAX], p[PATH_MAX];
+	char *buf;
+	size_t len = 0;
+	uint64_t id;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if ((rc = resolve(path, dir, root, &id)) || (rc = pjoin(file, sizeof(file), dir, CK_META)) ||
+	    (rc = meta_load(file, &buf, &len)))
+		return rc;
+	rc = meta_parse(file, buf, len, m);
+	free(buf);
+	if (rc)
+		return rc;
+	if (m->id != id)
+		rc = sfs__err(SFS_ECORRUPT, "%s: says id %llu, but its directory is chk-%llu", file,
+			      (ull)m->id, (ull)id);
+	else if (job && strcmp(job, m->job))
+		rc = sfs__err(SFS_EFOREIGN, "%s: a checkpoint of job '%s', expected job '%s'", file,
+			      m->job, job);
+	for (uint32_t i = 0; !rc && i < m->nfiles; i++) {
+		const struct ck_file *f = &m->files[i];
+		struct stat st;
+		uint64_t size;
+		uint32_t crc;
+
+		if ((rc = pjoin(p, sizeof(p), root, f->path)))
+			break;
+		if (stat(p, &st))
+			rc = sfs__err(sfs__errno(), "%s: file %s is missing (%s)", file, f->path,
+				      strerror(errno));
+		else if (!S_ISREG(st.st_mode))
+			rc = sfs__err(SFS_ECORRUPT, "%s: file %s is not a regular file", file, f->path);
+		else if ((uint64_t)st.st_size != f->size)
+			rc = sfs__err(SFS_ECORRUPT, "%s: file %s has %llu bytes, _metadata says %llu",
+				      file, f->path, (ull)st.st_size, (ull)f->size);
+		else if (verify && !(rc = crc_file(p, 0, &crc, &size)) && (crc != f->crc || size != f->size))
+			rc = sfs__err(SFS_ECORRUPT, "%s: file %s has crc32c 0x%08x, _metadata says 0x%08x",
+				      file, f->path, crc, f->crc);
+	}
+	if (rc)
+		ck_meta_free(m);
+	return rc;
+}
+
+/* ---- the writer -------------------------------------------------------------------- */
+
+/* A shared file referenced by a retained checkpoint or new in the txn. */
+struct ck_sf {
+	struct ck_sf *sf_next_path;  /* chain in st_by_path */
+	struct ck_sf *sf_next_key;   /* chain in st_by_key while in the reference set */
+	uint32_t sf_refs;            /* retained checkpoints naming it; 0: new in the open txn */
+	struct ck_file sf_f;
+};
+
+struct ck_kept {                     /* a retained checkpoint, ascending ids in st_kept */
+	uint64_t k_id;
+	uint32_t k_n;
+	struct ck_sf **k_sf;         /* its shared files */
+};
+
+struct ck_map {
+	struct ck_sf **m_b;
+	size_t m_nb, m_n;            /* buckets (a power of two), entries */
+};
+
+struct ck_store {
+	char st_root[PATH_MAX];
+	char st_job[CK_JOB_MAX];
+	uint32_t st_retain;
+	uint64_t st_inc;             /* incarnation: names shared files of this open */
+	uint64_t st_last;            /* the reference checkpoint, 0: none */
+	uint64_t st_max;             /* the newest chk-<id> on disk (valid or not) */
+	uint32_t st_invalid;         /* checkpoints left alone: their references are unknown */
+	struct ck_map st_by_path;    /* every ck_sf, by sf_f.path */
+	struct ck_map st_by_key;     /* the reference set, by (worker, local, size) */
+	struct ck_kept *st_kept;
+	uint32_t st_nkept, st_capkept;
+	struct ck_txn *st_txn;
+};
+
+struct ck_txn {
+	struct ck_store *t_s;
+	uint64_t t_id;
+	char t_dir[PATH_MAX];
+	struct ck_file *t_files;
+	struct ck_sf **t_sf;         /* per file: its ck_sf, NULL for a private file */
+	uint32_t t_n, t_cap;
+	uint32_t *t_workers, t_nw;
+	int t_new_shared;            /* shared/ gained entries: fsync it before _metadata */
+	struct ck_txn_stats t_st;
+};
+
+static uint64_t h_path(const char *p)
+{
+	return sfs_hash_bytes(0x636b7061746811ull, p, strlen(p));
+}
+
+static uint64_t h_key(uint32_t w, const char *local, uint64_t size)
+{
+	return sfs_hash_bytes(sfs_hash_mum(w + SFS_HASH_P0, size ^ SFS_HASH_P1), local, strlen(local));
+}
+
+static struct ck_sf *path_find(const struct ck_store *s, const char *path)
+{
+	const struct ck_map *m = &s->st_by_path;
+
+	if (!m->m_nb)
+		return NULL;
+	for (struct ck_sf *sf = m->m_b[h_path(path) & (m->m_nb - 1)]; sf; sf = sf->sf_next_path)
+		if (!strcmp(sf->sf_f.path, path))
+			return sf;
+	return NULL;
+}
+
+/* Amortized O(1): the table doubles when it holds one entry per bucket. */
+static int path_insert(struct ck_store *s, struct ck_sf *sf)
+{
+	struct ck_map *m = &s->st_by_path;
+	struct ck_sf **b;
+
+	if (m->m_n >= m->m_nb) {
+		size_t nb = m->m_nb ? 2 * m->m_nb : 64;
+
+		if (!(b = calloc(nb, sizeof(*b))))
+			return sfs__err(-ENOMEM, "checkpoint store: no memory");
+		for (size_t i = 0; i < m->m_nb; i++)
+			for (struct ck_sf *x = m->m_b[i], *next; x; x = next) {
+				next = x->sf_next_path;
+				x->sf_next_path = b[h_path(x->sf_f.path) & (nb - 1)];
+				b[h_path(x->sf_f.path) & (nb - 1)] = x;
+			}
+		free(m->m_b);
+		m->m_b = b;
+		m->m_nb = nb;
+	}
+	b = &m->m_b[h_path(sf->sf_f.path) & (m->m_nb - 1)];
+	sf->sf_next_path = *b;
+	*b = sf;
+	m->m_n++;
+	return 0;
+}
+
+static void path_remove(struct ck_store *s, struct ck_sf *sf)
+{
+	struct ck_map *m = &s->st_by_path;
+
+	if (!m->m_nb)
+		return;
+	for (struct ck_sf **p = &m->m_b[h_path(sf->sf_f.path) & (m->m_nb - 1)]; *p; p = &(*p)->sf_next_path)
+		if (*p == sf) {
+			*p = sf->sf_next_path;
+			m->m_n--;
+			return;
+		}
+}
+
+static struct ck_sf *key_find(const struct ck_store *s, uint32_t w, const char *local, uint64_t size)
+{
+	const struct ck_map *m = &s->st_by_key;
+
+	if (!m->m_nb)
+		return NULL;
+	for (struct ck_sf *sf = m->m_b[h_key(w, local, size) & (m->m_nb - 1)]; sf; sf = sf->sf_next_key)
+		if (sf->sf_f.worker == w && sf->sf_f.size == size && !strcmp(sf->sf_f.local, local))
+			return sf;
+	return NULL;
+}
+
+/* The reference set becomes @n files: O(n) in memory, no I/O.  On ENOMEM
+ * it is left empty: the next checkpoint links everything (correct, not
+ * incremental). */
+static void key_rebuild(struct ck_store *s, struct ck_sf **sf, uint32_t n)
+{
+	struct ck_map *m = &s->st_by_key;
+	size_t nb = 64;
+
+	while (nb < 2 * (size_t)n)
+		nb *= 2;
+	free(m->m_b);
+	memset(m, 0, sizeof(*m));
+	if (!(m->m_b = calloc(nb, sizeof(*m->m_b)))) {
+		sfs_log("%s: no memory for the reference set; the next checkpoint is a full one", s->st_root);
+		return;
+	}
+	m->m_nb = nb;
+	for (uint32_t i = 0; i < n; i++) {
+		struct ck_sf **b = &m->m_b[h_key(sf[i]->sf_f.worker, sf[i]->sf_f.local, sf[i]->sf_f.size) & (nb - 1)];
+
+		sf[i]->sf_next_key = *b;
+		*b = sf[i];
+		m->m_n++;
+	}
+}
+
+static uint64_t incarnation(void)
+{
+	static uint64_t seq;
+	struct timespec ts;
+	uint64_t z;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	z = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 40) ^
+	    (++seq * 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return (z ^ (z >> 31)) | 1;
+}
+
+/* Checkpoint @k leaves the retained set: its _metadata first (durably: a
+ * crash after this point leaves a chk-<id> without _metadata, garbage),
+ * then its directory, then the shared files nobody else references.
+ * Nonzero (and nothing deleted) when _metadata cannot be removed. */
+static int drop_kept(struct ck_store *s, uint32_t k)
+{
+	struct ck_kept kp = s->st_kept[k];
+	char dir[PATH_MAX], p[PATH_MAX];
+
+	if (fmt_path(dir, sizeof(dir), "%s/chk-%llu", s->st_root, (ull)kp.k_id) ||
+	    pjoin(p, sizeof(p), dir, CK_META) || (unlink(p) && errno != ENOENT) || fsync_path(dir)) {
+		sfs_log("retention: cannot remove %s (%s); chk-%llu stays", p, strerror(errno), (ull)kp.k_id);
+		return -1;
+	}
+	crash_point("retention");
+	rm_tree(dir);
+	for (uint32_t i = 0; i < kp.k_n; i++) {
+		struct ck_sf *sf = kp.k_sf[i];
+
+		if (--sf->sf_refs)
+			continue;
+		if (!pjoin(p, sizeof(p), s->st_root, sf->sf_f.path) && unlink(p) && errno != ENOENT)
+			sfs_log("retention: cannot remove %s: %s", p, strerror(errno));
+		path_remove(s, sf);
+		free(sf);
+	}
+	free(kp.k_sf);
+	memmove(&s->st_kept[k], &s->st_kept[k + 1], (s->st_nkept - k - 1) * sizeof(kp));
+	s->st_nkept--;
+	return 0;
+}
+
+/* Keep the newest st_retain checkpoints, and the reference one whatever
+ * its age (after a restore from an older checkpoint, until the next
+ * commit replaces it). */
+static void retain_apply(struct ck_store *s)
+{
+	for (uint32_t k = 0; s->st_nkept > s->st_retain && k < s->st_nkept - s->st_retain;)
+		if (s->st_kept[k].k_id == s->st_last || drop_kept(s, k))
+			k++;
+}
+
+/* Room for one more retained checkpoint. */
+static int kept_reserve(struct ck_store *s)
+{
+	if (s->st_nkept == s->st_capkept) {
+		uint32_t cap = s->st_capkept ? 2 * s->st_capkept : 8;
+		struct ck_kept *g = realloc(s->st_kept, cap * sizeof(*g));
+
+		if (!g)
+			return sfs__err(-ENOMEM, "checkpoint store: no memory");
+		s->st_kept = g;
+		s->st_capkept = cap;
+	}
+	return 0;
+}
+
+static void kept_push(struct ck_store *s, uint64_t id, struct ck_sf **sf, uint32_t n)
+{
+	s->st_kept[s->st_nkept++] = (struct ck_kept){ .k_id = id, .k_n = n, .k_sf = sf };
+}
+
+/* Take chk-<id> into the retained set from its _metadata alone.  Without
+ * _metadata it is the garbage of a crash and removed; with an invalid one
+ * it is reported and left alone (it protects no file). */
+static int load_one(struct ck_store *s, uint64_t id)
+{
+	char dir[PATH_MAX], file[PATH_MAX], *buf = NULL;
+	struct ck_sf **sfs;
+	struct ck_meta m;
+	uint32_t n = 0;
+	size_t len = 0;
+	int rc;
+
+	if ((rc = fmt_path(dir, sizeof(dir), "%s/chk-%llu", s->st_root, (ull)id)) ||
+	    (rc = pjoin(file, sizeof(file), dir, CK_META)))
+		return rc;
+	rc = meta_load(file, &buf, &len);
+	if (rc == -ENOENT) {
+		sfs_log("%s: no _metadata (an interrupted checkpoint or retention): removing it", dir);
+		rm_tree(dir);
+		return 0;
+	}
+	if (id > s->st_max)
+		s->st_max = id;
+	if (!rc) {
+		rc = meta_parse(file, buf, len, &m);
+		free(buf);
+		if (!rc && m.id != id)
+			rc = sfs__err(SFS_ECORRUPT, "%s: says id %llu", file, (ull)m.id);
+		else if (!rc && strcmp(m.job, s->st_job))
+			rc = sfs__err(SFS_EFOREIGN, "%s: a checkpoint of job '%s', not '%s'", file, m.job, s->st_job);
+		if (rc)
+			ck_meta_free(&m);
+	}
+	if (rc) {
+		sfs_log("%s; left alone", sfs_last_error());
+		s->st_invalid++;
+		return rc == -ENOMEM ? rc : 0;
+	}
+	if (!pjoin(file, sizeof(file), dir, CK_META_TMP))
+		unlink(file);
+	for (uint32_t i = 0; i < m.nfiles; i++) {
+		struct ck_sf *sf = m.files[i].shared ? path_find(s, m.files[i].path) : NULL;
+
+		if (sf && (sf->sf_f.size != m.files[i].size || sf->sf_f.crc != m.files[i].crc)) {
+			sfs_log("%s/%s: disagrees with an older checkpoint about %s; left alone", dir, CK_META,
+				m.files[i].path);
+			ck_meta_free(&m);
+			s->st_invalid++;
+			return 0;
+		}
+	}
+	if (!(sfs = calloc(m.nfiles + 1, sizeof(*sfs)))) {
+		ck_meta_free(&m);
+		return sfs__err(-ENOMEM, "checkpoint store: no memory");
+	}
+	for (uint32_t i = 0; i < m.nfiles; i++) {
+		struct ck_sf *sf;
+
+		if (!m.files[i].shared)
+			continue;
+		if (!(sf = path_find(s, m.files[i].path))) {
+			if (!(sf = calloc(1, sizeof(*sf)))) {
+				rc = -ENOMEM;
+				break;
+			}
+			sf->sf_f = m.files[i];
+			if ((rc = path_insert(s, sf))) {
+				free(sf);
+				break;
+			}
+		}
+		sf->sf_refs++;
+		sfs[n++] = sf;
+	}
+	ck_meta_free(&m);
+	if (!rc && !(rc = kept_reserve(s)))
+		kept_push(s, id, sfs, n);
+	if (rc)
+		free(sfs);
+	return rc;
+}
+
+/* Remove what no retained checkpoint references from shared/: the
+ * leftovers of a crash during a checkpoint or retention.  O(shared files),
+ * once per open; nothing while an invalid or foreign checkpoint exists. */
+static void gc_shared(struct ck_store *s)
+{
+	char dir[PATH_MAX], p[CK_PATH_MAX + 8];
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+
+	if (pjoin(dir, sizeof(dir), s->st_root, "shared") || !(d = opendir(dir)))
+		return;
+	if (s->st_invalid) {
+		/* An invalid or foreign checkpoint may still reference any of
+		 * them (a repaired _metadata, another job's storage): keep all. */
+		sfs_log("%s: %u checkpoint(s) left alone; no shared file is collected", dir,
+			s->st_invalid);
+		closedir(d);
+		return;
+	}
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "shared/%s", e->d_name);
+		if (path_find(s, p))
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0))
+			sfs_log("%s/%s: cannot remove: %s", dir, e->d_name, strerror(errno));
+		else
+			n++;
+	}
+	closedir(d);
+	if (n)
+		sfs_log("%s: removed %u shared files no checkpoint references", dir, n);
+}
+
+int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t base_id,
+		  struct ck_store **out)
+{
+	struct ck_store *s;
+	uint64_t *ids = NULL;
+	size_t nids = 0;
+	char p[PATH_MAX];
+	int rc;
+
+	*out = NULL;
+	if (!job_ok(job))
+		return sfs__err(SFS_EUSAGE, "checkpoint storage %s: job name '%s' is empty, too long or "
+				"has a space or '/'", root, job ? job : "");
+	if (!retain)
+		return sfs__err(SFS_EUSAGE, "checkpoint storage %s: retain must be >= 1", root);
+	if (strlen(root) + CK_PATH_MAX + 2 > PATH_MAX)
+		return sfs__err(-ENAMETOOLONG, "checkpoint storage %s: path too long", root);
+	if (!(s = calloc(1, sizeof(*s))))
+		return sfs__err(-ENOMEM, "checkpoint storage %s: no memory", root);
+	snprintf(s->st_root, sizeof(s->st_root), "%s", root);
+	snprintf(s->st_job, sizeof(s->st_job), "%s", job);
+	s->st_retain = retain;
+	s->st_inc = incarnation();
+	/* The skeleton, once: chk-<id> directories are made per checkpoint. */
+	if ((rc = make_dirs(root)) || (rc = pjoin(p, sizeof(p), root, "shared")) || (rc = make_dirs(p)) ||
+	    (rc = ck_ids(root, &ids, &nids)))
+		goto fail;
+	for (size_t i = nids; i-- > 0;)
+		if ((rc = load_one(s, ids[i])))
+			goto fail;
+	/* The reference set: the newest retained checkpoint at or below
+	 * @base_id whose files are all there (stat only, no reads). */
+	for (uint32_t k = s->st_nkept; k-- > 0;) {
+		struct ck_meta m;
+
+		if (s->st_kept[k].k_id > base_id)
+			continue;
+		snprintf(p, sizeof(p), "%s/chk-%llu", root, (ull)s->st_kept[k].k_id);
+		if (ck_read(p, job, 0, &m)) {
+			sfs_log("%s; not usable as the base of the next checkpoint", sfs_last_error());
+			continue;
+		}
+		ck_meta_free(&m);
+		s->st_last = s->st_kept[k].k_id;
+		key_rebuild(s, s->st_kept[k].k_sf, s->st_kept[k].k_n);
+		break;
+	}
+	retain_apply(s);
+	gc_shared(s);
+	free(ids);
+	*out = s;
+	return 0;
+fail:
+	free(ids);
+	ck_store_close(s);
+	return rc;
+}
+
+void ck_store_close(struct ck_store *s)
+{
+	if (!s)
+		return;
+	if (s->st_txn)
+		ck_txn_abort(s->st_txn);
+	for (size_t i = 0; i < s->st_by_path.m_nb; i++)
+		for (struct ck_sf *sf = s->st_by_path.m_b[i], *next; sf; sf = next) {
+			next = sf->sf_next_path;
+			free(sf);
+		}
+	for (uint32_t k = 0; k < s->st_nkept; k++)
+		free(s->st_kept[k].k_sf);
+	free(s->st_kept);
+	free(s->st_by_path.m_b);
+	free(s->st_by_key.m_b);
+	free(s);
+}
+
+uint64_t ck_store_last(const struct ck_store *s)
+{
+	return s->st_last;
+}
+
+uint64_t ck_store_max_id(const struct ck_store *s)
+{
+	return s->st_max;
+}
+
+int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out)
+{
+	struct ck_txn *t;
+
+	*out = NULL;
+	if (s->st_txn)
+		return sfs__err(SFS_EUSAGE, "%s: checkpoint %llu is still open", s->st_root,
+				(ull)s->st_txn->t_id);
+	if (id <= s->st_max)
+		return sfs__err(SFS_EUSAGE, "%s: checkpoint id %llu is not above the newest, chk-%llu",
+				s->st_root, (ull)id, (ull)s->st_max);
+	if (!(t = calloc(1, sizeof(*t))))
+		return sfs__err(-ENOMEM, "%s: no memory", s->st_root);
+	t->t_s = s;
+	t->t_id = id;
+	if (fmt_path(t->t_dir, sizeof(t->t_dir), "%s/chk-%llu", s->st_root, (ull)id) ||
+	    mkdir(t->t_dir, 0755)) {
+		int rc = sfs__err(sfs__errno(), "cannot create %s: %s", t->t_dir, strerror(errno));
+
+		free(t);
+		return rc;
+	}
+	s->st_txn = t;
+	*out = t;
+	return 0;
+}
+
+static int txn_push(struct ck_txn *t, const struct ck_file *f, struct ck_sf *sf)
+{
+	if (t->t_n == t->t_cap) {
+		uint32_t cap = t->t_cap ? 2 * t->t_cap : 64;
+		struct ck_file *files = realloc(t->t_files, cap * sizeof(*files));
+		struct ck_sf **sfs = files ? realloc(t->t_sf, cap * sizeof(*sfs)) : NULL;
+
+		if (files)
+			t->t_files = files;
+		if (!sfs)
+			return sfs__err(-ENOMEM, "checkpoint %llu: no memory", (ull)t->t_id);
+		t->t_sf = sfs;
+		t->t_cap = cap;
+	}
+	t->t_files[t->t_n] = *f;
+	t->t_sf[t->t_n++] = sf;
+	return 0;
+}
+
+/* A shared file: a reference when the reference set has it (no I/O),
+ * else linked under a name of this incarnation, fsynced and summed once. */
+static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char *name, uint64_t size)
+{
+	struct ck_store *s = t->t_s;
+	struct ck_sf *sf = key_find(s, w, name, size);
+	char dst[PATH_MAX];
+	uint64_t got = 0;
+	int copied = 0, rc;
+
+	if (sf) {
+		t->t_st.referenced++;
+		return txn_push(t, &sf->sf_f, sf);
+	}
+	if (!(sf = calloc(1, sizeof(*sf))))
+		return sfs__err(-ENOMEM, "checkpoint %llu: no memory", (ull)t->t_id);
+	sf->sf_f.shared = 1;
+	sf->sf_f.worker = w;
+	snprintf(sf->sf_f.local, sizeof(sf->sf_f.local), "%s", name);
+	for (int tries = 0;; tries++) {
+		if ((rc = fmt_path(sf->sf_f.path, sizeof(sf->sf_f.path), "shared/w%u-%016llx-%s", w,
+				   (ull)s->st_inc, name)) ||
+		    (rc = pjoin(dst, sizeof(dst), s->st_root, sf->sf_f.path)))
+			break;
+		rc = link_or_copy(src, dst, &copied, &sf->sf_f.crc, &got);
+		if (rc != -EEXIST || tries == 4)
+			break;
+		s->st_inc = incarnation();	/* taken (a name reused after a restore) */
+	}
+	if (rc) {
+		free(sf);
+		return rc;
+	}
+	if (!copied)
+		rc = crc_file(dst, 1, &sf->sf_f.crc, &got);
+	if (!rc && got != size)
+		rc = sfs__err(SFS_ECORRUPT, "%s: %llu bytes when listed, %llu when linked (still being written?)",
+			      src, (ull)size, (ull)got);
+	sf->sf_f.size = got;
+	if (!rc)
+		rc = txn_push(t, &sf->sf_f, sf);
+	if (rc) {
+		unlink(dst);
+		free(sf);
+		return rc;
+	}
+	t->t_new_shared = 1;
+	if (copied)
+		t->t_st.copies++;
+	else
+		t->t_st.links++;
+	t->t_st.new_bytes += got;
+	return path_insert(s, sf);	/* on failure abort still finds it in t_sf */
+}
+
+static int add_private(struct ck_txn *t, uint32_t w, const char *src, const char *name)
+{
+	struct ck_file f;
+	char dst[PATH_MAX];
+	int rc;
+
+	memset(&f, 0, sizeof(f));
+	f.worker = w;
+	snprintf(f.local, sizeof(f.local), "%s", name);
+	if ((rc = fmt_path(f.path, sizeof(f.path), "chk-%llu/w%u/%s", (ull)t->t_id, w, name)) ||
+	    (rc = pjoin(dst, sizeof(dst), t->t_s->st_root, f.path)) ||
+	    (rc = copy_file(src, dst, &f.crc, &f.size)))
+		return rc;
+	t->t_st.copies++;
+	t->t_st.new_bytes += f.size;
+	return txn_push(t, &f, NULL);
+}
+
+static int cmp_dirent(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged)
+{
+	struct dirent **ents;
+	uint32_t *ws, nprivate = 0;
+	char p[PATH_MAX];
+	int n, rc = 0;
+
+	for (uint32_t i = 0; i < t->t_nw; i++)
+		if (t->t_workers[i] == worker)
+			return sfs__err(SFS_EUSAGE, "checkpoint %llu: worker %u added twice", (ull)t->t_id, worker);
+	if (!(ws = realloc(t->t_workers, (t->t_nw + 1) * sizeof(*ws))))
+		return sfs__err(-ENOMEM, "checkpoint %llu: no memory", (ull)t->t_id);
+	t->t_workers = ws;
+	if ((n = scandir(staged, &ents, NULL, cmp_dirent)) < 0)
+		return sfs__err(sfs__errno(), "staged directory %s: %s", staged, strerror(errno));
+	ws[t->t_nw++] = worker;
+	for (int i = 0; i < n; i++) {
+		const char *name = ents[i]->d_name;
+		size_t len = strlen(name);
+		struct stat st;
+
+		if (rc || !strcmp(name, ".") || !strcmp(name, ".."))
+			;
+		else if (!name_ok(name, len))
+			rc = sfs__err(SFS_EUSAGE, "%s/%s: a name a checkpoint cannot carry (space, control "
+				      "byte or over %u bytes)", staged, name, CK_LOCAL_MAX);
+		else if ((rc = pjoin(p, sizeof(p), staged, name)))
+			;
+		else if (lstat(p, &st))
+			rc = sfs__err(sfs__errno(), "%s: %s", p, strerror(errno));
+		else if (!S_ISREG(st.st_mode))
+			rc = sfs__err(SFS_EUSAGE, "%s: not a regular file", p);
+		else if (len > 4 && !strcmp(name + len - 4, ".sst"))
+			rc = add_shared(t, worker, p, name, (uint64_t)st.st_size);
+		else if (!(rc = add_private(t, worker, p, name)))
+			nprivate++;
+		free(ents[i]);
+	}
+	free(ents);
+	if (!rc && nprivate) {
+		if (!(rc = fmt_path(p, sizeof(p), "%s/w%u", t->t_dir, worker)))
+			rc = fsync_path(p);
+	}
+	return rc;
+}
+
+static int meta_check(const struct ck_txn *t, const struct ck_meta *m)
+{
+	const char *what = NULL;
+
+	if (m->id && m->id != t->t_id)
+		what = "id differs from the txn's";
+	else if (m->job[0] && strcmp(m->job, t->t_s->st_job))
+		return sfs__err(SFS_EFOREIGN, "checkpoint %llu: job '%s', the store's is '%s'",
+				(ull)t->t_id, m->job, t->t_s->st_job);
+	else if (!m->workers || m->workers > (1u << 16))
+		what = "workers must be in [1, 65536]";
+	else if (strnlen(m->config, CK_CONFIG_MAX) == CK_CONFIG_MAX)
+		what = "config too long";
+	else if (m->nsplits > CK_LIST_MAX || m->ntables > CK_LIST_MAX)
+		what = "too many splits or tables";
+	for (const char *c = m->config; !what && *c; c++)
+		if ((unsigned char)*c < ' ' || (unsigned char)*c >= 0x7f)
+			what = "config has a control or non-ASCII byte";
+	for (uint32_t i = 0; !what && i < m->ntables; i++)
+		if (m->tables[i].worker >= m->workers)
+			what = "a table's worker is not below workers";
+	for (uint32_t i = 0; !what && i < t->t_nw; i++)
+		if (t->t_workers[i] >= m->workers)
+			what = "a worker added to the txn is not below workers";
+	return what ? sfs__err(SFS_EUSAGE, "checkpoint %llu: %s", (ull)t->t_id, what) : 0;
+}
+
+static int write_meta(struct ck_txn *t, const struct ck_meta *w)
+{
+	char tmp[PATH_MAX], file[PATH_MAX], *buf = NULL;
+	size_t len = 0;
+	int fd, rc;
+
+	if ((rc = pjoin(tmp, sizeof(tmp), t->t_dir, CK_META_TMP)) ||
+	    (rc = pjoin(file, sizeof(file), t->t_dir, CK_META)) || (rc = meta_format(w, &buf, &len)))
+		return rc;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		rc = sfs__err(sfs__errno(), "create %s: %s", tmp, strerror(errno));
+	else if ((rc = write_all(fd, buf, len)) || fsync(fd))
+		rc = sfs__err(rc ? rc : sfs__errno(), "write %s: %s", tmp, strerror(rc ? -rc : errno));
+	if (fd >= 0 && close(fd) && !rc)
+		rc = sfs__err(sfs__errno(), "close %s: %s", tmp, strerror(errno));
+	free(buf);
+	if (rc)
+		return rc;
+	crash_point("meta-tmp");
+	if (rename(tmp, file))
+		return sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
+	if ((rc = fsync_path(t->t_dir)) || (rc = fsync_path(t->t_s->st_root)))
+		return rc;
+	crash_point("renamed");
+	return 0;
+}
+
+int ck_txn_commit(struct ck_txn *t, const struct ck_meta *m, struct ck_txn_stats *stats)
+{
+	struct ck_store *s = t->t_s;
+	struct ck_sf **ksf = NULL;
+	struct ck_meta w;
+	struct timespec ts;
+	char p[PATH_MAX];
+	uint32_t nsh = 0;
+	int rc;
+
+	if ((rc = meta_check(t, m)))
+		goto fail;
+	w = *m;
+	w.version = CK_FORMAT_VERSION;
+	w.id = t->t_id;
+	snprintf(w.job, sizeof(w.job), "%s", s->st_job);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (!w.time_ms)
+		w.time_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	w.files = t->t_files;
+	w.nfiles = t->t_n;
+	w.total_bytes = 0;
+	w.new_bytes = t->t_st.new_bytes;
+	for (uint32_t i = 0; i < t->t_n; i++)
+		w.total_bytes += t->t_files[i].size;
+	/* Everything that can fail in memory, before the checkpoint exists. */
+	rc = -ENOMEM;
+	if (!(ksf = calloc(t->t_n + 1, sizeof(*ksf))) || kept_reserve(s))
+		goto fail;
+	if (t->t_new_shared && ((rc = pjoin(p, sizeof(p), s->st_root, "shared")) || (rc = fsync_path(p))))
+		goto fail;
+	if ((rc = fsync_path(t->t_dir)))
+		goto fail;
+	crash_point("linked");
+	if ((rc = write_meta(t, &w)))
+		goto fail;
+
+	/* Committed: the txn's files become the reference set, then retention. */
+	for (uint32_t i = 0; i < t->t_n; i++)
+		if (t->t_sf[i]) {
+			t->t_sf[i]->sf_refs++;
+			ksf[nsh++] = t->t_sf[i];
+		}
+	kept_push(s, t->t_id, ksf, nsh);
+	key_rebuild(s, ksf, nsh);
+	s->st_last = s->st_max = t->t_id;
+	retain_apply(s);
+	if (stats)
+		*stats = t->t_st;
+	s->st_txn = NULL;
+	free(t->t_files);
+	free(t->t_sf);
+	free(t->t_workers);
+	free(t);
+	return 0;
+fail:
+	if (rc == -ENOMEM)
+		sfs__err(rc, "checkpoint %llu: no memory", (ull)t->t_id);
+	free(ksf);
+	ck_txn_abort(t);
+	return rc;
+}
+
+void ck_txn_abort(struct ck_txn *t)
+{
+	struct ck_store *s = t->t_s;
+	char p[PATH_MAX];
+
+	for (uint32_t i = 0; i < t->t_n; i++) {
+		struct ck_sf *sf = t->t_sf[i];
+
+		if (!sf || sf->sf_refs)
+			continue;
+		if (!pjoin(p, sizeof(p), s->st_root, sf->sf_f.path))
+			unlink(p);
+		path_remove(s, sf);
+		free(sf);
+	}
+	rm_tree(t->t_dir);
+	s->st_txn = NULL;
+	free(t->t_files);
+	free(t->t_sf);
+	free(t->t_workers);
+	free(t);
+}
+
+/* ---- readers ------------------------------------------------------------------------ */
+
+int ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, char *dir,
+	      size_t dirlen)
+{
+	char d[PATH_MAX];
+	uint64_t *ids;
+	size_t n;
+	int rc, refused = 0;
+
+	memset(m, 0, sizeof(*m));
+	if ((rc = ck_ids(root, &ids, &n)))
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(d, sizeof(d), "%s/chk-%llu", root, (ull)ids[i]);
+		rc = ck_read(d, job, verify, m);
+		if (!rc) {
+			if (refused)
+				sfs_log("falling back to chk-%llu (%s)", (ull)ids[i], d);
+			if (dir)
+				snprintf(dir, dirlen, "%s", d);
+			free(ids);
+			return 0;
+		}
+		if (rc == -ENOMEM)
+			break;
+		sfs_log("checkpoint refused: %s", sfs_last_error());
+		refused++;
+	}
+	free(ids);
+	if (rc == -ENOMEM)
+		return rc;
+	return sfs__err(-ENOENT, "%s: no valid checkpoint%s%s (%d refused)", root, job ? " of job " : "",
+			job ? job : "", refused);
+}
+
+int ck_list(const char *root, FILE *out)
+{
+	uint64_t *ids;
+	size_t n;
+	int rc = ck_ids(root, &ids, &n);
+
+	if (rc)
+		return rc;
+	fprintf(out, "%-8s %-20s %-16s %12s %12s %7s\n", "id", "time (UTC)", "job", "size", "new", "files");
+	for (size_t i = 0; i < n; i++) {
+		char d[PATH_MAX], when[32];
+		struct ck_meta m;
+		struct tm tm;
+		time_t sec;
+
+		snprintf(d, sizeof(d), "%s/chk-%llu", root, (ull)ids[i]);
+		if (ck_read(d, NULL, 0, &m)) {
+			fprintf(out, "%-8llu invalid: %s\n", (ull)ids[i], sfs_last_error());
+			continue;
+		}
+		sec = (time_t)(m.time_ms / 1000);
+		gmtime_r(&sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		fprintf(out, "%-8llu %-20s %-16s %12llu %12llu %7u\n", (ull)m.id, when, m.job,
+			(ull)m.total_bytes, (ull)m.new_bytes, m.nfiles);
+		ck_meta_free(&m);
+	}
+	if (!n)
+		fprintf(out, "(no checkpoints under %s)\n", root);
+	free(ids);
+	return 0;
+}
+
+int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	int rc = make_dirs(dest);
+
+	for (uint32_t i = 0; !rc && i < m->nfiles; i++) {
+		const struct ck_file *f = &m->files[i];
+		uint64_t size = f->size;
+		uint32_t crc = f->crc;
+		int copied = 1;
+
+		if (f->worker != w)
+			continue;
+		if ((rc = pjoin(src, sizeof(src), root, f->path)) || (rc = pjoin(dst, sizeof(dst), dest, f->local)))
+			break;
+		rc = f->shared ? link_or_copy(src, dst, &copied, &crc, &size) : copy_file(src, dst, &crc, &size);
+		/* A copy read every byte anyway: check it on the way. */
+		if (!rc && copied && (crc != f->crc || size != f->size))
+			rc = sfs__err(SFS_ECORRUPT, "%s: crc32c 0x%08x and %llu bytes, checkpoint %llu says "
+				      "0x%08x and %llu", src, crc, (ull)size, (ull)m->id, f->crc, (ull)f->size);
+	}
+	return rc ? rc : fsync_path(dest);
+}
+
+static int dir_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d)
+		return 0;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+int ck_savepoint(const char *root, const char *src, const char *dest)
+{
+	char sdir[PATH_MAX], ddir[PATH_MAX], s[PATH_MAX], d[PATH_MAX];
+	struct ck_meta m, check;
+	int rc, copied;
+	uint64_t size;
+	uint32_t crc;
+
+	if (strchr(src, '/'))
+		snprintf(sdir, sizeof(sdir), "%s", src);
+	else if ((rc = pjoin(sdir, sizeof(sdir), root, src)))
+		return rc;
+	if ((rc = ck_read(sdir, NULL, 1, &m)))
+		return rc;
+	if (mkdir(dest, 0755) && (errno != EEXIST || !dir_empty(dest))) {
+		rc = errno == EEXIST ? sfs__err(-EEXIST, "savepoint %s: exists and is not empty", dest)
+				     : make_dirs(dest);
+		if (rc)
+			goto out;
+	}
+	snprintf(ddir, sizeof(ddir), "%s/chk-%llu", dest, (ull)m.id);
+	if ((rc = pjoin(d, sizeof(d), dest, "shared")) || (rc = make_dirs(d)) || (rc = make_dirs(ddir)))
+		goto out;
+	for (uint32_t i = 0; !rc && i < m.nfiles; i++) {
+		const struct ck_file *f = &m.files[i];
+
+		if ((rc = pjoin(s, sizeof(s), root, f->path)) || (rc = pjoin(d, sizeof(d), dest, f->path)) ||
+		    (rc = link_or_copy(s, d, &copied, &crc, &size)))
+			break;
+		/* Files are grouped by worker: sync a private directory once. */
+		if (!f->shared && (i + 1 == m.nfiles || m.files[i + 1].worker != f->worker ||
+				   m.files[i + 1].shared)) {
+			*strrchr(d, '/') = 0;
+			rc = fsync_path(d);
+		}
+	}
+	if (rc || (rc = pjoin(s, sizeof(s), sdir, CK_META)) || (rc = pjoin(d, sizeof(d), ddir, CK_META_TMP)) ||
+	    (rc = copy_file(s, d, &crc, &size)))
+		goto out;
+	if ((rc = pjoin(s, sizeof(s), ddir, CK_META)))
+		goto out;
+	if (rename(d, s)) {
+		rc = sfs__err(sfs__errno(), "rename %s: %s", d, strerror(errno));
+		goto out;
+	}
+	if ((rc = fsync_path(ddir)) || (rc = pjoin(d, sizeof(d), dest, "shared")) || (rc = fsync_path(d)) ||
+	    (rc = fsync_path(dest)) || (rc = ck_read(ddir, m.job, 0, &check)))
+		goto out;
+	ck_meta_free(&check);
+out:
+	ck_meta_free(&m);
+	return rc;
+}

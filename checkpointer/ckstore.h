@@ -1,0 +1,219 @@
+/*
+ * ckstore.h — checkpoint storage: incremental checkpoints as directories of
+ * hard links, their `_metadata`, retention, restore and savepoints.
+ *
+ * Layout under the storage root (default <data>/checkpoints):
+ *
+ *   shared/<name>            immutable state files (RocksDB SSTs), linked
+ *                            once, referenced by every checkpoint that
+ *                            contains them
+ *   chk-<id>/_metadata       the checkpoint exists iff this file is valid
+ *   chk-<id>/w<w>/<local>    private files, copied per checkpoint (RocksDB
+ *                            MANIFEST, CURRENT, OPTIONS; memory-store dumps)
+ *
+ * Input of a checkpoint: per worker, a staged directory of the files that
+ * make up its state at barrier <id> (<data>/stage/w<w>/b<id>, written by the
+ * compactor or the worker; see checkpointer/README in the header of
+ * coord.c).  A staged file whose name ends in ".sst" is shared (immutable
+ * once written; its local name is unique within the worker's instance),
+ * every other file is private.
+ *
+ * Incremental: the store keeps the file set of the last confirmed
+ * checkpoint (the reference set) in memory, keyed by (worker, local name,
+ * size).  In a checkpoint's synchronous phase a shared file found in the
+ * reference set rides as a reference (no I/O at all); a new one is
+ * hard-linked into shared/ (copied across filesystems) under a name unique
+ * to this store incarnation, and its crc32c computed once.  So the link
+ * volume per checkpoint is O(new files), never O(live files); the counts
+ * are returned so tests can prove it.  The reference set and the shared
+ * files' reference counts over retained checkpoints are kept as state,
+ * updated per commit, and built once per ck_store_open (reading only the
+ * retained checkpoints' _metadata).
+ *
+ * `_metadata` is a text file (format version 1): a header line, the job
+ * name and config, source offsets per split, per-worker table versions,
+ * the sink epoch, the file list (storage path, worker, local name, size,
+ * crc32c, shared or private), and a last line with the crc32c of all the
+ * preceding bytes.  Written to a temporary name, fsynced, renamed, and the
+ * directory fsynced.  Readers refuse a bad checksum, an unknown version,
+ * another job's metadata, a missing file or a size mismatch, with a
+ * message naming the file and the problem.
+ *
+ * Retention keeps the newest R checkpoints (default 3); a shared file is
+ * unlinked when no retained checkpoint references it.  Nothing is deleted
+ * while restoring.
+ *
+ * Single writer: one checkpointer process per storage root.  Readers (the
+ * supervisor restoring, `sfs checkpoints`) only read.
+ */
+#ifndef SFS_CHECKPOINTER_CKSTORE_H
+#define SFS_CHECKPOINTER_CKSTORE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define CK_FORMAT_VERSION 1u
+#define CK_PATH_MAX 256u
+#define CK_JOB_MAX 64u
+#define CK_CONFIG_MAX 512u
+#define CK_DEFAULT_RETAIN 3u
+#define CK_LOCAL_MAX 200u  /* a staged file name: leaves room for shared/w<w>-<inc>- */
+
+struct ck_split {
+	uint32_t split;        /* source split index */
+	uint64_t offset;       /* next source block of that split */
+};
+
+struct ck_table {
+	uint32_t worker;
+	uint64_t version;      /* target version (flushed seq) in the checkpoint */
+};
+
+struct ck_file {
+	char path[CK_PATH_MAX];   /* relative to the storage root */
+	char local[CK_PATH_MAX];  /* name in the worker's instance directory */
+	uint32_t worker;
+	uint32_t shared;          /* 1: shared/..., 0: private chk-<id>/w<w>/... */
+	uint64_t size;
+	uint32_t crc;             /* crc32c of the whole content */
+};
+
+struct ck_meta {
+	uint32_t version;         /* CK_FORMAT_VERSION */
+	uint64_t id;              /* checkpoint (barrier) id */
+	uint64_t time_ms;         /* wall clock at completion */
+	char job[CK_JOB_MAX];
+	char config[CK_CONFIG_MAX];  /* "key=value key=value ..." (query, backend,
+	                                workers, max_parallelism, events, ...) */
+	uint32_t workers;
+	uint64_t sink_epoch;      /* sink output committed up to this barrier id */
+	uint32_t nsplits;
+	struct ck_split *splits;
+	uint32_t ntables;
+	struct ck_table *tables;
+	uint32_t nfiles;
+	struct ck_file *files;
+	uint64_t total_bytes;     /* sum of file sizes */
+	uint64_t new_bytes;       /* bytes linked or copied by this checkpoint */
+};
+
+void ck_meta_free(struct ck_meta *m);
+
+/* Look up "key=" in m->config; copies the value, 0 if found. */
+int ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len);
+
+/* ---- the writer (checkpointer) ------------------------------------------------ */
+
+struct ck_store;
+struct ck_txn;
+
+struct ck_txn_stats {
+	uint32_t links;           /* shared files hard-linked into shared/ */
+	uint32_t copies;          /* files copied (private ones; shared across fs) */
+	uint32_t referenced;      /* shared files riding as references */
+	uint64_t new_bytes;
+};
+
+/*
+ * Open (creating the skeleton once) the store at @root for @job, keeping
+ * @retain checkpoints.  The reference set is the newest valid checkpoint
+ * with id <= @base_id (UINT64_MAX: the newest valid one; 0: none, a fresh
+ * lineage).  Invalid checkpoint directories are reported (sfs_log) and left
+ * alone (they protect no shared file).  Also collects what a crash left:
+ * chk-<id> directories without _metadata (removed), stray _metadata.tmp,
+ * checkpoints beyond @retain, and shared files no retained checkpoint
+ * references.  Retention never removes the reference checkpoint, however
+ * old, until a newer one is committed.  Cost: reads every retained
+ * _metadata and lists shared/ once.
+ */
+int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t base_id,
+		  struct ck_store **out);
+void ck_store_close(struct ck_store *s);
+
+/* The id of the reference checkpoint (0: none). */
+uint64_t ck_store_last(const struct ck_store *s);
+
+/* The newest chk-<id> on disk, valid or not (0: none): the next id must be
+ * above it.  After a restore from an older checkpoint, barrier ids go on
+ * from here, not from the restored id. */
+uint64_t ck_store_max_id(const struct ck_store *s);
+
+/* Start checkpoint @id (greater than every existing id). */
+int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out);
+
+/* Add worker @w's staged files (every regular file in @staged_dir; any
+ * other entry, or a name with a space, control byte or over CK_LOCAL_MAX
+ * bytes, is refused with SFS_EUSAGE).  Once per worker per txn.  Cost:
+ * one stat per file, plus a link, fsync and crc32c read per new shared
+ * file and a copy per private one.  On error the txn stays open: abort it. */
+int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged_dir);
+
+/*
+ * Write _metadata from @m (id, job, config, workers, splits, tables,
+ * sink_epoch; files are the txn's), make it durable, make the txn's set
+ * the reference set, then apply retention.  @stats may be NULL.
+ * After an error the txn is aborted (its new files unlinked unless
+ * referenced elsewhere, chk-<id> removed) and freed.
+ */
+int ck_txn_commit(struct ck_txn *t, const struct ck_meta *m, struct ck_txn_stats *stats);
+void ck_txn_abort(struct ck_txn *t);
+
+/* ---- readers ----------------------------------------------------------------------- */
+
+/* The ids of every chk-<id> directory under @root, newest first (valid or
+ * not); *ids is malloc'd. */
+int ck_ids(const char *root, uint64_t **ids, size_t *n);
+
+/*
+ * Read and validate checkpoint @path (a chk-<id> directory or its
+ * _metadata).  @job: refuse another job's checkpoint (NULL: any).
+ * @verify: also check every file's crc32c (else existence and size).
+ * On failure: an sfs error code, and sfs_last_error() names the file and
+ * the problem.
+ */
+int ck_read(const char *path, const char *job, int verify, struct ck_meta *m);
+
+/*
+ * The newest valid checkpoint of @job under @root into @m (and its
+ * directory into @dir).  Invalid newer ones are skipped with a log line
+ * naming the file and the problem ("falling back to chk-<id>").
+ * -ENOENT if there is none.
+ */
+int ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, char *dir,
+	      size_t dirlen);
+
+/* `sfs checkpoints`: one line per checkpoint (id, time, size, new bytes,
+ * files; invalid ones marked with the reason). */
+int ck_list(const char *root, FILE *out);
+
+/*
+ * Materialize worker @w's files of checkpoint @m (stored under @root) in
+ * @dest (created): shared files hard-linked (copied across filesystems),
+ * private ones copied, each under its local name.  An existing file of
+ * the same name in @dest is an error (-EEXIST): restore into a fresh
+ * directory.  Copies are checked against their crc32c on the way.
+ */
+int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest);
+
+/* A self-contained copy of checkpoint @src (a chk-<id> directory under
+ * @root) at @dest: its own shared files, restorable after @root is gone. */
+int ck_savepoint(const char *root, const char *src, const char *dest);
+
+/* crc32c (Castagnoli) of @n bytes, continuing @crc (0 to start).  SSE4.2
+ * when the CPU has it, else a table. */
+uint32_t ck_crc32c(uint32_t crc, const void *p, size_t n);
+
+/* ---- internal: tests --------------------------------------------------------------- */
+
+/* Called at each named point of a commit ("linked": new files durable,
+ * before _metadata; "meta-tmp": _metadata.tmp durable, before the rename;
+ * "renamed": the checkpoint exists, before retention; "retention": an old
+ * checkpoint's _metadata removed, before its files).  A test sets it in a
+ * forked child to die there; SFS_CK_CRASH=<point> does the same with
+ * SIGKILL for end-to-end scripts. */
+extern void (*ck__crash_hook)(const char *point);
+
+/* The table implementation, to test the SSE4.2 one against. */
+uint32_t ck__crc32c_table(uint32_t crc, const void *p, size_t n);
+
+#endif

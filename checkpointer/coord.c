@@ -1,0 +1,253 @@
+/*
+ * coord.c — checkpoint coordination (coord.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "checkpointer/ckstore.h"
+#include "checkpointer/coord.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "runtime/sink.h"
+
+#define MS 1000000ull
+#define POLL_NS (1 * MS)          /* while a checkpoint is in flight */
+#define WAIT_LOG_NS (10000 * MS)  /* "still waiting" every 10 s */
+
+void ck_coord_config(const struct rt_job *job, char *buf, unsigned len)
+{
+	snprintf(buf, len,
+		 "query=%s backend=%s workers=%u max_parallelism=%u events=%" PRIu64
+		 " first_event=%" PRIu64 " rate=%.6f base_time_ms=%" PRId64 " block_events=%u",
+		 job->rj_query, job->rj_backend, job->rj_workers, job->rj_max_parallelism,
+		 job->rj_events, job->rj_first_event, job->rj_rate, job->rj_base_time_ms,
+		 job->rj_block_events);
+}
+
+int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
+{
+	uint64_t off, size, base;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (sfs_seg_region_find(seg, RT_JOB_REGION, &off, &size))
+		return -ENOENT;
+	c->job = sfs_seg_ptr(seg, off);
+	if (size < sizeof(*c->job) || c->job->rj_magic != RT_JOB_MAGIC ||
+	    c->job->rj_version != RT_JOB_VERSION)
+		return sfs__err(SFS_EVERSION, "region %s of %s: not a version %u job description",
+				RT_JOB_REGION, seg->path, RT_JOB_VERSION);
+	if (!c->job->rj_checkpoint_ms)
+		return -ENOENT;
+	c->name = job;
+	c->interval_ns = c->job->rj_checkpoint_ms * MS;
+	snprintf(c->root, sizeof(c->root), RT_CKPT_DIR_FMT, c->job->rj_data_dir);
+	/* The reference set: this run's last checkpoint, else the one it
+	 * restored from, else none (never a newer one of an abandoned branch). */
+	base = sfs_load_acquire(&c->job->rj_ckpt_done);
+	if (!base)
+		base = c->job->rj_restored_id;
+	rc = ck_store_open(c->root, job, c->job->rj_retain ? c->job->rj_retain : CK_DEFAULT_RETAIN,
+			   base, &c->store);
+	if (rc)
+		return rc;
+	/* A barrier requested by our predecessor and not completed: finish it. */
+	if (sfs_load_relaxed(&c->job->rj_barrier_req) > c->job->rj_first_barrier &&
+	    sfs_load_relaxed(&c->job->rj_barrier_req) > base) {
+		c->inflight = c->job->rj_barrier_req;
+		c->t_begin = sfs_now_ns();
+		sfs_log("checkpoint %" PRIu64 " was in flight: completing it", c->inflight);
+	}
+	c->next_ns = sfs_now_ns() + c->interval_ns;
+	return 0;
+}
+
+void ck_coord_close(struct ck_coord *c)
+{
+	if (c->store)
+		ck_store_close(c->store);
+	c->store = NULL;
+}
+
+static void drop_stage(struct ck_coord *c, uint64_t id)
+{
+	char dir[RT_PATH_MAX + 64];
+
+	for (uint32_t w = 0; w < c->job->rj_workers; w++) {
+		snprintf(dir, sizeof(dir), RT_STAGE_FMT, c->job->rj_data_dir, w,
+			 (unsigned long long)id);
+		if (sfs_rmtree(dir))
+			sfs_log("%s", sfs_last_error());
+	}
+}
+
+/* The synchronous phase of checkpoint c->inflight. */
+static int complete(struct ck_coord *c, uint64_t now)
+{
+	struct rt_job *job = c->job;
+	uint64_t id = c->inflight;
+	struct ck_split splits[RT_MAX_WORKERS];
+	struct ck_table tables[RT_MAX_WORKERS];
+	struct ck_txn_stats st;
+	struct ck_meta m;
+	struct ck_txn *t;
+	struct timeval tv;
+	char dir[RT_PATH_MAX + 64];
+	int rc;
+
+	if (ck_store_max_id(c->store) >= id) {
+		/* A predecessor died between the _metadata rename and publishing
+		 * it: if chk-<id> is valid it is complete — adopt it as the
+		 * reference set and finish phase two; if not, skip the id. */
+		struct ck_meta done;
+		char cdir[RT_PATH_MAX + 64];
+
+		memset(&done, 0, sizeof(done));
+		snprintf(cdir, sizeof(cdir), "%s/chk-%" PRIu64, c->root, id);
+		rc = ck_read(cdir, c->name, 0, &done);
+		ck_meta_free(&done);
+		ck_store_close(c->store);
+		c->store = NULL;
+		if ((rc = ck_store_open(c->root, c->name, job->rj_retain ? job->rj_retain :
+					CK_DEFAULT_RETAIN, rc ? job->rj_ckpt_done : id, &c->store)))
+			return rc;
+		if (ck_store_last(c->store) != id) {
+			sfs_log("checkpoint %" PRIu64 " exists but is not valid: skipped", id);
+			sfs_store_relaxed(&job->rj_ckpt_aborted, job->rj_ckpt_aborted + 1);
+			drop_stage(c, id);
+			c->inflight = 0;
+			return 1;
+		}
+		memset(&st, 0, sizeof(st));
+		goto published;
+	}
+	rc = ck_txn_begin(c->store, id, &t);
+	if (rc)
+		return rc;
+	for (uint32_t w = 0; w < job->rj_workers; w++) {
+		snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, w,
+			 (unsigned long long)id);
+		if ((rc = ck_txn_add_dir(t, w, dir))) {
+			ck_txn_abort(t);
+			return rc;
+		}
+		tables[w].worker = w;
+		tables[w].version = sfs_load_relaxed(&job->rj_ws[w].rw_snap_version);
+	}
+	for (uint32_t sp = 0; sp < job->rj_nsplits; sp++) {
+		splits[sp].split = sp;
+		splits[sp].offset = sfs_load_relaxed(&job->rj_split_off[sp]);
+	}
+	memset(&m, 0, sizeof(m));
+	m.version = CK_FORMAT_VERSION;
+	m.id = id;
+	gettimeofday(&tv, NULL);
+	m.time_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+	snprintf(m.job, sizeof(m.job), "%s", c->name);
+	ck_coord_config(job, m.config, sizeof(m.config));
+	m.workers = job->rj_workers;
+	m.sink_epoch = id;
+	m.nsplits = job->rj_nsplits;
+	m.splits = splits;
+	m.ntables = job->rj_workers;
+	m.tables = tables;
+	rc = ck_txn_commit(t, &m, &st);
+	if (rc)
+		return rc;
+published:
+	sfs_store_release(&job->rj_ckpt_done, id);
+	sfs_store_relaxed(&job->rj_ckpts, job->rj_ckpts + 1);
+	sfs_store_relaxed(&job->rj_ckpt_last_ns, sfs_now_ns() - c->t_begin);
+	sfs_store_relaxed(&job->rj_ckpt_links, job->rj_ckpt_links + st.links + st.copies);
+	sfs_store_relaxed(&job->rj_ckpt_refs, job->rj_ckpt_refs + st.referenced);
+	/* Phase two: the sinks' epochs up to id become visible. */
+	if ((rc = rt_sink_commit_upto(job->rj_data_dir, id, 0)))
+		sfs_log("checkpoint %" PRIu64 ": %s (retried at the next one)", id,
+			sfs_last_error());
+	drop_stage(c, id);
+	sfs_log("checkpoint %" PRIu64 " complete in %.1f ms (barrier to snapshots %.1f ms, "
+		"storage %.1f ms): %u files linked, %u copied, %u referenced, %" PRIu64
+		" new bytes", id, (sfs_now_ns() - c->t_begin) / 1e6, (now - c->t_begin) / 1e6,
+		(sfs_now_ns() - now) / 1e6, st.links, st.copies, st.referenced, st.new_bytes);
+	c->inflight = 0;
+	c->next_ns = c->t_begin + c->interval_ns > now ? c->t_begin + c->interval_ns : now;
+	return 1;
+}
+
+int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
+{
+	struct rt_job *job = c->job;
+	uint64_t id = c->inflight;
+	unsigned ready = 0;
+
+	*poll_ns = 0;
+	if (!id) {
+		if (c->finishing)
+			return 0;
+		for (uint32_t w = 0; w < job->rj_workers; w++) {
+			uint32_t st = sfs_load_acquire(&job->rj_ws[w].rw_state);
+
+			if (st == RT_W_DONE || st == RT_W_FAILED) {
+				c->finishing = 1;
+				return 0;
+			}
+			if (st != RT_W_RUNNING) {
+				*poll_ns = 10 * MS;
+				return 0;	/* still starting */
+			}
+		}
+		if (now < c->next_ns) {
+			*poll_ns = c->next_ns - now;
+			return 0;
+		}
+		id = sfs_load_relaxed(&job->rj_barrier_req);
+		if (sfs_load_relaxed(&job->rj_ckpt_done) > id)
+			id = job->rj_ckpt_done;
+		if (ck_store_max_id(c->store) > id)
+			id = ck_store_max_id(c->store);	/* never reuse a directory */
+		c->inflight = ++id;
+		c->t_begin = now;
+		c->next_wait_log = now + WAIT_LOG_NS;
+		sfs_store_release(&job->rj_barrier_req, id);
+		*poll_ns = POLL_NS;
+		return 1;
+	}
+	for (uint32_t w = 0; w < job->rj_workers; w++) {
+		struct rt_worker_status *ws = &job->rj_ws[w];
+		uint32_t st = sfs_load_acquire(&ws->rw_state);
+
+		if (sfs_load_acquire(&ws->rw_last_barrier) < id) {
+			if (st == RT_W_DONE || st == RT_W_FAILED) {
+				/* it will never seal id: the end of input (or the
+				 * supervisor's recovery) takes over */
+				sfs_log("checkpoint %" PRIu64 " aborted: worker %u %s", id, w,
+					st == RT_W_DONE ? "finished its input" : "failed");
+				sfs_store_relaxed(&job->rj_ckpt_aborted, job->rj_ckpt_aborted + 1);
+				drop_stage(c, id);
+				c->inflight = 0;
+				c->finishing = 1;
+				return 1;
+			}
+			continue;
+		}
+		if (sfs_load_acquire(&ws->rw_snap_barrier) < id)
+			continue;
+		ready++;
+	}
+	if (ready < job->rj_workers) {
+		if (now >= c->next_wait_log) {
+			sfs_log("checkpoint %" PRIu64 ": %u of %u workers sealed and snapshotted "
+				"after %.1f s", id, ready, job->rj_workers, (now - c->t_begin) / 1e9);
+			c->next_wait_log = now + WAIT_LOG_NS;
+		}
+		*poll_ns = POLL_NS;
+		return 0;
+	}
+	return complete(c, now);
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# e2e_recovery.sh — exactly-once through checkpoints (the checkpointer issue):
+#  - kills: a query job's processes are SIGKILLed at random moments while it
+#    runs (workers: the job restarts from its last checkpoint; the compactor
+#    and the checkpointer: restarted alone); the final --output must equal
+#    an uninterrupted run's, byte for byte, for q4, q17 and q18 on every
+#    backend;
+#  - stop and --restore latest: a run stopped by --duration-ms, continued by
+#    a second `sfs run --restore latest`, gives the uninterrupted result;
+#  - bad checkpoints: a corrupt _metadata is refused by name, `latest` falls
+#    back to the newest valid checkpoint and says so; a foreign job's
+#    checkpoint and a missing directory are refused (exit 2).
+# TAP-style lines.  SFS_RECOVERY_EVENTS sets the stream size, SFS_RECOVERY_KILLS
+# the kills per run (make soak raises both).
+set -u
+BIN=${SFS_BIN:-$PWD/bin}
+SFS=$BIN/sfs
+EVENTS=${SFS_RECOVERY_EVENTS:-600000}
+KILLS=${SFS_RECOVERY_KILLS:-3}
+RATE=${SFS_RECOVERY_RATE:-200000}   # --max-rate of the interrupted runs: ~3 s each
+QUERIES=${SFS_RECOVERY_QUERIES:-q4 q17 q18}
+BACKENDS=${SFS_RECOVERY_BACKENDS:-rocksdb-direct memory rocksdb}
+WORKERS=${SFS_RECOVERY_WORKERS:-2}
+RESCALE_BACKENDS=${SFS_RECOVERY_RESCALE_BACKENDS:-rocksdb-direct memory}
+STOP_BACKENDS=${SFS_RECOVERY_STOP_BACKENDS:-rocksdb-direct memory}
+if [ -n "${SFS_SOAK:-}" ]; then
+	EVENTS=${SFS_RECOVERY_EVENTS:-2000000}
+	KILLS=${SFS_RECOVERY_KILLS:-10}
+fi
+OUT=$(mktemp -d)
+fails=0
+total_kills=0
+
+ok()   { echo "ok - $*"; }
+nok()  { echo "not ok - $*"; fails=$((fails + 1)); }
+note() { echo "# $*"; }
+
+cleanup() {
+	pkill -9 -f -- "--job e2e-rc-$$" 2>/dev/null
+	wait 2>/dev/null
+	rm -f /dev/shm/sfs.e2e-rc-$$*
+	rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+run() { # job data output [options]: one uninterrupted `sfs run`
+	local job=$1 data=$2 out=$3
+	shift 3
+	timeout 600 "$SFS" run --job "$job" --events "$EVENTS" --workers "$WORKERS" \
+		--checkpoint-interval 50 --data "$data" --output "$out" --json "$@"
+}
+
+# kill_loop JOB N: SIGKILL N processes of JOB's group, one at a time, at
+# random moments (workers twice as often as the others).
+kill_loop() {
+	local job=$1 n=$2 data=$3 i role pid t
+	# the first kill: a worker, once a checkpoint exists (a recovery that
+	# restores state, not a restart from the beginning)
+	for ((t = 0; t < 100; t++)); do
+		ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	for ((i = 0; i < n; i++)); do
+		sleep "0.$((RANDOM % 6 + 3))"
+		case $((i == 0 ? 2 : RANDOM % 4)) in
+		0) role=sfs-compactor ;;
+		1) role=sfs-checkpointer ;;
+		*) role=sfs-worker ;;
+		esac
+		pid=$(pgrep -f -- "$role --job $job " | shuf -n 1)
+		[ -n "$pid" ] || pid=$(pgrep -f -- "sfs-worker --job $job " | shuf -n 1)
+		[ -n "$pid" ] || return 0
+		kill -9 "$pid" 2>/dev/null && echo "$role" >>"$OUT/kills.$job"
+	done
+}
+
+for b in $BACKENDS; do
+	for q in $QUERIES; do
+		job=e2e-rc-$$-$q
+		if ! run "$job" "$OUT/base-$q-$b" "$OUT/base.csv" --query "$q" --backend "$b" \
+			>"$OUT/base.json" 2>"$OUT/base.err"; then
+			nok "$q on $b: uninterrupted run failed"; tail -n 5 "$OUT/base.err" | sed 's/^/# /'
+			continue
+		fi
+		rm -f "$OUT/kills.$job"
+		run "$job" "$OUT/kill-$q-$b" "$OUT/kill.csv" --query "$q" --backend "$b" \
+			--max-rate "$RATE" >"$OUT/kill.json" 2>"$OUT/kill.err" &
+		runner=$!
+		kill_loop "$job" "$KILLS" "$OUT/kill-$q-$b"
+		wait "$runner"
+		rc=$?
+		kills=$(wc -l <"$OUT/kills.$job" 2>/dev/null || echo 0)
+		total_kills=$((total_kills + kills))
+		restored=$(grep -c "(recovery)" "$OUT/kill.err")
+		if [ "$rc" -ne 0 ]; then
+			nok "$q on $b with $kills kills: sfs run exit $rc"
+			grep -v '^  ' "$OUT/kill.err" | tail -n 8 | sed 's/^/# /'
+		elif cmp -s "$OUT/base.csv" "$OUT/kill.csv"; then
+			ok "$q on $b: $kills kills ($(sort "$OUT/kills.$job" 2>/dev/null | uniq -c |
+				awk '{printf "%s %s ", $1, $2}')), $(grep -o '"recoveries": [0-9]*' \
+				"$OUT/kill.json" | awk '{print $2}') recoveries ($restored from a checkpoint), result equals the uninterrupted run"
+		else
+			nok "$q on $b with $kills kills: result differs ($(wc -l <"$OUT/base.csv") vs $(wc -l <"$OUT/kill.csv") lines)"
+			diff "$OUT/base.csv" "$OUT/kill.csv" | head -n 6 | sed 's/^/# /'
+		fi
+	done
+done
+note "$total_kills processes killed"
+
+# Stop after a while, then continue from the newest checkpoint.
+q=q17
+for b in $STOP_BACKENDS; do
+	job=e2e-rc-$$-stop
+	run "$job" "$OUT/base-stop-$b" "$OUT/base.csv" --query $q --backend "$b" \
+		>/dev/null 2>"$OUT/base.err" || { nok "stop/restore on $b: base run failed"; continue; }
+	cp "$OUT/base.csv" "$OUT/base-stop.csv"
+	run "$job" "$OUT/stop-$b" "$OUT/stop.csv" --query $q --backend "$b" --duration-ms 1200 \
+		--max-rate "$RATE" >/dev/null 2>"$OUT/stop1.err"
+	if ! ls -d "$OUT/stop-$b"/checkpoints/chk-* >/dev/null 2>&1; then
+		nok "stop/restore on $b: no checkpoint after 1200 ms"; continue
+	fi
+	if run "$job" "$OUT/stop-$b" "$OUT/stop.csv" --query $q --backend "$b" --restore latest \
+		>/dev/null 2>"$OUT/stop2.err" && cmp -s "$OUT/base.csv" "$OUT/stop.csv"; then
+		ok "stop after 1200 ms and --restore latest on $b: result equals the uninterrupted run"
+	else
+		nok "stop and --restore latest on $b"; tail -n 5 "$OUT/stop2.err" | sed 's/^/# /'
+	fi
+done
+
+# Rescale: stop with W1 workers, continue with W2 (the key groups and the
+# source splits move), against the uninterrupted run of the stop test.
+for b in $RESCALE_BACKENDS; do
+	for pair in 1:2 2:1 2:3; do
+		w1=${pair%:*} w2=${pair#*:}
+		job=e2e-rc-$$-stop
+		data=$OUT/rescale-$b-$w1-$w2
+		WORKERS=$w1 run "$job" "$data" "$OUT/rs.csv" --query $q --backend "$b" \
+			--duration-ms 1200 --max-rate "$RATE" >/dev/null 2>"$OUT/rs1.err"
+		if ! ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1; then
+			nok "rescale $w1→$w2 on $b: no checkpoint after 1200 ms"; continue
+		fi
+		if WORKERS=$w2 run "$job" "$data" "$OUT/rs.csv" --query $q --backend "$b" \
+			--restore latest >/dev/null 2>"$OUT/rs2.err" &&
+			cmp -s "$OUT/base-stop.csv" "$OUT/rs.csv"; then
+			ok "rescale $w1→$w2 workers on $b: result equals the uninterrupted run"
+		else
+			nok "rescale $w1→$w2 on $b"; grep -v '^  ' "$OUT/rs2.err" | tail -n 5 | sed 's/^/# /'
+		fi
+	done
+done
+
+# Bad checkpoints (on the last data directory of the stop test).
+b=rocksdb-direct
+data=$OUT/stop-$b
+job=e2e-rc-$$-stop
+latest=$(ls -d "$data"/checkpoints/chk-* 2>/dev/null | awk -F"chk-" "{print \$NF, \$0}" | sort -n | tail -n 1 | cut -d" " -f2-)
+if [ -n "$latest" ] && [ "$(ls -d "$data"/checkpoints/chk-* | wc -l)" -ge 2 ]; then
+	printf 'garbage' >>"$latest/_metadata"
+	run "$job" "$data" "$OUT/bad.csv" --query $q --backend $b --restore latest --duration-ms 300 \
+		>/dev/null 2>"$OUT/bad.err"
+	if grep -q "_metadata" "$OUT/bad.err" && grep -qi "falling back" "$OUT/bad.err"; then
+		ok "a corrupt newest checkpoint is named and --restore latest falls back"
+	else
+		nok "corrupt newest checkpoint: no fallback message"; tail -n 5 "$OUT/bad.err" | sed 's/^/# /'
+	fi
+	run "$job" "$data" "$OUT/bad.csv" --query $q --backend $b --restore "$latest" \
+		>/dev/null 2>"$OUT/bad.err"
+	rc=$?
+	if [ $rc -eq 2 ] && grep -q "$latest" "$OUT/bad.err"; then
+		ok "--restore of a corrupt checkpoint: exit 2, the file named"
+	else
+		nok "--restore of a corrupt checkpoint: exit $rc"; tail -n 3 "$OUT/bad.err" | sed 's/^/# /'
+	fi
+else
+	nok "bad checkpoints: fewer than 2 checkpoints to corrupt"
+fi
+run "other-job-$$" "$data" "$OUT/bad.csv" --query $q --backend $b --restore latest \
+	>/dev/null 2>"$OUT/bad.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "no valid checkpoint" "$OUT/bad.err"; then
+	ok "another job's checkpoints are not restored (exit 2)"
+else
+	nok "another job's checkpoints: exit $rc"; tail -n 3 "$OUT/bad.err" | sed 's/^/# /'
+fi
+pkill -9 -f -- "--job other-job-$$" 2>/dev/null
+rm -f /dev/shm/sfs.other-job-$$*
+run "$job" "$data" "$OUT/bad.csv" --query $q --backend $b --restore "$OUT/nope" >/dev/null 2>"$OUT/bad.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "$OUT/nope" "$OUT/bad.err"; then
+	ok "--restore of a missing directory: exit 2, named"
+else
+	nok "--restore of a missing directory: exit $rc"; tail -n 3 "$OUT/bad.err" | sed 's/^/# /'
+fi
+
+[ "$fails" -eq 0 ] && echo "# all recovery checks passed" || echo "# $fails recovery checks failed"
+exit $((fails > 0))
