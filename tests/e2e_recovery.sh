@@ -127,6 +127,36 @@ for b in $STOP_BACKENDS; do
 	fi
 done
 
+# The supervisor itself killed: its children stop (parent-death signal), and
+# `sfs run --restore latest` continues from the newest checkpoint.
+for b in $STOP_BACKENDS; do
+	job=e2e-rc-$$-stop
+	data=$OUT/supkill-$b
+	run "$job" "$data" "$OUT/sk.csv" --query $q --backend "$b" --max-rate "$RATE" \
+		>/dev/null 2>"$OUT/sk1.err" &
+	sup=$!
+	for ((t = 0; t < 100; t++)); do
+		ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	sleep 0.3
+	pkill -9 -f -- "sfs run --job $job " 2>/dev/null
+	wait "$sup" 2>/dev/null
+	for ((t = 0; t < 100; t++)); do
+		pgrep -f -- "--job $job " >/dev/null || break
+		sleep 0.05
+	done
+	if pgrep -f -- "--job $job " >/dev/null; then
+		nok "supervisor killed on $b: children still running"
+		pkill -9 -f -- "--job $job " 2>/dev/null
+	elif run "$job" "$data" "$OUT/sk.csv" --query $q --backend "$b" --restore latest \
+		>/dev/null 2>"$OUT/sk2.err" && cmp -s "$OUT/base-stop.csv" "$OUT/sk.csv"; then
+		ok "supervisor killed on $b: children stopped, --restore latest gives the uninterrupted result"
+	else
+		nok "supervisor killed on $b: restore"; grep -v '^  ' "$OUT/sk2.err" | tail -n 5 | sed 's/^/# /'
+	fi
+done
+
 # Rescale: stop with W1 workers, continue with W2 (the key groups and the
 # source splits move), against the uninterrupted run of the stop test.
 for b in $RESCALE_BACKENDS; do
