@@ -46,7 +46,7 @@ for ev in $STEPS; do
 	ckmed=$(sed -n 's/.*complete in \([0-9.]*\) ms.*/\1/p' "$OUT/run.err" | median)
 	ckmax=$(sed -n 's/.*complete in \([0-9.]*\) ms.*/\1/p' "$OUT/run.err" | sort -n | tail -n 1)
 	lastdir=$(ls -d "$data"/checkpoints/chk-* | awk -F"chk-" "{print \$NF, \$0}" | sort -n | tail -n 1 | cut -d" " -f2-)
-	mb=$(awk '/^file /{s += $5} END {printf "%.1f", s / 1048576}' "$lastdir/_metadata" 2>/dev/null)
+	mb=$(awk '/^total_bytes /{printf "%.1f", $2 / 1048576}' "$lastdir/_metadata" 2>/dev/null)
 	printf '%-9s %9s %9s %10.3f %10.3f %9s %9s %8.1f %8.1f %10s\n' "$ev" "$n" "$eps" \
 		"$(awk -v a="$bms" -v b="$bars" 'BEGIN {print b ? a / b : 0}')" "$bmax" "${ckmed:-0}" \
 		"${ckmax:-0}" "$(awk -v a="$links" -v b="$n" 'BEGIN {print b ? a / b : 0}')" \
