@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -90,10 +91,11 @@ static int mem_snapshot(struct sfs_target_writer *w, const char *dir)
 {
 	char path[600];
 	uint64_t recs;
-	int rc = sfs_mkdirs(dir);
+	int rc = 0;
 
-	if (rc)
-		return rc;
+	/* the stage's parents exist after the first checkpoint: one mkdir */
+	if (mkdir(dir, 0700) && errno != EEXIST && (errno != ENOENT || (rc = sfs_mkdirs(dir))))
+		return rc ? rc : sfs__err(sfs__errno(), "directory %s: mkdir: %s", dir, strerror(errno));
 	snprintf(path, sizeof(path), "%.580s/store.dump", dir);
 	rc = sfs_mdump_write(w->m.ms, w->m.ms->ms_worker, path, &recs);
 	return rc;
