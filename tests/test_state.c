@@ -14,6 +14,7 @@
 #include "sfs.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
+#include "worker/keygroup.h"
 #include "worker/state.h"
 
 #define SEG_MB 96
@@ -186,6 +187,42 @@ Test(state, bad_input_is_an_error_never_a_crash)
 	while (sfs_key_group_of(c, key, strlen(key)) < 64);
 	cr_assert_eq(sfs_value_put(c, v, 0, key, strlen(key), "x", 1), SFS_EUSAGE);
 	cr_assert(strstr(sfs_last_error(), "not worker 0's"), "%s", sfs_last_error());
+
+	/* multiget: each key answers for itself, whatever its neighbours are:
+	 * an owned key, a foreign one, one too long for the batch's key
+	 * scratch (looked up alone), one over SFS_KEY_MAX. */
+	{
+		static char lng[20000];
+		char own[16];
+		struct sfs_key ks[4];
+		struct sfs_view vs[4];
+		int rs[4], j = 0;
+
+		snprintf(own, sizeof(own), "%s", key);	/* the foreign one, for now */
+		do
+			snprintf(own, sizeof(own), "o%d", j++);
+		while (sfs_key_group_of(c, own, strlen(own)) >= 64);
+		cr_assert_eq(sfs_value_put(c, v, 0, own, strlen(own), "ov", 2), 0);
+		j = 0;
+		do {
+			memset(lng, 'a' + j % 26, sizeof(lng));
+			lng[0] = (char)j++;
+		} while (sfs_key_group_of(c, lng, sizeof(lng)) >= 64);
+		cr_assert_eq(sfs_value_put(c, v, 0, lng, sizeof(lng), "lv", 2), 0, "%s",
+			     sfs_last_error());
+		memset(big, 'k', sizeof(big));
+		ks[0] = (struct sfs_key){ .ns = 0, .key = own, .klen = strlen(own) };
+		ks[1] = (struct sfs_key){ .ns = 0, .key = key, .klen = strlen(key) };
+		ks[2] = (struct sfs_key){ .ns = 0, .key = lng, .klen = sizeof(lng) };
+		ks[3] = (struct sfs_key){ .ns = 0, .key = big, .klen = sizeof(big) };
+		cr_assert_eq(sfs_multiget(c, v, ks, 4, vs, rs), SFS_EUSAGE);
+		cr_assert_eq(rs[0], 1);
+		cr_assert(vs[0].len == 2 && memcmp(vs[0].data, "ov", 2) == 0);
+		cr_assert_eq(rs[1], SFS_EUSAGE);
+		cr_assert_eq(rs[2], 1);
+		cr_assert(vs[2].len == 2 && memcmp(vs[2].data, "lv", 2) == 0);
+		cr_assert_eq(rs[3], SFS_EUSAGE);
+	}
 
 	memset(big, 'k', sizeof(big));
 	cr_assert_eq(sfs_value_put(c, v, 0, big, sizeof(big), "x", 1), SFS_EUSAGE);
@@ -580,6 +617,113 @@ Test(state, value_cache_is_never_stale)
 	inproc_drain(&p, c);
 	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 0, "deleted stays deleted");
 	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+/* A put drops its key from the value cache only when the key is new to
+ * the active buffer (state.c): overwrites within an epoch, after a spill
+ * and across barriers must still never let a cached value resurface. */
+Test(state, value_cache_drop_only_for_keys_new_to_the_buffer)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc p;
+	struct sfs_worker_stats ws;
+	struct sfs_vcache_stats cs;
+	sfs_ctx_t *c;
+	uint32_t st;
+	char buf[32], val[16];
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	inproc_start(&p);
+	put_str(c, st, 0, "k", "v1");
+	put_str(c, st, 0, "j", "j1");
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	inproc_drain(&p, c);
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);
+	cr_assert_eq(get_str(c, st, 0, "j", buf, sizeof(buf)), 1);
+	sfs_ctx_quiescent(c);					/* both cached */
+	sfs_worker_stats(c, &ws);
+	cr_assert_eq(ws.cache_entries, 2);
+
+	put_str(c, st, 0, "k", "v2");				/* new to the buffer: dropped */
+	sfs_vcache_stats(c->cache, &cs);
+	cr_assert_eq(cs.invalidations, 1);
+	cr_assert_eq(cs.entries, 1);
+	put_str(c, st, 0, "k", "v3");				/* replaced: no cache work */
+	sfs_vcache_stats(c->cache, &cs);
+	cr_assert_eq(cs.invalidations, 1);
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "v3");
+	sfs_ctx_quiescent(c);
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "v3");
+
+	/* Spill the active buffer (fill it): the next put of "j" lands in a
+	 * fresh buffer, so it must drop "j" from the cache. */
+	for (int i = 0; i < 100000; i++) {
+		struct sfs_worker_stats w2;
+
+		snprintf(val, sizeof(val), "f%d", i);
+		cr_assert_eq(sfs_value_put(c, st, 0, val, strlen(val), "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+					   32), 0, "%s", sfs_last_error());
+		sfs_worker_stats(c, &w2);
+		if (w2.spills)
+			break;
+		if (i % 64 == 63)
+			sfs_ctx_quiescent(c);
+	}
+	sfs_worker_stats(c, &ws);
+	cr_assert_geq(ws.spills, 1, "the buffer spilled");
+	put_str(c, st, 0, "j", "j2");
+	put_str(c, st, 0, "j", "j3");
+	sfs_vcache_stats(c->cache, &cs);
+	cr_assert_eq(cs.entries, 0, "j dropped after the spill");
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	inproc_drain(&p, c);
+	sfs_ctx_quiescent(c);
+	cr_assert_eq(get_str(c, st, 0, "k", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "v3", "never the cached v1");
+	cr_assert_eq(get_str(c, st, 0, "j", buf, sizeof(buf)), 1);
+	cr_assert_str_eq(buf, "j3", "never the cached j1");
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}
+
+/* Ownership with a max parallelism that is not a power of two (kg =
+ * hash % maxP, not a mask): exactly the keys Flink's assignment gives this
+ * worker are accepted, and they read back. */
+Test(state, key_groups_of_a_non_power_of_two_max_parallelism)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+	uint32_t st;
+	unsigned owned = 0;
+
+	o.parallelism = 3;
+	o.max_parallelism = 100;
+	cr_assert_eq(sfs_worker_open(job, 0, 1, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+	for (int i = 0; i < 600; i++) {
+		char key[16], buf[16];
+		uint32_t kg;
+		int rc;
+
+		snprintf(key, sizeof(key), "key-%d", i);
+		kg = sfs_key_group(key, strlen(key), 100);
+		cr_assert_eq(sfs_key_group_of(c, key, strlen(key)), kg);
+		rc = sfs_value_put(c, st, 0, key, strlen(key), key, strlen(key));
+		if (sfs_kg_owner(kg, 3, 100) != 1) {
+			cr_assert_eq(rc, SFS_EUSAGE, "key group %u", kg);
+			cr_assert_eq(get_str(c, st, 0, key, buf, sizeof(buf)), SFS_EUSAGE);
+			continue;
+		}
+		owned++;
+		cr_assert_eq(rc, 0, "key group %u: %s", kg, sfs_last_error());
+		cr_assert_eq(get_str(c, st, 0, key, buf, sizeof(buf)), 1);
+		cr_assert_str_eq(buf, key);
+	}
+	cr_assert(owned > 150 && owned < 250, "%u of 600 owned", owned);
 	sfs_worker_close(c);
 }
 

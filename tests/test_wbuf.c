@@ -24,6 +24,7 @@
 
 #include "tests/helpers.h"
 #include "common/err.h"
+#include "worker/vcache.h"
 #include "worker/wbuf.h"
 
 #define KiB 1024ull
@@ -524,6 +525,83 @@ Test(attach, corrupt_slot_is_reported)
 	cr_assert_eq(sfs_wbuf_view_at(b, b->wb_size, &v), SFS_ECORRUPT);
 	slots[h & mask] = sfs__wbuf_slot(b->wb_gen, h, 16);  /* inside the header */
 	cr_assert_eq(sfs_wbuf_get(b, 0, "k", 1, &v), SFS_ECORRUPT);
+}
+
+/* An entry whose header matches the probe but whose value length runs
+ * past the arena is SFS_ECORRUPT: its key and value are never read. */
+Test(attach, entry_past_the_arena_is_reported)
+{
+	struct sfs_wbuf *b = tw_buf(8, 4 * KiB);
+	struct sfs_wbuf_view v = { 0 };
+	uint64_t *slots = (uint64_t *)((char *)b + SFS_WBUF_INDEX_OFF);
+	uint64_t h = sfs_wbuf_hash(0, "kkkk", 4), mask = ((uint64_t)1 << b->wb_bits) - 1;
+	struct sfs_wbuf_entry *e;
+
+	cr_assert_eq(tw_put_s(b, 0, "kkkk", "v"), 0);
+	e = (struct sfs_wbuf_entry *)((char *)b + sfs__wbuf_slot_off(slots[h & mask]));
+	e->we_vlen = (uint32_t)b->wb_size;
+	cr_assert_eq(sfs_wbuf_get(b, 0, "kkkk", 4, &v), SFS_ECORRUPT);
+	cr_assert_eq(sfs_wbuf_verify(b), SFS_ECORRUPT);
+}
+
+/* ---- the hash and the inline helpers -------------------------------------- */
+
+/* One hash per key: the hash of kg | state | key computed from the key
+ * group's hash of the user key equals the hash of the whole key, and the
+ * value cache's hash under state 0 is the buffer's (state.c relies on
+ * both).  Shorter keys than a prefix take the plain hash. */
+Test(hash, derived_from_the_body_hash)
+{
+	unsigned char k[64];
+
+	for (unsigned i = 0; i < sizeof(k); i++)
+		k[i] = (unsigned char)(i * 37 + 11);
+	for (size_t n = 0; n <= sizeof(k); n++) {
+		for (uint64_t ns = 0; ns < 3; ns++) {
+			uint64_t h = sfs_wbuf_hash(ns * 0x9e3779b97f4a7c15ull, k, n);
+
+			cr_assert_eq(h, sfs_vcache_hash(0, ns * 0x9e3779b97f4a7c15ull, k, n), "n %zu", n);
+			cr_assert_neq(h, sfs_vcache_hash(1, ns * 0x9e3779b97f4a7c15ull, k, n), "n %zu", n);
+			if (n >= 4) {
+				uint32_t pfx;
+
+				memcpy(&pfx, k, 4);
+				cr_assert_eq(h, sfs_wbuf_hash_kh(ns * 0x9e3779b97f4a7c15ull, pfx, n,
+								 sfs_hash_body(k + 4, n - 4)),
+					     "n %zu", n);
+			}
+		}
+	}
+	/* The key-group hash is the persisted format: pinned. */
+	cr_assert_eq(sfs_hash_body("abcd", 4), sfs_hash_bytes(sfs_hash_mum(SFS_HASH_P0, 4 ^ SFS_HASH_P2),
+							      "abcd", 4));
+}
+
+/* The inline key compare and copy agree with memcmp and memcpy at every
+ * length around their word sizes, at unaligned addresses, and never touch
+ * a byte outside the ranges (the copy's neighbours stay intact). */
+Test(hash, inline_compare_and_copy)
+{
+	unsigned char a[80], b[80], d[96];
+
+	for (size_t n = 0; n <= 64; n++) {
+		for (size_t off = 0; off < 3; off++) {
+			for (unsigned i = 0; i < sizeof(a); i++)
+				a[i] = b[i] = (unsigned char)(i * 7 + n);
+			cr_assert(sfs__wbuf_keyeq(a + off, b + off, n), "n %zu", n);
+			for (size_t j = 0; j < n; j++) {
+				b[off + j] ^= 0x40;
+				cr_assert(!sfs__wbuf_keyeq(a + off, b + off, n), "n %zu byte %zu", n, j);
+				b[off + j] ^= 0x40;
+			}
+			memset(d, 0xee, sizeof(d));
+			sfs__wbuf_copy(d + 8 + off, a + off, n);
+			cr_assert(memcmp(d + 8 + off, a + off, n) == 0, "n %zu", n);
+			for (size_t j = 0; j < sizeof(d); j++)
+				if (j < 8 + off || j >= 8 + off + n)
+					cr_assert_eq(d[j], 0xee, "n %zu: byte %zu written", n, j);
+		}
+	}
 }
 
 /* ---- sorted iteration --------------------------------------------------- */

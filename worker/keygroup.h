@@ -33,7 +33,7 @@
 /* 64-bit hash of a user key (common/hash.h, seeded by its length). */
 static inline uint64_t sfs_key_hash(const void *key, size_t len)
 {
-	return sfs_hash_bytes(sfs_hash_mum(SFS_HASH_P0, (uint64_t)len ^ SFS_HASH_P2), key, len);
+	return sfs_hash_body(key, len);
 }
 
 static inline uint32_t sfs_key_group(const void *key, size_t len, uint32_t max_par)
@@ -63,6 +63,19 @@ static inline void sfs_key_prefix(unsigned char *out, uint32_t kg, uint32_t stat
 	out[1] = (unsigned char)kg;
 	out[2] = (unsigned char)(state_id >> 8);
 	out[3] = (unsigned char)state_id;
+}
+
+/* The 4 prefix bytes as one native u32 (what sfs_hash_prefixed takes, and
+ * what a hot-path compare loads from a buffered key): a store of it writes
+ * the bytes sfs_key_prefix writes. */
+static inline uint32_t sfs_key_prefix_word(uint32_t kg, uint32_t state_id)
+{
+	unsigned char b[4];
+	uint32_t w;
+
+	sfs_key_prefix(b, kg, state_id);
+	memcpy(&w, b, 4);
+	return w;
 }
 
 static inline uint32_t sfs_key_prefix_kg(const unsigned char *k)

@@ -13,6 +13,14 @@
  * flushed a buffer while it is still SEALED).  The active buffer has no seq
  * yet and always counts.  So a counter is exact at every moment of a flush,
  * and a redone flush can never count twice.
+ *
+ * Hot path.  A value get or put hashes its key once: the key-group hash of
+ * the user key is the body hash the buffer's hash derives from (key_prep,
+ * common/hash.h), and the value cache's hash under state 0 is the
+ * buffer's.  Ownership is a mask (or a modulo) and one unsigned compare.
+ * The buffers are probed inline (value_bufs, sfs__wbuf_find); the cache,
+ * the store and every refusal are out of line.  A put touches the cache
+ * only for a key new to the active buffer (sfs_value_put).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +291,9 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	c->maxp = o.max_parallelism;
 	c->kg_start = sfs_kg_range_start(worker, c->par, c->maxp);
 	c->kg_end = sfs_kg_range_end(worker, c->par, c->maxp);
+	c->kg_pow2 = (c->maxp & (c->maxp - 1)) == 0;
+	c->kg_mask = c->maxp - 1;
+	c->kg_span = c->kg_end - c->kg_start;
 	c->stall_timeout_ns = o.stall_timeout_ns;
 	rc = sfs_seg_attach(job, node, &c->seg);
 	if (rc)
@@ -406,12 +417,13 @@ static void apply_fills(sfs_ctx_t *c)
 		struct sfs_fill *f = &c->fills[i];
 		struct sfs_wbuf_view v;
 
-		if (!active_ok || sfs_wbuf_get(a, f->ns, f->key, f->klen, &v) != -ENOENT)
+		if (!active_ok || sfs_wbuf_get_h(a, f->h, f->ns, f->key, f->klen, &v) != -ENOENT)
 			continue;
 		if (f->absent)
-			(void)sfs_vcache_put_absent(c->cache, 0, f->ns, f->key, f->klen, 0);
+			(void)sfs_vcache_put_absent_h(c->cache, f->h, 0, f->ns, f->key, f->klen, 0);
 		else
-			(void)sfs_vcache_put(c->cache, 0, f->ns, f->key, f->klen, f->val, f->vlen, 0);
+			(void)sfs_vcache_put_h(c->cache, f->h, 0, f->ns, f->key, f->klen, f->val, f->vlen,
+					       0);
 	}
 	c->nfills = 0;
 }
@@ -591,8 +603,15 @@ int sfs__state_spill(sfs_ctx_t *c)
 
 /* ---- writes --------------------------------------------------------------------- */
 
+/* The key group of a key whose sfs_key_hash is @kh. */
+static inline uint32_t kg_of(const sfs_ctx_t *c, uint64_t kh)
+{
+	return c->kg_pow2 ? (uint32_t)(kh & c->kg_mask) : (uint32_t)(kh % c->maxp);
+}
+
 /* Checks that @state is registered with @kind and that this worker owns
- * @key's key group; returns the key group or an error. */
+ * @key's key group; returns the key group or an error.  Slow path (it
+ * words the refusals); the value and counter paths use key_prep. */
 int sfs__state_check(sfs_ctx_t *c, uint32_t state, uint32_t kind, const void *key, size_t klen,
 		     size_t extra, const char *op)
 {
@@ -607,24 +626,74 @@ int sfs__state_check(sfs_ctx_t *c, uint32_t state, uint32_t kind, const void *ke
 	if (klen + extra > SFS_KEY_MAX)
 		return sfs__err(SFS_EUSAGE, "%s: key of %zu bytes, at most %u", op, klen + extra,
 				SFS_KEY_MAX);
-	kg = sfs_key_group(key, klen, c->maxp);
-	if (kg < c->kg_start || kg > c->kg_end)
+	kg = kg_of(c, sfs_key_hash(key, klen));
+	if (kg - c->kg_start > c->kg_span)
 		return sfs__err(SFS_EUSAGE, "%s: key group %u is not worker %u's (%u..%u)", op, kg,
 				c->worker, c->kg_start, c->kg_end);
 	return (int)kg;
 }
 
-/* Build kg | state | key in the scratch buffer; checks ownership and limits. */
-static int build_key(sfs_ctx_t *c, uint32_t state, const void *key, size_t klen, uint32_t kind,
-		     const char *op)
+/* key_prep's refusals, out of line: sfs__state_check words them. */
+static __attribute__((noinline, cold)) int key_refused(sfs_ctx_t *c, uint32_t state, uint32_t kind,
+							const void *key, size_t klen, const char *op)
 {
-	int kg = sfs__state_check(c, state, kind, key, klen, 0, op);
+	int rc = sfs__state_check(c, state, kind, key, klen, 0, op);
 
-	if (kg < 0)
-		return kg;
-	sfs_key_prefix(c->kbuf, (uint32_t)kg, state);
-	memcpy(c->kbuf + SFS_KEY_PREFIX, key, klen);
+	return rc < 0 ? rc : sfs__err(SFS_EUSAGE, "%s: key refused", op);
+}
+
+/*
+ * The hot-path identity of a key: checks state, kind, length and key-group
+ * ownership with a few compares; returns the buffered key's length
+ * (SFS_KEY_PREFIX + @klen), with its prefix word (kg | state) in *@pfx and
+ * its buffer hash in *@h.  The key is hashed once: its key-group hash is
+ * the body hash the buffer hash is derived from (sfs_wbuf_hash_kh, one
+ * multiply), and the value cache uses the buffer hash as it is
+ * (sfs_vcache_hash, state 0).  No call on the accepting path.
+ */
+static inline __attribute__((always_inline)) int key_ident(sfs_ctx_t *c, uint32_t state,
+							   uint32_t kind, uint64_t ns,
+							   const void *key, size_t klen,
+							   const char *op, uint32_t *pfx,
+							   uint64_t *h)
+{
+	uint64_t kh;
+	uint32_t kg;
+
+	*h = 0;	/* written on every path: the callers' compilers can see it */
+	*pfx = 0;
+	if (__builtin_expect(state >= SFS_MAX_STATES || c->kinds[state] != kind ||
+			     klen > SFS_KEY_MAX, 0))
+		return key_refused(c, state, kind, key, klen, op);
+	kh = sfs_key_hash(key, klen);
+	kg = kg_of(c, kh);
+	if (__builtin_expect(kg - c->kg_start > c->kg_span, 0))
+		return key_refused(c, state, kind, key, klen, op);
+	*pfx = sfs_key_prefix_word(kg, state);
+	*h = sfs_wbuf_hash_kh(ns, *pfx, klen + SFS_KEY_PREFIX, kh);
 	return (int)(klen + SFS_KEY_PREFIX);
+}
+
+/* kg | state | key into @out (room for SFS_KEY_PREFIX + @klen). */
+static inline void key_write(unsigned char *out, uint32_t pfx, const void *key, size_t klen)
+{
+	memcpy(out, &pfx, SFS_KEY_PREFIX);
+	sfs__wbuf_copy(out + SFS_KEY_PREFIX, key, klen);
+}
+
+/* key_ident, and the buffered key written to @out. */
+static inline __attribute__((always_inline)) int key_prep(sfs_ctx_t *c, uint32_t state,
+							  uint32_t kind, uint64_t ns,
+							  const void *key, size_t klen,
+							  const char *op, unsigned char *out,
+							  uint64_t *h)
+{
+	uint32_t pfx;
+	int n = key_ident(c, state, kind, ns, key, klen, op, &pfx, h);
+
+	if (n >= 0)
+		key_write(out, pfx, key, klen);
+	return n;
 }
 
 /* A write refused for room: spill the active buffer (seal it under the
@@ -647,52 +716,73 @@ static inline struct sfs_wbuf *active(sfs_ctx_t *c)
 	return c->buf[c->ctl->wc_active];
 }
 
+/* Drop the key (prefix word @pfx, user key @key) from the value cache.
+ * Only a key the cache can hold: it holds buffered keys of at most
+ * SFS_FILL_KEY_MAX bytes, and nothing when it is empty.  Writes the
+ * buffered key to c->kbuf when it does drop. */
+static inline void cache_drop(sfs_ctx_t *c, uint64_t h, uint64_t ns, uint32_t pfx,
+			      const void *key, size_t klen)
+{
+	if (c->cache && c->cache->vc_live && klen + SFS_KEY_PREFIX <= SFS_FILL_KEY_MAX) {
+		key_write(c->kbuf, pfx, key, klen);
+		(void)sfs_vcache_invalidate_h(c->cache, h, 0, ns, c->kbuf, klen + SFS_KEY_PREFIX);
+	}
+}
+
+/*
+ * A put drops the key from the value cache only when the key is new to the
+ * active buffer.  A key the active buffer holds cannot be in the cache: it
+ * was dropped when it entered this buffer, and a fill is applied only when
+ * the active buffer has no entry for its key (apply_fills).  So overwrites
+ * within an epoch pay nothing for the cache.
+ */
 int sfs_value_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		  const void *val, size_t vlen)
 {
-	int n = build_key(c, state, key, klen, SFS_STATE_VALUE, "put");
 	uint64_t h;
+	uint32_t pfx;
+	int n = key_ident(c, state, SFS_STATE_VALUE, ns, key, klen, "put", &pfx, &h), rc;
 
 	if (n < 0)
 		return n;
-	if (vlen > SFS_VALUE_MAX)
+	if (__builtin_expect(vlen > SFS_VALUE_MAX, 0))
 		return sfs__err(SFS_EUSAGE, "put: value of %zu bytes, at most %u", vlen, SFS_VALUE_MAX);
-	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
-	if (c->cache && c->cache->vc_live)	/* nothing cached: nothing to drop */
-		(void)sfs_vcache_invalidate(c->cache, 0, ns, c->kbuf, (size_t)n);
-	return WRITE_WITH_SPILL(c, sfs_wbuf_put_h(active(c), h, ns, c->kbuf, (size_t)n, val, vlen));
+	rc = WRITE_WITH_SPILL(c, sfs_wbuf_upsert_pk(active(c), h, ns, pfx, key, klen, val, vlen));
+	if (rc <= 0)
+		return rc;
+	cache_drop(c, h, ns, pfx, key, klen);	/* new to the active buffer */
+	return 0;
 }
 
 int sfs_value_delete(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen)
 {
-	int n = build_key(c, state, key, klen, SFS_STATE_VALUE, "delete");
 	uint64_t h;
+	uint32_t pfx;
+	int n = key_ident(c, state, SFS_STATE_VALUE, ns, key, klen, "delete", &pfx, &h);
 
 	if (n < 0)
 		return n;
-	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
-	if (c->cache && c->cache->vc_live)
-		(void)sfs_vcache_invalidate(c->cache, 0, ns, c->kbuf, (size_t)n);
+	cache_drop(c, h, ns, pfx, key, klen);
+	key_write(c->kbuf, pfx, key, klen);
 	return WRITE_WITH_SPILL(c, sfs_wbuf_delete_h(active(c), h, ns, c->kbuf, (size_t)n));
 }
 
 int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		    int64_t delta)
 {
-	int n = build_key(c, state, key, klen, SFS_STATE_COUNTER, "counter add");
 	uint64_t h;
+	int n = key_prep(c, state, SFS_STATE_COUNTER, ns, key, klen, "counter add", c->kbuf, &h);
 
 	if (n < 0)
 		return n;
-	h = sfs_wbuf_hash(ns, c->kbuf, (size_t)n);
 	return WRITE_WITH_SPILL(c, sfs_wbuf_merge_h(active(c), h, ns, c->kbuf, (size_t)n,
 						    c->seg.hdr->sh_states[state].sd_merge, delta));
 }
 
 /* ---- reads ------------------------------------------------------------------------ */
 
-/* Queue a cache fill for the key in c->kbuf (see apply_fills). */
-static void remember(sfs_ctx_t *c, const unsigned char *key, uint64_t ns, size_t n,
+/* Queue a cache fill for @key (see apply_fills). */
+static void remember(sfs_ctx_t *c, const unsigned char *key, uint64_t ns, uint64_t h, size_t n,
 		     const void *val, uint32_t vlen, int absent)
 {
 	struct sfs_fill *f;
@@ -701,6 +791,7 @@ static void remember(sfs_ctx_t *c, const unsigned char *key, uint64_t ns, size_t
 		return;
 	f = &c->fills[c->nfills++];
 	f->ns = ns;
+	f->h = h;
 	f->val = val;
 	f->vlen = vlen;
 	f->klen = (uint16_t)n;
@@ -734,42 +825,70 @@ static int64_t fold(const struct walk *w, int have, int64_t base, uint64_t tag)
 	return acc;
 }
 
+/* The value cache's answer for a value-state key no buffer holds: 1 with
+ * *@out set (and w->res) when it knows the key, 0 when the store must be
+ * asked.  Out of line: the buffer-hit path never calls it. */
+static __attribute__((noinline)) int walk_cache(sfs_ctx_t *c, const unsigned char *key, size_t n,
+						uint64_t ns, uint64_t h, struct sfs_view *out,
+						struct walk *w)
+{
+	struct sfs_vcache_view cv;
+
+	if (sfs_vcache_get_h(c->cache, h, 0, ns, key, n, &cv) != 0)
+		return 0;
+	out->data = cv.absent ? NULL : cv.value;
+	out->len = cv.absent ? 0 : cv.len;
+	w->res = !cv.absent;
+	return 1;
+}
+
 /*
- * Walk the buffers, newest first, and the cache for the composite key in
- * c->kbuf[0..n).  Sets w->done when they decide the answer; otherwise the
- * flushed store must be probed (and for a counter, w holds the deltas).
+ * Walk the buffers, newest first, and the cache for the composite key
+ * @key[0..n) whose buffer hash is @h.  Sets w->done when they decide the
+ * answer; otherwise the flushed store must be probed (and for a counter,
+ * w holds the deltas).  Inlined into each caller with @counter a constant:
+ * a value get that hits a buffer is this loop, the probe and two stores,
+ * with no call (the probe is sfs__wbuf_find, inline; a MERGE entry, which
+ * a value state never writes, is treated as the general path treats it).
  */
-static int walk(sfs_ctx_t *c, const unsigned char *key, size_t n, uint64_t ns, uint64_t h,
-		int counter, struct sfs_view *out, int64_t *sum, struct walk *w)
+static inline __attribute__((always_inline)) int walk(sfs_ctx_t *c, const unsigned char *key,
+						      size_t n, uint64_t ns, uint64_t h,
+						      int counter, struct sfs_view *out,
+						      int64_t *sum, struct walk *w)
 {
 	struct sfs_wctl *ctl = c->ctl;
 
 	w->done = 1;
 	w->nd = 0;
-	w->op = c->seg.hdr->sh_states[sfs_key_prefix_state(key)].sd_merge;
+	if (counter)
+		w->op = c->seg.hdr->sh_states[sfs_key_prefix_state(key)].sd_merge;
 	out->data = NULL;
 	out->len = 0;
 	for (unsigned k = 0; k < c->norder; k++) {
 		uint32_t i = c->order[k];
 		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
-		struct sfs_wbuf_view v;
+		const struct sfs_wbuf *b = c->buf[i];
+		const struct sfs_wbuf_entry *e;
+		uint64_t slot;
+		uint32_t kind;
 		int rc;
 
 		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE)
 			break;	/* flushed in seq order: all older ones are too */
-		if (sfs_load_relaxed(&c->buf[i]->wb_live) == 0)
+		if (sfs_load_relaxed(&b->wb_live) == 0)
 			continue;	/* empty (a fresh active buffer): skip the miss */
-		rc = sfs_wbuf_get_h(c->buf[i], h, ns, key, n, &v);
+		rc = sfs__wbuf_find(b, h, ns, key, (uint32_t)n, &e, &slot);
 		if (rc == -ENOENT)
 			continue;
 		if (rc < 0)
 			return w->res = rc;
-		if (v.kind == SFS_WBUF_MERGE) {
+		kind = sfs__wbuf_kindb(e) & SFS_WBUF_KIND_MASK;
+		if (kind == SFS_WBUF_MERGE) {
 			w->dseq[w->nd] = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].wb_seq;
-			w->dval[w->nd++] = sfs_wbuf_view_i64(&v);
+			w->dval[w->nd++] = (int64_t)sfs_load_relaxed((const uint64_t *)sfs__wbuf_value(e));
 			continue;
 		}
-		if (v.kind == SFS_WBUF_DELETE) {
+		if (kind == SFS_WBUF_DELETE) {
 			/* Shadows everything older; newer deltas fold over nothing. */
 			if (sum)
 				*sum = w->nd ? fold(w, 0, 0, 0) : 0;
@@ -777,37 +896,32 @@ static int walk(sfs_ctx_t *c, const unsigned char *key, size_t n, uint64_t ns, u
 		}
 		/* PUT: shadows everything older. */
 		if (counter) {
-			*sum = fold(w, 1, v.len == 8 ? sfs_wbuf_view_i64(&v) : 0, 0);
+			*sum = fold(w, 1, e->we_vlen == 8 ?
+				  (int64_t)sfs_load_relaxed((const uint64_t *)sfs__wbuf_value(e)) : 0,
+				    0);
 			return w->res = 1;
 		}
-		out->data = v.value;
-		out->len = v.len;
+		out->data = sfs__wbuf_value(e);
+		out->len = e->we_vlen;
 		return w->res = 1;
 	}
 	/* Value state: the cache answers what the store would. */
-	if (!counter && c->cache) {
-		struct sfs_vcache_view cv;
-
-		if (sfs_vcache_get(c->cache, 0, ns, key, n, &cv) == 0) {
-			out->data = cv.absent ? NULL : cv.value;
-			out->len = cv.absent ? 0 : cv.len;
-			return w->res = !cv.absent;
-		}
-	}
+	if (!counter && c->cache && walk_cache(c, key, n, ns, h, out, w))
+		return w->res;
 	w->done = 0;
 	return 0;
 }
 
-/* Finish a walk with the store's answer @r for the key in c->kbuf[0..n). */
-static int resolve(sfs_ctx_t *c, const unsigned char *key, size_t n, uint64_t ns, int counter,
-		   const struct sfs_probe_result *r, struct walk *w, struct sfs_view *out,
-		   int64_t *sum)
+/* Finish a walk with the store's answer @r for the key @key[0..n). */
+static int resolve(sfs_ctx_t *c, const unsigned char *key, size_t n, uint64_t ns, uint64_t h,
+		   int counter, const struct sfs_probe_result *r, struct walk *w,
+		   struct sfs_view *out, int64_t *sum)
 {
 	int64_t base = 0;
 
 	if (!counter) {
 		/* No buffer holds the key: the store's answer may be cached. */
-		remember(c, key, ns, n, r->found ? r->value : NULL, r->len, !r->found);
+		remember(c, key, ns, h, n, r->found ? r->value : NULL, r->len, !r->found);
 		out->data = r->found ? r->value : NULL;
 		out->len = r->found ? r->len : 0;
 		return r->found;
@@ -820,44 +934,145 @@ static int resolve(sfs_ctx_t *c, const unsigned char *key, size_t n, uint64_t ns
 	return r->found || w->nd;
 }
 
-/* One key through every layer: 1 found, 0 absent, < 0 error. */
-static int lookup(sfs_ctx_t *c, size_t n, uint64_t ns, int counter, struct sfs_view *out,
-		  int64_t *sum)
+/* The store's part of a lookup that the buffers and the cache left open. */
+static __attribute__((noinline)) int lookup_store(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h,
+						  int counter, struct sfs_view *out, int64_t *sum,
+						  struct walk *w)
 {
-	uint64_t h = sfs_wbuf_hash(ns, c->kbuf, n);
 	struct sfs_probe p = { .hash = h, .ns = ns, .key = c->kbuf, .klen = (uint32_t)n };
 	struct sfs_probe_result r;
+	int rc = c->tops->probe(c->tr, &p, 1, &r);
+
+	if (rc)
+		return rc;
+	return resolve(c, c->kbuf, n, ns, h, counter, &r, w, out, sum);
+}
+
+/* One key (in c->kbuf, hash @h) through every layer: 1 found, 0 absent,
+ * < 0 error. */
+static inline __attribute__((always_inline)) int lookup(sfs_ctx_t *c, size_t n, uint64_t ns,
+							uint64_t h, int counter,
+							struct sfs_view *out, int64_t *sum)
+{
 	struct walk w;
 	int rc = walk(c, c->kbuf, n, ns, h, counter, out, sum, &w);
 
 	if (w.done || rc < 0)
 		return w.res;
-	rc = c->tops->probe(c->tr, &p, 1, &r);
-	if (rc)
-		return rc;
-	return resolve(c, c->kbuf, n, ns, counter, &r, &w, out, sum);
+	return lookup_store(c, n, ns, h, counter, out, sum, &w);
 }
 
+/*
+ * The buffers' answer for a value-state key with buffer hash @h: 1 and
+ * *@out set (a PUT), 0 and *@out empty (a tombstone), -ENOENT when no
+ * buffer holds it (the cache and the store are next), or an error.  The
+ * key is @key[0..n) (@split 0), or the prefix word @pfx then @key[0..n)
+ * (@split 1: sfs__wbuf_find_pk, no scratch copy); @split is a constant at
+ * each call, so each gets its own code.  What walk() does for a value
+ * state, without a counter's bookkeeping (the deltas array that made
+ * walk() keep a 300-byte frame), and with no call: ~95 instructions of a
+ * get that hits the active buffer, probe included.  A MERGE entry (a
+ * value state never writes one) is skipped and any other kind reads as a
+ * PUT, as in walk().
+ */
+static inline __attribute__((always_inline)) int value_bufs_any(sfs_ctx_t *c, const void *key,
+								uint32_t n, uint32_t pfx, int split,
+								uint64_t ns, uint64_t h,
+								struct sfs_view *out)
+{
+	const struct sfs_wctl *ctl = c->ctl;
+	unsigned norder = c->norder;
+
+	for (unsigned k = 0; k < norder; k++) {
+		uint32_t i = c->order[k];
+		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+		const struct sfs_wbuf *b = c->buf[i];
+		const struct sfs_wbuf_entry *e;
+		uint64_t slot;
+		uint32_t kind;
+		int rc;
+
+		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE)
+			break;	/* flushed in seq order: all older ones are too */
+		if (sfs_load_relaxed(&b->wb_live) == 0)
+			continue;	/* empty (a fresh active buffer): skip the miss */
+		rc = split ? sfs__wbuf_find_pk(b, h, ns, pfx, key, n, &e, &slot)
+			   : sfs__wbuf_find(b, h, ns, key, n, &e, &slot);
+		if (rc == -ENOENT)
+			continue;
+		if (__builtin_expect(rc < 0, 0)) {
+			out->data = NULL;
+			out->len = 0;
+			return rc;
+		}
+		kind = sfs__wbuf_kindb(e) & SFS_WBUF_KIND_MASK;
+		if (kind == SFS_WBUF_DELETE) {
+			out->data = NULL;
+			out->len = 0;
+			return 0;
+		}
+		if (kind != SFS_WBUF_MERGE) {	/* PUT (anything else reads as one, as in walk) */
+			out->data = (const uint8_t *)(e + 1) + sfs__wbuf_pad8(split ? n + 4 : n);
+			out->len = e->we_vlen;
+			return 1;
+		}
+	}
+	return -ENOENT;
+}
+
+/* value_bufs_any of the buffered key @key[0..n). */
+static inline __attribute__((always_inline)) int value_bufs(sfs_ctx_t *c, const unsigned char *key,
+							    uint32_t n, uint64_t ns, uint64_t h,
+							    struct sfs_view *out)
+{
+	return value_bufs_any(c, key, n, 0, 0, ns, h, out);
+}
+
+/* A value get that no buffer answered: the cache, then the store.  Out of
+ * line, so the buffer-hit path saves no registers for it. */
+static __attribute__((noinline)) int value_below(sfs_ctx_t *c, size_t n, uint64_t ns, uint64_t h,
+						 struct sfs_view *out)
+{
+	struct walk w;	/* not "= { 0 }": that clears its 256 bytes of deltas */
+
+	w.nd = 0;
+	out->data = NULL;
+	out->len = 0;
+	if (c->cache && walk_cache(c, c->kbuf, n, ns, h, out, &w))
+		return w.res;
+	return lookup_store(c, n, ns, h, 0, out, NULL, &w);
+}
+
+/* The buffers are probed with the key in two parts (prefix word, user
+ * key: sfs__wbuf_find_pk); the buffered key is assembled only for the
+ * cache and the store. */
 int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		  struct sfs_view *out)
 {
-	int n = build_key(c, state, key, klen, SFS_STATE_VALUE, "get");
+	uint64_t h;
+	uint32_t pfx;
+	int n = key_ident(c, state, SFS_STATE_VALUE, ns, key, klen, "get", &pfx, &h), rc;
 
 	if (n < 0)
 		return n;
-	return lookup(c, (size_t)n, ns, 0, out, NULL);
+	rc = value_bufs_any(c, key, (uint32_t)klen, pfx, 1, ns, h, out);
+	if (rc != -ENOENT)
+		return rc;
+	key_write(c->kbuf, pfx, key, klen);
+	return value_below(c, (size_t)n, ns, h, out);
 }
 
 int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		    int64_t *out)
 {
 	struct sfs_view v;
-	int n = build_key(c, state, key, klen, SFS_STATE_COUNTER, "counter get");
+	uint64_t h;
+	int n = key_prep(c, state, SFS_STATE_COUNTER, ns, key, klen, "counter get", c->kbuf, &h);
 
 	if (n < 0)
 		return n;
 	*out = 0;
-	return lookup(c, (size_t)n, ns, 1, &v, out);
+	return lookup(c, (size_t)n, ns, h, 1, &v, out);
 }
 
 /*
@@ -895,27 +1110,25 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 
 		/* 1: keys, hashes, slot prefetches */
 		for (i = base; i < n && m < MG_BATCH; i++) {
-			int kn = build_key(c, state, keys[i].key, keys[i].klen, SFS_STATE_VALUE,
-					   "multiget");
+			uint64_t h;
+			int kn, alone = keys[i].klen > MG_KEYBYTES - SFS_KEY_PREFIX - used;
 
-			if (kn < 0) {
-				results[i] = kn;
-				errors++;
-				kb[m++].key = NULL;
-				continue;
-			}
-			if (used + (size_t)kn > MG_KEYBYTES) {
-				if (m)
-					break;	/* next chunk */
-				results[i] = lookup(c, (size_t)kn, keys[i].ns, 0, &views[i], NULL);
+			if (alone && m)
+				break;	/* next chunk */
+			/* The buffered key goes straight to the chunk's scratch
+			 * (or to c->kbuf for a key too long for it). */
+			kn = key_prep(c, state, SFS_STATE_VALUE, keys[i].ns, keys[i].key, keys[i].klen,
+				      "multiget", alone ? c->kbuf : kstore + used, &h);
+			if (kn < 0 || alone) {
+				results[i] = kn < 0 ? kn
+						    : lookup(c, (size_t)kn, keys[i].ns, h, 0, &views[i], NULL);
 				errors += results[i] < 0;
 				kb[m++].key = NULL;
 				continue;
 			}
-			memcpy(kstore + used, c->kbuf, (size_t)kn);
 			kb[m].key = kstore + used;
 			kb[m].len = (uint32_t)kn;
-			kb[m].h = sfs_wbuf_hash(keys[i].ns, kb[m].key, (size_t)kn);
+			kb[m].h = h;
 			if (act)
 				sfs_wbuf_prefetch(act, kb[m].h);
 			used += (size_t)kn;
@@ -930,13 +1143,18 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 		for (unsigned k = 0; k < m; k++) {
 			unsigned at = base + k;
 			struct walk w;
+			int rc;
 
 			if (!kb[k].key)
 				continue;
-			results[at] = walk(c, kb[k].key, kb[k].len, keys[at].ns, kb[k].h, 0, &views[at],
-					   NULL, &w);
-			if (w.done) {
-				errors += results[at] < 0;
+			w.nd = 0;
+			rc = value_bufs(c, kb[k].key, kb[k].len, keys[at].ns, kb[k].h, &views[at]);
+			if (rc == -ENOENT && c->cache &&
+			    walk_cache(c, kb[k].key, kb[k].len, keys[at].ns, kb[k].h, &views[at], &w))
+				rc = w.res;
+			if (rc != -ENOENT) {
+				results[at] = rc;
+				errors += rc < 0;
 				continue;
 			}
 			probes[np] = (struct sfs_probe){ .hash = kb[k].h, .ns = keys[at].ns,
@@ -948,12 +1166,13 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 			int rc = c->tops->probe(c->tr, probes, np, pr);
 
 			for (unsigned k = 0; k < np; k++) {
-				struct walk w = { .nd = 0 };
+				struct walk w;
 
+				w.nd = 0;	/* no deltas: a value state */
 				results[idx[k]] = rc ? rc
 						     : resolve(c, probes[k].key, probes[k].klen,
-							       probes[k].ns, 0, &pr[k], &w, &views[idx[k]],
-							       NULL);
+							       probes[k].ns, probes[k].hash, 0, &pr[k], &w,
+							       &views[idx[k]], NULL);
 				errors += results[idx[k]] < 0;
 			}
 		}

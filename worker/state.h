@@ -24,6 +24,11 @@ struct sfs_ctx {
 	struct sfs_proc_slot *slot;
 	uint32_t worker;
 	uint32_t par, maxp, kg_start, kg_end;
+	/* The ownership check of the hot path, precomputed at open: kg =
+	 * hash & kg_mask when max parallelism is a power of two (the default
+	 * 128: no division), else hash % maxp; owned iff kg - kg_start <=
+	 * kg_span (one unsigned compare). */
+	uint32_t kg_mask, kg_pow2, kg_span;
 	int restarted;                 /* the region existed: a restart */
 	int need_active;               /* sealed, but no free buffer yet */
 	uint64_t stall_timeout_ns;
@@ -43,6 +48,7 @@ struct sfs_ctx {
 	unsigned nfills;
 	struct sfs_fill {
 		uint64_t ns;
+		uint64_t h;            /* the key's buffer hash (= its cache hash) */
 		const void *val;       /* in the flushed store: valid until quiescent */
 		uint32_t vlen;
 		uint16_t klen;

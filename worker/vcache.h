@@ -118,7 +118,7 @@
 #include "shm/atomic.h"
 
 #define SFS_VCACHE_MAGIC   0x3143435653465304ull /* "\4SFSVCC1" little-endian */
-#define SFS_VCACHE_VERSION 1u
+#define SFS_VCACHE_VERSION 2u  /* 2: sfs_hash_key */
 
 #define SFS_VCACHE_KEY_MAX   (64u * 1024)          /* bytes, inclusive */
 #define SFS_VCACHE_VALUE_MAX (16u * 1024 * 1024)   /* bytes, inclusive (obj_max may be less) */
@@ -331,17 +331,17 @@ int sfs_vcache_verify(const struct sfs_vcache *c);
 
 
 /*
- * sfs_vcache_hash - 64-bit hash of (@state, @ns, @key): wyhash's structure
- * (128-bit multiply-fold over 16-byte strides, overlapping reads for the
- * tail) with state, namespace and length folded into the seed.  Fixed
- * seeds, so it is the same in every process.  Cost: ~2 multiplies per 16
- * key bytes + 3.
+ * sfs_vcache_hash - 64-bit hash of (@state, @ns, @key): common/hash.h's
+ * sfs_hash_key with namespace and state folded into the seed.  For state 0
+ * the seed is the namespace alone, so the hash is the write buffer's
+ * (sfs_wbuf_hash): the state layer, which caches buffered keys (kg | state
+ * | key) under state 0, passes the hash it already has to the _h forms.
+ * Fixed seeds, so it is the same in every process.  Cost: ~2 multiplies
+ * per 16 key bytes + 3.
  */
 static inline uint64_t sfs_vcache_hash(uint32_t state, uint64_t ns, const void *key, size_t klen)
 {
-	return sfs_hash_bytes(sfs_hash_mum(ns ^ SFS_HASH_P0,
-					   ((uint64_t)state << 32 | (klen & 0xffffffffu)) ^ SFS_HASH_P3),
-			      key, klen);
+	return sfs_hash_key(ns ^ sfs_hash_mum(state, SFS_HASH_P1), key, klen);
 }
 
 /* ---- internals shared by the inline get and vcache.c ---------------------- */

@@ -60,6 +60,10 @@ uint64_t sfs_wbuf_layout(void)
 	h = sfs_fp(h, SFS_WBUF_KEY_MAX);
 	h = sfs_fp(h, SFS_WBUF_VALUE_MAX);
 	h = sfs_fp(h, SFS_WBUF_CELL << 8 | SFS_WBUF_KIND_MASK);
+	/* The version stands for the hash too: the memory store in the same
+	 * segment is placed by it, so a segment of a build that hashed
+	 * differently is refused at attach, not misread. */
+	h = sfs_fp(h, SFS_WBUF_VERSION);
 	return h;
 }
 

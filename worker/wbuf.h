@@ -62,15 +62,22 @@
  * generation; amortized that is 8 B x 2^k / 65535 per reset.
  *
  * Probing.  Linear probing from hash & mask; the slot's 12-bit tag (hash
- * bits 52..63) skips nearly every foreign key without touching its entry.
+ * bits 52..63) skips nearly every foreign key without touching its entry:
+ * one compare of a slot's top 28 bits against (current generation | tag)
+ * picks the candidates, and only a mismatch looks at the generation alone
+ * (a free slot ends the probe).  A candidate's offset is bounds-checked
+ * before its header is read, and its lengths before its key is compared
+ * (inline, no memcmp call for keys up to 32 bytes).
  * Keys are never removed from the index (a delete is a tombstone entry), so
  * there are no deleted-slot markers.  The index refuses new keys beyond
  * max_entries (at most 3/4 of the slots): expected probes at that load are
  * 2.5 for a hit and 8.5 for a miss (slots only: 8 per cache line).
  *
  * Costs (hot path: put, delete, merge_add, get): no syscall, no lock, no
- * atomic RMW, no allocation; a put is a hash, a probe, one copy of key +
- * value into the arena, and a release store.
+ * atomic RMW, no allocation, no call (probe, append and the small copies
+ * are forced inline); a put is a hash, a probe, one copy of key + value
+ * into the arena, and a release store.  The hash is derived from the key
+ * group's hash of the user key when the caller has it (sfs_wbuf_hash_kh).
  *
  * Overhead per entry: 24 B header + padding of key and value to 8 B
  * (0..7 each) + one 8 B slot per live key at load <= 0.75 (>= 10.7 B per
@@ -98,9 +105,11 @@
  *    are immutable: what the compactor iterates is exact.
  *
  * Caveats: the hash (sfs_wbuf_hash) is part of the format: a build that
- * changes it must change SFS_WBUF_VERSION.  An owner that dies inside a put
- * leaves at most an unreferenced entry and counters off by one; the worker
- * drops its active buffer on a crash anyway (sfs_wbuf_reset or init).
+ * changes it must change SFS_WBUF_VERSION (the layout fingerprint, and so
+ * the segment's, includes it: the memory store is placed by this hash).
+ * An owner that dies inside a put leaves at most an unreferenced entry and
+ * counters off by one; the worker drops its active buffer on a crash
+ * anyway (sfs_wbuf_reset or init).
  */
 #ifndef SFS_WORKER_WBUF_H
 #define SFS_WORKER_WBUF_H
@@ -116,7 +125,7 @@
 #include "shm/atomic.h"
 
 #define SFS_WBUF_MAGIC   0x3146425753465303ull /* "\3SFSWBF1" little-endian */
-#define SFS_WBUF_VERSION 1u
+#define SFS_WBUF_VERSION 2u  /* 2: prefix + body hash (sfs_hash_prefixed) */
 
 #define SFS_WBUF_KEY_MAX   (64u * 1024)         /* bytes, inclusive */
 #define SFS_WBUF_VALUE_MAX (16u * 1024 * 1024)  /* bytes, inclusive */
@@ -125,6 +134,12 @@
 #define SFS_WBUF_ALIGN 64u
 /* The index starts right after the 128-byte header. */
 #define SFS_WBUF_INDEX_OFF 128u
+
+/* The probe, the append and the write checks are forced inline: gcc
+ * otherwise keeps one out-of-line copy of each, and each call, with seven
+ * or more arguments and its register saves, costs ~20-40 instructions of a
+ * get or put that is ~200 in all (callgrind, bench/RESULTS.md). */
+#define SFS__WBUF_HOT static inline __attribute__((always_inline))
 
 /* Entry kinds (low nibble of the kind byte) and flags. */
 enum {
@@ -346,14 +361,27 @@ int sfs__wbuf_notint(struct sfs_wbuf *b, uint32_t vlen);
 
 /*
  * sfs_wbuf_hash - the 64-bit hash of (namespace, key) that places a key in
- * the index: wyhash's structure (128-bit multiply-fold over 16-byte strides,
- * overlapping reads for the tail), namespace and length folded into the
- * seed.  Fixed seed: every process computes the same hash.  Part of the
- * format.  Cost: ~2 multiplies per 16 key bytes.
+ * the index.  A key of 4 bytes or more is hashed as prefix + body
+ * (common/hash.h: sfs_hash_prefixed over sfs_hash_body of the bytes after
+ * the first 4, namespace as the seed): for a buffered key (kg | state |
+ * user key) the body hash is the key-group hash of the user key, which the
+ * state layer has already computed, so it passes that to sfs_wbuf_hash_kh
+ * and hashes each key once.  Shorter keys (never the state layer's) take
+ * sfs_hash_bytes with (namespace, length) as the seed.  Fixed seeds: every
+ * process computes the same hash.  Part of the format.  Cost: ~2
+ * multiplies per 16 key bytes + 2.
  */
 static inline uint64_t sfs_wbuf_hash(uint64_t ns, const void *key, size_t klen)
 {
-	return sfs_hash_bytes(sfs_hash_mum(ns ^ SFS_HASH_P0, (uint64_t)klen ^ SFS_HASH_P2), key, klen);
+	return sfs_hash_key(ns, key, klen);
+}
+
+/* sfs_wbuf_hash of a key of @klen >= 4 bytes whose first 4 bytes are the
+ * native u32 @pfx and whose remaining bytes hash to @bh (sfs_hash_body).
+ * Two multiplies. */
+static inline uint64_t sfs_wbuf_hash_kh(uint64_t ns, uint32_t pfx, size_t klen, uint64_t bh)
+{
+	return sfs_hash_prefixed(ns, pfx, klen, bh);
 }
 
 /* The hash the non-_h wrappers use: an over-long key (refused or never
@@ -440,6 +468,53 @@ static inline const struct sfs_wbuf_entry *sfs__wbuf_entry(const struct sfs_wbuf
 	return e;
 }
 
+/*
+ * Are the @n bytes at @a and @b equal?  Keys of 4..32 bytes (every key of
+ * the hot paths) are compared inline with overlapping word loads that never
+ * read outside either range, instead of a call to memcmp (~18 instructions
+ * of call and dispatch for a 20-byte key); longer ones call memcmp.
+ */
+SFS__WBUF_HOT int sfs__wbuf_keyeq(const void *a, const void *b, size_t n)
+{
+	const uint8_t *x = a, *y = b;
+
+	if (n >= 8 && n <= 16)
+		return ((sfs__hash_r64(x) ^ sfs__hash_r64(y)) |
+			(sfs__hash_r64(x + n - 8) ^ sfs__hash_r64(y + n - 8))) == 0;
+	if (n > 16 && n <= 32)
+		return ((sfs__hash_r64(x) ^ sfs__hash_r64(y)) |
+			(sfs__hash_r64(x + 8) ^ sfs__hash_r64(y + 8)) |
+			(sfs__hash_r64(x + n - 16) ^ sfs__hash_r64(y + n - 16)) |
+			(sfs__hash_r64(x + n - 8) ^ sfs__hash_r64(y + n - 8))) == 0;
+	if (n >= 4 && n < 8)
+		return ((sfs__hash_r32(x) ^ sfs__hash_r32(y)) |
+			(sfs__hash_r32(x + n - 4) ^ sfs__hash_r32(y + n - 4))) == 0;
+	return memcmp(a, b, n) == 0;
+}
+
+/* memcpy of @n bytes between ranges that do not overlap, inline for 8..32
+ * bytes (overlapping word moves), a call beyond. */
+SFS__WBUF_HOT void sfs__wbuf_copy(void *dst, const void *src, size_t n)
+{
+	uint8_t *d = dst;
+	const uint8_t *p = src;
+
+	if (n >= 8 && n <= 32) {
+		uint64_t w0 = sfs__hash_r64(p), w3 = sfs__hash_r64(p + n - 8);
+
+		if (n > 16) {
+			uint64_t w1 = sfs__hash_r64(p + 8), w2 = sfs__hash_r64(p + n - 16);
+
+			memcpy(d + 8, &w1, 8);
+			memcpy(d + n - 16, &w2, 8);
+		}
+		memcpy(d, &w0, 8);
+		memcpy(d + n - 8, &w3, 8);
+		return;
+	}
+	memcpy(dst, src, n);
+}
+
 static inline void sfs__wbuf_fill(const struct sfs_wbuf *b, const struct sfs_wbuf_entry *e,
 				  struct sfs_wbuf_view *v)
 {
@@ -457,42 +532,93 @@ static inline void sfs__wbuf_fill(const struct sfs_wbuf *b, const struct sfs_wbu
 }
 
 /*
- * Probe for (@h, @ns, @key): 0 with the entry in *@e and its slot in *@slot;
+ * sfs__wbuf_find - probe for (@h, @ns, @key): 0 with the entry in *@e and its slot in *@slot;
  * -ENOENT with the first free slot in *@slot; SFS_ECORRUPT if a slot with a
- * matching tag points outside the arena or no free slot ends the probe.
+ * matching tag points outside the arena, or an entry whose header matches
+ * claims bytes beyond it, or no free slot ends the probe.
  * Acquire loads of the slots (plain loads on x86-64): the owner and readers
  * share this code.
+ *
+ * The hot loop: one compare of a slot's top 28 bits (generation | tag)
+ * against the wanted pair decides "maybe this key" in one step; only a
+ * mismatch looks at the generation alone (a free slot ends the probe).  A
+ * candidate's offset is bounds-checked before its header is read, its
+ * length before its key is read, so a stale or foreign slot is a miss or
+ * SFS_ECORRUPT, never a wild read.  Key compare inline (sfs__wbuf_keyeq).
+ * About 25 instructions for a hit at the home slot.
  */
-static inline int sfs__wbuf_find(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
-				 const void *key, uint32_t klen, const struct sfs_wbuf_entry **e,
-				 uint64_t *slot)
+SFS__WBUF_HOT int sfs__wbuf_probe(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
+				  const void *key, uint32_t klen, uint32_t pfx, int split,
+				  const struct sfs_wbuf_entry **e, uint64_t *slot)
 {
 	const uint64_t *slots = sfs__wbuf_slots(b);
 	uint64_t gen = sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_gen);
-	uint64_t mask = ((uint64_t)1 << b->wb_bits) - 1, tag = sfs__wbuf_tag(h);
-	uint64_t i = h & mask;
+	uint64_t mask = ((uint64_t)1 << b->wb_bits) - 1, size = b->wb_size;
+	uint64_t want = gen << SFS_WBUF_TAG_BITS | sfs__wbuf_tag(h);
+	uint64_t lo = b->wb_arena_off, span = size - SFS_WBUF_ENTRY_HDR - lo;
+	uint32_t kl = split ? klen + 4 : klen;  /* the stored key's length */
+	uint64_t kend = SFS_WBUF_ENTRY_HDR + sfs__wbuf_pad8(kl);  /* header + padded key */
+	uint64_t i = h & mask, w;
 
 	for (uint64_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
-		uint64_t w = sfs_load_acquire(&((uint64_t *)slots)[i]);
+		uint64_t top, off;
 		const struct sfs_wbuf_entry *x;
 
-		if (sfs__wbuf_slot_gen(w) != gen) {
-			*slot = i;
-			return -ENOENT;
-		}
-		if (sfs__wbuf_slot_tag(w) != tag)
+		w = sfs_load_acquire(&((uint64_t *)slots)[i]);
+		top = w >> SFS_WBUF_OFF_BITS;
+
+		if (top != want) {
+			if (top >> SFS_WBUF_TAG_BITS != gen) {
+				*e = NULL;
+				*slot = i;
+				return -ENOENT;
+			}
 			continue;
-		x = sfs__wbuf_entry(b, w);
-		if (__builtin_expect(!x, 0))
-			return sfs__wbuf_corrupt(b, i, w);
-		if (x->we_hash == h && x->we_ns == ns && sfs__wbuf_klen(x) == klen &&
-		    memcmp(x + 1, key, klen) == 0) {
+		}
+		off = sfs__wbuf_slot_off(w);
+		x = (const struct sfs_wbuf_entry *)((const char *)b + off);
+		if (__builtin_expect(off - lo > span, 0))	/* below the arena wraps too */
+			goto corrupt;
+		if (x->we_hash != h || x->we_ns != ns || sfs__wbuf_klen(x) != kl)
+			continue;
+		/* entry_size > size - off, in one add: size - off is a multiple
+		 * of 8, so padding the value to 8 changes nothing. */
+		if (__builtin_expect(kend + x->we_vlen > size - off, 0))
+			goto corrupt;
+		if (split ? (uint32_t)sfs__hash_r32((const uint8_t *)(x + 1)) == pfx &&
+				    sfs__wbuf_keyeq((const uint8_t *)(x + 1) + 4, key, klen)
+			  : sfs__wbuf_keyeq(x + 1, key, klen)) {
 			*e = x;
 			*slot = i;
 			return 0;
 		}
 	}
-	return sfs__wbuf_corrupt(b, i, 0);
+	w = 0;	/* no free slot ends the probe */
+corrupt:
+	*e = NULL;
+	*slot = i;
+	return sfs__wbuf_corrupt(b, i, w);
+}
+
+SFS__WBUF_HOT int sfs__wbuf_find(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
+				 const void *key, uint32_t klen, const struct sfs_wbuf_entry **e,
+				 uint64_t *slot)
+{
+	return sfs__wbuf_probe(b, h, ns, key, klen, 0, 0, e, slot);
+}
+
+/*
+ * sfs__wbuf_find_pk - sfs__wbuf_find of the key @pfx | @ukey (@ulen + 4
+ * bytes), given in two parts: the 4-byte prefix as a native u32 and the
+ * rest where the caller has it.  The state layer's keys are kg | state |
+ * user key; this spares it assembling them in a scratch buffer before a
+ * probe that usually answers from the buffer.
+ */
+SFS__WBUF_HOT int sfs__wbuf_find_pk(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
+				    uint32_t pfx, const void *ukey, uint32_t ulen,
+				    const struct sfs_wbuf_entry **e, uint64_t *slot)
+{
+	return sfs__wbuf_probe(b, h, ns, ukey, ulen, pfx, 1, e, slot);
 }
 
 /* ---- reads (any process) ------------------------------------------------ */
@@ -553,6 +679,15 @@ static inline int64_t sfs_wbuf_view_i64(const struct sfs_wbuf_view *v)
 
 /* ---- writes (owner only) ------------------------------------------------ */
 
+/* A key in two parts (sfs_wbuf_upsert_pk): append's @key points to this
+ * when its kind byte carries SFS__WBUF_SPLIT, a flag of the call only
+ * (never stored: SFS_WBUF_CELL and the kind leave it free). */
+struct sfs__wbuf_pk {
+	uint32_t pfx;
+	const void *ukey;
+};
+#define SFS__WBUF_SPLIT 0x80u
+
 /*
  * Append an entry and publish it in @slot (the key's slot if @old, else the
  * free slot the probe ended at).  Checks capacity first: a refused write
@@ -560,7 +695,7 @@ static inline int64_t sfs_wbuf_view_i64(const struct sfs_wbuf_view *v)
  */
 /* Append an entry whose value is @val (@vlen) followed by @val2 (@vlen2:
  * a header and a payload written without staging them together). */
-static inline int sfs__wbuf_append2(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
+SFS__WBUF_HOT int sfs__wbuf_append2(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
 				    uint32_t klen, const void *val, uint32_t vlen, const void *val2,
 				    uint32_t vlen2, uint32_t kindb, uint64_t slot,
 				    const struct sfs_wbuf_entry *old, const char *op, uint64_t *at)
@@ -575,13 +710,20 @@ static inline int sfs__wbuf_append2(struct sfs_wbuf *b, uint64_t h, uint64_t ns,
 	e = (struct sfs_wbuf_entry *)((char *)b + top);
 	e->we_hash = h;
 	e->we_ns = ns;
-	e->we_kf = klen | kindb << 24;
+	e->we_kf = klen | (kindb & ~SFS__WBUF_SPLIT) << 24;
 	e->we_vlen = vlen + vlen2;
-	memcpy(e + 1, key, klen);
+	if (kindb & SFS__WBUF_SPLIT) {	/* @key is the prefix word, then the rest */
+		const struct sfs__wbuf_pk *pk = key;
+
+		memcpy(e + 1, &pk->pfx, 4);
+		sfs__wbuf_copy((uint8_t *)(e + 1) + 4, pk->ukey, klen - 4);
+	} else {
+		sfs__wbuf_copy(e + 1, key, klen);
+	}
 	if (vlen)
-		memcpy(sfs__wbuf_value(e), val, vlen);
+		sfs__wbuf_copy((uint8_t *)(e + 1) + sfs__wbuf_pad8(klen), val, vlen);
 	if (vlen2)
-		memcpy(sfs__wbuf_value(e) + vlen, val2, vlen2);
+		memcpy((uint8_t *)(e + 1) + sfs__wbuf_pad8(klen) + vlen, val2, vlen2);
 	if (at)
 		*at = top;
 	sfs_store_relaxed(&b->wb_top, top + need);
@@ -595,7 +737,7 @@ static inline int sfs__wbuf_append2(struct sfs_wbuf *b, uint64_t h, uint64_t ns,
 	return 0;
 }
 
-static inline int sfs__wbuf_append(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
+SFS__WBUF_HOT int sfs__wbuf_append(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
 				   uint32_t klen, const void *val, uint32_t vlen, uint32_t kindb,
 				   uint64_t slot, const struct sfs_wbuf_entry *old, const char *op)
 {
@@ -603,12 +745,60 @@ static inline int sfs__wbuf_append(struct sfs_wbuf *b, uint64_t h, uint64_t ns, 
 				 NULL);
 }
 
-static inline int sfs__wbuf_check(struct sfs_wbuf *b, const char *op, size_t klen, size_t vlen)
+SFS__WBUF_HOT int sfs__wbuf_check(struct sfs_wbuf *b, const char *op, size_t klen, size_t vlen)
 {
 	if (__builtin_expect(klen > SFS_WBUF_KEY_MAX || vlen > SFS_WBUF_VALUE_MAX ||
 			     b->wb_sealed, 0))
 		return sfs__wbuf_refuse(b, op, klen, vlen);
 	return 0;
+}
+
+/*
+ * sfs_wbuf_upsert_h - sfs_wbuf_put_h that says what it did: 1 when the key
+ * is new to this buffer, 0 when its entry was replaced, or put's errors.
+ * (The state layer drops a key from its value cache only when it is new to
+ * the active buffer: a key the active buffer holds cannot be cached.)
+ */
+SFS__WBUF_HOT int sfs_wbuf_upsert_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
+				    size_t klen, const void *val, size_t vlen)
+{
+	const struct sfs_wbuf_entry *old = NULL;
+	uint64_t slot;
+	int rc = sfs__wbuf_check(b, "put", klen, vlen);
+
+	if (rc)
+		return rc;
+	rc = sfs__wbuf_find(b, h, ns, key, (uint32_t)klen, &old, &slot);
+	if (rc && rc != -ENOENT)
+		return rc;
+	old = rc ? NULL : old;
+	rc = sfs__wbuf_append(b, h, ns, key, (uint32_t)klen, val, (uint32_t)vlen, SFS_WBUF_PUT, slot,
+			      old, "put");
+	return rc ? rc : !old;
+}
+
+/*
+ * sfs_wbuf_upsert_pk - sfs_wbuf_upsert_h of the key @pfx | @ukey (@ulen +
+ * 4 bytes; see sfs__wbuf_find_pk): the two parts are copied straight into
+ * the entry.  Owner only.
+ */
+SFS__WBUF_HOT int sfs_wbuf_upsert_pk(struct sfs_wbuf *b, uint64_t h, uint64_t ns, uint32_t pfx,
+				     const void *ukey, size_t ulen, const void *val, size_t vlen)
+{
+	const struct sfs_wbuf_entry *old = NULL;
+	struct sfs__wbuf_pk pk = { pfx, ukey };
+	uint64_t slot;
+	int rc = sfs__wbuf_check(b, "put", ulen + 4, vlen);
+
+	if (rc)
+		return rc;
+	rc = sfs__wbuf_find_pk(b, h, ns, pfx, ukey, (uint32_t)ulen, &old, &slot);
+	if (rc && rc != -ENOENT)
+		return rc;
+	old = rc ? NULL : old;
+	rc = sfs__wbuf_append(b, h, ns, &pk, (uint32_t)ulen + 4, val, (uint32_t)vlen,
+			      SFS_WBUF_PUT | SFS__WBUF_SPLIT, slot, old, "put");
+	return rc ? rc : !old;
 }
 
 /*
@@ -622,17 +812,9 @@ static inline int sfs__wbuf_check(struct sfs_wbuf *b, const char *op, size_t kle
 static inline int sfs_wbuf_put_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const void *key,
 				 size_t klen, const void *val, size_t vlen)
 {
-	const struct sfs_wbuf_entry *old = NULL;
-	uint64_t slot;
-	int rc = sfs__wbuf_check(b, "put", klen, vlen);
+	int rc = sfs_wbuf_upsert_h(b, h, ns, key, klen, val, vlen);
 
-	if (rc)
-		return rc;
-	rc = sfs__wbuf_find(b, h, ns, key, (uint32_t)klen, &old, &slot);
-	if (rc && rc != -ENOENT)
-		return rc;
-	return sfs__wbuf_append(b, h, ns, key, (uint32_t)klen, val, (uint32_t)vlen, SFS_WBUF_PUT, slot,
-				rc ? NULL : old, "put");
+	return rc > 0 ? 0 : rc;
 }
 
 /*
