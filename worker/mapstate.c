@@ -166,9 +166,11 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 		return rc;
 	if (rc)
 		old = NULL;
-	/* On the chain already: written in this buffer after its last clear. */
+	/* On the chain already: written in this buffer after its last clear.
+	 * A clear records the arena top, where the next entry goes: an entry
+	 * at or above it came after the clear. */
 	chained = old && hd &&
-		  (uint64_t)((const char *)old - (const char *)b) > sfs_load_relaxed(&hd->mh_clear_pos);
+		  (uint64_t)((const char *)old - (const char *)b) >= sfs_load_relaxed(&hd->mh_clear_pos);
 	if (!chained)
 		me.me_prev = hd ? sfs_load_relaxed(&hd->mh_latest) : 0;
 	rc = sfs__wbuf_append2(b, he, ns, c->kbuf, (uint32_t)mlen, &me, sizeof(me), val,
@@ -271,7 +273,7 @@ static int get(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_v
 
 		cleared = head_of(b, parent.hash, ns, c->kbuf, plen, &hd) && hd.mh_clear_pos;
 		if (sfs_wbuf_get_h(b, he, ns, c->kbuf, plen + ulen, &v) == 0 &&
-		    (!cleared || v.off > hd.mh_clear_pos)) {
+		    (!cleared || v.off >= hd.mh_clear_pos)) {
 			struct sfs_map_ent me;
 
 			memcpy(&me, v.value, sizeof(me));
