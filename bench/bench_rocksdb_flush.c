@@ -14,7 +14,21 @@
  * (kg | state | ns | 8-byte id, 20 B), values 32 B.  Prints entries/s of
  * each and the ratio ingest/batch (> 1: ingest is faster).
  * Usage: bench_rocksdb_flush [dir (default /tmp)]
+ *
+ * The flush loop through the real target (`target DIR [BUFFERS] [ENTRIES]`):
+ * target/rocksdb.c's writer, driven as the compactor's loop drives it
+ * (apply in pieces of 64 entries, commit polled every millisecond while
+ * it says -EAGAIN), BUFFERS buffers of ENTRIES entries (half value puts of
+ * 32 B, half counter merges; ids drawn from a key space that grows each
+ * buffer, so RocksDB compacts as it goes) while a thread spins on the
+ * other core as a worker would.  Prints one line: entries/s, the latency
+ * of the loop's calls (p50/p99/max: how long the loop is away from every
+ * other worker), and per buffer (seal to committed).  The knobs come from
+ * the environment (target/rocksdb.c: SFS_RDBT_*), one configuration per
+ * process: RocksDB's thread pools are per process and keep what an
+ * earlier configuration set.  bench/rocksdb_ablation.sh runs it.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +38,26 @@
 #include <rocksdb/c.h>
 
 #include "common/clock.h"
+#include "common/err.h"
+#include "sfs.h"
+#include "shm/proc.h"
+#include "shm/segment.h"
+#include "target/rocksdb.h"
+#include "worker/keygroup.h"
+#include "worker/state.h"
 
 #define KLEN 20
 #define VLEN 32
+
+/* splitmix64 */
+static uint64_t th_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
 
 static int check(char **err, const char *what)
 {
@@ -72,10 +103,177 @@ static rocksdb_t *open_db(const char *path, rocksdb_options_t *o)
 	return check(&err, "open") ? NULL : db;
 }
 
+/* ---- the flush loop through the target -------------------------------------- */
+
+struct tent {
+	unsigned char key[SFS_KEY_PREFIX + 8];
+	int64_t val[4];         /* 32 B value, or val[0] the counter delta */
+	int counter;
+};
+
+static int tent_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct tent *)a)->key, ((const struct tent *)b)->key,
+		      sizeof(((const struct tent *)a)->key));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static volatile int spin_stop;
+
+static void *spinner(void *arg)
+{
+	volatile uint64_t n = 0;
+
+	(void)arg;
+	while (!spin_stop)
+		n++;
+	return NULL;
+}
+
+static uint64_t pct(uint64_t *v, size_t n, double p)
+{
+	return n ? v[(size_t)((double)(n - 1) * p)] : 0;
+}
+
+static int target_bench(const char *dir, unsigned nbuf, unsigned n)
+{
+	struct sfs_worker_opts wo = { .buffers = 2, .buffer_bytes = 1 << 20, .buffer_keys = 1024,
+				      .flags = SFS_WORKER_NO_CACHE };
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view *v;
+	struct tent *e;
+	struct sfs_seg seg;
+	sfs_ctx_t *c;
+	uint32_t sv, sc;
+	char job[64];
+	uint64_t *lat, *blat, nlat = 0, seed = 42, t_all, entries = 0;
+	size_t lcap = (size_t)nbuf * (n / 64 + 4096);
+	pthread_t th;
+	char cmd[600];
+
+	snprintf(job, sizeof(job), "bench-rdbt-%d", (int)getpid());
+	if (sfs_seg_create(job, 0, 64u << 20, 1, &seg)) {
+		fprintf(stderr, "bench_rocksdb_flush: %s\n", sfs_last_error());
+		return 1;
+	}
+	snprintf(seg.hdr->sh_backend, sizeof(seg.hdr->sh_backend), "rocksdb");
+	snprintf(seg.hdr->sh_data_dir, sizeof(seg.hdr->sh_data_dir), "%s/bench-rdbt-target.%d", dir,
+		 (int)getpid());
+	if (sfs_worker_open(job, 0, 0, &wo, &c) || sfs_state_register(c, "v", SFS_STATE_VALUE, &sv) ||
+	    sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc) ||
+	    sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot) ||
+	    sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w)) {
+		fprintf(stderr, "bench_rocksdb_flush: %s\n", sfs_last_error());
+		return 1;
+	}
+	e = calloc(n, sizeof(*e));
+	v = calloc(n, sizeof(*v));
+	lat = calloc(lcap, sizeof(*lat));
+	blat = calloc(nbuf, sizeof(*blat));
+	if (!e || !v || !lat || !blat)
+		return 1;
+	pthread_create(&th, NULL, spinner, NULL);
+	t_all = sfs_now_ns();
+	for (unsigned b = 0; b < nbuf; b++) {
+		uint64_t space = (uint64_t)(b + 1) * n, t0;
+		unsigned m = 0;
+		int rc;
+
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t id = th_next(&seed) % space;
+			unsigned char k8[8];
+			uint32_t sid = (i & 1) ? sc : sv;
+
+			for (int j = 0; j < 8; j++)
+				k8[j] = (unsigned char)(id >> (56 - 8 * j));
+			sfs_key_prefix(e[i].key, sfs_key_group(k8, 8, SFS_MAX_PARALLELISM_DEFAULT), sid);
+			memcpy(e[i].key + SFS_KEY_PREFIX, k8, 8);
+			e[i].counter = sid == sc;
+			e[i].val[0] = (int64_t)id;
+			e[i].val[1] = (int64_t)b;
+		}
+		qsort(e, n, sizeof(*e), tent_cmp);	/* the buffer's sort, one entry per key */
+		for (unsigned i = 0; i < n; i++) {
+			if (m && memcmp(e[i].key, v[m - 1].key, sizeof(e[i].key)) == 0)
+				continue;
+			v[m++] = (struct sfs_wbuf_view){
+				.value = e[i].val, .key = e[i].key, .len = e[i].counter ? 8 : 32,
+				.klen = sizeof(e[i].key),
+				.kind = e[i].counter ? SFS_WBUF_MERGE : SFS_WBUF_PUT };
+		}
+		entries += m;
+		t0 = sfs_now_ns();
+		for (unsigned i = 0; i < m; i += 64) {
+			uint64_t s0 = sfs_now_ns();
+
+			if (sfs_target_rocksdb.apply(w, v + i, m - i < 64 ? m - i : 64, b + 1)) {
+				fprintf(stderr, "bench_rocksdb_flush: apply: %s\n", sfs_last_error());
+				return 1;
+			}
+			if (nlat < lcap)
+				lat[nlat++] = sfs_now_ns() - s0;
+		}
+		for (;;) {
+			uint64_t s0 = sfs_now_ns();
+
+			rc = sfs_target_rocksdb.commit(w, b + 1);
+			if (nlat < lcap)
+				lat[nlat++] = sfs_now_ns() - s0;
+			if (rc != -EAGAIN)
+				break;
+			sfs_ctx_quiescent(c);
+			(void)sfs_target_rocksdb.busy(w);
+			usleep(1000);
+		}
+		if (rc) {
+			fprintf(stderr, "bench_rocksdb_flush: commit: %s\n", sfs_last_error());
+			return 1;
+		}
+		blat[b] = sfs_now_ns() - t0;
+		sfs_ctx_quiescent(c);
+		(void)sfs_target_rocksdb.busy(w);
+	}
+	t_all = sfs_now_ns() - t_all;
+	spin_stop = 1;
+	pthread_join(th, NULL);
+	qsort(lat, nlat, sizeof(*lat), cmp_u64);
+	qsort(blat, nbuf, sizeof(*blat), cmp_u64);
+	printf("target %u buffers x %u entries: %.0f entries/s; loop call ms p50 %.3f p99 %.3f max "
+	       "%.3f; buffer ms p50 %.1f p99 %.1f max %.1f\n",
+	       nbuf, n, entries / (t_all / 1e9), pct(lat, nlat, 0.5) / 1e6, pct(lat, nlat, 0.99) / 1e6,
+	       lat[nlat - 1] / 1e6, pct(blat, nbuf, 0.5) / 1e6, pct(blat, nbuf, 0.99) / 1e6,
+	       blat[nbuf - 1] / 1e6);
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", seg.hdr->sh_data_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench_rocksdb_flush: cannot remove %s\n", seg.hdr->sh_data_dir);
+	sfs_seg_detach(&seg);
+	sfs_seg_destroy(job, 0);
+	free(e);
+	free(v);
+	free(lat);
+	free(blat);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : "/tmp";
-	static const uint64_t sizes[] = { 1000, 10000, 100000, 300000 };
+
+	if (argc > 2 && strcmp(argv[1], "target") == 0)
+		return target_bench(argv[2], argc > 3 ? (unsigned)atoi(argv[3]) : 40,
+				    argc > 4 ? (unsigned)atoi(argv[4]) : 100000);
+	static const uint64_t sizes[] = { 250, 500, 1000, 2000, 4000, 10000, 100000, 300000 };
 	char pb[512], pi[512], sst[600];
 	unsigned char k[KLEN], v[VLEN];
 	rocksdb_options_t *o = rocksdb_options_create();

@@ -2,32 +2,55 @@
  * rocksdb.c — the `rocksdb` flush target (layout and files: rocksdb.h).
  *
  * Writing (the compactor, the only writer of each instance).  apply()
- * appends a sealed buffer's entries to one WriteBatch (several calls per
- * buffer; a failed call is rolled back to its save point, so the flush
- * loop's retry from the same position never appends twice).  commit(seq)
- * adds each touched column family's "applied" marker (= seq) to the batch,
- * writes it with the WAL off and flushes the memtables (atomic_flush: every
- * column family in one MANIFEST edit) before it returns.  So:
+ * stages a sealed buffer's entries per state, process-locally (several
+ * calls per buffer; a failed call is rolled back to its save point, so the
+ * flush loop's retry from the same position never stages twice).
+ * commit(seq) then writes each state one of two ways, in bounded steps
+ * (-EAGAIN: call again):
+ *  - a state with at least ingest_min entries in the buffer (default
+ *    INGEST_MIN_DEFAULT, measured: bench/RESULTS.md, issue 5): one SST
+ *    (SstFileWriter, the entries in key order, its "applied" marker = seq
+ *    as the last key), ingested into its column family (a link and one
+ *    MANIFEST edit, no memtable, no flush);
+ *  - the other states: one WriteBatch of their entries and markers, WAL
+ *    off, then their memtables flushed (atomic_flush: one MANIFEST edit).
+ * So:
  *  - durable at commit: the compactor frees the buffer after a grace
  *    period, and a kill -9 after commit loses nothing (the data is in SST
- *    files and the MANIFEST; the memtable was the only volatile copy);
- *  - exactly once: a buffer's entries and its markers reach the files
- *    together, or not at all.  A redone flush (compactor restarted, or
- *    apply called again for a seq already committed) skips every entry of
- *    a state whose marker is >= seq, so a counter merge is never applied
- *    twice;
+ *    files and the MANIFEST; a memtable was the only volatile copy);
+ *  - exactly once, per state: a state's entries and its marker reach the
+ *    files together (one ingested file, or one batch and its flush), or
+ *    not at all.  A redone flush (compactor restarted, a commit retried
+ *    after an error, apply called again for a seq already committed) skips
+ *    every entry of a state whose marker is >= seq, so a counter merge is
+ *    never applied twice, also when a kill fell between two states'
+ *    ingests;
  *  - visible to secondaries: with the WAL off a secondary sees only SST
- *    files, so the flush at commit is also what publishes the version;
- *    rp_published is bumped after it.
+ *    files, so the ingest or flush is also what publishes the version;
+ *    rp_published is bumped after the whole buffer is in.
  * Counters are RocksDB merges (the state's sd_merge: add/max/min on int64),
  * so a flush never reads.  A map clear (mh_clear_pos in the buffer's head)
- * is a DeleteRange over the map's range in that namespace, written before
- * the buffer's surviving entries of that map.
+ * is a DeleteRange over the map's range in that namespace: in a batch
+ * written before the buffer's surviving entries of that map; in an SST a
+ * range tombstone with the file's one sequence number, which covers only
+ * older entries, so those same entries survive it.
  *
- * Cost of durability: one memtable flush (an L0 file per touched column
- * family, fdatasync'ed by RocksDB) per committed buffer.  Buffers are large
+ * Failures (disk full, EFBIG, an I/O error): the commit fails loudly (the
+ * instance, the file and RocksDB's status in the compactor's log, when it
+ * starts, every 10 s while it lasts, and when it ends; rp_errors counts
+ * attempts), the buffer stays sealed (its worker back-pressures) and the
+ * commit is retried from the staged copy with a back-off (10 ms doubling
+ * to 1 s).  A failed write, flush or ingest may leave RocksDB stopped on a
+ * background error, with writes in its memtables that never became
+ * durable: the instance is closed and opened again before the retry, and
+ * the markers on disk say which states still need writing.  Nothing
+ * committed is touched.  An L0 backlog (compaction behind) makes commit
+ * wait (-EAGAIN) instead of stalling inside RocksDB.
+ *
+ * Cost of durability: per committed buffer, one SST per large state and
+ * one memtable flush for the rest, each fsync'ed.  Buffers are large
  * (16 MiB by default) and committed once per barrier or spill, so this is
- * a few flushes per second per worker.
+ * a few files per second per worker.
  *
  * Reading (workers; any process).  Each reader opens the instance as a
  * secondary.  catch_up() (quiescent points) calls TryCatchUpWithPrimary
@@ -62,17 +85,36 @@
  * does not cover that moment (documented gap, as is a worker that stays
  * offline for longer than a window).
  *
- * Tuning per column family: LZ4 on L0/L1, ZSTD below and as the explicit
- * bottommost compression, a full bloom filter (10 bits/key, whole keys),
- * partitioned filters with a two-level index for value and counter state
- * (random point reads), a merge operator for counters, WAL off, and for
- * map and list state a prefix bloom over kg|state|ns|klen + 8 key bytes
+ * Tuning per column family (cf_options; sfs_rdbt_tuning says the same in
+ * one line for `sfs stat`, the LOG's OPTIONS dump has it all): LZ4 on
+ * L0/L1, ZSTD below and as the explicit bottommost compression, a full
+ * bloom filter (10 bits/key, whole keys), partitioned filters with a
+ * two-level index for value and counter state (random point reads), a
+ * merge operator for counters, WAL off; for map and list state a skiplist
+ * memtable and a prefix bloom over kg|state|ns|klen + 8 key bytes
  * (MAP_PREFIX_LEN), used by a scan only when its prefix is at least that
- * long (adaptive: shorter scans seek in total order).  Not done (yet):
- * hash-linklist memtable and prefix extractor for value state (a fixed
- * prefix over kg|state|ns would put a whole key group in one bucket; the
- * primary never reads its memtable anyway), per-state prefix lengths from
- * observed key lengths, pacing of RocksDB's background compaction.
+ * long (adaptive: shorter scans seek in total order); for value and
+ * counter state in the primary a hash-linklist memtable over a capped
+ * 20-byte prefix (kg|state|ns + 8 key bytes), which makes the instance run
+ * with concurrent memtable writes off (one writing thread: no cost).
+ * Compaction is paced (SFS_RDBT_PACING): one flush and one compaction job,
+ * no subcompactions and a rate limiter on compaction and flush writes
+ * (SST ingest is not limited), so compaction never takes more than a core
+ * and a bounded share of the disk; not a lower CPU priority, which starved
+ * compaction (rdbt_open).  Not done: per-state prefix lengths from
+ * observed key lengths.
+ *
+ * Knobs (environment, read at each open by the compactor and by readers;
+ * for A/B runs, bench/rocksdb_ablation.sh): SFS_RDBT_INGEST_MIN=N (entries
+ * of a state per buffer from which it goes as an SST; 0 never), and =0
+ * switches off SFS_RDBT_HASH_MEMTABLE, SFS_RDBT_PARTITIONED_FILTERS,
+ * SFS_RDBT_ADAPTIVE_PREFIX (no prefix bloom at all), SFS_RDBT_LZ4 (ZSTD on
+ * every level), SFS_RDBT_MERGE (counters read, folded and put at each
+ * flush: a read per counter) and SFS_RDBT_PACING (4 background jobs, no
+ * rate limit, normal priority).  The compactor publishes its knobs in its
+ * region (rp_knobs, rp_ingest_min) for `sfs stat`.
+ *
+ * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" (fault()).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -111,6 +153,33 @@
  * prefix is shorter seeks in total order (no prefix filter): a filter over
  * a longer prefix than the probe's would skip files holding its entries. */
 #define MAP_PREFIX_LEN (SFS_KEY_PREFIX + NS_LEN + 2 + 8)
+/* Hash-linklist memtable of value and counter state: prefix kg|state|ns
+ * and up to 8 key bytes (capped_transform), buckets per memtable.  A
+ * memtable holds at most one buffer's small states (bigger ones are
+ * ingested), so a few thousand keys. */
+#define PFX_LEN (SFS_KEY_PREFIX + NS_LEN + 8)
+#define PFX_STR "20"
+#define HASH_BUCKETS 16384u
+/* A state's entries in one buffer from which they go as an SST: below it
+ * a WriteBatch + memtable flush is as fast (bench/RESULTS.md, issue 5:
+ * ingest/batch 1.0 at 250 entries, 1.07-1.68 at 1K, 2.5 at 10K) and one
+ * flush covers every small state of the buffer at once, where each SST is
+ * its own file and MANIFEST edit. */
+#define INGEST_MIN_DEFAULT 1024u
+/* Records written to an SST per commit step (~10 ms). */
+#define SST_STEP 32768u
+/* L0 files of a family at which commit waits for compaction: below
+ * RocksDB's level0_slowdown_writes_trigger (20), where a write would stall
+ * and a memtable flush request (FlushOptions.allow_write_stall is false,
+ * and the C API cannot set it) blocks the caller until compaction catches
+ * up — seconds with paced compaction, long enough for the supervisor to
+ * take a compactor blocked there for hung. */
+#define L0_BACKLOG 16u
+/* Compaction pacing (SFS_RDBT_PACING) and the unpaced setting. */
+#define PACE_JOBS 2
+#define PACE_RATE_MB 128
+#define UNPACED_JOBS 4
+#define LOG_EVERY_NS (10ull * 1000000000ull)
 
 uint64_t sfs_rdbt_layout(void)
 {
@@ -121,6 +190,9 @@ uint64_t sfs_rdbt_layout(void)
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_applied);
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_cf_gen);
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_purges);
+	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_errors);
+	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_knobs);
+	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_ingest_min);
 	return h;
 }
 
@@ -187,9 +259,11 @@ static int cf_state(const struct sfs_seg *s, const char *name)
 
 /*
  * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" kills this process
- * with SIGKILL the Nth time it reaches POINT: "apply" (a piece appended to
- * the batch), "write" (the batch is in the memtables, not yet flushed),
- * "flush" (durable, not yet published).  Read once per process.
+ * with SIGKILL the Nth time it reaches POINT: "apply" (a piece staged),
+ * "write" (the batch is in the memtables, not yet flushed), "flush" (the
+ * batch durable, the buffer not yet published), "sst" (a state's SST
+ * written, not yet ingested), "ingest" (a state's SST ingested, the
+ * buffer's other states not yet).  Read once per process.
  */
 static void fault(const char *point)
 {
@@ -207,43 +281,149 @@ static void fault(const char *point)
 		raise(SIGKILL);
 }
 
-/* ---- merge operators (counters) --------------------------------------------- */
+/* ---- tuning ----------------------------------------------------------------- */
 
-void sfs_rdbt_tuning(const struct sfs_state_desc *d, char *buf, size_t n)
+/*
+ * The knobs (environment, read at each open; every process of a job gets
+ * the supervisor's environment, so the compactor and the readers agree).
+ * Each SFS_RDBT_<X>=0 switches one tuning off, for the ablation benchmark
+ * (bench/rocksdb_ablation.sh); anything else, or unset, leaves it on.
+ */
+static struct sfs_rdbt_knobs knobs_get(void)
+{
+	static const struct {
+		const char *env;
+		unsigned bit;
+	} sw[] = {
+		{ "SFS_RDBT_HASH_MEMTABLE", SFS_RDBT_K_HASH_MEMTABLE },
+		{ "SFS_RDBT_PARTITIONED_FILTERS", SFS_RDBT_K_PARTITIONED },
+		{ "SFS_RDBT_ADAPTIVE_PREFIX", SFS_RDBT_K_PREFIX },
+		{ "SFS_RDBT_LZ4", SFS_RDBT_K_LZ4 },
+		{ "SFS_RDBT_MERGE", SFS_RDBT_K_MERGE },
+		{ "SFS_RDBT_PACING", SFS_RDBT_K_PACING },
+	};
+	struct sfs_rdbt_knobs k = { .on = SFS_RDBT_K_ALL, .ingest_min = INGEST_MIN_DEFAULT };
+	const char *e = getenv("SFS_RDBT_INGEST_MIN");
+
+	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++) {
+		const char *v = getenv(sw[i].env);
+
+		if (v && strcmp(v, "0") == 0)
+			k.on &= ~sw[i].bit;
+	}
+	if (e && *e)
+		k.ingest_min = strtoull(e, NULL, 10);
+	return k;
+}
+
+void sfs_rdbt_tuning(const struct sfs_state_desc *d, const struct sfs_rdbt_knobs *k, char *buf,
+		     size_t n)
 {
 	static const char *const merges[SFS_MERGE_NOPS] = { "add", "max", "min" };
+	struct sfs_rdbt_knobs dk = knobs_get();
 	int point = d->sd_kind == SFS_STATE_VALUE || d->sd_kind == SFS_STATE_COUNTER;
 	int prefix = d->sd_kind == SFS_STATE_MAP || d->sd_kind == SFS_STATE_LIST;
+	char ing[64];
 
-	snprintf(buf, n, "skiplist memtable, WAL off, LZ4 L0-L1, ZSTD below and bottommost, "
-		 "bloom 10 bits%s%s%s%s",
-		 point ? ", partitioned filters + two-level index" : "",
-		 prefix ? ", prefix bloom (used only for probes at least that long)" : "",
-		 d->sd_kind == SFS_STATE_COUNTER ? ", merge operator " : "",
+	if (!k)
+		k = &dk;
+	if (k->ingest_min)
+		snprintf(ing, sizeof(ing), "SST ingest from %llu entries",
+			 (unsigned long long)k->ingest_min);
+	else
+		snprintf(ing, sizeof(ing), "no SST ingest (batches only)");
+	snprintf(buf, n, "%s memtable, WAL off, %s, bloom 10 bits%s%s%s%s, %s",
+		 point && (k->on & SFS_RDBT_K_HASH_MEMTABLE)
+			 ? "hash-linklist (capped prefix " PFX_STR ")" : "skiplist",
+		 (k->on & SFS_RDBT_K_LZ4) ? "LZ4 L0-L1, ZSTD below and bottommost"
+					 : "ZSTD every level",
+		 point && (k->on & SFS_RDBT_K_PARTITIONED) ? ", partitioned filters + two-level index"
+							   : "",
+		 prefix && (k->on & SFS_RDBT_K_PREFIX)
+			 ? ", prefix bloom (used only for probes at least that long)" : "",
+		 d->sd_kind != SFS_STATE_COUNTER ? ""
+		 : (k->on & SFS_RDBT_K_MERGE) ? ", merge operator "
+					      : ", read-modify-write (no merge operator) ",
 		 d->sd_kind == SFS_STATE_COUNTER ?
-			 merges[d->sd_merge < SFS_MERGE_NOPS ? d->sd_merge : 0] : "");
+			 merges[d->sd_merge < SFS_MERGE_NOPS ? d->sd_merge : 0] : "",
+		 ing);
+}
+
+void sfs_rdbt_pacing(const struct sfs_rdbt_knobs *k, char *buf, size_t n)
+{
+	if (k->on & SFS_RDBT_K_PACING)
+		snprintf(buf, n, "compaction paced: %d background jobs (1 flush, 1 compaction), "
+			 "no subcompactions, rate limit %d MiB/s", PACE_JOBS, PACE_RATE_MB);
+	else
+		snprintf(buf, n, "compaction unpaced: %d background jobs, no rate limit",
+			 UNPACED_JOBS);
+}
+
+/* Value and counter state: a prefix of kg|state|ns and up to 8 key bytes
+ * (the whole key of an int64 key), capped: a shorter key is its own
+ * prefix.  A fixed-length extractor would be wrong here, not just slow:
+ * RocksDB's hash-linklist memtable hashes Transform(key) without asking
+ * InDomain, and a fixed transform of a shorter key reads past it. */
+static char *capped_transform(void *st, const char *key, size_t len, size_t *out)
+{
+	(void)st;
+	*out = len < PFX_LEN ? len : PFX_LEN;
+	return (char *)key;
+}
+
+static unsigned char capped_in_domain(void *st, const char *key, size_t len)
+{
+	(void)st;
+	(void)key;
+	(void)len;
+	return 1;
+}
+
+static unsigned char capped_in_range(void *st, const char *key, size_t len)
+{
+	(void)st;
+	(void)key;
+	return len == PFX_LEN;
+}
+
+static const char *capped_name(void *st)
+{
+	(void)st;
+	return "sfs.CappedPrefix." PFX_STR;
+}
+
+static void capped_destroy(void *st)
+{
+	(void)st;
 }
 
 /* Options of a state's column family (@d NULL: an unknown family, plain
- * options).  Every choice here is printed in the instance's LOG. */
-static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cache_t *cache)
+ * options).  @primary: the compactor's (the memtable rep matters only
+ * where memtables are written).  Every choice here is printed in the
+ * instance's LOG (its OPTIONS dump at open and at each family's creation). */
+static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cache_t *cache,
+				     const struct sfs_rdbt_knobs *k, int primary)
 {
-	static int levels[7] = { rocksdb_lz4_compression, rocksdb_lz4_compression,
-				 rocksdb_zstd_compression, rocksdb_zstd_compression,
-				 rocksdb_zstd_compression, rocksdb_zstd_compression,
-				 rocksdb_zstd_compression };
+	static int lz4[7] = { rocksdb_lz4_compression, rocksdb_lz4_compression,
+			      rocksdb_zstd_compression, rocksdb_zstd_compression,
+			      rocksdb_zstd_compression, rocksdb_zstd_compression,
+			      rocksdb_zstd_compression };
+	static int zstd[7] = { rocksdb_zstd_compression, rocksdb_zstd_compression,
+			       rocksdb_zstd_compression, rocksdb_zstd_compression,
+			       rocksdb_zstd_compression, rocksdb_zstd_compression,
+			       rocksdb_zstd_compression };
 	rocksdb_options_t *o = rocksdb_options_create();
 	rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
 	int point = d && (d->sd_kind == SFS_STATE_VALUE || d->sd_kind == SFS_STATE_COUNTER);
 
 	rocksdb_options_set_num_levels(o, 7);
-	rocksdb_options_set_compression_per_level(o, levels, 7);
+	rocksdb_options_set_compression_per_level(o, (k->on & SFS_RDBT_K_LZ4) ? lz4 : zstd, 7);
 	rocksdb_options_set_bottommost_compression(o, rocksdb_zstd_compression);
 	rocksdb_block_based_options_set_filter_policy(t, rocksdb_filterpolicy_create_bloom_full(10));
 	rocksdb_block_based_options_set_whole_key_filtering(t, 1);
 	if (cache)
 		rocksdb_block_based_options_set_block_cache(t, cache);
-	if (point) {
+	if (point && (k->on & SFS_RDBT_K_PARTITIONED)) {
 		/* Random point reads: partitioned filters, two-level index. */
 		rocksdb_block_based_options_set_partition_filters(t, 1);
 		rocksdb_block_based_options_set_index_type(
@@ -253,12 +433,23 @@ static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cac
 	}
 	rocksdb_options_set_block_based_table_factory(o, t);
 	rocksdb_block_based_options_destroy(t);
-	if (d && (d->sd_kind == SFS_STATE_MAP || d->sd_kind == SFS_STATE_LIST))
+	if (d && (d->sd_kind == SFS_STATE_MAP || d->sd_kind == SFS_STATE_LIST) &&
+	    (k->on & SFS_RDBT_K_PREFIX))
 		rocksdb_options_set_prefix_extractor(
 			o, rocksdb_slicetransform_create_fixed_prefix(MAP_PREFIX_LEN));
-	if (d && d->sd_kind == SFS_STATE_COUNTER)
-		rocksdb_options_set_merge_operator(
-			o, sfs_rdb_i64_merge(d->sd_merge));
+	if (point && primary && (k->on & SFS_RDBT_K_HASH_MEMTABLE)) {
+		/* Point-only state: inserts hash into a bucket per key instead
+		 * of a skiplist descent.  The DB then runs with concurrent
+		 * memtable writes off (rdbt_open): the compactor is the one
+		 * writing thread anyway. */
+		rocksdb_options_set_prefix_extractor(
+			o, rocksdb_slicetransform_create(NULL, capped_destroy, capped_transform,
+							 capped_in_domain, capped_in_range,
+							 capped_name));
+		rocksdb_options_set_hash_link_list_rep(o, HASH_BUCKETS);
+	}
+	if (d && d->sd_kind == SFS_STATE_COUNTER && (k->on & SFS_RDBT_K_MERGE))
+		rocksdb_options_set_merge_operator(o, sfs_rdb_i64_merge(d->sd_merge));
 	return o;
 }
 
@@ -291,8 +482,40 @@ static void prefix_end(unsigned char *p, uint32_t n)
 struct wcf {
 	rocksdb_column_family_handle_t *h;
 	rocksdb_options_t *o;
-	uint64_t applied;       /* its marker */
-	int touched;            /* has entries in the batch */
+	rocksdb_options_t *so;  /* its SstFileWriter's (sst_options), made at the first ingest */
+	uint64_t applied;       /* its marker, as on disk */
+};
+
+/*
+ * A state's share of the buffer being flushed, staged process-locally by
+ * apply() and written by commit(): records (op, key and value lengths, the
+ * RocksDB key, the value) in apply order, which a WriteBatch replays as
+ * they came (a DeleteRange before the entries that follow it), and the
+ * offsets of its point records, which an SST writes in key order.  The
+ * staged copy outlives a failed commit, so a retry rebuilds the batch or
+ * the SST from it after the buffer's own memory is long unread.
+ */
+enum { SOP_PUT = 1, SOP_DEL, SOP_MERGE, SOP_RANGE /* value: the range's end key */ };
+#define SREC_HDR 9u     /* op(1) | klen(4) | vlen(4) */
+
+struct wstage {
+	unsigned char *buf;     /* records, in apply order */
+	size_t len, cap;
+	uint64_t *idx;          /* offsets of the point records */
+	size_t n, ncap;
+	size_t nrange;          /* DeleteRange records */
+	int unsorted;           /* a point key not after the one before it */
+	int dup;                /* two records of one key: batch only (an SST needs order) */
+	int touched;            /* has records of this buffer */
+	int done;               /* its records and marker are durable (an SST ingested) */
+	int inbatch;            /* in the WriteBatch being written and flushed */
+	rocksdb_sstfilewriter_t *sw; /* the SST being written */
+	size_t sst_pos;         /* next idx[] the SST gets */
+	uint64_t sst_t0;
+	/* apply's save point: what to roll back to when a call fails */
+	uint32_t mgen;
+	size_t m_len, m_n, m_nrange;
+	int m_unsorted, m_dup, m_touched;
 };
 
 struct sfs_target_writer {
@@ -300,27 +523,187 @@ struct sfs_target_writer {
 	const struct sfs_proc_slot *self;
 	uint32_t worker;
 	struct sfs_rdbt_pub *pub;
+	struct sfs_rdbt_knobs k;
 	char path[PATH_MAX];
+	char ipath[PATH_MAX];   /* <path>.ingest: SSTs being written */
+	char ident[SFS_JOB_NAME_MAX + 64];
 	rocksdb_options_t *dbo;
 	rocksdb_cache_t *cache;
-	rocksdb_t *db;
+	rocksdb_ratelimiter_t *limiter;
+	rocksdb_t *db;          /* NULL after a failed reopen: commit opens it again */
 	rocksdb_writeoptions_t *wo;
 	rocksdb_flushoptions_t *fo;
 	rocksdb_readoptions_t *ro;
+	rocksdb_envoptions_t *eo;
+	rocksdb_ingestexternalfileoptions_t *io;
 	rocksdb_column_family_handle_t *def;	/* only to destroy: the default family
 						 * is used through the non-_cf calls */
 	rocksdb_options_t *defo;
 	struct wcf cf[SFS_MAX_STATES];
+	struct wstage st[SFS_MAX_STATES];
 	rocksdb_writebatch_t *wb;
-	uint64_t wb_seq;        /* the buffer the batch holds, 0 none */
+	uint64_t seq;           /* the buffer staged, 0 none */
+	uint32_t gen;           /* apply calls (save points) */
+	int staged;             /* apply staged records of @seq: a commit is due */
+	int batched;            /* the WriteBatch is built from the stages */
+	int batch_any;          /* ... and holds something */
 	int written;            /* the batch is in the memtables, a flush is due */
 	int flushing;           /* its flush is scheduled, not yet installed */
+	int reopen;             /* a RocksDB call failed: reopen before the next try */
 	uint64_t flush_t0;      /* when it was scheduled */
-	int marked;             /* the applied markers are in the batch */
 	uint64_t purge_token;   /* grace period before the next deletion window */
+	/* a failing commit: retried with a back-off, logged when it starts,
+	 * every LOG_EVERY_NS while it lasts, and when it ends */
+	unsigned fails;
+	int last_rc;
+	uint64_t retry_ns, logged_ns;
 	unsigned char kbuf[KBUF];
 	unsigned char kend[KBUF];
 };
+
+static void stage_reset(struct wstage *s)
+{
+	if (s->sw)
+		rocksdb_sstfilewriter_destroy(s->sw);
+	s->sw = NULL;
+	s->len = s->n = s->nrange = s->sst_pos = 0;
+	s->unsorted = s->dup = s->touched = s->done = s->inbatch = 0;
+}
+
+static void stages_reset(struct sfs_target_writer *w)
+{
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		if (w->st[i].touched || w->st[i].sw)
+			stage_reset(&w->st[i]);
+	rocksdb_writebatch_clear(w->wb);
+	w->seq = 0;
+	w->staged = w->batched = w->batch_any = w->written = w->flushing = 0;
+}
+
+/* Bytewise order of RocksDB's default comparator. */
+static int key_cmp(const unsigned char *a, uint32_t al, const unsigned char *b, uint32_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : (al > bl) - (al < bl);
+}
+
+static void srec_at(const struct wstage *s, uint64_t off, unsigned *op, const unsigned char **k,
+		    uint32_t *kl, const unsigned char **v, uint32_t *vl)
+{
+	const unsigned char *p = s->buf + off;
+
+	*op = p[0];
+	memcpy(kl, p + 1, 4);
+	memcpy(vl, p + 5, 4);
+	*k = p + SREC_HDR;
+	*v = p + SREC_HDR + *kl;
+}
+
+/* Append a record; O(1) amortized (one key compare for the order check). */
+static int stage_add(struct wstage *s, unsigned op, const void *k, uint32_t kl, const void *v,
+		     uint32_t vl, uint32_t gen)
+{
+	size_t need = SREC_HDR + (size_t)kl + vl;
+
+	if (s->mgen != gen) {
+		s->mgen = gen;
+		s->m_len = s->len;
+		s->m_n = s->n;
+		s->m_nrange = s->nrange;
+		s->m_unsorted = s->unsorted;
+		s->m_dup = s->dup;
+		s->m_touched = s->touched;
+	}
+	if (s->len + need > s->cap) {
+		size_t cap = s->cap ? s->cap : 64u << 10;
+		unsigned char *nb;
+
+		while (cap < s->len + need)
+			cap *= 2;
+		if (!(nb = realloc(s->buf, cap)))
+			return -ENOMEM;
+		s->buf = nb;
+		s->cap = cap;
+	}
+	if (op != SOP_RANGE && s->n == s->ncap) {
+		size_t cap = s->ncap ? s->ncap * 2 : 4096;
+		uint64_t *ni = realloc(s->idx, cap * sizeof(*ni));
+
+		if (!ni)
+			return -ENOMEM;
+		s->idx = ni;
+		s->ncap = cap;
+	}
+	if (op != SOP_RANGE && s->n) {
+		unsigned pop;
+		const unsigned char *pk, *pv;
+		uint32_t pkl, pvl;
+		int c;
+
+		srec_at(s, s->idx[s->n - 1], &pop, &pk, &pkl, &pv, &pvl);
+		c = key_cmp(pk, pkl, k, kl);
+		if (c >= 0)
+			s->unsorted = 1;
+		if (c == 0)
+			s->dup = 1;
+	}
+	s->buf[s->len] = (unsigned char)op;
+	memcpy(s->buf + s->len + 1, &kl, 4);
+	memcpy(s->buf + s->len + 5, &vl, 4);
+	memcpy(s->buf + s->len + SREC_HDR, k, kl);
+	if (vl)
+		memcpy(s->buf + s->len + SREC_HDR + kl, v, vl);
+	if (op == SOP_RANGE)
+		s->nrange++;
+	else
+		s->idx[s->n++] = s->len;
+	s->len += need;
+	s->touched = 1;
+	return 0;
+}
+
+/* Undo what the failed apply call @gen staged. */
+static void stages_rollback(struct sfs_target_writer *w, uint32_t gen)
+{
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++) {
+		struct wstage *s = &w->st[i];
+
+		if (s->mgen != gen)
+			continue;
+		s->len = s->m_len;
+		s->n = s->m_n;
+		s->nrange = s->m_nrange;
+		s->unsorted = s->m_unsorted;
+		s->dup = s->m_dup;
+		s->touched = s->m_touched;
+	}
+}
+
+static int idx_cmp(const void *a, const void *b, void *arg)
+{
+	const struct wstage *s = arg;
+	unsigned op;
+	const unsigned char *ka, *kb, *v;
+	uint32_t la, lb, vl;
+
+	srec_at(s, *(const uint64_t *)a, &op, &ka, &la, &v, &vl);
+	srec_at(s, *(const uint64_t *)b, &op, &kb, &lb, &v, &vl);
+	return key_cmp(ka, la, kb, lb);
+}
+
+/* Sort the point records into key order (only when apply saw them out of
+ * order: several namespaces of one key).  O(n log n) compares of keys in
+ * the stage; the usual buffer (one namespace) skips it. */
+static void stage_sort(struct wstage *s)
+{
+	if (!s->unsorted)
+		return;
+	qsort_r(s->idx, s->n, sizeof(*s->idx), idx_cmp, s);
+	s->unsorted = 0;
+	for (size_t i = 1; i < s->n && !s->dup; i++)
+		s->dup = idx_cmp(&s->idx[i - 1], &s->idx[i], s) == 0;
+}
 
 static void w_close_db(struct sfs_target_writer *w)
 {
@@ -329,6 +712,8 @@ static void w_close_db(struct sfs_target_writer *w)
 			rocksdb_column_family_handle_destroy(w->cf[i].h);
 		if (w->cf[i].o)
 			rocksdb_options_destroy(w->cf[i].o);
+		if (w->cf[i].so)
+			rocksdb_options_destroy(w->cf[i].so);
 		w->cf[i] = (struct wcf){ 0 };
 	}
 	if (w->def)
@@ -391,7 +776,7 @@ static int w_open_db(struct sfs_target_writer *w, const char *ident)
 			int sid = strcmp(names[i], "default") ? cf_state(w->seg, names[i]) : -1;
 
 			cn[i] = names[i];
-			own[i] = strcmp(names[i], "default") ? cf_options(desc_of(w->seg, sid), w->cache)
+			own[i] = strcmp(names[i], "default") ? cf_options(desc_of(w->seg, sid), w->cache, &w->k, 1)
 							      : NULL;
 			co[i] = own[i] ? own[i] : w->defo;
 		}
@@ -482,11 +867,15 @@ static void rdbt_close(struct sfs_target_writer *w)
 		return;
 	if (w->pub)
 		sfs_log("rocksdb target %s: %llu commits, %llu entries (%llu skipped), write %.1f ms, "
-			"flush %.1f ms, %llu deletion windows",
+			"flush %.1f ms, %llu SSTs ingested (%llu entries, %.1f ms), %llu failed "
+			"commit attempts, %llu reopens, %llu deletion windows",
 			w->path, (unsigned long long)w->pub->rp_commits,
 			(unsigned long long)w->pub->rp_entries,
 			(unsigned long long)w->pub->rp_skipped, w->pub->rp_write_ns / 1e6,
-			w->pub->rp_flush_ns / 1e6, (unsigned long long)w->pub->rp_purges);
+			w->pub->rp_flush_ns / 1e6, (unsigned long long)w->pub->rp_ingests,
+			(unsigned long long)w->pub->rp_ingest_entries, w->pub->rp_ingest_ns / 1e6,
+			(unsigned long long)w->pub->rp_errors,
+			(unsigned long long)w->pub->rp_reopens, (unsigned long long)w->pub->rp_purges);
 	if (w->db) {
 		/* Leave the deletion count as RocksDB starts it: the next
 		 * open disables again. */
@@ -495,6 +884,13 @@ static void rdbt_close(struct sfs_target_writer *w)
 			rocksdb_free(err);
 	}
 	w_close_db(w);
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++) {
+		stage_reset(&w->st[i]);
+		free(w->st[i].buf);
+		free(w->st[i].idx);
+	}
+	if (w->ipath[0])
+		rm_tree(w->ipath);
 	if (w->wb)
 		rocksdb_writebatch_destroy(w->wb);
 	if (w->wo)
@@ -503,10 +899,16 @@ static void rdbt_close(struct sfs_target_writer *w)
 		rocksdb_flushoptions_destroy(w->fo);
 	if (w->ro)
 		rocksdb_readoptions_destroy(w->ro);
+	if (w->eo)
+		rocksdb_envoptions_destroy(w->eo);
+	if (w->io)
+		rocksdb_ingestexternalfileoptions_destroy(w->io);
 	if (w->defo)
 		rocksdb_options_destroy(w->defo);
 	if (w->dbo)
 		rocksdb_options_destroy(w->dbo);
+	if (w->limiter)
+		rocksdb_ratelimiter_destroy(w->limiter);
 	if (w->cache)
 		rocksdb_cache_destroy(w->cache);
 	free(w);
@@ -548,11 +950,58 @@ static int pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_r
 	return 0;
 }
 
+/* Open the instance (again): the primary, its markers, file deletions off. */
+static int w_start(struct sfs_target_writer *w)
+{
+	char *err = NULL;
+	int rc = w_open_db(w, w->ident);
+
+	if (rc == 0)
+		rc = w_fresh(w, w->ident);
+	else if (rc == 1)
+		rc = 0;
+	if (rc)
+		return rc;
+	rocksdb_disable_file_deletions(w->db, &err);
+	if ((rc = rdbt_err(w->path, &err, "disable file deletions")))
+		return rc;
+	/* A reader may still replay edits of the previous primary. */
+	w->purge_token = sfs_qsbr_start(w->seg->hdr);
+	sfs_store_release(&w->pub->rp_cf_gen, w->pub->rp_cf_gen + 1);
+	return 0;
+}
+
+/*
+ * After a failed write, flush or ingest: RocksDB may have stopped on a
+ * background error (its memtables then hold writes that never became
+ * durable), so the instance is closed and opened again.  The markers on
+ * disk then say which states of the staged buffer still need writing.
+ * The same gap as a compactor restart: the open purges obsolete files
+ * without a grace period (rocksdb.h).
+ */
+static int w_reopen(struct sfs_target_writer *w)
+{
+	int rc;
+
+	w_close_db(w);
+	rocksdb_writebatch_clear(w->wb);
+	w->batched = w->batch_any = w->written = w->flushing = 0;
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		w->st[i].inbatch = 0;
+	sfs_store_relaxed(&w->pub->rp_reopens, w->pub->rp_reopens + 1);
+	if ((rc = w_start(w))) {
+		w_close_db(w);	/* tried again at the next commit */
+		return rc;
+	}
+	w->reopen = 0;
+	return 0;
+}
+
 static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot *self,
 		     const struct sfs_target_cfg *cfg, struct sfs_target_writer **out)
 {
 	struct sfs_target_writer *w = calloc(1, sizeof(*w));
-	char ident[SFS_JOB_NAME_MAX + 64], *err = NULL;
+	char pacing[200];
 	int rc;
 
 	(void)cfg;
@@ -561,11 +1010,25 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	w->seg = s;
 	w->self = self;
 	w->worker = worker;
+	w->k = knobs_get();
 	if ((rc = inst_path(s, worker, w->path, sizeof(w->path))) || (rc = mkdirs(w->path)))
+		goto fail;
+	/* SSTs are written beside the instance (its directory is RocksDB's),
+	 * on the same file system (ingest moves them by a link); what a
+	 * killed compactor left there goes now. */
+	if ((size_t)snprintf(w->ipath, sizeof(w->ipath), "%.*s.ingest", PATH_MAX - 16, w->path) >=
+	    sizeof(w->ipath)) {
+		rc = sfs__err(SFS_EUSAGE, "rocksdb target %s: path too long", w->path);
+		goto fail;
+	}
+	rm_tree(w->ipath);
+	if ((rc = mkdirs(w->ipath)))
 		goto fail;
 	if ((rc = pub_find(s, worker, 1, &w->pub)))
 		goto fail;
-	snprintf(ident, sizeof(ident), "%s/%llu/%llu", s->hdr->sh_job,
+	sfs_store_relaxed(&w->pub->rp_knobs, w->k.on);
+	sfs_store_relaxed(&w->pub->rp_ingest_min, w->k.ingest_min);
+	snprintf(w->ident, sizeof(w->ident), "%s/%llu/%llu", s->hdr->sh_job,
 		 (unsigned long long)s->hdr->sh_created_ns,
 		 (unsigned long long)s->hdr->sh_generation);
 	w->cache = rocksdb_cache_create_lru(BLOCK_CACHE_BYTES);
@@ -575,9 +1038,29 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	rocksdb_options_set_atomic_flush(w->dbo, 1);
 	rocksdb_options_set_max_open_files(w->dbo, -1);
 	rocksdb_options_set_keep_log_file_num(w->dbo, 4);
-	/* Flushes and compactions in RocksDB's own threads of this process,
-	 * a flush never queued behind a compaction. */
-	rocksdb_options_set_max_background_jobs(w->dbo, 4);
+	/* The hash-linklist memtable cannot take concurrent inserts; the
+	 * compactor is one thread, so this costs nothing (its WriteBatch is
+	 * inserted by that thread either way). */
+	rocksdb_options_set_allow_concurrent_memtable_write(
+		w->dbo, !(w->k.on & SFS_RDBT_K_HASH_MEMTABLE));
+	if (w->k.on & SFS_RDBT_K_PACING) {
+		/* Flushes and compactions run in RocksDB's threads of this
+		 * process, beside the flush loop and, on a small machine, the
+		 * workers: one flush and one compaction at a time and their
+		 * writes rate-limited, so compaction never takes more than one
+		 * core and a bounded share of the disk.  Not lower: compaction
+		 * threads at low CPU priority (tried: nice 19) starve behind a
+		 * busy worker, L0 fills and commits wait for it — measured, the
+		 * flush loop's buffers took up to 6 s instead of 0.25 s
+		 * (bench/RESULTS.md, issue 5).  An L0 backlog is handled by
+		 * commit (it waits, the worker back-pressures). */
+		rocksdb_options_set_max_background_jobs(w->dbo, PACE_JOBS);
+		rocksdb_options_set_max_subcompactions(w->dbo, 1);
+		w->limiter = rocksdb_ratelimiter_create((int64_t)PACE_RATE_MB << 20, 100000, 10);
+		rocksdb_options_set_ratelimiter(w->dbo, w->limiter);
+	} else {
+		rocksdb_options_set_max_background_jobs(w->dbo, UNPACED_JOBS);
+	}
 	w->defo = rocksdb_options_create();
 	w->wo = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_disable_WAL(w->wo, 1);
@@ -587,22 +1070,23 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	w->fo = rocksdb_flushoptions_create();
 	rocksdb_flushoptions_set_wait(w->fo, 0);
 	w->ro = rocksdb_readoptions_create();
+	w->eo = rocksdb_envoptions_create();
+	w->io = rocksdb_ingestexternalfileoptions_create();
+	rocksdb_ingestexternalfileoptions_set_move_files(w->io, 1);
+	rocksdb_ingestexternalfileoptions_set_allow_global_seqno(w->io, 1);
+	/* Memtables are empty between commits (each commit flushes them):
+	 * a blocking flush before an ingest never happens in practice. */
+	rocksdb_ingestexternalfileoptions_set_allow_blocking_flush(w->io, 1);
 	w->wb = rocksdb_writebatch_create();
-	rc = w_open_db(w, ident);
-	if (rc == 0)
-		rc = w_fresh(w, ident);
-	else if (rc == 1)
-		rc = 0;
-	if (rc)
+	if ((rc = w_start(w)))
 		goto fail;
-	rocksdb_disable_file_deletions(w->db, &err);
-	if ((rc = rdbt_err(w->path, &err, "disable file deletions")))
-		goto fail;
-	/* A reader may still replay edits of the previous primary. */
-	w->purge_token = sfs_qsbr_start(s->hdr);
 	if (sfs_load_acquire(&w->pub->rp_magic) != SFS_RDBT_MAGIC)
 		sfs_store_release(&w->pub->rp_magic, SFS_RDBT_MAGIC);
-	sfs_store_release(&w->pub->rp_cf_gen, w->pub->rp_cf_gen + 1);
+	sfs_rdbt_pacing(&w->k, pacing, sizeof(pacing));
+	sfs_log("rocksdb target %s: %s; a state's entries of a buffer go as an SST from %llu "
+		"(0: never); tunings on: 0x%x of 0x%x (hash memtable, partitioned filters, prefix, "
+		"LZ4, merge, pacing)", w->path, pacing, (unsigned long long)w->k.ingest_min, w->k.on,
+		SFS_RDBT_K_ALL);
 	*out = w;
 	return 0;
 fail:
@@ -618,7 +1102,7 @@ static struct wcf *w_cf(struct sfs_target_writer *w, uint32_t sid)
 	if (c->h)
 		return c;
 	snprintf(name, sizeof(name), CF_PREFIX "%s", w->seg->hdr->sh_states[sid].sd_name);
-	c->o = cf_options(&w->seg->hdr->sh_states[sid], w->cache);
+	c->o = cf_options(&w->seg->hdr->sh_states[sid], w->cache, &w->k, 1);
 	c->h = rocksdb_create_column_family(w->db, c->o, name, &err);
 	if (err || !c->h) {
 		int rc = rdbt_err(w->path, &err, "create column family");
@@ -637,15 +1121,6 @@ static struct wcf *w_cf(struct sfs_target_writer *w, uint32_t sid)
 	return c;
 }
 
-static void rollback(struct sfs_target_writer *w)
-{
-	char *err = NULL;
-
-	rocksdb_writebatch_rollback_to_save_point(w->wb, &err);
-	if (err)
-		rocksdb_free(err);
-}
-
 static int kind_of_state(const struct sfs_seg *s, uint32_t sid)
 {
 	return sid < SFS_MAX_STATES ? (int)s->hdr->sh_states[sid].sd_kind : 0;
@@ -653,10 +1128,12 @@ static int kind_of_state(const struct sfs_seg *s, uint32_t sid)
 
 /* One map (a parent's run @v[0, @n), every namespace in it): per
  * namespace, a DeleteRange when the buffer cleared it, then its entries. */
-static int w_map(struct sfs_target_writer *w, struct wcf *c, const struct sfs_wbuf_view *v,
+static int w_map(struct sfs_target_writer *w, struct wstage *s, const struct sfs_wbuf_view *v,
 		 unsigned n, uint32_t plen)
 {
-	for (unsigned i = 0; i < n; i++) {
+	int rc = 0;
+
+	for (unsigned i = 0; i < n && rc == 0; i++) {
 		struct sfs_map_head hd = { 0, 0 };
 		int seen = 0, cleared = 0;
 		uint64_t ns = v[i].ns;
@@ -675,10 +1152,9 @@ static int w_map(struct sfs_target_writer *w, struct wcf *c, const struct sfs_wb
 
 			memcpy(w->kend, w->kbuf, pl);
 			prefix_end(w->kend, pl);
-			rocksdb_writebatch_delete_range_cf(w->wb, c->h, (const char *)w->kbuf, pl,
-							   (const char *)w->kend, pl);
+			rc = stage_add(s, SOP_RANGE, w->kbuf, pl, w->kend, pl, w->gen);
 		}
-		for (unsigned j = i; j < n; j++) {
+		for (unsigned j = i; j < n && rc == 0; j++) {
 			struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
 			uint32_t kl;
 
@@ -690,13 +1166,37 @@ static int w_map(struct sfs_target_writer *w, struct wcf *c, const struct sfs_wb
 				memcpy(&me, v[j].value, sizeof(me));
 			kl = enc_key(w->kbuf, ns, v[j].key, v[j].klen);
 			if (me.me_flags & SFS_MAP_REMOVED)
-				rocksdb_writebatch_delete_cf(w->wb, c->h, (const char *)w->kbuf, kl);
+				rc = stage_add(s, SOP_DEL, w->kbuf, kl, NULL, 0, w->gen);
 			else
-				rocksdb_writebatch_put_cf(w->wb, c->h, (const char *)w->kbuf, kl,
-							  (const char *)v[j].value + sizeof(me),
-							  v[j].len - sizeof(me));
+				rc = stage_add(s, SOP_PUT, w->kbuf, kl,
+					       (const char *)v[j].value + sizeof(me),
+					       v[j].len - (uint32_t)sizeof(me), w->gen);
 		}
 	}
+	return rc;
+}
+
+/* A counter delta without the merge operator (the ablation's
+ * SFS_RDBT_MERGE=0): read the stored value and stage the folded one.  A
+ * read per counter per flush: what the merge operator saves. */
+static int w_fold(struct sfs_target_writer *w, struct wcf *c, uint32_t sid, uint32_t kl,
+		  int64_t d, int64_t *out)
+{
+	char *err = NULL, *v;
+	size_t len = 0;
+	int64_t cur;
+
+	v = rocksdb_get_cf(w->db, w->ro, c->h, (const char *)w->kbuf, kl, &len, &err);
+	if (err)
+		return rdbt_err(w->path, &err, "read a counter (no merge operator)");
+	if (v && len == 8) {
+		memcpy(&cur, v, 8);
+		*out = sfs_merge_i64(w->seg->hdr->sh_states[sid].sd_merge, cur, d);
+	} else {
+		*out = d;
+	}
+	if (v)
+		rocksdb_free(v);
 	return 0;
 }
 
@@ -704,49 +1204,49 @@ static int rdbt_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v
 		      uint64_t seq)
 {
 	uint64_t skipped = 0, written = 0;
+	int rc = 0;
 
-	if (w->wb_seq != seq) {
-		/* A batch of another buffer that never committed: this flush
-		 * starts over (the loop flushes in seq order). */
-		rocksdb_writebatch_clear(w->wb);
-		for (unsigned i = 0; i < SFS_MAX_STATES; i++)
-			w->cf[i].touched = 0;
-		w->wb_seq = seq;
-		w->written = 0;
-		w->flushing = 0;
-		w->marked = 0;
+	if (w->seq != seq) {
+		/* Staged entries of another buffer that never committed:
+		 * this flush starts over (the loop flushes in seq order). */
+		stages_reset(w);
+		w->seq = seq;
 	}
-	if (w->written)
-		return 0;	/* the batch is already written: commit finishes it */
-	rocksdb_writebatch_set_save_point(w->wb);
-	for (unsigned i = 0; i < n; i++) {
+	if (w->batched)
+		return 0;	/* the buffer is staged whole: commit finishes it */
+	if (!w->db && (rc = w_reopen(w)))
+		return rc;
+	w->gen++;
+	for (unsigned i = 0; i < n && rc == 0; i++) {
 		uint32_t sid, kl;
 		struct wcf *c;
+		struct wstage *s;
 		int kind;
 
 		if (v[i].klen < SFS_KEY_PREFIX) {
-			rollback(w);
-			return sfs__err(SFS_ECORRUPT, "rocksdb target %s: key of %u bytes", w->path,
-					v[i].klen);
+			rc = sfs__err(SFS_ECORRUPT, "rocksdb target %s: key of %u bytes", w->path,
+				      v[i].klen);
+			break;
 		}
 		sid = sfs_key_prefix_state(v[i].key);
 		kind = kind_of_state(w->seg, sid);
 		if (sid >= SFS_MAX_STATES || !(c = w_cf(w, sid))) {
-			rollback(w);
-			return sid >= SFS_MAX_STATES
-				       ? sfs__err(SFS_ECORRUPT, "rocksdb target %s: state id %u",
-						  w->path, sid)
-				       : -EIO;
+			rc = sid >= SFS_MAX_STATES
+				     ? sfs__err(SFS_ECORRUPT, "rocksdb target %s: state id %u",
+						w->path, sid)
+				     : -EIO;
+			break;
 		}
+		s = &w->st[sid];
 		if (kind == SFS_STATE_MAP || kind == SFS_STATE_LIST) {
 			uint32_t plen = sfs_map_parent_len(v[i].key, v[i].klen);
 			unsigned run = 1;
 
 			if (!plen) {
-				rollback(w);
-				return sfs__err(SFS_ECORRUPT,
-						"rocksdb target %s: malformed map key of %u bytes",
-						w->path, v[i].klen);
+				rc = sfs__err(SFS_ECORRUPT,
+					      "rocksdb target %s: malformed map key of %u bytes",
+					      w->path, v[i].klen);
+				break;
 			}
 			while (i + run < n && v[i + run].klen >= plen &&
 			       memcmp(v[i + run].key, v[i].key, plen) == 0)
@@ -754,8 +1254,7 @@ static int rdbt_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v
 			if (c->applied >= seq) {
 				skipped += run;
 			} else {
-				w_map(w, c, &v[i], run, plen);
-				c->touched = 1;
+				rc = w_map(w, s, &v[i], run, plen);
 				written += run;
 			}
 			i += run - 1;
@@ -765,37 +1264,34 @@ static int rdbt_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v
 			skipped++;
 			continue;	/* a redone flush: this state holds @seq already */
 		}
-		c->touched = 1;
 		written++;
 		kl = enc_key(w->kbuf, v[i].ns, v[i].key, v[i].klen);
 		switch (v[i].kind) {
 		case SFS_WBUF_PUT:
-			rocksdb_writebatch_put_cf(w->wb, c->h, (const char *)w->kbuf, kl, v[i].value,
-						  v[i].len);
+			rc = stage_add(s, SOP_PUT, w->kbuf, kl, v[i].value, v[i].len, w->gen);
 			break;
 		case SFS_WBUF_DELETE:
-			rocksdb_writebatch_delete_cf(w->wb, c->h, (const char *)w->kbuf, kl);
+			rc = stage_add(s, SOP_DEL, w->kbuf, kl, NULL, 0, w->gen);
 			break;
 		case SFS_WBUF_MERGE: {
 			int64_t d = sfs_wbuf_view_i64(&v[i]);
 
-			rocksdb_writebatch_merge_cf(w->wb, c->h, (const char *)w->kbuf, kl,
-						    (const char *)&d, 8);
+			if (!(w->k.on & SFS_RDBT_K_MERGE) && (rc = w_fold(w, c, sid, kl, d, &d)))
+				break;
+			rc = stage_add(s, (w->k.on & SFS_RDBT_K_MERGE) ? SOP_MERGE : SOP_PUT,
+				       w->kbuf, kl, &d, 8, w->gen);
 			break;
 		}
 		default:
-			rollback(w);
-			return sfs__err(SFS_ECORRUPT, "rocksdb target %s: entry of unknown kind %u",
-					w->path, v[i].kind);
+			rc = sfs__err(SFS_ECORRUPT, "rocksdb target %s: entry of unknown kind %u",
+				      w->path, v[i].kind);
 		}
 	}
-	{
-		char *err = NULL;
-
-		rocksdb_writebatch_pop_save_point(w->wb, &err);
-		if (err)
-			rocksdb_free(err);
+	if (rc) {
+		stages_rollback(w, w->gen);	/* the loop retries this piece */
+		return rc;
 	}
+	w->staged = 1;
 	sfs_store_relaxed(&w->pub->rp_skipped, w->pub->rp_skipped + skipped);
 	sfs_store_relaxed(&w->pub->rp_entries, w->pub->rp_entries + written);
 	fault("apply");
@@ -807,9 +1303,11 @@ static int rdbt_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v
 static int rdbt_busy(struct sfs_target_writer *w)
 {
 	char *err = NULL;
+	int work = w->flushing || w->staged || w->fails;
 
-	if (!w->purge_token || sfs_qsbr_check(w->seg, w->self, w->purge_token, 0) != 1)
-		return w->purge_token != 0 || w->flushing;
+	if (!w->db || !w->purge_token ||
+	    sfs_qsbr_check(w->seg, w->self, w->purge_token, 0) != 1)
+		return w->purge_token != 0 || work;
 	rocksdb_enable_file_deletions(w->db, 0, &err);
 	if (err)
 		rocksdb_free(err);
@@ -819,21 +1317,31 @@ static int rdbt_busy(struct sfs_target_writer *w)
 		rocksdb_free(err);
 	w->purge_token = 0;
 	sfs_store_relaxed(&w->pub->rp_purges, w->pub->rp_purges + 1);
-	return w->flushing;
+	return work;
 }
 
-/* 1 when no memtable of a touched family waits for its flush any more (the
+/* 1 when no memtable of a batched family waits for its flush any more (the
  * flush's files are in the MANIFEST), 0 while one does, < 0 when RocksDB
  * stopped on a background error (a failed flush: disk full, I/O). */
 static int flushed(struct sfs_target_writer *w)
 {
 	uint64_t v = 0;
 
-	if (rocksdb_property_int(w->db, "rocksdb.background-errors", &v) == 0 && v > 0)
-		return sfs__err(-EIO, "rocksdb target %s: %llu background errors (a flush failed; "
-				"see its LOG)", w->path, (unsigned long long)v);
+	if (rocksdb_property_int(w->db, "rocksdb.background-errors", &v) == 0 && v > 0) {
+		/* The C API has no call for the background error itself; a
+		 * write returns it (the instance refuses writes after it). */
+		char *err = NULL;
+
+		rocksdb_put(w->db, w->wo, IDENT_KEY ".probe", sizeof(IDENT_KEY ".probe") - 1, "", 0,
+			    &err);
+		if (err)
+			return rdbt_err(w->path, &err, "a memtable flush failed (the file is in the "
+					"instance's LOG)");
+		return sfs__err(-EIO, "rocksdb target %s: %llu background errors (a memtable flush "
+				"failed: see %s/LOG)", w->path, (unsigned long long)v, w->path);
+	}
 	for (unsigned i = 0; i < SFS_MAX_STATES; i++) {
-		if (!w->cf[i].touched)
+		if (!w->st[i].inbatch)
 			continue;
 		if (rocksdb_property_int_cf(w->db, w->cf[i].h, "rocksdb.num-immutable-mem-table",
 					    &v) != 0 || v != 0)
@@ -845,77 +1353,304 @@ static int flushed(struct sfs_target_writer *w)
 	return 1;
 }
 
-static int rdbt_commit(struct sfs_target_writer *w, uint64_t seq)
+/* Too many L0 files in @sid's family: RocksDB would stall a write (and an
+ * ingest would wait inside RocksDB); the commit waits for compaction
+ * instead, with the buffer sealed (the worker back-pressures). */
+static int l0_backlog(struct sfs_target_writer *w, uint32_t sid)
+{
+	/* A string property (rocksdb_property_int_cf refuses it). */
+	char *p = rocksdb_property_value_cf(w->db, w->cf[sid].h, "rocksdb.num-files-at-level0");
+	uint64_t n = p ? strtoull(p, NULL, 10) : 0, rate = 0;
+
+	if (p)
+		rocksdb_free(p);
+	if (n >= L0_BACKLOG)
+		return 1;
+	/* Writes already delayed (another family's backlog): a flush
+	 * request would wait too. */
+	return rocksdb_property_int(w->db, "rocksdb.actual-delayed-write-rate", &rate) == 0 &&
+	       rate > 0;
+}
+
+/*
+ * The options an SST of state @sid is written with: its family's, but one
+ * compression, L0's.  SstFileWriter compresses with the last entry of
+ * compression_per_level (ZSTD, meant for the bottom level), and an ingested
+ * file usually lands in L0, where every reader probe decompresses it:
+ * measured, ZSTD SSTs made the join and dedup queries slower than batches.
+ */
+static rocksdb_options_t *sst_options(struct sfs_target_writer *w, uint32_t sid)
+{
+	int l0 = (w->k.on & SFS_RDBT_K_LZ4) ? rocksdb_lz4_compression : rocksdb_zstd_compression;
+
+	if (!w->cf[sid].so) {
+		w->cf[sid].so = cf_options(&w->seg->hdr->sh_states[sid], NULL, &w->k, 1);
+		rocksdb_options_set_compression_per_level(w->cf[sid].so, &l0, 1);
+		rocksdb_options_set_compression(w->cf[sid].so, l0);
+		rocksdb_options_set_bottommost_compression(w->cf[sid].so, l0);
+	}
+	return w->cf[sid].so;
+}
+
+static void sst_path(const struct sfs_target_writer *w, uint32_t sid, uint64_t seq, char *buf,
+		     size_t n)
+{
+	snprintf(buf, n, "%s/%llu.%u.sst", w->ipath, (unsigned long long)seq, sid);
+}
+
+static int sst_fail(struct sfs_target_writer *w, struct wstage *s, const char *file, char **err,
+		    const char *op)
+{
+	int rc = rdbt_err(file, err, op);
+
+	if (s->sw)
+		rocksdb_sstfilewriter_destroy(s->sw);
+	s->sw = NULL;
+	s->sst_pos = 0;
+	(void)unlink(file);
+	return rc ? rc : -EIO;
+}
+
+/*
+ * One bounded step of writing state @sid's staged records as one SST, its
+ * marker (= @seq) as the SST's last key, and ingesting it: RocksDB adds a
+ * file to the MANIFEST atomically, so the state's entries and its marker
+ * become durable and visible together, or not at all (a redo skips the
+ * state when its marker shows @seq).  0 when ingested, -EAGAIN when more
+ * steps are due, < 0 error (the SST is dropped and rewritten next time).
+ * Cost per step: at most SST_STEP records; the ingest is a link, an
+ * fsync'ed MANIFEST edit and no memtable flush (the memtables are empty).
+ */
+static int ingest_step(struct sfs_target_writer *w, uint32_t sid, uint64_t seq)
+{
+	struct wstage *s = &w->st[sid];
+	char file[PATH_MAX + 64], *err = NULL;
+	const char *files[1] = { file };
+	size_t end;
+
+	sst_path(w, sid, seq, file, sizeof(file));
+	if (!s->sw) {
+		if (l0_backlog(w, sid)) {
+			sfs_store_relaxed(&w->pub->rp_stalls, w->pub->rp_stalls + 1);
+			return -EAGAIN;
+		}
+		stage_sort(s);
+		if (s->dup)
+			return 0;	/* two records of one key: the batch takes it */
+		s->sst_t0 = sfs_now_ns();
+		(void)unlink(file);
+		s->sw = rocksdb_sstfilewriter_create(w->eo, sst_options(w, sid));
+		rocksdb_sstfilewriter_open(s->sw, file, &err);
+		if (err)
+			return sst_fail(w, s, file, &err, "open an SST");
+		for (size_t off = 0; off < s->len;) {
+			unsigned op;
+			const unsigned char *k, *v;
+			uint32_t kl, vl;
+
+			srec_at(s, off, &op, &k, &kl, &v, &vl);
+			off += SREC_HDR + (size_t)kl + vl;
+			if (op != SOP_RANGE)
+				continue;
+			/* Same global seqno as the file's entries: a range
+			 * tombstone covers only older ones, so the entries
+			 * written after a clear survive it. */
+			rocksdb_sstfilewriter_delete_range(s->sw, (const char *)k, kl,
+							   (const char *)v, vl, &err);
+			if (err)
+				return sst_fail(w, s, file, &err, "write a range deletion to an SST");
+		}
+		s->sst_pos = 0;
+	}
+	end = s->sst_pos + SST_STEP < s->n ? s->sst_pos + SST_STEP : s->n;
+	for (; s->sst_pos < end; s->sst_pos++) {
+		unsigned op;
+		const unsigned char *k, *v;
+		uint32_t kl, vl;
+
+		srec_at(s, s->idx[s->sst_pos], &op, &k, &kl, &v, &vl);
+		if (op == SOP_PUT)
+			rocksdb_sstfilewriter_put(s->sw, (const char *)k, kl, (const char *)v, vl,
+						  &err);
+		else if (op == SOP_DEL)
+			rocksdb_sstfilewriter_delete(s->sw, (const char *)k, kl, &err);
+		else
+			rocksdb_sstfilewriter_merge(s->sw, (const char *)k, kl, (const char *)v, vl,
+						    &err);
+		if (err)
+			return sst_fail(w, s, file, &err, "write an SST");
+	}
+	if (s->sst_pos < s->n)
+		return -EAGAIN;
+	rocksdb_sstfilewriter_put(s->sw, MARKER_KEY, MARKER_LEN, (const char *)&seq, 8, &err);
+	if (err)
+		return sst_fail(w, s, file, &err, "write the applied marker to an SST");
+	rocksdb_sstfilewriter_finish(s->sw, &err);	/* fsync'ed */
+	if (err)
+		return sst_fail(w, s, file, &err, "finish an SST");
+	rocksdb_sstfilewriter_destroy(s->sw);
+	s->sw = NULL;
+	fault("sst");
+	rocksdb_ingest_external_file_cf(w->db, w->cf[sid].h, files, 1, w->io, &err);
+	if (err) {
+		w->reopen = 1;
+		return sst_fail(w, s, file, &err, "ingest an SST");
+	}
+	w->cf[sid].applied = seq;
+	s->done = 1;
+	sfs_store_relaxed(&w->pub->rp_ingests, w->pub->rp_ingests + 1);
+	sfs_store_relaxed(&w->pub->rp_ingest_entries, w->pub->rp_ingest_entries + s->n);
+	sfs_store_relaxed(&w->pub->rp_ingest_ns,
+			  w->pub->rp_ingest_ns + (sfs_now_ns() - s->sst_t0));
+	fault("ingest");
+	return 0;
+}
+
+/*
+ * The states not ingested: one WriteBatch of their records and markers,
+ * written with the WAL off, then their memtables flushed (atomic_flush:
+ * one MANIFEST edit for all).  0 when the flush is installed, -EAGAIN
+ * while it runs (called again: the flush loop never blocks on it), < 0
+ * error.
+ */
+static int batch_step(struct sfs_target_writer *w, uint64_t seq)
 {
 	char *err = NULL;
-	int rc, any = 0;
+	int rc;
 	uint64_t t0;
 
-	if (w->wb_seq == seq)
-		for (unsigned i = 0; i < SFS_MAX_STATES; i++)
-			any |= w->cf[i].touched;
-	if (!any) {
-		/* Nothing of this buffer to write (empty, or all applied). */
+	if (!w->batched) {
 		rocksdb_writebatch_clear(w->wb);
-		w->wb_seq = 0;
-		w->written = 0;
-		w->flushing = 0;
-		w->marked = 0;
-		if (seq > w->pub->rp_applied)
-			sfs_store_release(&w->pub->rp_applied, seq);
-		return 0;
+		w->batch_any = 0;
+		for (unsigned i = 0; i < SFS_MAX_STATES; i++) {
+			struct wstage *s = &w->st[i];
+			rocksdb_column_family_handle_t *h = w->cf[i].h;
+
+			s->inbatch = 0;
+			if (!s->touched || s->done || w->cf[i].applied >= seq)
+				continue;
+			for (size_t off = 0; off < s->len;) {
+				unsigned op;
+				const unsigned char *k, *v;
+				uint32_t kl, vl;
+
+				srec_at(s, off, &op, &k, &kl, &v, &vl);
+				off += SREC_HDR + (size_t)kl + vl;
+				if (op == SOP_PUT)
+					rocksdb_writebatch_put_cf(w->wb, h, (const char *)k, kl,
+								  (const char *)v, vl);
+				else if (op == SOP_DEL)
+					rocksdb_writebatch_delete_cf(w->wb, h, (const char *)k, kl);
+				else if (op == SOP_MERGE)
+					rocksdb_writebatch_merge_cf(w->wb, h, (const char *)k, kl,
+								    (const char *)v, vl);
+				else
+					rocksdb_writebatch_delete_range_cf(w->wb, h, (const char *)k,
+									   kl, (const char *)v, vl);
+			}
+			rocksdb_writebatch_put_cf(w->wb, h, MARKER_KEY, MARKER_LEN,
+						  (const char *)&seq, 8);
+			s->inbatch = 1;
+			w->batch_any = 1;
+		}
+		w->batched = 1;
 	}
+	if (!w->batch_any)
+		return 0;
 	if (!w->written) {
-		if (!w->marked)
-			for (unsigned i = 0; i < SFS_MAX_STATES; i++)
-				if (w->cf[i].touched)
-					rocksdb_writebatch_put_cf(w->wb, w->cf[i].h, MARKER_KEY,
-								  MARKER_LEN, (const char *)&seq, 8);
-		w->marked = 1;
+		for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+			if (w->st[i].inbatch && l0_backlog(w, i)) {
+				/* Neither the write nor its flush may wait inside
+				 * RocksDB: wait here, the buffer sealed. */
+				sfs_store_relaxed(&w->pub->rp_stalls, w->pub->rp_stalls + 1);
+				return -EAGAIN;
+			}
 		t0 = sfs_now_ns();
 		rocksdb_write(w->db, w->wo, w->wb, &err);
 		if (err && strncmp(err, "Incomplete", 10) == 0) {
 			/* A write stall (no_slowdown): try again at the next step. */
 			rocksdb_free(err);
+			sfs_store_relaxed(&w->pub->rp_stalls, w->pub->rp_stalls + 1);
 			return -EAGAIN;
 		}
-		if ((rc = rdbt_err(w->path, &err, "write a buffer's batch")))
-			return rc;	/* not written: retried whole */
+		if (err) {
+			w->reopen = 1;
+			return rdbt_err(w->path, &err, "write a buffer's batch");
+		}
 		w->written = 1;
 		sfs_store_relaxed(&w->pub->rp_write_ns, w->pub->rp_write_ns + (sfs_now_ns() - t0));
 		fault("write");
 	}
 	if (!w->flushing) {
-		/* Switch every touched family's memtable and schedule the flush
-		 * (atomic_flush: one MANIFEST edit for all of them); commit is
-		 * called again until it is installed, so the compactor's loop
-		 * never blocks on a flush (nor misses its heartbeat). */
+		/* Switch every batched family's memtable and schedule the
+		 * flush; commit is called again until it is installed, so the
+		 * compactor's loop never blocks on a flush (nor misses its
+		 * heartbeat). */
 		for (unsigned i = 0; i < SFS_MAX_STATES; i++) {
-			if (!w->cf[i].touched)
+			if (!w->st[i].inbatch)
 				continue;
 			rocksdb_flush_cf(w->db, w->fo, w->cf[i].h, &err);
-			if ((rc = rdbt_err(w->path, &err, "flush (make a buffer durable)")))
-				return rc;	/* retried: only the flush again */
+			if (err) {
+				w->reopen = 1;
+				return rdbt_err(w->path, &err, "flush (make a buffer durable)");
+			}
 		}
 		w->flushing = 1;
 		w->flush_t0 = sfs_now_ns();
 	}
 	rc = flushed(w);
-	if (rc <= 0)
-		return rc < 0 ? rc : -EAGAIN;	/* not yet: called again */
+	if (rc < 0) {
+		w->reopen = 1;	/* the memtables' writes are lost with the instance */
+		return rc;
+	}
+	if (rc == 0)
+		return -EAGAIN;
 	w->flushing = 0;
 	fault("flush");
-	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
-		if (w->cf[i].touched) {
-			w->cf[i].applied = seq;
-			w->cf[i].touched = 0;
-		}
-	rocksdb_writebatch_clear(w->wb);
-	w->wb_seq = 0;
-	w->written = 0;
-	w->marked = 0;
 	sfs_store_relaxed(&w->pub->rp_flush_ns,
 			  w->pub->rp_flush_ns + (sfs_now_ns() - w->flush_t0));
+	return 0;
+}
+
+/* One bounded step of committing buffer @seq (rdbt_commit's contract). */
+static int commit_step(struct sfs_target_writer *w, uint64_t seq)
+{
+	int rc, any = 0;
+
+	if (w->seq == seq)
+		for (unsigned i = 0; i < SFS_MAX_STATES && !any; i++)
+			any = w->st[i].touched;
+	if (!any) {
+		/* Nothing of this buffer to write (empty, or all applied). */
+		stages_reset(w);
+		if (seq > w->pub->rp_applied)
+			sfs_store_release(&w->pub->rp_applied, seq);
+		return 0;
+	}
+	if ((w->reopen || !w->db) && (rc = w_reopen(w)))
+		return rc;
+	/* Large states: an SST each, one step at a time. */
+	for (unsigned i = 0; w->k.ingest_min && i < SFS_MAX_STATES; i++) {
+		struct wstage *s = &w->st[i];
+
+		if (!s->touched || s->done || s->dup || s->n + s->nrange < w->k.ingest_min)
+			continue;
+		if (w->cf[i].applied >= seq) {
+			s->done = 1;	/* ingested before a reopen */
+			continue;
+		}
+		rc = ingest_step(w, i, seq);
+		if (rc)
+			return rc;
+		return -EAGAIN;	/* bounded: the next state at the next step */
+	}
+	/* The others: one batch, flushed. */
+	if ((rc = batch_step(w, seq)))
+		return rc;
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		if (w->st[i].touched)
+			w->cf[i].applied = seq;
+	stages_reset(w);
 	sfs_store_relaxed(&w->pub->rp_commits, w->pub->rp_commits + 1);
 	sfs_store_release(&w->pub->rp_applied, seq);
 	sfs_store_release(&w->pub->rp_published, w->pub->rp_published + 1);
@@ -925,13 +1660,54 @@ static int rdbt_commit(struct sfs_target_writer *w, uint64_t seq)
 	return 0;
 }
 
+/*
+ * commit: the staged buffer @seq becomes durable and published, in bounded
+ * steps (-EAGAIN: call again).  A failure (disk full, a write error) is
+ * logged with the instance, the file and RocksDB's status when it starts
+ * and every LOG_EVERY_NS while it lasts, and retried with a back-off (10 ms
+ * doubling to 1 s) from the staged copy: the buffer stays sealed meanwhile,
+ * so its worker back-pressures, and nothing committed before is touched.
+ */
+static int rdbt_commit(struct sfs_target_writer *w, uint64_t seq)
+{
+	uint64_t now = sfs_now_ns();
+	int rc;
+
+	if (w->fails && now < w->retry_ns)
+		return w->last_rc;
+	rc = commit_step(w, seq);
+	if (rc == 0 || rc == -EAGAIN) {
+		if (w->fails && rc == 0)
+			sfs_log("rocksdb target %s: buffer seq %llu committed after %u failed "
+				"attempts", w->path, (unsigned long long)seq, w->fails);
+		if (rc == 0)
+			w->fails = 0;
+		return rc;
+	}
+	w->fails++;
+	w->last_rc = rc;
+	w->retry_ns = now + (w->fails < 8 ? 10000000ull << (w->fails - 1) : 1000000000ull);
+	sfs_store_relaxed(&w->pub->rp_errors, w->pub->rp_errors + 1);
+	if (w->fails == 1 || now - w->logged_ns >= LOG_EVERY_NS) {
+		sfs_log("rocksdb target %s: commit of buffer seq %llu failed (attempt %u), the "
+			"buffer stays sealed and is retried: %s", w->path,
+			(unsigned long long)seq, w->fails, sfs_last_error());
+		w->logged_ns = now;
+	}
+	return rc;
+}
+
 static int rdbt_files(struct sfs_target_writer *w, int (*fn)(void *arg, const char *path),
 		      void *arg)
 {
-	const rocksdb_livefiles_t *lf = rocksdb_livefiles(w->db);
+	const rocksdb_livefiles_t *lf;
 	char p[PATH_MAX * 2];
 	int rc = 0;
 
+	if (!w->db)
+		return sfs__err(-EIO, "rocksdb target %s: closed after a failed commit (reopened "
+				"at the next retry)", w->path);
+	lf = rocksdb_livefiles(w->db);
 	if (!lf)
 		return 0;
 	for (int i = 0; rc == 0 && i < rocksdb_livefiles_count(lf); i++) {
@@ -954,6 +1730,7 @@ struct sfs_target_reader {
 	struct sfs_seg *seg;
 	uint32_t worker;
 	struct sfs_rdbt_pub *pub;
+	struct sfs_rdbt_knobs k;
 	char path[PATH_MAX];
 	char spath[PATH_MAX];
 	rocksdb_options_t *dbo;
@@ -1054,6 +1831,7 @@ static int rdbt_reader_open(struct sfs_seg *s, uint32_t worker, struct sfs_targe
 		return -ENOMEM;
 	r->seg = s;
 	r->worker = worker;
+	r->k = knobs_get();
 	if ((rc = inst_path(s, worker, r->path, sizeof(r->path)))) {
 		free(r);
 		return rc;
@@ -1104,7 +1882,7 @@ static int r_open_db(struct sfs_target_reader *r)
 
 		cn[i] = names[i];
 		if (sid >= 0 && !r->cfo[sid]) {
-			r->cfo[sid] = cf_options(desc_of(r->seg, sid), r->cache);
+			r->cfo[sid] = cf_options(desc_of(r->seg, sid), r->cache, &r->k, 0);
 			co[i] = r->cfo[sid];
 		} else {
 			co[i] = r->defo;
@@ -1331,7 +2109,7 @@ static int rdbt_map_iter(struct sfs_target_reader *r, const struct sfs_probe *pa
 	ro = rocksdb_readoptions_create();
 	rocksdb_readoptions_set_iterate_lower_bound(ro, (const char *)lo, pl);
 	rocksdb_readoptions_set_iterate_upper_bound(ro, (const char *)hi, pl);
-	if (pl >= MAP_PREFIX_LEN)
+	if (pl >= MAP_PREFIX_LEN && (r->k.on & SFS_RDBT_K_PREFIX))
 		rocksdb_readoptions_set_prefix_same_as_start(ro, 1);	/* the prefix bloom */
 	else
 		rocksdb_readoptions_set_total_order_seek(ro, 1);

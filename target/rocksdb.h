@@ -21,7 +21,8 @@
  * also holds, at RDBT_MARKER_KEY (0xff 0xff ...: after every data key,
  * since a key group's first byte is < 0x80), the seq of the last buffer
  * whose entries of that state it holds ("applied"), written in the same
- * WriteBatch as the data.
+ * WriteBatch as the data, or as the last key of the same ingested SST.
+ * SSTs being written live in <sh_data_dir>/w<N>.ingest (emptied at open).
  *
  * Shared memory: region "rdbt.<w>" (one page) holds what the compactor
  * publishes to the readers of worker w's instance; see struct sfs_rdbt_pub.
@@ -37,7 +38,23 @@
 #include "target/target.h"
 
 #define SFS_RDBT_MAGIC 0x3154424452534653ull /* "SFSRDBT1" */
-#define SFS_RDBT_VERSION 1u
+#define SFS_RDBT_VERSION 2u
+
+/* Tunings the ablation benchmark switches off one at a time (rocksdb.c's
+ * knobs_get: SFS_RDBT_<X>=0 in the environment). */
+#define SFS_RDBT_K_HASH_MEMTABLE 0x01u /* hash-linklist memtable for point state */
+#define SFS_RDBT_K_PARTITIONED   0x02u /* partitioned filters + two-level index */
+#define SFS_RDBT_K_PREFIX        0x04u /* adaptive prefix bloom of map/list state */
+#define SFS_RDBT_K_LZ4           0x08u /* LZ4 at L0/L1 (else ZSTD everywhere) */
+#define SFS_RDBT_K_MERGE         0x10u /* counters as merges (else read-modify-write) */
+#define SFS_RDBT_K_PACING        0x20u /* compaction paced */
+#define SFS_RDBT_K_ALL           0x3fu
+
+struct sfs_rdbt_knobs {
+	uint32_t on;            /* SFS_RDBT_K_* switched on */
+	uint64_t ingest_min;    /* a state's entries in one buffer from which they are
+				 * ingested as an SST instead of written in a batch; 0: never */
+};
 
 struct sfs_rdbt_pub {
 	uint64_t rp_magic;      /* compactor (creator), release, last */
@@ -55,14 +72,28 @@ struct sfs_rdbt_pub {
 	uint64_t rp_write_ns;   /* compactor, relaxed: time in WriteBatch writes */
 	uint64_t rp_flush_ns;   /* compactor, relaxed: time in memtable flushes (durability) */
 	uint64_t rp_purges;     /* compactor, relaxed: file-deletion windows opened */
+	uint64_t rp_ingests;    /* compactor, relaxed: column families ingested as SSTs */
+	uint64_t rp_ingest_entries; /* compactor, relaxed: entries of those */
+	uint64_t rp_ingest_ns;  /* compactor, relaxed: time writing and ingesting SSTs */
+	uint64_t rp_errors;     /* compactor, relaxed: failed commit attempts (retried) */
+	uint64_t rp_reopens;    /* compactor, relaxed: reopens after a background error */
+	uint64_t rp_stalls;     /* compactor, relaxed: commits deferred by an L0 backlog */
+	uint32_t rp_knobs;      /* compactor, relaxed, at each open: its sfs_rdbt_knobs.on */
+	uint32_t rp_pad;
+	uint64_t rp_ingest_min; /* compactor, relaxed, at each open: its knobs.ingest_min */
 };
 
 uint64_t sfs_rdbt_layout(void);
 
-/* The tuning a state's column family gets (a pure function of its kind and
- * merge operator, kept next to the code that applies it), as one line for
- * `sfs stat`; the same choices are in each instance's RocksDB LOG. */
-void sfs_rdbt_tuning(const struct sfs_state_desc *d, char *buf, size_t n);
+/* The tuning a state's column family gets (a pure function of its kind,
+ * merge operator and the knobs, kept next to the code that applies it), as
+ * one line for `sfs stat`; the same choices are in each instance's RocksDB
+ * LOG (OPTIONS dump).  @k NULL: this process's environment. */
+void sfs_rdbt_tuning(const struct sfs_state_desc *d, const struct sfs_rdbt_knobs *k, char *buf,
+		     size_t n);
+
+/* The instance-wide compaction pacing of @k, as one line. */
+void sfs_rdbt_pacing(const struct sfs_rdbt_knobs *k, char *buf, size_t n);
 
 extern const struct sfs_target_ops sfs_target_rocksdb;
 

@@ -4,12 +4,18 @@
  * through a secondary in another process; counters merged across flushes;
  * a redone flush of one seq (also after a writer restart) changes nothing;
  * a flusher killed with kill -9 mid-flush, restarted, loses and doubles
- * nothing.  Forked children report through their exit code only.
+ * nothing; all of it on both write paths (a WriteBatch + memtable flush,
+ * and an SST per state ingested with its marker: SFS_RDBT_INGEST_MIN=1);
+ * a write error (a file-size limit: EFBIG, as a full disk fails a write)
+ * fails the flush loudly, keeps the buffer sealed and retries it until the
+ * limit is lifted, and then everything arrives exactly once.  Forked
+ * children report through their exit code only.
  */
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "common/err.h"
 #include "compactor/flush.h"
@@ -219,9 +225,27 @@ static void check_worker(sfs_ctx_t *c)
 	cr_assert_str_eq(m.s, "x;y;z;");
 }
 
-Test(rdbt, every_kind_round_trips_through_a_secondary_in_another_process)
+/* The write path of the writers opened from now on in this process (and
+ * in children forked later): every state as an SST (1) or as a batch (0). */
+static void use_ingest(int on)
+{
+	setenv("SFS_RDBT_INGEST_MIN", on ? "1" : "0", 1);
+}
+
+static struct sfs_rdbt_pub *pub_of(uint32_t w)
+{
+	char name[32];
+	uint64_t off, size;
+
+	snprintf(name, sizeof(name), "rdbt.%u", w);
+	cr_assert_eq(sfs_seg_region_find(&seg, name, &off, &size), 0);
+	return sfs_seg_ptr(&seg, off);
+}
+
+static void round_trip(int ingest)
 {
 	struct sfs_worker_opts o = small_opts();
+	int rc;
 	struct inproc p;
 	sfs_ctx_t *c;
 	pid_t pid;
@@ -273,9 +297,27 @@ Test(rdbt, every_kind_round_trips_through_a_secondary_in_another_process)
 
 	check_worker(c);	/* through this worker's own secondary */
 	pid = th_fork(reader_checks, NULL);
-	cr_assert_eq(th_exit_code(th_wait(pid, 60000)), 0, "reader in another process");
+	rc = th_exit_code(th_wait(pid, 60000));
+	cr_assert_eq(rc, 0, "reader in another process: exit %d", rc);
+	if (ingest)
+		cr_assert_geq(pub_of(0)->rp_ingests, 10, "every state of every buffer ingested: %llu",
+			      (unsigned long long)pub_of(0)->rp_ingests);
+	else
+		cr_assert_eq(pub_of(0)->rp_ingests, 0);
 	inproc_stop(&p);
 	sfs_worker_close(c);
+}
+
+Test(rdbt, every_kind_round_trips_through_a_secondary_in_another_process)
+{
+	use_ingest(0);
+	round_trip(0);
+}
+
+Test(rdbt, every_kind_round_trips_as_ingested_ssts)
+{
+	use_ingest(1);
+	round_trip(1);
 }
 
 /* ---- counters, redone flushes, writer restarts --------------------------------- */
@@ -330,7 +372,7 @@ static void expect(struct sfs_target_reader *r, uint32_t sid, const char *k, int
 		     (unsigned long long)tag);
 }
 
-Test(rdbt, counters_merge_across_flushes_and_a_redone_flush_counts_once)
+static void counters_once(void)
 {
 	struct sfs_worker_opts o = small_opts();
 	struct sfs_target_cfg cfg = { 0 };
@@ -399,6 +441,29 @@ Test(rdbt, counters_merge_across_flushes_and_a_redone_flush_counts_once)
 	sfs_worker_close(c);
 }
 
+Test(rdbt, counters_merge_across_flushes_and_a_redone_flush_counts_once)
+{
+	use_ingest(0);
+	counters_once();
+}
+
+Test(rdbt, ingested_counters_merge_across_flushes_and_a_redone_ingest_counts_once)
+{
+	use_ingest(1);
+	counters_once();
+	cr_assert_geq(pub_of(0)->rp_ingests, 5);
+}
+
+/* Without the merge operator (the ablation's SFS_RDBT_MERGE=0) counters are
+ * read, folded and put: the same results. */
+Test(rdbt, counters_without_the_merge_operator_fold_the_same)
+{
+	use_ingest(0);
+	setenv("SFS_RDBT_MERGE", "0", 1);
+	counters_once();
+	unsetenv("SFS_RDBT_MERGE");
+}
+
 /* ---- kill -9 of the flusher ------------------------------------------------------ */
 
 /* A flusher in a forked child: steps until killed. */
@@ -430,24 +495,55 @@ static int flusher_child(void *arg)
  */
 static int spawn_req[2], spawn_resp[2];
 
+struct spawn {
+	char crash[16];         /* SFS_RDBT_CRASH_AT, "" none */
+	char ingest;            /* SFS_RDBT_INGEST_MIN=1 (else 0: batches) */
+	int fsize_kb;           /* > 0: RLIMIT_FSIZE (soft) until SIGUSR1 lifts it */
+	char log[192];          /* "" or where the child's stderr goes */
+};
+
+static void lift_fsize(int sig)
+{
+	struct rlimit rl;
+
+	(void)sig;
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_FSIZE, &rl);
+	}
+}
+
 static int spawner(void *arg)
 {
-	char cmd;
+	struct spawn q;
 
 	(void)arg;
 	signal(SIGCHLD, SIG_IGN);	/* children reaped by the kernel */
-	while (read(spawn_req[0], &cmd, 1) == 1) {
+	while (read(spawn_req[0], &q, sizeof(q)) == (ssize_t)sizeof(q)) {
 		pid_t pid = fork();
 
 		if (pid == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			/* 'a', 'w', 'f': die at the first apply / write / flush */
-			if (cmd == 'a')
-				setenv("SFS_RDBT_CRASH_AT", "apply:1", 1);
-			else if (cmd == 'w')
-				setenv("SFS_RDBT_CRASH_AT", "write:1", 1);
-			else if (cmd == 'f')
-				setenv("SFS_RDBT_CRASH_AT", "flush:1", 1);
+			if (q.crash[0])
+				setenv("SFS_RDBT_CRASH_AT", q.crash, 1);
+			else
+				unsetenv("SFS_RDBT_CRASH_AT");
+			setenv("SFS_RDBT_INGEST_MIN", q.ingest ? "1" : "0", 1);
+			if (q.log[0] && !freopen(q.log, "a", stderr))
+				_exit(30);
+			if (q.fsize_kb > 0) {
+				/* A write past the limit fails with EFBIG, as a
+				 * full disk fails one with ENOSPC. */
+				struct rlimit rl;
+
+				signal(SIGXFSZ, SIG_IGN);
+				signal(SIGUSR1, lift_fsize);
+				if (getrlimit(RLIMIT_FSIZE, &rl))
+					_exit(31);
+				rl.rlim_cur = (rlim_t)q.fsize_kb << 10;
+				if (setrlimit(RLIMIT_FSIZE, &rl))
+					_exit(32);
+			}
 			_exit(flusher_child(NULL));
 		}
 		if (write(spawn_resp[1], &pid, sizeof(pid)) != sizeof(pid))
@@ -456,19 +552,31 @@ static int spawner(void *arg)
 	return 0;
 }
 
-static pid_t spawn_flusher_at(char how)
+static void spawner_start(void)
+{
+	cr_assert_eq(pipe(spawn_req), 0);
+	cr_assert_eq(pipe(spawn_resp), 0);
+}
+
+static pid_t spawn_req_send(const struct spawn *q)
 {
 	pid_t pid = -1;
 
-	cr_assert_eq(write(spawn_req[1], &how, 1), 1);
+	cr_assert_eq(write(spawn_req[1], q, sizeof(*q)), (ssize_t)sizeof(*q));
 	cr_assert_eq(read(spawn_resp[0], &pid, sizeof(pid)), (ssize_t)sizeof(pid));
 	cr_assert_gt(pid, 0);
 	return pid;
 }
 
-static pid_t spawn_flusher(void)
+/* A flusher on the batch (@ingest 0) or SST path, dying at the first time
+ * it reaches @crash (NULL: never). */
+static pid_t spawn_flusher_at(const char *crash, int ingest)
 {
-	return spawn_flusher_at('s');
+	struct spawn q = { .ingest = (char)ingest };
+
+	if (crash)
+		snprintf(q.crash, sizeof(q.crash), "%s:1", crash);
+	return spawn_req_send(&q);
 }
 
 static void kill_flusher(pid_t pid)
@@ -478,7 +586,7 @@ static void kill_flusher(pid_t pid)
 		usleep(1000);
 }
 
-Test(rdbt, flusher_killed_mid_flush_loses_and_doubles_nothing)
+static void killed_mid_flush(int ingest)
 {
 	struct sfs_worker_opts o = small_opts();
 	static int64_t ref[2000];
@@ -490,15 +598,14 @@ Test(rdbt, flusher_killed_mid_flush_loses_and_doubles_nothing)
 	int kills = 0;
 	const uint64_t nb = 24 * (uint64_t)th_soak();
 
-	cr_assert_eq(pipe(spawn_req), 0);
-	cr_assert_eq(pipe(spawn_resp), 0);
+	spawner_start();
 	sp = th_fork(spawner, NULL);
 	o.buffer_bytes = 1 << 20;
 	o.buffer_keys = 4096;
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
 	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
 	cr_assert_eq(sfs_state_register(c, "val", SFS_STATE_VALUE, &sv), 0);
-	fl = spawn_flusher();
+	fl = spawn_flusher_at(NULL, ingest);
 	for (uint64_t b = 1; b <= nb; b++) {
 		for (int i = 0; i < 2000; i++) {
 			int k = rand_r(&seed) % 2000;
@@ -515,7 +622,7 @@ Test(rdbt, flusher_killed_mid_flush_loses_and_doubles_nothing)
 			usleep((useconds_t)(rand_r(&seed) % 20000));
 			kill_flusher(fl);
 			kills++;
-			fl = spawn_flusher();
+			fl = spawn_flusher_at(NULL, ingest);
 		}
 	}
 	cr_assert(wait_flushed(c, nb, 30000), "flusher caught up after %d kills", kills);
@@ -535,6 +642,17 @@ Test(rdbt, flusher_killed_mid_flush_loses_and_doubles_nothing)
 	close(spawn_req[1]);
 	th_wait(sp, 5000);
 	sfs_worker_close(c);
+}
+
+Test(rdbt, flusher_killed_mid_flush_loses_and_doubles_nothing)
+{
+	killed_mid_flush(0);
+}
+
+Test(rdbt, flusher_killed_mid_ingest_loses_and_doubles_nothing)
+{
+	killed_mid_flush(1);
+	cr_assert_gt(pub_of(0)->rp_ingests, 0);
 }
 
 /* The real compactor binary picks the target from the segment. */
@@ -564,25 +682,29 @@ Test(rdbt, the_compactor_binary_flushes_to_rocksdb)
 
 /* A flusher that dies at each step of a flush (fault injection), then a
  * healthy one: nothing lost, nothing doubled, and the one that died after
- * the flush made the buffer durable leaves a redo that is skipped. */
-Test(rdbt, a_flusher_dying_at_each_flush_step_loses_and_doubles_nothing)
+ * a state's flush or ingest made it durable leaves a redo that skips it.
+ * Batch path: apply, write (memtables), flush (durable, not published).
+ * SST path: apply, sst (written, not ingested), ingest (the first state's
+ * SST ingested, the second's not yet): two states, so a death between
+ * them leaves one done and one to redo. */
+static void each_step(const char *const *steps, unsigned nsteps, int ingest)
 {
 	struct sfs_worker_opts o = small_opts();
-	const char steps[] = { 'a', 'w', 'f' };
 	struct sfs_rdbt_pub *pub = NULL;
-	uint64_t off, size, b = 0;
-	uint32_t st;
+	uint64_t b = 0;
+	uint32_t st, sv;
 	sfs_ctx_t *c;
 	int64_t ref = 0, n;
 	pid_t sp;
 
-	cr_assert_eq(pipe(spawn_req), 0);
-	cr_assert_eq(pipe(spawn_resp), 0);
+	spawner_start();
 	sp = th_fork(spawner, NULL);
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
 	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
-	for (unsigned i = 0; i < sizeof(steps); i++) {
-		uint64_t skipped = pub ? pub->rp_skipped : 0;
+	cr_assert_eq(sfs_state_register(c, "val", SFS_STATE_VALUE, &sv), 0);
+	for (unsigned i = 0; i < nsteps; i++) {
+		uint64_t skipped = pub ? pub->rp_skipped : 0, val = b + 1;
+		struct sfs_view v;
 		pid_t fl;
 		int dead = 0;
 
@@ -591,32 +713,195 @@ Test(rdbt, a_flusher_dying_at_each_flush_step_loses_and_doubles_nothing)
 
 			snprintf(key, sizeof(key), "k%d", k);
 			cr_assert_eq(sfs_counter_add(c, st, 0, key, strlen(key), k + 1), 0);
+			cr_assert_eq(sfs_value_put(c, sv, 0, key, strlen(key), &val, 8), 0);
 		}
 		ref += 1;	/* k0's share */
 		cr_assert_eq(sfs_barrier(c, ++b), 0);
-		fl = spawn_flusher_at(steps[i]);
+		fl = spawn_flusher_at(steps[i], ingest);
 		for (int t = 0; t < 20000 && !dead; t++) {
 			sfs_ctx_quiescent(c);
 			dead = kill(fl, 0) != 0;
 			usleep(1000);
 		}
-		cr_assert(dead, "flusher died at step '%c'", steps[i]);
-		fl = spawn_flusher();
-		cr_assert(wait_flushed(c, b, 20000), "flushed after a death at '%c'", steps[i]);
-		if (!pub) {
-			cr_assert_eq(sfs_seg_region_find(&seg, "rdbt.0", &off, &size), 0);
-			pub = sfs_seg_ptr(&seg, off);
-		}
-		if (steps[i] == 'f')
-			cr_assert_gt(pub->rp_skipped, skipped, "the redo of a durable flush skipped");
+		cr_assert(dead, "flusher died at step '%s'", steps[i]);
+		fl = spawn_flusher_at(NULL, ingest);
+		cr_assert(wait_flushed(c, b, 20000), "flushed after a death at '%s'", steps[i]);
+		if (!pub)
+			pub = pub_of(0);
+		if (!strcmp(steps[i], "flush") || !strcmp(steps[i], "ingest"))
+			cr_assert_gt(pub->rp_skipped, skipped, "the redo of a durable %s skipped",
+				     steps[i]);
 		cr_assert_eq(sfs_counter_get(c, st, 0, "k0", 2, &n), 1);
-		cr_assert_eq(n, ref, "after a death at '%c': %lld, expected %lld", steps[i],
+		cr_assert_eq(n, ref, "after a death at '%s': %lld, expected %lld", steps[i],
 			     (long long)n, (long long)ref);
 		cr_assert_eq(sfs_counter_get(c, st, 0, "k99", 3, &n), 1);
 		cr_assert_eq(n, 100 * ref);
+		cr_assert_eq(sfs_value_get(c, sv, 0, "k42", 3, &v), 1);
+		cr_assert(v.len == 8 && memcmp(v.data, &b, 8) == 0, "value after '%s'", steps[i]);
 		kill_flusher(fl);
 	}
+	if (ingest)
+		cr_assert_gt(pub->rp_ingests, 0);
 	close(spawn_req[1]);
 	th_wait(sp, 5000);
 	sfs_worker_close(c);
+}
+
+Test(rdbt, a_flusher_dying_at_each_flush_step_loses_and_doubles_nothing)
+{
+	static const char *const steps[] = { "apply", "write", "flush" };
+
+	each_step(steps, 3, 0);
+}
+
+Test(rdbt, a_flusher_dying_at_each_ingest_step_loses_and_doubles_nothing)
+{
+	static const char *const steps[] = { "apply", "sst", "ingest" };
+
+	each_step(steps, 3, 1);
+}
+
+/* ---- a write error: EFBIG past a file-size limit, as a full disk fails --------- */
+
+static int file_has(const char *path, const char *what)
+{
+	char line[1024];
+	FILE *f = fopen(path, "r");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+/*
+ * A flusher whose files may not grow past 128 KiB: a first small buffer
+ * commits; a second one, whose SST (or memtable flush) needs more, fails.
+ * The failure is logged with the instance and RocksDB's status, the buffer
+ * stays sealed and is retried (and what was committed stays readable);
+ * once the limit is lifted it commits, and every value and counter is
+ * there exactly once.
+ */
+static void write_error(int ingest)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct spawn q = { .ingest = (char)ingest, .fsize_kb = 128 };
+	struct sfs_rdbt_pub *pub;
+	uint64_t seed = 5, errors;
+	unsigned char val[200];
+	uint32_t st, sv;
+	sfs_ctx_t *c;
+	char key[16];
+	int64_t n;
+	pid_t sp, fl;
+	int i;
+
+	snprintf(q.log, sizeof(q.log), "%s/flusher.log", dir);
+	spawner_start();
+	sp = th_fork(spawner, NULL);
+	o.buffer_bytes = 4 << 20;
+	o.buffer_keys = 16384;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0);
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	cr_assert_eq(sfs_state_register(c, "val", SFS_STATE_VALUE, &sv), 0);
+	fl = spawn_req_send(&q);
+
+	/* 1: small, committed under the limit */
+	for (i = 0; i < 50; i++) {
+		snprintf(key, sizeof(key), "c%d", i);
+		cr_assert_eq(sfs_counter_add(c, st, 0, key, strlen(key), 1), 0);
+	}
+	cr_assert_eq(sfs_barrier(c, 1), 0);
+	cr_assert(wait_flushed(c, 1, 20000), "a small buffer commits under the limit");
+
+	/* 2: ~1.2 MB of incompressible values, and the counters again */
+	for (i = 0; i < 6000; i++) {
+		for (size_t j = 0; j < sizeof(val); j += 8) {
+			uint64_t r = th_rand(&seed);
+
+			memcpy(val + j, &r, 8);
+		}
+		memcpy(val, &i, sizeof(i));
+		snprintf(key, sizeof(key), "v%d", i);
+		cr_assert_eq(sfs_value_put(c, sv, 0, key, strlen(key), val, sizeof(val)), 0, "%s",
+			     sfs_last_error());
+	}
+	for (i = 0; i < 50; i++) {
+		snprintf(key, sizeof(key), "c%d", i);
+		cr_assert_eq(sfs_counter_add(c, st, 0, key, strlen(key), 10), 0);
+	}
+	cr_assert_eq(sfs_barrier(c, 2), 0);
+	pub = pub_of(0);
+	for (i = 0; i < 20000 && pub->rp_errors < 3; i++) {
+		sfs_ctx_quiescent(c);
+		usleep(1000);
+	}
+	errors = pub->rp_errors;
+	cr_assert_geq(errors, 3, "the flush failed and was retried (%llu failed attempts)",
+		      (unsigned long long)errors);
+	cr_assert(!wait_flushed(c, 2, 300), "the failing buffer stays sealed");
+	if (!file_has(q.log, "File too large")) {
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "cat %s >&2", q.log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "no log\n");
+	}
+	cr_assert(file_has(q.log, "commit of buffer seq 2 failed"), "the failure is logged");
+	cr_assert(file_has(q.log, "File too large"), "with RocksDB's status");
+	cr_assert(file_has(q.log, "/store/w0"), "naming the instance");
+	/* committed before the failure: still there */
+	cr_assert_eq(sfs_counter_get(c, st, 0, "c7", 2, &n), 1);
+	cr_assert(n == 1 || n == 11, "c7 = %lld", (long long)n);
+
+	kill(fl, SIGUSR1);	/* the disk has room again */
+	cr_assert(wait_flushed(c, 2, 30000), "committed once the limit is lifted");
+	cr_assert(file_has(q.log, "committed after"), "the recovery is logged");
+	for (i = 0; i < 50; i++) {
+		snprintf(key, sizeof(key), "c%d", i);
+		cr_assert_eq(sfs_counter_get(c, st, 0, key, strlen(key), &n), 1);
+		cr_assert_eq(n, 11, "counter %s = %lld, expected 11 (exactly once)", key,
+			     (long long)n);
+	}
+	/* read back through a fresh worker context: from RocksDB, not the
+	 * buffers */
+	sfs_worker_close(c);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "cnt", SFS_STATE_COUNTER, &st), 0);
+	cr_assert_eq(sfs_state_register(c, "val", SFS_STATE_VALUE, &sv), 0);
+	for (i = 0; i < 6000; i++) {
+		struct sfs_view v;
+		int got;
+
+		snprintf(key, sizeof(key), "v%d", i);
+		cr_assert_eq(sfs_value_get(c, sv, 0, key, strlen(key), &v), 1, "%s", key);
+		memcpy(&got, v.data, sizeof(got));
+		cr_assert(v.len == sizeof(val) && got == i, "%s", key);
+	}
+	for (i = 0; i < 50; i++) {
+		snprintf(key, sizeof(key), "c%d", i);
+		cr_assert_eq(sfs_counter_get(c, st, 0, key, strlen(key), &n), 1);
+		cr_assert_eq(n, 11, "counter %s after a reopen", key);
+	}
+	if (ingest)
+		cr_assert_gt(pub->rp_ingests, 0);
+	else
+		cr_assert_gt(pub->rp_reopens, 0, "the instance reopened after its flush failed");
+	kill_flusher(fl);
+	close(spawn_req[1]);
+	th_wait(sp, 5000);
+	sfs_worker_close(c);
+}
+
+Test(rdbt, a_write_error_in_an_sst_fails_loudly_is_retried_and_commits_once)
+{
+	write_error(1);
+}
+
+Test(rdbt, a_write_error_in_a_memtable_flush_fails_loudly_is_retried_and_commits_once)
+{
+	write_error(0);
 }
