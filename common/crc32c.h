@@ -1,0 +1,22 @@
+/*
+ * crc32c.h — crc32c (Castagnoli), the checksum of every sfs file format:
+ * checkpoint files and metadata (checkpointer/ckstore.c) and the table
+ * store's data files (layout/datafile.c).  It moved here from ckstore.c
+ * unchanged, so both formats share one implementation (ckstore keeps its
+ * ck_crc32c name as a wrapper).
+ */
+#ifndef SFS_COMMON_CRC32C_H
+#define SFS_COMMON_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* crc32c of @n bytes, continuing @crc (0 to start).  SSE4.2 when the CPU
+ * has it (8 bytes per instruction, ~10x the table), else a table.
+ * Thread-safe: the table and the CPU probe are set up once. */
+uint32_t sfs_crc32c(uint32_t crc, const void *p, size_t n);
+
+/* The table implementation, to test the SSE4.2 one against. */
+uint32_t sfs__crc32c_table(uint32_t crc, const void *p, size_t n);
+
+#endif

@@ -1,0 +1,1851 @@
+/*
+ * datafile.c — the table store's data file (format and API: datafile.h).
+ *
+ * Writer: rows arrive sorted; the key column is cut into key pages that go
+ * straight to "<path>.tmp" after the header, while value pages (cut
+ * independently) spill to an unlinked scratch file, because the layout
+ * puts every key page before the first value page and the values are the
+ * bulk of a file.  finish() appends the spilled values (copy_file_range,
+ * in-kernel), the filter (built from the 8-byte key hashes kept per row,
+ * sized once the row count is known) and the footer, then fsync + rename.
+ *
+ * Reader: the footer is read in place from the mapping (fixed-size,
+ * 8-aligned entries: no decoded copy of the index); per page a verified
+ * bit (crc32c and structure) is set on first touch; decompressed pages
+ * live in a small LRU of cache_pages slots.  A probe copies the values it
+ * returns from compressed pages into an arena reset at each call, so the
+ * pages themselves can be evicted while the call goes on.
+ *
+ * The filter hash (df_hash) is part of format version 1: it is a pinned
+ * copy of the wyhash-structured hash of common/hash.h, so that a change
+ * there can never make old files' filters answer "absent" wrongly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <lz4.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/fs.h"
+#include "layout/datafile.h"
+
+/* Every integer of the format is little-endian and read in place. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "datafile: little-endian hosts only");
+
+typedef unsigned long long ull;
+
+#define DF_MAGIC "SFSDATA"            /* 8 bytes with its NUL */
+#define DF_HDR 32u
+#define DF_TRAILER 32u
+#define DF_PAGE_DEFAULT (16u << 10)
+#define DF_PAGE_BYTES_MAX (64u << 20)
+/* The largest raw page a writer can make, so the most a reader will
+ * allocate for one: a key page of 2-byte keys (5 B of kind and offset
+ * each) up to the target plus one key, or a value page up to the target
+ * plus one value. */
+#define DF_PAGE_MAX (SFS_DF_VALUE_MAX + 4u * DF_PAGE_BYTES_MAX)
+#define DF_FILTER_BITS 10u
+#define DF_CACHE_DEFAULT 8u
+#define DF_ARENA_CHUNK (64u << 10)
+
+/* ---- on-disk structures ------------------------------------------------------------- */
+
+struct df_header {
+	char h_magic[8];
+	uint32_t h_version;
+	uint32_t h_codec;        /* the file's codec (pages may still be raw) */
+	uint32_t h_reserved[3];
+	uint32_t h_crc;          /* crc32c of the 28 bytes before it */
+};
+
+struct df_stats {
+	uint64_t s_rows, s_puts, s_deletes, s_merges;
+	uint64_t s_filter_off;
+	uint32_t s_kpages, s_vpages;
+	uint32_t s_filter_len;   /* 32 * s_filter_blocks */
+	uint32_t s_filter_crc;
+	uint32_t s_filter_blocks;
+	uint32_t s_keys_len;     /* bytes of the key area */
+	uint32_t s_codec;
+	uint16_t s_kg_lo, s_kg_hi;
+	uint32_t s_reserved[6];
+};
+
+/* A key page.  min/max are (offset, length) in the footer's key area. */
+struct df_kpe {
+	uint64_t k_off, k_first_row;
+	uint32_t k_stored, k_raw, k_rows, k_crc;
+	uint32_t k_min_off, k_min_len, k_max_off, k_max_len;
+	uint32_t k_codec, k_pad;
+};
+
+struct df_vpe {
+	uint64_t v_off, v_first_row;
+	uint32_t v_stored, v_raw, v_rows, v_crc;
+	uint32_t v_codec, v_pad;
+};
+
+struct df_trailer {
+	uint64_t t_footer_off;
+	uint32_t t_footer_len;   /* stats + entries + key area, up to the trailer */
+	uint32_t t_version;
+	uint32_t t_flags;
+	uint32_t t_crc;          /* crc32c of the footer and the 20 bytes before it */
+	char t_magic[8];
+};
+
+_Static_assert(sizeof(struct df_header) == DF_HDR, "header layout");
+_Static_assert(sizeof(struct df_stats) == 96, "stats layout");
+_Static_assert(sizeof(struct df_kpe) == 56, "key page entry layout");
+_Static_assert(sizeof(struct df_vpe) == 40, "value page entry layout");
+_Static_assert(sizeof(struct df_trailer) == DF_TRAILER, "trailer layout");
+_Static_assert(offsetof(struct df_trailer, t_crc) == 20, "trailer crc covers 20 bytes");
+
+int (*sfs__df_fault)(const char *point);
+
+/* A fault injected at @point: -1 with errno set, as the syscall would. */
+static int df_fault(const char *point)
+{
+	int e;
+
+	if (sfs__df_fault && (e = sfs__df_fault(point))) {
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+static inline uint32_t ld32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t ld64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* Bytewise order, shorter first on a common prefix: the table order. */
+static inline int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c ? c : (alen > blen) - (alen < blen);
+}
+
+static inline uint32_t be16(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 8 | p[1];
+}
+
+/* ---- the filter hash and the split-block bloom filter ------------------------------------ */
+
+#define DF_P0 0xa0761d6478bd642full
+#define DF_P1 0xe7037ed1a0b428dbull
+#define DF_P2 0x8ebc6af09c88c6e3ull
+
+static inline uint64_t df_mum(uint64_t a, uint64_t b)
+{
+	__uint128_t r = (__uint128_t)a * b;
+
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* Part of the format (see the top).  ~2 multiplies per 16 key bytes. */
+static uint64_t df_hash(const void *key, size_t n)
+{
+	const uint8_t *p = key;
+	uint64_t seed = df_mum(DF_P0, (uint64_t)n ^ DF_P2), a, b;
+
+	if (n <= 16) {
+		if (n >= 4) {
+			size_t m = (n >> 3) << 2;
+
+			a = (uint64_t)ld32(p) << 32 | ld32(p + m);
+			b = (uint64_t)ld32(p + n - 4) << 32 | ld32(p + n - 4 - m);
+		} else if (n > 0) {
+			a = (uint64_t)p[0] << 16 | (uint64_t)p[n >> 1] << 8 | p[n - 1];
+			b = 0;
+		} else {
+			a = b = 0;
+		}
+	} else {
+		size_t i = n;
+
+		while (i > 16) {
+			seed = df_mum(ld64(p) ^ DF_P1, ld64(p + 8) ^ seed);
+			p += 16;
+			i -= 16;
+		}
+		a = ld64(p + i - 16);
+		b = ld64(p + i - 8);
+	}
+	return df_mum(DF_P1 ^ n, df_mum(a ^ DF_P1, b ^ seed));
+}
+
+/* Parquet's split-block bloom filter: the high half of the hash picks a
+ * 32-byte block, the low half sets one bit in each of its 8 words. */
+static const uint32_t sbbf_salt[8] = { 0x47b6137bu, 0x44974d91u, 0x8824ad5bu, 0xa2b7289du,
+				       0x705495c7u, 0x2df1424bu, 0x9efc4947u, 0x5c6bfb31u };
+
+static inline uint8_t *sbbf_block(uint8_t *f, uint32_t nblocks, uint64_t h)
+{
+	return f + 32 * (((h >> 32) * nblocks) >> 32);
+}
+
+static void sbbf_add(uint8_t *f, uint32_t nblocks, uint64_t h)
+{
+	uint8_t *b = sbbf_block(f, nblocks, h);
+
+	for (int i = 0; i < 8; i++) {
+		uint32_t w = ld32(b + 4 * i) | 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
+
+		memcpy(b + 4 * i, &w, 4);
+	}
+}
+
+static int sbbf_maybe(const uint8_t *f, uint32_t nblocks, uint64_t h)
+{
+	const uint8_t *b = sbbf_block((uint8_t *)f, nblocks, h);
+
+	for (int i = 0; i < 8; i++)
+		if (!(ld32(b + 4 * i) & 1u << (((uint32_t)h * sbbf_salt[i]) >> 27)))
+			return 0;
+	return 1;
+}
+
+/* ---- growable buffers --------------------------------------------------------------- */
+
+struct df_buf {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static int buf_reserve(struct df_buf *b, size_t more)
+{
+	size_t cap;
+	uint8_t *p;
+
+	if (b->len + more <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + more)
+		cap *= 2;
+	if (!(p = realloc(b->p, cap)))
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static int buf_put(struct df_buf *b, const void *src, size_t n)
+{
+	int rc = buf_reserve(b, n);
+
+	if (rc)
+		return rc;
+	if (n)
+		memcpy(b->p + b->len, src, n);
+	b->len += n;
+	return 0;
+}
+
+static void buf_free(struct df_buf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+/* ---- writer ------------------------------------------------------------------------- */
+
+struct sfs_df_writer {
+	char *dw_path, *dw_tmp;
+	int dw_fd;                   /* the temp file: header, key pages, rest at finish */
+	int dw_vfd;                  /* unlinked scratch: value pages until finish */
+	uint64_t dw_off, dw_voff;    /* bytes written to each */
+	int dw_codec, dw_zlevel;
+	uint32_t dw_page_bytes, dw_page_rows, dw_filter_bits;
+	int dw_err;                  /* sticky I/O error */
+	int dw_renamed;              /* finish got as far as the rename */
+
+	/* the key page being built: kinds, end offsets, key bytes */
+	struct df_buf dw_kkind, dw_kend, dw_kdata;
+	uint32_t dw_krows;
+	uint64_t dw_kfirst;
+	/* the value page being built */
+	struct df_buf dw_vend, dw_vdata;
+	uint32_t dw_vrows;
+	uint64_t dw_vfirst;
+
+	struct df_buf dw_last;       /* the previous key: the order check */
+	struct df_buf dw_kdir, dw_vdir, dw_keys;  /* footer parts */
+	struct df_buf dw_hashes;     /* u64 per row, for the filter */
+	struct df_buf dw_page, dw_zbuf;
+	ZSTD_CCtx *dw_zc;
+	uint64_t dw_rows, dw_puts, dw_deletes, dw_merges;
+};
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t w = df_fault("write") ? -1 : write(fd, b, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return sfs__errno();
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Compress @raw into w->dw_zbuf if that shrinks it; the codec used. */
+static int compress_page(sfs_df_writer_t *w, const uint8_t *raw, size_t n, const uint8_t **out,
+			 size_t *olen)
+{
+	size_t bound, got = 0;
+
+	*out = raw;
+	*olen = n;
+	if (w->dw_codec == SFS_DF_NONE || n == 0)
+		return SFS_DF_NONE;
+	bound = w->dw_codec == SFS_DF_LZ4 ? (size_t)LZ4_compressBound((int)n) : ZSTD_compressBound(n);
+	if (buf_reserve(&w->dw_zbuf, bound))
+		return SFS_DF_NONE;   /* no memory to compress: store raw, still correct */
+	if (w->dw_codec == SFS_DF_LZ4) {
+		int r = LZ4_compress_default((const char *)raw, (char *)w->dw_zbuf.p, (int)n, (int)bound);
+
+		got = r > 0 ? (size_t)r : 0;
+	} else {
+		size_t r = ZSTD_compressCCtx(w->dw_zc, w->dw_zbuf.p, bound, raw, n, w->dw_zlevel);
+
+		got = ZSTD_isError(r) ? 0 : r;
+	}
+	if (!got || got >= n)
+		return SFS_DF_NONE;
+	*out = w->dw_zbuf.p;
+	*olen = got;
+	return w->dw_codec;
+}
+
+/* The key area: a page's min or max key; its (offset, length). */
+static int put_key(sfs_df_writer_t *w, const uint8_t *k, uint32_t len, uint32_t *off)
+{
+	*off = (uint32_t)w->dw_keys.len;
+	if (w->dw_keys.len + len > UINT32_MAX)
+		return sfs__err(SFS_EUSAGE, "%s: page keys exceed the footer's 4 GiB", w->dw_path);
+	return buf_put(&w->dw_keys, k, len);
+}
+
+static int flush_key_page(sfs_df_writer_t *w)
+{
+	uint32_t n = w->dw_krows, pad = (4 - n % 4) % 4, lastb;
+	struct df_kpe e = { 0 };
+	const uint8_t *z;
+	size_t zlen;
+	int rc;
+
+	if (!n)
+		return 0;
+	w->dw_page.len = 0;
+	if ((rc = buf_put(&w->dw_page, w->dw_kkind.p, n)) ||
+	    (rc = buf_put(&w->dw_page, "\0\0\0", pad)) ||
+	    (rc = buf_put(&w->dw_page, w->dw_kend.p, w->dw_kend.len)) ||
+	    (rc = buf_put(&w->dw_page, w->dw_kdata.p, w->dw_kdata.len)))
+		return rc;
+	lastb = n > 1 ? ld32(w->dw_kend.p + 4 * (n - 2)) : 0;
+	if ((rc = put_key(w, w->dw_kdata.p, ld32(w->dw_kend.p), &e.k_min_off)) ||
+	    (rc = put_key(w, w->dw_kdata.p + lastb, (uint32_t)w->dw_kdata.len - lastb, &e.k_max_off)))
+		return rc;
+	e.k_min_len = ld32(w->dw_kend.p);
+	e.k_max_len = (uint32_t)w->dw_kdata.len - lastb;
+	e.k_codec = (uint32_t)compress_page(w, w->dw_page.p, w->dw_page.len, &z, &zlen);
+	e.k_off = w->dw_off;
+	e.k_first_row = w->dw_kfirst;
+	e.k_stored = (uint32_t)zlen;
+	e.k_raw = (uint32_t)w->dw_page.len;
+	e.k_rows = n;
+	e.k_crc = sfs_crc32c(0, z, zlen);
+	if ((rc = write_all(w->dw_fd, z, zlen)))
+		return sfs__err(rc, "%s: write key page at offset %llu: %s", w->dw_tmp, (ull)w->dw_off,
+				strerror(-rc));
+	w->dw_off += zlen;
+	if ((rc = buf_put(&w->dw_kdir, &e, sizeof(e))))
+		return rc;
+	w->dw_kkind.len = w->dw_kend.len = w->dw_kdata.len = 0;
+	w->dw_kfirst += n;
+	w->dw_krows = 0;
+	return 0;
+}
+
+static int flush_value_page(sfs_df_writer_t *w)
+{
+	uint32_t n = w->dw_vrows;
+	struct df_vpe e = { 0 };
+	const uint8_t *z;
+	size_t zlen;
+	int rc;
+
+	if (!n)
+		return 0;
+	w->dw_page.len = 0;
+	if ((rc = buf_put(&w->dw_page, w->dw_vend.p, w->dw_vend.len)) ||
+	    (rc = buf_put(&w->dw_page, w->dw_vdata.p, w->dw_vdata.len)))
+		return rc;
+	e.v_codec = (uint32_t)compress_page(w, w->dw_page.p, w->dw_page.len, &z, &zlen);
+	e.v_off = w->dw_voff;   /* relative to the value section until finish */
+	e.v_first_row = w->dw_vfirst;
+	e.v_stored = (uint32_t)zlen;
+	e.v_raw = (uint32_t)w->dw_page.len;
+	e.v_rows = n;
+	e.v_crc = sfs_crc32c(0, z, zlen);
+	if ((rc = write_all(w->dw_vfd, z, zlen)))
+		return sfs__err(rc, "%s: write value page (scratch file): %s", w->dw_tmp, strerror(-rc));
+	w->dw_voff += zlen;
+	if ((rc = buf_put(&w->dw_vdir, &e, sizeof(e))))
+		return rc;
+	w->dw_vend.len = w->dw_vdata.len = 0;
+	w->dw_vfirst += n;
+	w->dw_vrows = 0;
+	return 0;
+}
+
+static void writer_free(sfs_df_writer_t *w)
+{
+	if (w->dw_fd >= 0)
+		close(w->dw_fd);
+	if (w->dw_vfd >= 0)
+		close(w->dw_vfd);
+	buf_free(&w->dw_kkind);
+	buf_free(&w->dw_kend);
+	buf_free(&w->dw_kdata);
+	buf_free(&w->dw_vend);
+	buf_free(&w->dw_vdata);
+	buf_free(&w->dw_last);
+	buf_free(&w->dw_kdir);
+	buf_free(&w->dw_vdir);
+	buf_free(&w->dw_keys);
+	buf_free(&w->dw_hashes);
+	buf_free(&w->dw_page);
+	buf_free(&w->dw_zbuf);
+	ZSTD_freeCCtx(w->dw_zc);
+	free(w->dw_path);
+	free(w->dw_tmp);
+	free(w);
+}
+
+/* The directory part of @path ("." for a bare name), into @out. */
+static void dir_of(const char *path, char *out, size_t cap)
+{
+	const char *s = strrchr(path, '/');
+
+	if (!s)
+		snprintf(out, cap, ".");
+	else if (s == path)
+		snprintf(out, cap, "/");
+	else
+		snprintf(out, cap, "%.*s", (int)(s - path), path);
+}
+
+static int open_tmp(sfs_df_writer_t *w)
+{
+	char dir[PATH_MAX];
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		w->dw_fd = df_fault("open") ? -1 : open(w->dw_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (w->dw_fd >= 0)
+			break;
+		if (errno != ENOENT || tries)
+			return sfs__err(sfs__errno(), "%s: create: %s", w->dw_tmp, strerror(errno));
+		/* The first miss only: the engine's directories exist after this. */
+		dir_of(w->dw_path, dir, sizeof(dir));
+		if ((rc = sfs_mkdirs(dir)))
+			return rc;
+	}
+	dir_of(w->dw_path, dir, sizeof(dir));
+	w->dw_vfd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (w->dw_vfd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		char v[PATH_MAX];
+
+		snprintf(v, sizeof(v), "%s.v", w->dw_tmp);
+		w->dw_vfd = open(v, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (w->dw_vfd >= 0)
+			unlink(v);
+	}
+	if (w->dw_vfd < 0)
+		return sfs__err(sfs__errno(), "%s: scratch file for values in %s: %s", w->dw_path, dir,
+				strerror(errno));
+	return 0;
+}
+
+int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, sfs_df_writer_t **out)
+{
+	struct sfs_df_write_opts o = opts ? *opts : (struct sfs_df_write_opts){ 0 };
+	struct df_header h = { .h_magic = DF_MAGIC, .h_version = SFS_DF_VERSION };
+	sfs_df_writer_t *w;
+	int rc;
+
+	*out = NULL;
+	if (o.codec < SFS_DF_NONE || o.codec > SFS_DF_ZSTD || o.page_bytes > DF_PAGE_BYTES_MAX ||
+	    o.filter_bits > 64)
+		return sfs__err(SFS_EUSAGE, "%s: bad writer options (codec %d, page_bytes %u, filter_bits %u)",
+				path, o.codec, o.page_bytes, o.filter_bits);
+	if (!(w = calloc(1, sizeof(*w))))
+		return -ENOMEM;
+	w->dw_fd = w->dw_vfd = -1;
+	w->dw_codec = o.codec;
+	w->dw_zlevel = o.zstd_level ? o.zstd_level : 3;
+	w->dw_page_bytes = o.page_bytes ? o.page_bytes : DF_PAGE_DEFAULT;
+	w->dw_page_rows = o.page_rows ? o.page_rows : UINT32_MAX;
+	w->dw_filter_bits = o.filter_bits ? o.filter_bits : DF_FILTER_BITS;
+	if (!(w->dw_path = strdup(path)) || asprintf(&w->dw_tmp, "%s.tmp", path) < 0) {
+		w->dw_tmp = NULL;
+		writer_free(w);
+		return -ENOMEM;
+	}
+	if (w->dw_codec == SFS_DF_ZSTD && !(w->dw_zc = ZSTD_createCCtx())) {
+		writer_free(w);
+		return -ENOMEM;
+	}
+	if ((rc = open_tmp(w))) {
+		writer_free(w);
+		return rc;
+	}
+	h.h_codec = (uint32_t)w->dw_codec;
+	h.h_crc = sfs_crc32c(0, &h, offsetof(struct df_header, h_crc));
+	if ((rc = write_all(w->dw_fd, &h, sizeof(h)))) {
+		rc = sfs__err(rc, "%s: write header: %s", w->dw_tmp, strerror(-rc));
+		sfs_df_writer_abort(w);
+		return rc;
+	}
+	w->dw_off = DF_HDR;
+	*out = w;
+	return 0;
+}
+
+int sfs_df_writer_add(sfs_df_writer_t *w, const void *key, size_t klen, int kind, const void *val,
+		      size_t vlen)
+{
+	uint32_t end;
+	uint8_t k = (uint8_t)kind;
+	uint64_t h;
+	int rc;
+
+	if (w->dw_err)
+		return w->dw_err;
+	if (klen < SFS_DF_KEY_MIN || klen > SFS_DF_KEY_MAX)
+		return sfs__err(SFS_EUSAGE, "%s: row %llu: key of %zu bytes (%u..%u allowed)", w->dw_path,
+				(ull)w->dw_rows, klen, SFS_DF_KEY_MIN, SFS_DF_KEY_MAX);
+	if (kind != SFS_DF_PUT && kind != SFS_DF_DELETE && kind != SFS_DF_MERGE)
+		return sfs__err(SFS_EUSAGE, "%s: row %llu: unknown kind %d", w->dw_path, (ull)w->dw_rows, kind);
+	if ((kind == SFS_DF_PUT && vlen > SFS_DF_VALUE_MAX) || (kind == SFS_DF_DELETE && vlen) ||
+	    (kind == SFS_DF_MERGE && vlen != 8))
+		return sfs__err(SFS_EUSAGE, "%s: row %llu: kind %d with a %zu-byte value (PUT <= %u, "
+				"DELETE 0, MERGE 8)", w->dw_path, (ull)w->dw_rows, kind, vlen,
+				SFS_DF_VALUE_MAX);
+	if (w->dw_rows && key_cmp(key, klen, w->dw_last.p, w->dw_last.len) <= 0)
+		return sfs__err(SFS_EUSAGE, "%s: row %llu: key not above the previous one (keys must be "
+				"strictly increasing)", w->dw_path, (ull)w->dw_rows);
+
+	/* Cut before a row that would overflow the target, so a big value or
+	 * key sits alone rather than dragging a full page past it. */
+	if (w->dw_krows && (w->dw_kdata.len + klen > w->dw_page_bytes || w->dw_krows >= w->dw_page_rows) &&
+	    (rc = flush_key_page(w)))
+		goto io;
+	if (w->dw_vrows && w->dw_vend.len + w->dw_vdata.len + 4 + vlen > w->dw_page_bytes &&
+	    (rc = flush_value_page(w)))
+		goto io;
+
+	h = df_hash(key, klen);
+	end = (uint32_t)(w->dw_kdata.len + klen);
+	if ((rc = buf_put(&w->dw_kkind, &k, 1)) || (rc = buf_put(&w->dw_kend, &end, 4)) ||
+	    (rc = buf_put(&w->dw_kdata, key, klen)) || (rc = buf_reserve(&w->dw_vend, 4)) ||
+	    (rc = buf_reserve(&w->dw_vdata, vlen)) || (rc = buf_put(&w->dw_hashes, &h, 8)))
+		goto io;
+	end = (uint32_t)(w->dw_vdata.len + vlen);
+	buf_put(&w->dw_vend, &end, 4);
+	buf_put(&w->dw_vdata, val, vlen);
+	w->dw_last.len = 0;
+	if ((rc = buf_put(&w->dw_last, key, klen)))
+		goto io;
+	w->dw_krows++;
+	w->dw_vrows++;
+	w->dw_rows++;
+	w->dw_puts += kind == SFS_DF_PUT;
+	w->dw_deletes += kind == SFS_DF_DELETE;
+	w->dw_merges += kind == SFS_DF_MERGE;
+	return 0;
+io:
+	/* A half-added row or a lost page: the file can only be dropped. */
+	w->dw_err = rc;
+	return rc;
+}
+
+/* Append the spilled value pages after the key pages. */
+static int copy_values(sfs_df_writer_t *w)
+{
+	loff_t in = 0;
+	uint8_t buf[1 << 16];
+
+	while ((uint64_t)in < w->dw_voff) {
+		size_t want = (size_t)(w->dw_voff - (uint64_t)in);
+		ssize_t n = df_fault("write") ? -1
+					      : copy_file_range(w->dw_vfd, &in, w->dw_fd, NULL, want, 0);
+
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
+			/* No in-kernel copy here: read and write. */
+			ssize_t r = pread(w->dw_vfd, buf, want < sizeof(buf) ? want : sizeof(buf), in);
+			int rc;
+
+			if (r <= 0)
+				return sfs__err(r < 0 ? sfs__errno() : -EIO, "%s: read back values: %s",
+						w->dw_tmp, r < 0 ? strerror(errno) : "short");
+			if ((rc = write_all(w->dw_fd, buf, (size_t)r)))
+				return sfs__err(rc, "%s: write values: %s", w->dw_tmp, strerror(-rc));
+			in += r;
+			continue;
+		}
+		return sfs__err(n < 0 ? sfs__errno() : -EIO, "%s: copy values: %s", w->dw_tmp,
+				n < 0 ? strerror(errno) : "short");
+	}
+	return 0;
+}
+
+static int finish(sfs_df_writer_t *w)
+{
+	struct df_stats st = { 0 };
+	struct df_trailer t = { .t_magic = DF_MAGIC, .t_version = SFS_DF_VERSION };
+	struct df_buf filt = { 0 }, foot = { 0 };
+	const struct df_kpe *k0, *kl;
+	uint64_t base, nblocks;
+	char dir[PATH_MAX];
+	int rc, dfd;
+
+	if (w->dw_err)
+		return w->dw_err;
+	if (!w->dw_rows)
+		return sfs__err(SFS_EUSAGE, "%s: no rows: a data file holds at least one", w->dw_path);
+	if ((rc = flush_key_page(w)) || (rc = flush_value_page(w)))
+		return rc;
+	base = w->dw_off;
+	if ((rc = copy_values(w)))
+		return rc;
+	w->dw_off += w->dw_voff;
+	for (size_t i = 0; i < w->dw_vdir.len / sizeof(struct df_vpe); i++) {
+		struct df_vpe *e = (struct df_vpe *)w->dw_vdir.p + i;
+
+		e->v_off += base;
+	}
+
+	/* The filter, sized now that the row count is known. */
+	nblocks = (w->dw_rows * w->dw_filter_bits + 255) / 256;
+	if (nblocks > UINT32_MAX / 32)
+		nblocks = UINT32_MAX / 32;
+	if ((rc = buf_reserve(&filt, 32 * nblocks)))
+		goto out;
+	memset(filt.p, 0, 32 * nblocks);
+	filt.len = 32 * nblocks;
+	for (uint64_t i = 0; i < w->dw_rows; i++)
+		sbbf_add(filt.p, (uint32_t)nblocks, ld64(w->dw_hashes.p + 8 * i));
+
+	k0 = (const struct df_kpe *)w->dw_kdir.p;
+	kl = k0 + w->dw_kdir.len / sizeof(*k0) - 1;
+	st.s_rows = w->dw_rows;
+	st.s_puts = w->dw_puts;
+	st.s_deletes = w->dw_deletes;
+	st.s_merges = w->dw_merges;
+	st.s_filter_off = w->dw_off;
+	st.s_kpages = (uint32_t)(w->dw_kdir.len / sizeof(struct df_kpe));
+	st.s_vpages = (uint32_t)(w->dw_vdir.len / sizeof(struct df_vpe));
+	st.s_filter_len = (uint32_t)filt.len;
+	st.s_filter_crc = sfs_crc32c(0, filt.p, filt.len);
+	st.s_filter_blocks = (uint32_t)nblocks;
+	st.s_keys_len = (uint32_t)w->dw_keys.len;
+	st.s_codec = (uint32_t)w->dw_codec;
+	st.s_kg_lo = (uint16_t)be16(w->dw_keys.p + k0->k_min_off);
+	st.s_kg_hi = (uint16_t)be16(w->dw_keys.p + kl->k_max_off);
+	/* pad so the footer's entries are 8-aligned in the mapping */
+	if ((rc = buf_put(&filt, "\0\0\0\0\0\0\0", (8 - (w->dw_off + filt.len) % 8) % 8)))
+		goto out;
+	t.t_footer_off = w->dw_off + filt.len;
+	if ((rc = buf_put(&foot, &st, sizeof(st))) || (rc = buf_put(&foot, w->dw_kdir.p, w->dw_kdir.len)) ||
+	    (rc = buf_put(&foot, w->dw_vdir.p, w->dw_vdir.len)) ||
+	    (rc = buf_put(&foot, w->dw_keys.p, w->dw_keys.len)))
+		goto out;
+	if (foot.len > UINT32_MAX) {
+		rc = sfs__err(SFS_EUSAGE, "%s: footer of %zu bytes exceeds 4 GiB", w->dw_path, foot.len);
+		goto out;
+	}
+	t.t_footer_len = (uint32_t)foot.len;
+	t.t_crc = sfs_crc32c(sfs_crc32c(0, foot.p, foot.len), &t, offsetof(struct df_trailer, t_crc));
+	if ((rc = buf_put(&foot, &t, sizeof(t))) || (rc = write_all(w->dw_fd, filt.p, filt.len)) ||
+	    (rc = write_all(w->dw_fd, foot.p, foot.len))) {
+		rc = rc == -ENOMEM ? rc : sfs__err(rc, "%s: write footer: %s", w->dw_tmp, strerror(-rc));
+		goto out;
+	}
+	if (df_fault("fsync") || fsync(w->dw_fd)) {
+		rc = sfs__err(sfs__errno(), "%s: fsync: %s", w->dw_tmp, strerror(errno));
+		goto out;
+	}
+	if (df_fault("rename") || rename(w->dw_tmp, w->dw_path)) {
+		rc = sfs__err(sfs__errno(), "rename %s -> %s: %s", w->dw_tmp, w->dw_path, strerror(errno));
+		goto out;
+	}
+	w->dw_renamed = 1;
+	/* The name is durable only with its directory. */
+	dir_of(w->dw_path, dir, sizeof(dir));
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		if (fsync(dfd))
+			rc = sfs__err(sfs__errno(), "%s: fsync directory: %s", dir, strerror(errno));
+		close(dfd);
+	}
+out:
+	buf_free(&filt);
+	buf_free(&foot);
+	return rc;
+}
+
+int sfs_df_writer_finish(sfs_df_writer_t *w, uint64_t *rows_out)
+{
+	int rc = finish(w);
+
+	/* An error leaves nothing behind: the temp file, or the renamed file
+	 * whose directory entry could not be made durable. */
+	if (rc)
+		unlink(w->dw_renamed ? w->dw_path : w->dw_tmp);
+	if (rows_out)
+		*rows_out = rc ? 0 : w->dw_rows;
+	writer_free(w);
+	return rc;
+}
+
+void sfs_df_writer_abort(sfs_df_writer_t *w)
+{
+	if (!w)
+		return;
+	unlink(w->dw_tmp);
+	writer_free(w);
+}
+
+/* ---- reader ------------------------------------------------------------------------- */
+
+/* A decompressed page in a cache slot (or an iterator's own). */
+struct df_slot {
+	int64_t sl_pid;              /* page id (key pages 0..K-1, value pages K..), -1 empty */
+	uint8_t *sl_buf;
+	size_t sl_cap;
+	uint64_t sl_tick;            /* LRU */
+};
+
+/* A decoded view of one page. */
+struct df_page {
+	const uint8_t *pg_kind;      /* key pages: n kinds */
+	const uint8_t *pg_end;       /* n u32 end offsets (unaligned) */
+	const uint8_t *pg_data;
+	uint32_t pg_rows;
+	uint64_t pg_first;
+	int pg_mapped;               /* 1: bytes are in the mapping (stored raw) */
+};
+
+/* One candidate of a probe: a key that survived min/max and the filter. */
+struct df_cand {
+	uint64_t c_hash;
+	uint32_t c_key;              /* index into the caller's keys */
+	uint32_t c_page;
+};
+
+struct df_chunk {
+	struct df_chunk *ch_next;
+	size_t ch_cap, ch_used;
+	uint8_t ch_data[];
+};
+
+struct sfs_df_reader {
+	char *dr_path;
+	const uint8_t *dr_map;
+	size_t dr_size;
+	const struct df_stats *dr_st;      /* all four in the mapping */
+	const struct df_kpe *dr_kp;
+	const struct df_vpe *dr_vp;
+	const uint8_t *dr_keys;
+	uint8_t *dr_ok;                    /* verified bit per page (K + V) */
+	int dr_filter_ok;
+	struct df_slot *dr_cache;
+	uint32_t dr_ncache;
+	uint64_t dr_tick;
+	ZSTD_DCtx *dr_zd;
+	struct df_chunk *dr_arena;         /* probe values of the current call */
+	/* probe scratch, grown to the largest batch seen */
+	struct df_cand *dr_cand;
+	uint32_t *dr_set, *dr_dup, *dr_match;
+	size_t dr_cand_cap, dr_set_cap;
+	struct sfs_df_counters dr_c;
+};
+
+struct sfs_df_iter {
+	sfs_df_reader_t *di_r;
+	uint8_t *di_lo, *di_hi;            /* copies; NULL: unbounded */
+	size_t di_lolen, di_hilen;
+	const uint64_t *di_dv;
+	size_t di_dvw;
+	uint32_t di_page, di_end;          /* current key page, first page past the range */
+	uint32_t di_row;                   /* next row in the current page */
+	int di_loaded, di_check_hi, di_seek, di_done, di_err;
+	struct df_page di_kpg, di_vpg;
+	int64_t di_vpid;                   /* value page in di_vpg, -1 none */
+	struct df_slot di_kslot, di_vslot;
+};
+
+static const struct df_kpe *kpe(const sfs_df_reader_t *r, uint32_t i)
+{
+	return r->dr_kp + i;
+}
+
+static const uint8_t *kmin(const sfs_df_reader_t *r, uint32_t i, size_t *len)
+{
+	*len = r->dr_kp[i].k_min_len;
+	return r->dr_keys + r->dr_kp[i].k_min_off;
+}
+
+static const uint8_t *kmax(const sfs_df_reader_t *r, uint32_t i, size_t *len)
+{
+	*len = r->dr_kp[i].k_max_len;
+	return r->dr_keys + r->dr_kp[i].k_max_off;
+}
+
+static int corrupt(const sfs_df_reader_t *r, ull off, const char *what)
+{
+	return sfs__err(SFS_ECORRUPT, "%s: %s at offset %llu", r->dr_path, what, off);
+}
+
+/* Validate the footer (see sfs_df_reader_open). */
+static int check_footer(sfs_df_reader_t *r)
+{
+	const uint8_t *m = r->dr_map;
+	const struct df_header *h = (const void *)m;
+	struct df_trailer t;
+	const struct df_stats *st;
+	uint64_t fo, end, rows, expect;
+	char what[96];
+
+	if (r->dr_size >= DF_HDR && memcmp(h->h_magic, DF_MAGIC, 8))
+		return sfs__err(SFS_EMAGIC, "%s: header at offset 0: bad magic (not a data file)", r->dr_path);
+	if (r->dr_size >= DF_HDR && h->h_version != SFS_DF_VERSION)
+		return sfs__err(SFS_EVERSION, "%s: header at offset 8: format version %u, expected %u",
+				r->dr_path, h->h_version, SFS_DF_VERSION);
+	if (r->dr_size < DF_HDR + sizeof(struct df_stats) + DF_TRAILER)
+		return sfs__err(SFS_ECORRUPT, "%s: truncated at offset %zu: shorter than header and footer",
+				r->dr_path, r->dr_size);
+	if (sfs_crc32c(0, h, offsetof(struct df_header, h_crc)) != h->h_crc)
+		return corrupt(r, 0, "header: checksum mismatch,");
+	memcpy(&t, m + r->dr_size - DF_TRAILER, sizeof(t));
+	if (memcmp(t.t_magic, DF_MAGIC, 8))
+		return sfs__err(SFS_ECORRUPT, "%s: footer at offset %zu: bad magic (truncated?)", r->dr_path,
+				r->dr_size - DF_TRAILER);
+	if (t.t_version != SFS_DF_VERSION)
+		return sfs__err(SFS_EVERSION, "%s: footer at offset %zu: format version %u, expected %u",
+				r->dr_path, r->dr_size - DF_TRAILER + 12, t.t_version, SFS_DF_VERSION);
+	fo = t.t_footer_off;
+	if (fo < DF_HDR || fo % 8 || t.t_footer_len < sizeof(struct df_stats) ||
+	    fo + t.t_footer_len + DF_TRAILER != r->dr_size)
+		return sfs__err(SFS_ECORRUPT, "%s: footer at offset %zu: footer offset %llu + %u bytes do not "
+				"end at the trailer (truncated?)", r->dr_path, r->dr_size - DF_TRAILER,
+				(ull)fo, t.t_footer_len);
+	if (sfs_crc32c(sfs_crc32c(0, m + fo, t.t_footer_len), &t, offsetof(struct df_trailer, t_crc)) != t.t_crc)
+		return sfs__err(SFS_ECORRUPT, "%s: footer at offset %llu: checksum mismatch", r->dr_path,
+				(ull)fo);
+
+	/* The checksum holds: what follows catches a writer bug or a forged
+	 * file, so that nothing below can read outside the mapping. */
+	r->dr_st = st = (const void *)(m + fo);
+	expect = sizeof(*st) + (uint64_t)st->s_kpages * sizeof(struct df_kpe) +
+		 (uint64_t)st->s_vpages * sizeof(struct df_vpe) + st->s_keys_len;
+	if (expect != t.t_footer_len || !st->s_kpages || !st->s_vpages || !st->s_rows ||
+	    st->s_codec > SFS_DF_ZSTD || st->s_puts > st->s_rows || st->s_deletes > st->s_rows ||
+	    st->s_merges > st->s_rows || st->s_puts + st->s_deletes + st->s_merges != st->s_rows)
+		return corrupt(r, fo, "footer: inconsistent counts (pages, rows or key area),");
+	r->dr_kp = (const void *)(st + 1);
+	r->dr_vp = (const void *)(r->dr_kp + st->s_kpages);
+	r->dr_keys = (const uint8_t *)(r->dr_vp + st->s_vpages);
+
+	end = DF_HDR;
+	rows = 0;
+	for (uint32_t i = 0; i < st->s_kpages; i++) {
+		const struct df_kpe *e = r->dr_kp + i;
+		uint64_t eo = fo + sizeof(*st) + (uint64_t)i * sizeof(*e);
+		const uint8_t *a, *b;
+		size_t al, bl;
+
+		snprintf(what, sizeof(what), "footer: entry of key page %u", i);
+		if (e->k_off != end || e->k_first_row != rows || !e->k_rows || e->k_codec > SFS_DF_ZSTD ||
+		    (e->k_codec == SFS_DF_NONE && e->k_stored != e->k_raw) || e->k_raw > DF_PAGE_MAX ||
+		    (uint64_t)e->k_rows * 5 > e->k_raw || e->k_off + e->k_stored > fo ||
+		    (uint64_t)e->k_min_off + e->k_min_len > st->s_keys_len ||
+		    (uint64_t)e->k_max_off + e->k_max_len > st->s_keys_len || e->k_min_len < SFS_DF_KEY_MIN ||
+		    e->k_max_len < SFS_DF_KEY_MIN)
+			return corrupt(r, eo, what);
+		a = kmin(r, i, &al);
+		b = kmax(r, i, &bl);
+		if (key_cmp(a, al, b, bl) > 0)
+			return corrupt(r, eo, what);
+		if (i) {
+			a = kmax(r, i - 1, &al);
+			b = kmin(r, i, &bl);
+			if (key_cmp(a, al, b, bl) >= 0)
+				return corrupt(r, eo, what);
+		}
+		end += e->k_stored;
+		rows += e->k_rows;
+	}
+	if (rows != st->s_rows)
+		return corrupt(r, fo, "footer: key pages do not add up to the row count,");
+	rows = 0;
+	for (uint32_t i = 0; i < st->s_vpages; i++) {
+		const struct df_vpe *e = r->dr_vp + i;
+		uint64_t eo = fo + sizeof(*st) + (uint64_t)st->s_kpages * sizeof(struct df_kpe) +
+			      (uint64_t)i * sizeof(*e);
+
+		snprintf(what, sizeof(what), "footer: entry of value page %u", i);
+		if (e->v_off != end || e->v_first_row != rows || !e->v_rows || e->v_codec > SFS_DF_ZSTD ||
+		    (e->v_codec == SFS_DF_NONE && e->v_stored != e->v_raw) || e->v_raw > DF_PAGE_MAX ||
+		    (uint64_t)e->v_rows * 4 > e->v_raw || e->v_off + e->v_stored > fo)
+			return corrupt(r, eo, what);
+		end += e->v_stored;
+		rows += e->v_rows;
+	}
+	if (rows != st->s_rows)
+		return corrupt(r, fo, "footer: value pages do not add up to the row count,");
+	if (st->s_filter_off != end || !st->s_filter_blocks ||
+	    st->s_filter_len != 32ull * st->s_filter_blocks || end + st->s_filter_len > fo ||
+	    fo - (end + st->s_filter_len) >= 8)
+		return corrupt(r, fo, "footer: filter out of place,");
+	{
+		size_t l0, l1;
+		const uint8_t *a = kmin(r, 0, &l0), *b = kmax(r, st->s_kpages - 1, &l1);
+
+		if (st->s_kg_lo != be16(a) || st->s_kg_hi != be16(b))
+			return corrupt(r, fo, "footer: key-group range differs from the min/max keys,");
+	}
+	return 0;
+}
+
+int sfs_df_reader_open(const char *path, const struct sfs_df_read_opts *opts, sfs_df_reader_t **out)
+{
+	sfs_df_reader_t *r;
+	struct stat sb;
+	uint32_t npages;
+	void *m;
+	int fd, rc;
+
+	*out = NULL;
+	if (!(r = calloc(1, sizeof(*r))) || !(r->dr_path = strdup(path))) {
+		free(r);
+		return -ENOMEM;
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb)) {
+		rc = sfs__err(sfs__errno(), "%s: open: %s", path, strerror(errno));
+		goto fail_fd;
+	}
+	r->dr_size = (size_t)sb.st_size;
+	if (r->dr_size == 0) {
+		rc = sfs__err(SFS_ECORRUPT, "%s: truncated at offset 0: empty file", path);
+		goto fail_fd;
+	}
+	m = mmap(NULL, r->dr_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		rc = sfs__err(sfs__errno(), "%s: mmap %zu bytes: %s", path, r->dr_size, strerror(errno));
+		goto fail_fd;
+	}
+	close(fd);
+	fd = -1;
+	r->dr_map = m;
+	if ((rc = check_footer(r)))
+		goto fail;
+	npages = r->dr_st->s_kpages + r->dr_st->s_vpages;
+	r->dr_ncache = opts && opts->cache_pages ? opts->cache_pages : DF_CACHE_DEFAULT;
+	if (r->dr_ncache < 2)
+		r->dr_ncache = 2;   /* a key page and a value page at once */
+	if (!(r->dr_ok = calloc((npages + 7) / 8, 1)) ||
+	    !(r->dr_cache = calloc(r->dr_ncache, sizeof(*r->dr_cache))) || !(r->dr_zd = ZSTD_createDCtx())) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (uint32_t i = 0; i < r->dr_ncache; i++)
+		r->dr_cache[i].sl_pid = -1;
+	*out = r;
+	return 0;
+fail_fd:
+	if (fd >= 0)
+		close(fd);
+fail:
+	sfs_df_reader_close(r);
+	return rc;
+}
+
+static void arena_reset(sfs_df_reader_t *r, int all)
+{
+	struct df_chunk *c = r->dr_arena, *keep = NULL;
+
+	while (c) {
+		struct df_chunk *n = c->ch_next;
+
+		if (!all && !keep && c->ch_cap == DF_ARENA_CHUNK) {
+			keep = c;
+			keep->ch_used = 0;
+			keep->ch_next = NULL;
+		} else {
+			free(c);
+		}
+		c = n;
+	}
+	r->dr_arena = keep;
+}
+
+static void *arena_alloc(sfs_df_reader_t *r, size_t n)
+{
+	struct df_chunk *c = r->dr_arena;
+
+	if (!c || c->ch_cap - c->ch_used < n) {
+		size_t cap = n > DF_ARENA_CHUNK ? n : DF_ARENA_CHUNK;
+
+		if (!(c = malloc(sizeof(*c) + cap)))
+			return NULL;
+		c->ch_cap = cap;
+		c->ch_used = 0;
+		/* a full chunk goes second: the head keeps filling */
+		if (r->dr_arena && cap > DF_ARENA_CHUNK) {
+			c->ch_next = r->dr_arena->ch_next;
+			r->dr_arena->ch_next = c;
+			c->ch_used = n;
+			return c->ch_data;
+		}
+		c->ch_next = r->dr_arena;
+		r->dr_arena = c;
+	}
+	c->ch_used += n;
+	return c->ch_data + c->ch_used - n;
+}
+
+void sfs_df_reader_close(sfs_df_reader_t *r)
+{
+	if (!r)
+		return;
+	if (r->dr_map)
+		munmap((void *)r->dr_map, r->dr_size);
+	for (uint32_t i = 0; r->dr_cache && i < r->dr_ncache; i++)
+		free(r->dr_cache[i].sl_buf);
+	arena_reset(r, 1);
+	free(r->dr_cache);
+	free(r->dr_ok);
+	free(r->dr_cand);
+	free(r->dr_set);
+	free(r->dr_dup);
+	free(r->dr_match);
+	ZSTD_freeDCtx(r->dr_zd);
+	free(r->dr_path);
+	free(r);
+}
+
+void sfs_df_reader_meta(const sfs_df_reader_t *r, struct sfs_df_meta *out)
+{
+	const struct df_stats *st = r->dr_st;
+	const uint8_t *a, *b;
+	size_t al, bl;
+
+	a = kmin(r, 0, &al);
+	b = kmax(r, st->s_kpages - 1, &bl);
+	*out = (struct sfs_df_meta){
+		.rows = st->s_rows, .puts = st->s_puts, .deletes = st->s_deletes, .merges = st->s_merges,
+		.file_size = r->dr_size, .key_pages = st->s_kpages, .value_pages = st->s_vpages,
+		.kg_lo = st->s_kg_lo, .kg_hi = st->s_kg_hi, .codec = (int)st->s_codec,
+		.min_key = a, .min_klen = al, .max_key = b, .max_klen = bl,
+	};
+}
+
+const struct sfs_df_counters *sfs_df_reader_counters(const sfs_df_reader_t *r)
+{
+	return &r->dr_c;
+}
+
+/* Structure of a decoded page, checked once per page per reader: every
+ * offset inside the page, every kind known. */
+static int page_check(const struct df_page *pg, size_t raw, int is_key, const char **why)
+{
+	size_t hdr = (size_t)pg->pg_rows * 4 + (is_key ? (pg->pg_rows + 3u) / 4 * 4 : 0);
+	uint32_t prev = 0;
+
+	if (raw < hdr)
+		return *why = "header larger than the page", -1;
+	for (uint32_t i = 0; i < pg->pg_rows; i++) {
+		uint32_t e = ld32(pg->pg_end + 4 * i);
+
+		if (e < prev)
+			return *why = "offsets out of order", -1;
+		prev = e;
+		if (is_key && (pg->pg_kind[i] < SFS_DF_PUT || pg->pg_kind[i] > SFS_DF_MERGE))
+			return *why = "unknown row kind", -1;
+	}
+	if (prev != raw - hdr)
+		return *why = "offsets do not end at the page end", -1;
+	return 0;
+}
+
+/*
+ * page_get - page @pid (key pages 0..K-1, value pages K..K+V-1) into @pg:
+ * checksummed on first touch, read in place when stored raw, else
+ * decompressed into @own (an iterator's slot) or the reader's LRU cache.
+ */
+static int page_get(sfs_df_reader_t *r, struct df_slot *own, uint32_t pid, struct df_page *pg)
+{
+	uint32_t K = r->dr_st->s_kpages;
+	int is_key = pid < K;
+	uint64_t off = is_key ? r->dr_kp[pid].k_off : r->dr_vp[pid - K].v_off;
+	uint32_t stored = is_key ? r->dr_kp[pid].k_stored : r->dr_vp[pid - K].v_stored;
+	uint32_t raw = is_key ? r->dr_kp[pid].k_raw : r->dr_vp[pid - K].v_raw;
+	uint32_t crc = is_key ? r->dr_kp[pid].k_crc : r->dr_vp[pid - K].v_crc;
+	uint32_t codec = is_key ? r->dr_kp[pid].k_codec : r->dr_vp[pid - K].v_codec;
+	uint32_t idx = is_key ? pid : pid - K;
+	const char *kindname = is_key ? "key" : "value";
+	int verified = r->dr_ok[pid / 8] >> (pid % 8) & 1;
+	const uint8_t *src = r->dr_map + off, *bytes;
+	struct df_slot *sl = own;
+	const char *why;
+
+	if (!verified) {
+		r->dr_c.checksums++;
+		if (sfs_crc32c(0, src, stored) != crc)
+			return sfs__err(SFS_ECORRUPT, "%s: %s page %u at offset %llu: checksum mismatch",
+					r->dr_path, kindname, idx, (ull)off);
+	}
+	if (codec == SFS_DF_NONE) {
+		bytes = src;
+	} else {
+		if (!own) {
+			sl = NULL;
+			for (uint32_t i = 0; i < r->dr_ncache; i++) {
+				struct df_slot *c = &r->dr_cache[i];
+
+				if (c->sl_pid == pid) {
+					sl = c;
+					break;
+				}
+				if (!sl || (sl->sl_pid >= 0 && (c->sl_pid < 0 || c->sl_tick < sl->sl_tick)))
+					sl = c;
+			}
+			sl->sl_tick = ++r->dr_tick;
+		}
+		if (sl->sl_pid != pid) {
+			size_t got;
+			unsigned long long zsz;
+
+			sl->sl_pid = -1;
+			/* Before allocating: can @stored bytes hold @raw?  (LZ4
+			 * expands at most ~255x; a ZSTD frame states its size.) */
+			if (codec == SFS_DF_LZ4 ? (uint64_t)raw > 255ull * stored + 64
+						: ((zsz = ZSTD_getFrameContentSize(src, stored)) != raw))
+				return sfs__err(SFS_ECORRUPT, "%s: %s page %u at offset %llu: %u compressed "
+						"bytes cannot hold its %u bytes", r->dr_path, kindname, idx,
+						(ull)off, stored, raw);
+			if (sl->sl_cap < raw) {
+				uint8_t *b = realloc(sl->sl_buf, raw ? raw : 1);
+
+				if (!b)
+					return -ENOMEM;
+				sl->sl_buf = b;
+				sl->sl_cap = raw;
+			}
+			r->dr_c.decompressions++;
+			if (codec == SFS_DF_LZ4) {
+				int n = LZ4_decompress_safe((const char *)src, (char *)sl->sl_buf, (int)stored,
+							    (int)raw);
+
+				got = n < 0 ? (size_t)-1 : (size_t)n;
+			} else {
+				got = ZSTD_decompressDCtx(r->dr_zd, sl->sl_buf, raw, src, stored);
+				if (ZSTD_isError(got))
+					got = (size_t)-1;
+			}
+			if (got != raw)
+				return sfs__err(SFS_ECORRUPT, "%s: %s page %u at offset %llu: does not "
+						"decompress (%s) to its %u bytes", r->dr_path, kindname, idx,
+						(ull)off, codec == SFS_DF_LZ4 ? "lz4" : "zstd", raw);
+			sl->sl_pid = pid;
+		}
+		bytes = sl->sl_buf;
+	}
+	pg->pg_mapped = codec == SFS_DF_NONE;
+	if (is_key) {
+		pg->pg_rows = r->dr_kp[idx].k_rows;
+		pg->pg_first = r->dr_kp[idx].k_first_row;
+		pg->pg_kind = bytes;
+		pg->pg_end = bytes + (pg->pg_rows + 3u) / 4 * 4;
+		pg->pg_data = pg->pg_end + 4ull * pg->pg_rows;
+	} else {
+		pg->pg_rows = r->dr_vp[idx].v_rows;
+		pg->pg_first = r->dr_vp[idx].v_first_row;
+		pg->pg_kind = NULL;
+		pg->pg_end = bytes;
+		pg->pg_data = bytes + 4ull * pg->pg_rows;
+	}
+	if (!verified) {
+		if (page_check(pg, raw, is_key, &why)) {
+			if (sl)
+				sl->sl_pid = -1;
+			return sfs__err(SFS_ECORRUPT, "%s: %s page %u at offset %llu: %s", r->dr_path,
+					kindname, idx, (ull)off, why);
+		}
+		r->dr_ok[pid / 8] |= (uint8_t)(1u << (pid % 8));
+	}
+	return 0;
+}
+
+static inline const uint8_t *pg_item(const struct df_page *pg, uint32_t i, size_t *len)
+{
+	uint32_t s = i ? ld32(pg->pg_end + 4 * (i - 1)) : 0, e = ld32(pg->pg_end + 4 * i);
+
+	*len = e - s;
+	return pg->pg_data + s;
+}
+
+static int filter_maybe(sfs_df_reader_t *r, uint64_t h, int *maybe)
+{
+	const struct df_stats *st = r->dr_st;
+	const uint8_t *f = r->dr_map + st->s_filter_off;
+
+	if (!r->dr_filter_ok) {
+		r->dr_c.checksums++;
+		if (sfs_crc32c(0, f, st->s_filter_len) != st->s_filter_crc)
+			return sfs__err(SFS_ECORRUPT, "%s: key filter at offset %llu: checksum mismatch",
+					r->dr_path, (ull)st->s_filter_off);
+		r->dr_filter_ok = 1;
+	}
+	*maybe = sbbf_maybe(f, st->s_filter_blocks, h);
+	return 0;
+}
+
+/* First key page whose max key >= @key (K when none). */
+static uint32_t page_lower(sfs_df_reader_t *r, const void *key, size_t klen)
+{
+	uint32_t lo = 0, hi = r->dr_st->s_kpages;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		size_t ml;
+		const uint8_t *m = kmax(r, mid, &ml);
+
+		r->dr_c.seek_compares++;
+		if (key_cmp(m, ml, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* First key page whose min key >= @key (K when none). */
+static uint32_t page_min_lower(sfs_df_reader_t *r, const void *key, size_t klen)
+{
+	uint32_t lo = 0, hi = r->dr_st->s_kpages;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		size_t ml;
+		const uint8_t *m = kmin(r, mid, &ml);
+
+		r->dr_c.seek_compares++;
+		if (key_cmp(m, ml, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The value page holding row @pos. */
+static uint32_t vpage_of(const sfs_df_reader_t *r, uint64_t pos)
+{
+	uint32_t lo = 0, hi = r->dr_st->s_vpages - 1;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo + 1) / 2;
+
+		if (r->dr_vp[mid].v_first_row <= pos)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+static inline int dv_masked(const uint64_t *dv, size_t words, uint64_t pos)
+{
+	return dv && pos / 64 < words && (dv[pos / 64] >> (pos % 64) & 1);
+}
+
+/* Every row of [first, first + n) masked: the page need not be read. */
+static int dv_all(const uint64_t *dv, size_t words, uint64_t first, uint64_t n)
+{
+	uint64_t p = first, end = first + n;
+
+	if (!dv || end > (uint64_t)words * 64)
+		return 0;
+	while (p < end) {
+		if (p % 64 == 0 && end - p >= 64) {
+			if (dv[p / 64] != ~0ull)
+				return 0;
+			p += 64;
+		} else {
+			if (!dv_masked(dv, words, p))
+				return 0;
+			p++;
+		}
+	}
+	return 1;
+}
+
+/* A row's value from value page view @vp (loaded for @pos), checked
+ * against its kind. */
+static int row_value(sfs_df_reader_t *r, const struct df_page *vp, uint32_t vidx, uint64_t pos, int kind,
+		     const uint8_t **val, size_t *vlen)
+{
+	*val = pg_item(vp, (uint32_t)(pos - vp->pg_first), vlen);
+	if (kind == SFS_DF_MERGE && *vlen != 8)
+		return sfs__err(SFS_ECORRUPT, "%s: value page %u at offset %llu: row %llu: merge value of "
+				"%zu bytes, expected 8", r->dr_path, vidx, (ull)r->dr_vp[vidx].v_off,
+				(ull)pos, *vlen);
+	return 0;
+}
+
+/* SFS_DF_PROBE_SEEK_SPARSE: search @want keys by bisection rather than
+ * walk @rows rows when 2 * want * log2(rows) < rows (a comparison costs
+ * about half a hash of a short key). */
+static int sparse_page(uint32_t want, uint32_t rows)
+{
+	uint32_t lg = 1;
+
+	while (lg < 32 && (1u << lg) < rows)
+		lg++;
+	return (uint64_t)want * 2 * lg < rows;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct df_cand *x = a, *y = b;
+
+	if (x->c_page != y->c_page)
+		return x->c_page < y->c_page ? -1 : 1;
+	return (x->c_key > y->c_key) - (x->c_key < y->c_key);
+}
+
+static int probe_scratch(sfs_df_reader_t *r, size_t n)
+{
+	size_t set = 16;
+
+	while (set < 2 * n)
+		set *= 2;
+	if (n > r->dr_cand_cap) {
+		struct df_cand *c = realloc(r->dr_cand, n * sizeof(*c));
+		uint32_t *d = c ? realloc(r->dr_dup, n * 4) : NULL;
+		uint32_t *m = d ? realloc(r->dr_match, n * 8) : NULL;
+
+		if (c)
+			r->dr_cand = c;
+		if (d)
+			r->dr_dup = d;
+		if (m)
+			r->dr_match = m;
+		if (!m)
+			return -ENOMEM;
+		r->dr_cand_cap = n;
+	}
+	if (set > r->dr_set_cap) {
+		uint32_t *s = realloc(r->dr_set, set * 4);
+
+		if (!s)
+			return -ENOMEM;
+		r->dr_set = s;
+		r->dr_set_cap = set;
+	}
+	return 0;
+}
+
+int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, const uint64_t *dv,
+		 size_t dv_words, unsigned flags, struct sfs_df_hit *out)
+{
+	const struct df_stats *st = r->dr_st;
+	size_t fminl, fmaxl, nc = 0, set_mask;
+	const uint8_t *fmin = kmin(r, 0, &fminl), *fmax = kmax(r, st->s_kpages - 1, &fmaxl);
+	int per_literal = flags & SFS_DF_PROBE_PER_LITERAL, found = 0, rc;
+	struct df_cand *cand;
+	uint32_t *set, *dup, *match;
+
+	arena_reset(r, 0);
+	for (size_t i = 0; i < n; i++)
+		out[i] = (struct sfs_df_hit){ 0 };
+	if (n > UINT32_MAX - 1)
+		return sfs__err(SFS_EUSAGE, "%s: probe batch of %zu keys", r->dr_path, n);
+	if (!n)
+		return 0;
+	if ((rc = probe_scratch(r, n)))
+		return rc;
+	cand = r->dr_cand;
+	set = r->dr_set;
+	dup = r->dr_dup;
+	match = r->dr_match;
+
+	/* 1. Prune: file range, the one candidate page by min/max, the filter.
+	 *    One hash per key, reused by the filter and the hash set. */
+	for (size_t i = 0; i < n; i++) {
+		const void *k = keys[i].p;
+		size_t kl = keys[i].len, ml;
+		uint32_t pg;
+		int maybe = 1;
+
+		r->dr_c.probe_keys++;
+		r->dr_c.seek_compares += 2;
+		if (kl < SFS_DF_KEY_MIN || key_cmp(k, kl, fmin, fminl) < 0 || key_cmp(k, kl, fmax, fmaxl) > 0) {
+			r->dr_c.pruned_range++;
+			continue;
+		}
+		pg = page_lower(r, k, kl);
+		const uint8_t *m = kmin(r, pg, &ml);
+
+		r->dr_c.seek_compares++;
+		if (key_cmp(k, kl, m, ml) < 0) {   /* between two pages */
+			r->dr_c.pruned_range++;
+			continue;
+		}
+		cand[nc].c_hash = df_hash(k, kl);
+		if ((rc = filter_maybe(r, cand[nc].c_hash, &maybe)))
+			return rc;
+		if (!maybe) {
+			r->dr_c.pruned_filter++;
+			continue;
+		}
+		cand[nc].c_key = (uint32_t)i;
+		cand[nc].c_page = pg;
+		nc++;
+	}
+	if (!nc)
+		return 0;
+	qsort(cand, nc, sizeof(*cand), cand_cmp);
+
+	/* 2. The batch's exact IN-set, built once per call: open addressing
+	 *    over candidate indexes (+1; 0 is empty), equal keys chained. */
+	set_mask = 15;
+	while (set_mask + 1 < 2 * nc)
+		set_mask = set_mask * 2 + 1;
+	if (!per_literal) {
+		memset(set, 0, (set_mask + 1) * 4);
+		for (uint32_t c = 0; c < nc; c++) {
+			size_t s = cand[c].c_hash & set_mask;
+
+			dup[c] = UINT32_MAX;
+			for (;; s = (s + 1) & set_mask) {
+				uint32_t o = set[s];
+
+				if (!o) {
+					set[s] = c + 1;
+					break;
+				}
+				if (cand[o - 1].c_hash == cand[c].c_hash &&
+				    !key_cmp(keys[cand[o - 1].c_key].p, keys[cand[o - 1].c_key].len,
+					     keys[cand[c].c_key].p, keys[cand[c].c_key].len)) {
+					dup[c] = dup[o - 1];
+					dup[o - 1] = c;
+					break;
+				}
+			}
+		}
+	}
+
+	/* 3. Per candidate page: one pass over its key column. */
+	for (size_t g = 0; g < nc;) {
+		uint32_t pid = cand[g].c_page, want = 0, got = 0, nm = 0;
+		struct df_page pg;
+		size_t ge = g;
+
+		while (ge < nc && cand[ge].c_page == pid)
+			ge++;
+		want = (uint32_t)(ge - g);
+		if ((rc = page_get(r, NULL, pid, &pg)))
+			return rc;
+		r->dr_c.page_reads++;
+		if ((flags & SFS_DF_PROBE_SEEK_SPARSE) && sparse_page(want, pg.pg_rows)) {
+			/* Few candidates in a big page: a binary search each costs
+			 * less than hashing every row. */
+			for (size_t c = g; c < ge; c++) {
+				const struct sfs_df_key *q = &keys[cand[c].c_key];
+				uint32_t a = 0, b = pg.pg_rows;
+
+				while (a < b) {
+					uint32_t mid = a + (b - a) / 2;
+					size_t kl;
+					const uint8_t *k = pg_item(&pg, mid, &kl);
+					int cmp = key_cmp(k, kl, q->p, q->len);
+
+					r->dr_c.seek_compares++;
+					if (!cmp) {
+						match[2 * nm] = (uint32_t)c;
+						match[2 * nm + 1] = mid;
+						nm++;
+						break;
+					}
+					if (cmp < 0)
+						a = mid + 1;
+					else
+						b = mid;
+				}
+			}
+			want = 0;   /* no walk */
+		}
+		for (uint32_t j = 0; j < pg.pg_rows && got < want; j++) {
+			size_t kl;
+			const uint8_t *k = pg_item(&pg, j, &kl);
+
+			r->dr_c.rows_walked++;
+			if (per_literal) {
+				/* The ablation: IN as an OR of equalities. */
+				for (size_t c = g; c < ge; c++) {
+					const struct sfs_df_key *q = &keys[cand[c].c_key];
+
+					r->dr_c.key_compares++;
+					if (q->len == kl && !memcmp(q->p, k, kl)) {
+						match[2 * nm] = (uint32_t)c;
+						match[2 * nm + 1] = j;
+						nm++;
+						got++;
+					}
+				}
+				continue;
+			}
+			uint64_t h = df_hash(k, kl);
+
+			r->dr_c.hash_lookups++;
+			for (size_t s = h & set_mask; set[s]; s = (s + 1) & set_mask) {
+				uint32_t c = set[s] - 1;
+				const struct sfs_df_key *q = &keys[cand[c].c_key];
+
+				if (cand[c].c_hash != h)
+					continue;
+				r->dr_c.key_compares++;
+				if (q->len != kl || memcmp(q->p, k, kl))
+					continue;
+				for (; c != UINT32_MAX; c = dup[c]) {
+					match[2 * nm] = c;
+					match[2 * nm + 1] = j;
+					nm++;
+					got++;
+				}
+				break;
+			}
+		}
+
+		/* 4. Kinds and positions from the key page, then values — only
+		 *    for matching rows, never for masked ones or tombstones.  The
+		 *    key page is not used past this point (value pages may evict
+		 *    it from the cache). */
+		for (uint32_t m = 0; m < nm; m++) {
+			struct sfs_df_hit *o = &out[cand[match[2 * m]].c_key];
+			uint32_t j = match[2 * m + 1];
+
+			o->pos = pg.pg_first + j;
+			o->kind = pg.pg_kind[j];
+			if (dv_masked(dv, dv_words, o->pos)) {
+				r->dr_c.masked++;
+				o->kind = 0;
+				continue;
+			}
+			o->found = 1;
+			found++;
+		}
+		for (uint32_t m = 0; m < nm; m++) {
+			struct sfs_df_hit *o = &out[cand[match[2 * m]].c_key];
+			uint32_t j = match[2 * m + 1], vidx;
+			struct df_page vp;
+			const uint8_t *v;
+			size_t vl;
+
+			if (!o->found || o->kind == SFS_DF_DELETE || (flags & SFS_DF_PROBE_NO_VALUES) ||
+			    o->val)
+				continue;
+			vidx = vpage_of(r, o->pos);
+			if ((rc = page_get(r, NULL, st->s_kpages + vidx, &vp)) ||
+			    (rc = row_value(r, &vp, vidx, o->pos, o->kind, &v, &vl)))
+				return rc;
+			r->dr_c.values_decoded++;
+			o->vlen = vl;
+			if (vp.pg_mapped || !vl) {
+				o->val = vl ? v : (const void *)"";
+			} else {
+				void *copy = arena_alloc(r, vl);
+
+				if (!copy)
+					return -ENOMEM;
+				memcpy(copy, v, vl);
+				o->val = copy;
+			}
+			/* duplicates of this key share the copy */
+			for (uint32_t m2 = m + 1; m2 < nm && match[2 * m2 + 1] == j; m2++) {
+				struct sfs_df_hit *o2 = &out[cand[match[2 * m2]].c_key];
+
+				o2->val = o->val;
+				o2->vlen = o->vlen;
+			}
+		}
+		g = ge;
+	}
+	return found;
+}
+
+/* ---- iterators ---------------------------------------------------------------------- */
+
+int sfs_df_iter_range(sfs_df_reader_t *r, const void *lo, size_t lolen, const void *hi, size_t hilen,
+		      const uint64_t *dv, size_t dv_words, sfs_df_iter_t **out)
+{
+	sfs_df_iter_t *it;
+	const struct df_stats *st = r->dr_st;
+
+	*out = NULL;
+	if (!(it = calloc(1, sizeof(*it))))
+		return -ENOMEM;
+	it->di_r = r;
+	it->di_dv = dv;
+	it->di_dvw = dv_words;
+	it->di_vpid = -1;
+	it->di_kslot.sl_pid = it->di_vslot.sl_pid = -1;
+	if ((lo && !(it->di_lo = malloc(lolen ? lolen : 1))) || (hi && !(it->di_hi = malloc(hilen ? hilen : 1)))) {
+		sfs_df_iter_close(it);
+		return -ENOMEM;
+	}
+	if (lo)
+		memcpy(it->di_lo, lo, lolen);
+	if (hi)
+		memcpy(it->di_hi, hi, hilen);
+	it->di_lolen = lolen;
+	it->di_hilen = hilen;
+	/* Pages outside [lo, hi) are pruned by their min/max, by binary search. */
+	it->di_page = lo ? page_lower(r, lo, lolen) : 0;
+	it->di_end = hi ? page_min_lower(r, hi, hilen) : st->s_kpages;
+	it->di_seek = lo != NULL;
+	if (it->di_page >= it->di_end)
+		it->di_done = 1;
+	*out = it;
+	return 0;
+}
+
+int sfs_df_iter_kg(sfs_df_reader_t *r, uint32_t kg_lo, uint32_t kg_hi, const uint64_t *dv,
+		   size_t dv_words, sfs_df_iter_t **out)
+{
+	uint8_t lo[2] = { (uint8_t)(kg_lo >> 8), (uint8_t)kg_lo };
+	uint8_t hi[2] = { (uint8_t)((kg_hi + 1) >> 8), (uint8_t)(kg_hi + 1) };
+
+	if (kg_lo > kg_hi || kg_hi > 0xffff)
+		return sfs__err(SFS_EUSAGE, "%s: key-group range [%u, %u]", r->dr_path, kg_lo, kg_hi);
+	/* Every key is >= 2 bytes, so kg in [lo, hi] is lo.. <= key < (hi+1).. */
+	return sfs_df_iter_range(r, lo, 2, kg_hi == 0xffff ? NULL : hi, 2, dv, dv_words, out);
+}
+
+int sfs_df_iter_prefix(sfs_df_reader_t *r, const void *prefix, size_t plen, const uint64_t *dv,
+		       size_t dv_words, sfs_df_iter_t **out)
+{
+	uint8_t stack[256], *succ = plen <= sizeof(stack) ? stack : malloc(plen);
+	size_t slen = plen;
+	int rc;
+
+	if (!succ)
+		return -ENOMEM;
+	if (!plen)
+		return sfs_df_iter_range(r, NULL, 0, NULL, 0, dv, dv_words, out);
+	/* The successor: drop trailing 0xff bytes, increment the last. */
+	memcpy(succ, prefix, plen);
+	while (slen && succ[slen - 1] == 0xff)
+		slen--;
+	if (slen)
+		succ[slen - 1]++;
+	rc = sfs_df_iter_range(r, prefix, plen, slen ? succ : NULL, slen, dv, dv_words, out);
+	if (succ != stack)
+		free(succ);
+	return rc;
+}
+
+int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
+{
+	sfs_df_reader_t *r = it->di_r;
+	uint32_t K = r->dr_st->s_kpages;
+	int rc;
+
+	for (;;) {
+		if (it->di_err)
+			return it->di_err;
+		if (it->di_done)
+			return 0;
+		if (!it->di_loaded) {
+			const struct df_kpe *e;
+			size_t ml;
+			const uint8_t *m;
+
+			if (it->di_page >= it->di_end) {
+				it->di_done = 1;
+				return 0;
+			}
+			e = kpe(r, it->di_page);
+			if (dv_all(it->di_dv, it->di_dvw, e->k_first_row, e->k_rows)) {
+				r->dr_c.masked += e->k_rows;
+				it->di_page++;
+				it->di_seek = 0;
+				continue;
+			}
+			if ((rc = page_get(r, &it->di_kslot, it->di_page, &it->di_kpg)))
+				return it->di_err = rc;
+			it->di_row = 0;
+			if (it->di_seek) {
+				/* first row >= lo in the first page */
+				uint32_t a = 0, b = it->di_kpg.pg_rows;
+
+				while (a < b) {
+					uint32_t mid = a + (b - a) / 2;
+					size_t kl;
+					const uint8_t *k = pg_item(&it->di_kpg, mid, &kl);
+
+					r->dr_c.seek_compares++;
+					if (key_cmp(k, kl, it->di_lo, it->di_lolen) < 0)
+						a = mid + 1;
+					else
+						b = mid;
+				}
+				it->di_row = a;
+				it->di_seek = 0;
+			}
+			m = kmax(r, it->di_page, &ml);
+			it->di_check_hi = it->di_hi && key_cmp(m, ml, it->di_hi, it->di_hilen) >= 0;
+			it->di_loaded = 1;
+		}
+		if (it->di_row >= it->di_kpg.pg_rows) {
+			it->di_loaded = 0;
+			it->di_page++;
+			continue;
+		}
+
+		uint32_t j = it->di_row++;
+		uint64_t pos = it->di_kpg.pg_first + j;
+		size_t kl;
+		const uint8_t *k = pg_item(&it->di_kpg, j, &kl);
+
+		if (it->di_check_hi) {
+			r->dr_c.seek_compares++;
+			if (key_cmp(k, kl, it->di_hi, it->di_hilen) >= 0) {
+				it->di_done = 1;
+				return 0;
+			}
+		}
+		if (dv_masked(it->di_dv, it->di_dvw, pos)) {
+			r->dr_c.masked++;
+			continue;
+		}
+		row->key = k;
+		row->klen = kl;
+		row->pos = pos;
+		row->kind = it->di_kpg.pg_kind[j];
+		row->val = NULL;
+		row->vlen = 0;
+		if (row->kind != SFS_DF_DELETE) {
+			const uint8_t *v;
+
+			if (it->di_vpid < 0 || pos < it->di_vpg.pg_first ||
+			    pos >= it->di_vpg.pg_first + it->di_vpg.pg_rows) {
+				uint32_t vidx = vpage_of(r, pos);
+
+				it->di_vpid = -1;
+				if ((rc = page_get(r, &it->di_vslot, K + vidx, &it->di_vpg)))
+					return it->di_err = rc;
+				it->di_vpid = K + vidx;
+			}
+			if ((rc = row_value(r, &it->di_vpg, (uint32_t)(it->di_vpid - K), pos, row->kind, &v,
+					    &row->vlen)))
+				return it->di_err = rc;
+			row->val = row->vlen ? v : (const void *)"";
+		}
+		return 1;
+	}
+}
+
+void sfs_df_iter_close(sfs_df_iter_t *it)
+{
+	if (!it)
+		return;
+	free(it->di_kslot.sl_buf);
+	free(it->di_vslot.sl_buf);
+	free(it->di_lo);
+	free(it->di_hi);
+	free(it);
+}
+
+/* ---- fuzzing aid -------------------------------------------------------------------- */
+
+void sfs__df_reseal(uint8_t *buf, size_t len)
+{
+	struct df_header h;
+	struct df_trailer t;
+	struct df_stats st;
+	uint64_t fo, e0;
+
+	if (len < DF_HDR)
+		return;
+	memcpy(&h, buf, sizeof(h));
+	h.h_crc = sfs_crc32c(0, &h, offsetof(struct df_header, h_crc));
+	memcpy(buf, &h, sizeof(h));
+	if (len < DF_HDR + sizeof(st) + DF_TRAILER)
+		return;
+	memcpy(&t, buf + len - DF_TRAILER, sizeof(t));
+	fo = t.t_footer_off;
+	if (fo < DF_HDR || t.t_footer_len < sizeof(st) || fo + t.t_footer_len + DF_TRAILER != len)
+		return;
+	memcpy(&st, buf + fo, sizeof(st));
+	e0 = fo + sizeof(st);
+	for (uint64_t i = 0; i < st.s_kpages && e0 + (i + 1) * sizeof(struct df_kpe) <= fo + t.t_footer_len; i++) {
+		struct df_kpe e;
+
+		memcpy(&e, buf + e0 + i * sizeof(e), sizeof(e));
+		if (e.k_off <= len && e.k_stored <= len - e.k_off) {
+			e.k_crc = sfs_crc32c(0, buf + e.k_off, e.k_stored);
+			memcpy(buf + e0 + i * sizeof(e), &e, sizeof(e));
+		}
+	}
+	e0 += (uint64_t)st.s_kpages * sizeof(struct df_kpe);
+	for (uint64_t i = 0; i < st.s_vpages && e0 + (i + 1) * sizeof(struct df_vpe) <= fo + t.t_footer_len; i++) {
+		struct df_vpe e;
+
+		memcpy(&e, buf + e0 + i * sizeof(e), sizeof(e));
+		if (e.v_off <= len && e.v_stored <= len - e.v_off) {
+			e.v_crc = sfs_crc32c(0, buf + e.v_off, e.v_stored);
+			memcpy(buf + e0 + i * sizeof(e), &e, sizeof(e));
+		}
+	}
+	if (st.s_filter_off <= len && st.s_filter_len <= len - st.s_filter_off) {
+		st.s_filter_crc = sfs_crc32c(0, buf + st.s_filter_off, st.s_filter_len);
+		memcpy(buf + fo, &st, sizeof(st));
+	}
+	t.t_crc = sfs_crc32c(sfs_crc32c(0, buf + fo, t.t_footer_len), &t, offsetof(struct df_trailer, t_crc));
+	memcpy(buf + len - DF_TRAILER, &t, sizeof(t));
+}

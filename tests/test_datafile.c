@@ -1,0 +1,917 @@
+/*
+ * test_datafile.c — the table store's data file (layout/datafile.c):
+ * randomized round trips against a reference (every codec, varied key and
+ * value sizes including empty and larger-than-a-page values, every row
+ * kind) through batch probes with and without deletion vectors, key-group
+ * range scans and prefix scans; the writer's refusals, its missing-parent
+ * retry and its clean-up on injected faults; every corruption refused
+ * with the file and the byte offset named (a flipped byte in every page,
+ * the filter and the footer; truncation at every page boundary and at
+ * random offsets; wrong magic; unknown versions); and the batch probe's
+ * work counted: one hash lookup per row of a candidate page, not one
+ * comparison per (row, literal).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <sys/stat.h>
+
+#include "layout/datafile.h"
+#include "sfs.h"
+#include "tests/helpers.h"
+
+static char dir[64];
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	return remove(p);
+}
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/sfs-df-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+	sfs__df_fault = NULL;
+	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(datafile, .init = setup, .fini = teardown, .timeout = 240);
+
+/* ---- the reference ------------------------------------------------------------------ */
+
+struct row {
+	uint8_t *key, *val;
+	size_t klen, vlen;
+	int kind;
+};
+
+struct ref {
+	struct row *rows;
+	size_t n;
+};
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	size_t m = x->klen < y->klen ? x->klen : y->klen;
+	int c = memcmp(x->key, y->key, m);
+
+	return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+static int kcmp(const void *a, size_t al, const void *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : (al > bl) - (al < bl);
+}
+
+/* @n random rows, sorted, unique: keys are a key group (a few of 0..300,
+ * so groups hold many rows) and 0..40 more bytes (some 200), values of
+ * 0..100 bytes, some empty, some @big (larger than a page). */
+static struct ref make_ref(uint64_t seed, size_t n, size_t big)
+{
+	struct ref r = { calloc(n, sizeof(struct row)), 0 };
+	uint64_t s = seed;
+
+	for (size_t i = 0; i < n; i++) {
+		struct row *w = &r.rows[i];
+		uint64_t x = th_rand(&s);
+		uint32_t kg = (uint32_t)(th_rand(&s) % 300) * 7;
+		size_t extra = x % 17 == 0 ? 200 : th_rand(&s) % 41;
+
+		w->klen = 2 + extra;
+		w->key = malloc(w->klen);
+		w->key[0] = (uint8_t)(kg >> 8);
+		w->key[1] = (uint8_t)kg;
+		for (size_t j = 2; j < w->klen; j++)
+			w->key[j] = (uint8_t)(th_rand(&s) % 5 == 0 ? 0xff : th_rand(&s) % 4);
+		w->kind = (int)(th_rand(&s) % 10 < 6 ? SFS_DF_PUT : th_rand(&s) % 2 ? SFS_DF_DELETE : SFS_DF_MERGE);
+		if (w->kind == SFS_DF_PUT) {
+			uint64_t c = th_rand(&s) % 100;
+
+			w->vlen = c < 10 ? 0 : c < 12 && big ? big + th_rand(&s) % big : th_rand(&s) % 101;
+		} else {
+			w->vlen = w->kind == SFS_DF_MERGE ? 8 : 0;
+		}
+		w->val = malloc(w->vlen ? w->vlen : 1);
+		for (size_t j = 0; j < w->vlen; j++)
+			w->val[j] = (uint8_t)(th_rand(&s) % 3 ? j : th_rand(&s));
+	}
+	qsort(r.rows, n, sizeof(struct row), row_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (r.n && !row_cmp(&r.rows[r.n - 1], &r.rows[i])) {
+			free(r.rows[i].key);
+			free(r.rows[i].val);
+			continue;
+		}
+		r.rows[r.n++] = r.rows[i];
+	}
+	return r;
+}
+
+static void free_ref(struct ref *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->rows[i].key);
+		free(r->rows[i].val);
+	}
+	free(r->rows);
+}
+
+static void write_ref(const char *path, const struct ref *r, const struct sfs_df_write_opts *o)
+{
+	sfs_df_writer_t *w;
+	uint64_t rows;
+
+	cr_assert_eq(sfs_df_writer_open(path, o, &w), 0, "%s", sfs_last_error());
+	for (size_t i = 0; i < r->n; i++) {
+		const struct row *x = &r->rows[i];
+
+		cr_assert_eq(sfs_df_writer_add(w, x->key, x->klen, x->kind, x->val, x->vlen), 0, "%s",
+			     sfs_last_error());
+	}
+	cr_assert_eq(sfs_df_writer_finish(w, &rows), 0, "%s", sfs_last_error());
+	cr_assert_eq(rows, r->n);
+}
+
+/* Index of the reference row with @key, or -1. */
+static long ref_find(const struct ref *r, const void *key, size_t klen)
+{
+	size_t lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = kcmp(r->rows[mid].key, r->rows[mid].klen, key, klen);
+
+		if (!c)
+			return (long)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static int masked(const uint64_t *dv, size_t words, size_t pos)
+{
+	return dv && pos / 64 < words && (dv[pos / 64] >> (pos % 64) & 1);
+}
+
+/* Scan [lo, hi) (by the iterator @it) against the reference rows whose
+ * index satisfies @in. */
+static void check_scan(sfs_df_iter_t *it, const struct ref *r, const uint64_t *dv, size_t dvw,
+		       int (*in)(const struct row *, const void *), const void *arg)
+{
+	struct sfs_df_row row;
+	size_t i = 0;
+	int rc;
+
+	for (;;) {
+		while (i < r->n && (!in(&r->rows[i], arg) || masked(dv, dvw, i)))
+			i++;
+		rc = sfs_df_iter_next(it, &row);
+		cr_assert_geq(rc, 0, "%s", sfs_last_error());
+		if (!rc)
+			break;
+		cr_assert_lt(i, r->n, "scan returned a row past the reference");
+		const struct row *x = &r->rows[i];
+
+		cr_assert_eq(row.pos, i);
+		cr_assert_eq(row.kind, x->kind);
+		cr_assert_eq(kcmp(row.key, row.klen, x->key, x->klen), 0, "row %zu key", i);
+		if (x->kind == SFS_DF_DELETE) {
+			cr_assert_null(row.val);
+		} else {
+			cr_assert_eq(row.vlen, x->vlen, "row %zu", i);
+			cr_assert_eq(memcmp(row.val, x->val, x->vlen), 0, "row %zu value", i);
+		}
+		i++;
+	}
+	while (i < r->n && (!in(&r->rows[i], arg) || masked(dv, dvw, i)))
+		i++;
+	cr_assert_eq(i, r->n, "scan ended early at reference row %zu", i);
+}
+
+struct kgr {
+	uint32_t lo, hi;
+};
+
+static int in_kg(const struct row *x, const void *arg)
+{
+	const struct kgr *k = arg;
+	uint32_t kg = (uint32_t)x->key[0] << 8 | x->key[1];
+
+	return kg >= k->lo && kg <= k->hi;
+}
+
+struct pfx {
+	const uint8_t *p;
+	size_t len;
+};
+
+static int in_prefix(const struct row *x, const void *arg)
+{
+	const struct pfx *p = arg;
+
+	return x->klen >= p->len && !memcmp(x->key, p->p, p->len);
+}
+
+static int in_all(const struct row *x, const void *arg)
+{
+	return 1;
+}
+
+/* A batch of @n probe keys: present ones, absent ones (a present key with
+ * a byte changed or appended, random keys), and duplicates. */
+static struct sfs_df_key *make_batch(const struct ref *r, size_t n, uint64_t *s, uint8_t *store, size_t cap)
+{
+	struct sfs_df_key *k = calloc(n, sizeof(*k));
+	size_t used = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct row *x = &r->rows[th_rand(s) % r->n];
+		uint64_t c = th_rand(s) % 10;
+
+		if (c < 5 || used + x->klen + 1 > cap) {
+			k[i].p = x->key;
+			k[i].len = x->klen;
+		} else if (c < 7 && i) {
+			k[i] = k[th_rand(s) % i];
+		} else {
+			uint8_t *p = store + used;
+
+			memcpy(p, x->key, x->klen);
+			k[i].len = x->klen;
+			if (c < 8)
+				p[th_rand(s) % x->klen] ^= (uint8_t)(1 + th_rand(s) % 255);
+			else if (c < 9)
+				p[k[i].len++] = (uint8_t)th_rand(s);
+			else
+				k[i].len = 1 + th_rand(s) % x->klen;   /* a proper prefix, maybe 1 byte */
+			k[i].p = p;
+			used += k[i].len;
+		}
+	}
+	return k;
+}
+
+static void check_probe(sfs_df_reader_t *rd, const struct ref *r, const struct sfs_df_key *k, size_t n,
+			const uint64_t *dv, size_t dvw, unsigned flags)
+{
+	struct sfs_df_hit *out = calloc(n, sizeof(*out));
+	int found = sfs_df_probe(rd, k, n, dv, dvw, flags, out), expect = 0;
+
+	cr_assert_geq(found, 0, "%s", sfs_last_error());
+	for (size_t i = 0; i < n; i++) {
+		long at = ref_find(r, k[i].p, k[i].len);
+
+		if (at < 0 || masked(dv, dvw, (size_t)at)) {
+			cr_assert_eq(out[i].found, 0, "key %zu: found but absent or masked", i);
+			continue;
+		}
+		const struct row *x = &r->rows[at];
+
+		expect++;
+		cr_assert_eq(out[i].found, 1, "key %zu (row %ld) not found", i, at);
+		cr_assert_eq(out[i].pos, (uint64_t)at);
+		cr_assert_eq(out[i].kind, x->kind);
+		if (x->kind == SFS_DF_DELETE || (flags & SFS_DF_PROBE_NO_VALUES))
+			continue;
+		cr_assert_eq(out[i].vlen, x->vlen, "key %zu", i);
+		cr_assert_eq(memcmp(out[i].val, x->val, x->vlen), 0, "key %zu value", i);
+		if (x->kind == SFS_DF_MERGE) {
+			int64_t d;
+
+			memcpy(&d, x->val, 8);
+			cr_assert_eq(sfs_df_merge_delta(out[i].val), d);
+		}
+	}
+	cr_assert_eq(found, expect);
+	free(out);
+}
+
+/* ---- round trips -------------------------------------------------------------------- */
+
+static void round_trip(int codec, uint64_t seed, size_t nrows, uint32_t page_bytes, uint32_t page_rows,
+		       uint32_t cache)
+{
+	char path[128];
+	struct sfs_df_write_opts o = { .codec = codec, .page_bytes = page_bytes, .page_rows = page_rows };
+	struct sfs_df_read_opts ro = { .cache_pages = cache };
+	struct ref r = make_ref(seed, nrows, page_bytes + 1);
+	sfs_df_reader_t *rd;
+	struct sfs_df_meta m;
+	uint64_t s = seed ^ 0x5eed, *dv;
+	size_t dvw = (r.n + 63) / 64, cap = 1 << 20;
+	uint8_t *store = malloc(cap);
+	sfs_df_iter_t *it;
+	uint64_t puts = 0, dels = 0, merges = 0;
+
+	snprintf(path, sizeof(path), "%s/sub/dir/t%d-%llu.df", dir, codec, (unsigned long long)seed);
+	write_ref(path, &r, &o);
+	cr_assert_eq(sfs_df_reader_open(path, &ro, &rd), 0, "%s", sfs_last_error());
+
+	/* file statistics */
+	sfs_df_reader_meta(rd, &m);
+	for (size_t i = 0; i < r.n; i++) {
+		puts += r.rows[i].kind == SFS_DF_PUT;
+		dels += r.rows[i].kind == SFS_DF_DELETE;
+		merges += r.rows[i].kind == SFS_DF_MERGE;
+	}
+	cr_assert_eq(m.rows, r.n);
+	cr_assert_eq(m.puts, puts);
+	cr_assert_eq(m.deletes, dels);
+	cr_assert_eq(m.merges, merges);
+	cr_assert_eq(m.codec, codec);
+	cr_assert_eq(kcmp(m.min_key, m.min_klen, r.rows[0].key, r.rows[0].klen), 0);
+	cr_assert_eq(kcmp(m.max_key, m.max_klen, r.rows[r.n - 1].key, r.rows[r.n - 1].klen), 0);
+	cr_assert_eq(m.kg_lo, (uint32_t)r.rows[0].key[0] << 8 | r.rows[0].key[1]);
+	cr_assert_eq(m.kg_hi, (uint32_t)r.rows[r.n - 1].key[0] << 8 | r.rows[r.n - 1].key[1]);
+	cr_assert_gt(m.key_pages, 1);
+
+	/* a random deletion vector */
+	dv = calloc(dvw, 8);
+	for (size_t i = 0; i < r.n; i++)
+		if (th_rand(&s) % 4 == 0)
+			dv[i / 64] |= 1ull << (i % 64);
+
+	/* whole-file scans */
+	cr_assert_eq(sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it), 0);
+	check_scan(it, &r, NULL, 0, in_all, NULL);
+	sfs_df_iter_close(it);
+	cr_assert_eq(sfs_df_iter_range(rd, NULL, 0, NULL, 0, dv, dvw, &it), 0);
+	check_scan(it, &r, dv, dvw, in_all, NULL);
+	sfs_df_iter_close(it);
+
+	/* batch probes, with and without the deletion vector, both IN modes */
+	for (int round = 0; round < 6; round++) {
+		size_t n = 1 + th_rand(&s) % 1500;
+		struct sfs_df_key *k = make_batch(&r, n, &s, store, cap);
+
+		check_probe(rd, &r, k, n, NULL, 0, 0);
+		check_probe(rd, &r, k, n, dv, dvw, 0);
+		check_probe(rd, &r, k, n, dv, dvw, SFS_DF_PROBE_PER_LITERAL);
+		check_probe(rd, &r, k, n, NULL, 0, SFS_DF_PROBE_NO_VALUES);
+		check_probe(rd, &r, k, n % 7 == 0 ? n : n / 20 + 1, dv, dvw, SFS_DF_PROBE_SEEK_SPARSE);
+		free(k);
+	}
+
+	/* key-group range scans */
+	for (int round = 0; round < 30; round++) {
+		struct kgr g;
+
+		g.lo = (uint32_t)(th_rand(&s) % 2200);
+		g.hi = g.lo + (uint32_t)(th_rand(&s) % (round % 3 ? 40 : 600));
+		if (round == 0)
+			g.lo = 0, g.hi = 0xffff;
+		cr_assert_eq(sfs_df_iter_kg(rd, g.lo, g.hi, round % 2 ? dv : NULL, dvw, &it), 0);
+		check_scan(it, &r, round % 2 ? dv : NULL, dvw, in_kg, &g);
+		sfs_df_iter_close(it);
+	}
+	/* prefix scans: prefixes of present keys (a key group, a parent key),
+	 * with 0xff tails (the successor carries), and absent ones */
+	for (int round = 0; round < 40; round++) {
+		const struct row *x = &r.rows[th_rand(&s) % r.n];
+		uint8_t p[300];
+		struct pfx f = { p, 1 + th_rand(&s) % x->klen };
+
+		memcpy(p, x->key, f.len);
+		if (round % 5 == 4)
+			p[f.len - 1] ^= 0x40;
+		cr_assert_eq(sfs_df_iter_prefix(rd, p, f.len, round % 2 ? dv : NULL, dvw, &it), 0);
+		check_scan(it, &r, round % 2 ? dv : NULL, dvw, in_prefix, &f);
+		sfs_df_iter_close(it);
+	}
+	sfs_df_reader_close(rd);
+	free(dv);
+	free(store);
+	free_ref(&r);
+}
+
+Test(datafile, round_trip_none)
+{
+	for (int i = 0; i < 2 * th_soak(); i++)
+		round_trip(SFS_DF_NONE, 100 + (uint64_t)i, 3000 + (size_t)i * 2000, i % 2 ? 1024 : 4096, 0, 0);
+}
+
+Test(datafile, round_trip_lz4)
+{
+	for (int i = 0; i < 2 * th_soak(); i++)
+		round_trip(SFS_DF_LZ4, 200 + (uint64_t)i, 3000 + (size_t)i * 2000, i % 2 ? 1024 : 8192,
+			   i % 2 ? 0 : 64, i % 2 ? 2 : 0);
+}
+
+Test(datafile, round_trip_zstd)
+{
+	for (int i = 0; i < 2 * th_soak(); i++)
+		round_trip(SFS_DF_ZSTD, 300 + (uint64_t)i, 3000 + (size_t)i * 2000, i % 2 ? 2048 : 512, 0,
+			   i % 2 ? 0 : 3);
+}
+
+/* One row, tiny pages: the edge of every loop. */
+Test(datafile, single_row_and_one_row_pages)
+{
+	char path[128];
+	struct ref r = make_ref(7, 200, 100);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_rows = 1, .page_bytes = 1 };
+	struct ref one = { r.rows, 1 };
+	sfs_df_reader_t *rd;
+	sfs_df_iter_t *it;
+	struct sfs_df_key k[3];
+
+	snprintf(path, sizeof(path), "%s/one.df", dir);
+	write_ref(path, &one, NULL);
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0, "%s", sfs_last_error());
+	k[0] = (struct sfs_df_key){ one.rows[0].key, one.rows[0].klen };
+	k[1] = (struct sfs_df_key){ "zz", 2 };
+	k[2] = k[0];
+	check_probe(rd, &one, k, 3, NULL, 0, 0);
+	cr_assert_eq(sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it), 0);
+	check_scan(it, &one, NULL, 0, in_all, NULL);
+	sfs_df_iter_close(it);
+	sfs_df_reader_close(rd);
+
+	snprintf(path, sizeof(path), "%s/tiny.df", dir);
+	write_ref(path, &r, &o);
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0, "%s", sfs_last_error());
+	struct sfs_df_meta m;
+
+	sfs_df_reader_meta(rd, &m);
+	cr_assert_eq(m.key_pages, r.n);
+	cr_assert_eq(sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it), 0);
+	check_scan(it, &r, NULL, 0, in_all, NULL);
+	sfs_df_iter_close(it);
+	sfs_df_reader_close(rd);
+	free_ref(&r);
+}
+
+/* A deletion vector masking whole pages: they are skipped unread. */
+Test(datafile, masked_pages_are_not_read)
+{
+	char path[128];
+	struct ref r = make_ref(9, 4000, 0);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+	size_t dvw = (r.n + 63) / 64;
+	uint64_t *dv = calloc(dvw, 8);
+	sfs_df_reader_t *rd;
+	sfs_df_iter_t *it;
+	struct sfs_df_row row;
+
+	snprintf(path, sizeof(path), "%s/dv.df", dir);
+	write_ref(path, &r, &o);
+	memset(dv, 0xff, dvw * 8);
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0);
+	cr_assert_eq(sfs_df_iter_range(rd, NULL, 0, NULL, 0, dv, dvw, &it), 0);
+	cr_assert_eq(sfs_df_iter_next(it, &row), 0);
+	sfs_df_iter_close(it);
+	cr_assert_eq(sfs_df_reader_counters(rd)->decompressions, 0);
+	cr_assert_eq(sfs_df_reader_counters(rd)->masked, r.n);
+	sfs_df_reader_close(rd);
+	free(dv);
+	free_ref(&r);
+}
+
+/* A key-group scan reads only the pages its range overlaps. */
+Test(datafile, kg_scan_prunes_pages)
+{
+	char path[128];
+	struct ref r = make_ref(11, 20000, 0);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_ZSTD, .page_bytes = 2048 };
+	sfs_df_reader_t *rd;
+	sfs_df_iter_t *it;
+	struct sfs_df_row row;
+	struct sfs_df_meta m;
+	uint32_t kg = (uint32_t)r.rows[r.n / 2].key[0] << 8 | r.rows[r.n / 2].key[1];
+	size_t rows = 0, ref_rows = 0, pages;
+
+	snprintf(path, sizeof(path), "%s/kg.df", dir);
+	write_ref(path, &r, &o);
+	for (size_t i = 0; i < r.n; i++)
+		ref_rows += ((uint32_t)r.rows[i].key[0] << 8 | r.rows[i].key[1]) == kg;
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0);
+	sfs_df_reader_meta(rd, &m);
+	cr_assert_eq(sfs_df_iter_kg(rd, kg, kg, NULL, 0, &it), 0);
+	while (sfs_df_iter_next(it, &row) == 1)
+		rows++;
+	sfs_df_iter_close(it);
+	cr_assert_eq(rows, ref_rows);
+	/* key pages of ~2 KiB hold >= 40 of these keys; values likewise */
+	pages = sfs_df_reader_counters(rd)->decompressions;
+	cr_assert_leq(pages, 2 * (ref_rows / 40 + 2) + 2, "%zu pages for %zu rows of %u key pages", pages,
+		      rows, m.key_pages);
+	sfs_df_reader_close(rd);
+	free_ref(&r);
+}
+
+/* ---- the hash-set IN pass ----------------------------------------------------------- */
+
+Test(datafile, batch_probe_work_is_rows_plus_keys)
+{
+	char path[128];
+	struct ref r = make_ref(13, 20000, 0);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4 };
+	const size_t n = 1000;
+	uint64_t s = 77;
+	uint8_t *store = malloc(1 << 20);
+	struct sfs_df_key *k = make_batch(&r, n, &s, store, 1 << 20);
+	struct sfs_df_hit *out = calloc(n, sizeof(*out));
+	struct sfs_df_counters a, b, c;
+	struct sfs_df_meta m;
+	sfs_df_reader_t *rd;
+	uint64_t log2p = 0;
+
+	snprintf(path, sizeof(path), "%s/in.df", dir);
+	write_ref(path, &r, &o);
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0);
+	sfs_df_reader_meta(rd, &m);
+	while ((1u << log2p) < m.key_pages + 1)
+		log2p++;
+
+	a = *sfs_df_reader_counters(rd);
+	cr_assert_geq(sfs_df_probe(rd, k, n, NULL, 0, 0, out), 0);
+	b = *sfs_df_reader_counters(rd);
+	cr_assert_geq(sfs_df_probe(rd, k, n, NULL, 0, SFS_DF_PROBE_PER_LITERAL, out), 0);
+	c = *sfs_df_reader_counters(rd);
+
+	uint64_t walked = b.rows_walked - a.rows_walked, lookups = b.hash_lookups - a.hash_lookups;
+	uint64_t cmps = b.key_compares - a.key_compares, seeks = b.seek_compares - a.seek_compares;
+	uint64_t lit_cmps = c.key_compares - b.key_compares;
+
+	cr_log_info("hash set: %llu rows walked, %llu lookups, %llu key compares, %llu seek compares; "
+		    "per literal: %llu key compares", (unsigned long long)walked, (unsigned long long)lookups,
+		    (unsigned long long)cmps, (unsigned long long)seeks, (unsigned long long)lit_cmps);
+	/* one lookup per row walked, never more rows than the file has */
+	cr_assert_eq(lookups, walked);
+	cr_assert_leq(walked, r.n);
+	/* comparisons only on hash hits: about one per found key */
+	cr_assert_leq(cmps, n + n / 10);
+	/* page pruning: O(log pages) per key */
+	cr_assert_leq(seeks, n * (3 + log2p));
+	/* the whole call: proportional to rows + keys */
+	cr_assert_leq(lookups + cmps + seeks, 2 * (r.n + n * (4 + log2p)));
+	/* what the hash set saves: per literal is rows x literals per page */
+	cr_assert_gt(lit_cmps, 10 * cmps);
+	cr_assert_eq(c.rows_walked - b.rows_walked, walked);
+
+	sfs_df_reader_close(rd);
+	free(out);
+	free(k);
+	free(store);
+	free_ref(&r);
+}
+
+/* ---- the writer --------------------------------------------------------------------- */
+
+static int no_tmp(const char *path)
+{
+	char t[256];
+
+	snprintf(t, sizeof(t), "%s.tmp", path);
+	return access(t, F_OK) != 0;
+}
+
+Test(datafile, writer_refuses_bad_rows)
+{
+	char path[128];
+	sfs_df_writer_t *w;
+	sfs_df_reader_t *rd;
+	int64_t d = -5;
+
+	snprintf(path, sizeof(path), "%s/bad.df", dir);
+	cr_assert_eq(sfs_df_writer_open(path, NULL, &w), 0);
+	cr_assert_eq(sfs_df_writer_add(w, "k1", 2, SFS_DF_PUT, "v", 1), 0);
+	cr_assert_eq(sfs_df_writer_add(w, "k1", 2, SFS_DF_PUT, "v", 1), SFS_EUSAGE);   /* duplicate */
+	cr_assert(strstr(sfs_last_error(), "strictly increasing"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_df_writer_add(w, "k0", 2, SFS_DF_PUT, "v", 1), SFS_EUSAGE);   /* out of order */
+	cr_assert_eq(sfs_df_writer_add(w, "k", 1, SFS_DF_PUT, "v", 1), SFS_EUSAGE);    /* no key group */
+	cr_assert_eq(sfs_df_writer_add(w, "k2", 2, SFS_DF_DELETE, "v", 1), SFS_EUSAGE);
+	cr_assert_eq(sfs_df_writer_add(w, "k2", 2, SFS_DF_MERGE, "v", 1), SFS_EUSAGE);
+	cr_assert_eq(sfs_df_writer_add(w, "k2", 2, 9, "v", 1), SFS_EUSAGE);
+	/* still usable */
+	cr_assert_eq(sfs_df_writer_add(w, "k2", 2, SFS_DF_MERGE, &d, 8), 0);
+	cr_assert_eq(sfs_df_writer_add(w, "k3", 2, SFS_DF_DELETE, NULL, 0), 0);
+	cr_assert_eq(sfs_df_writer_finish(w, NULL), 0, "%s", sfs_last_error());
+	cr_assert(no_tmp(path));
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0);
+	struct sfs_df_meta m;
+
+	sfs_df_reader_meta(rd, &m);
+	cr_assert_eq(m.rows, 3);
+	cr_assert_eq(m.merges, 1);
+	sfs_df_reader_close(rd);
+
+	/* no rows: refused, nothing left */
+	snprintf(path, sizeof(path), "%s/empty.df", dir);
+	cr_assert_eq(sfs_df_writer_open(path, NULL, &w), 0);
+	cr_assert_eq(sfs_df_writer_finish(w, NULL), SFS_EUSAGE);
+	cr_assert(no_tmp(path));
+	cr_assert_neq(access(path, F_OK), 0);
+	/* abort: nothing left */
+	cr_assert_eq(sfs_df_writer_open(path, NULL, &w), 0);
+	cr_assert_eq(sfs_df_writer_add(w, "k1", 2, SFS_DF_PUT, "v", 1), 0);
+	sfs_df_writer_abort(w);
+	cr_assert(no_tmp(path));
+	cr_assert_neq(access(path, F_OK), 0);
+}
+
+static const char *fault_point;
+static int fault_after, fault_calls;
+
+static int fault(const char *point)
+{
+	if (strcmp(point, fault_point))
+		return 0;
+	return fault_calls++ == fault_after ? EIO : 0;
+}
+
+/* A failing write, fsync or rename: an error naming the file, and
+ * neither the temporary nor the final file left. */
+Test(datafile, writer_faults_leave_nothing)
+{
+	static const char *points[] = { "open", "write", "write", "write", "fsync", "rename" };
+	static const int after[] = { 0, 0, 3, 40, 0, 0 };
+	struct ref r = make_ref(17, 3000, 5000);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+
+	for (size_t f = 0; f < sizeof(points) / sizeof(points[0]); f++) {
+		char path[128];
+		sfs_df_writer_t *w = NULL;
+		int rc = 0;
+
+		snprintf(path, sizeof(path), "%s/fault%zu.df", dir, f);
+		fault_point = points[f];
+		fault_after = after[f];
+		fault_calls = 0;
+		sfs__df_fault = fault;
+		rc = sfs_df_writer_open(path, &o, &w);
+		for (size_t i = 0; !rc && i < r.n; i++)
+			rc = sfs_df_writer_add(w, r.rows[i].key, r.rows[i].klen, r.rows[i].kind, r.rows[i].val,
+					       r.rows[i].vlen);
+		if (w) {
+			int rc2 = sfs_df_writer_finish(w, NULL);
+
+			rc = rc ? rc : rc2;
+		}
+		sfs__df_fault = NULL;
+		cr_assert_eq(rc, -EIO, "%s #%d: rc %d", points[f], after[f], rc);
+		cr_assert(strstr(sfs_last_error(), path), "%s", sfs_last_error());
+		cr_assert(no_tmp(path), "%s left its temp file", points[f]);
+		cr_assert_neq(access(path, F_OK), 0, "%s left the file", points[f]);
+	}
+	free_ref(&r);
+}
+
+/* ---- corruption --------------------------------------------------------------------- */
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY);
+	uint8_t *b;
+
+	cr_assert_geq(fd, 0);
+	fstat(fd, &sb);
+	b = malloc((size_t)sb.st_size);
+	cr_assert_eq(read(fd, b, (size_t)sb.st_size), sb.st_size);
+	close(fd);
+	*len = (size_t)sb.st_size;
+	return b;
+}
+
+static void spill(const char *path, const uint8_t *b, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, b, len), (ssize_t)len);
+	close(fd);
+}
+
+/* Read everything: a full scan and a probe of every key.  0 or the error. */
+static int read_all(const char *path, const struct ref *r)
+{
+	sfs_df_reader_t *rd;
+	sfs_df_iter_t *it;
+	struct sfs_df_row row;
+	struct sfs_df_key *k = calloc(r->n, sizeof(*k));
+	struct sfs_df_hit *out = calloc(r->n, sizeof(*out));
+	int rc;
+
+	if ((rc = sfs_df_reader_open(path, NULL, &rd)))
+		goto out;
+	for (size_t i = 0; i < r->n; i++)
+		k[i] = (struct sfs_df_key){ r->rows[i].key, r->rows[i].klen };
+	rc = sfs_df_probe(rd, k, r->n, NULL, 0, 0, out);
+	if (rc >= 0 && !(rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it))) {
+		while ((rc = sfs_df_iter_next(it, &row)) == 1)
+			;
+		sfs_df_iter_close(it);
+	}
+	sfs_df_reader_close(rd);
+out:
+	free(k);
+	free(out);
+	return rc < 0 ? rc : 0;
+}
+
+struct layout {
+	uint64_t kp_off[1024], vp_off[1024], filter_off, footer_off;
+	uint32_t nk, nv;
+};
+
+/* Page offsets from the footer (read with the format's own structs'
+ * sizes: stats 96 B, key entries 56 B, value entries 40 B). */
+static struct layout layout_of(const uint8_t *b, size_t len)
+{
+	struct layout l = { 0 };
+	uint64_t fo;
+
+	memcpy(&fo, b + len - 32, 8);
+	l.footer_off = fo;
+	memcpy(&l.filter_off, b + fo + 32, 8);
+	memcpy(&l.nk, b + fo + 40, 4);
+	memcpy(&l.nv, b + fo + 44, 4);
+	cr_assert_leq(l.nk, 1024);
+	cr_assert_leq(l.nv, 1024);
+	for (uint32_t i = 0; i < l.nk; i++)
+		memcpy(&l.kp_off[i], b + fo + 96 + 56 * i, 8);
+	for (uint32_t i = 0; i < l.nv; i++)
+		memcpy(&l.vp_off[i], b + fo + 96 + 56 * l.nk + 40 * i, 8);
+	return l;
+}
+
+static void expect_err(int rc, int code, const char *path, const char *what)
+{
+	cr_assert_eq(rc, code, "%s: rc %d (%s), expected %d; %s", what, rc, sfs_strerror(rc), code,
+		     sfs_last_error());
+	cr_assert(strstr(sfs_last_error(), path), "%s: message without the file: %s", what, sfs_last_error());
+	cr_assert(strstr(sfs_last_error(), "offset"), "%s: message without an offset: %s", what,
+		  sfs_last_error());
+}
+
+static void corruption_suite(int codec)
+{
+	char good[128], bad[128], want[256];
+	struct ref r = make_ref(19, 1500, 3000);
+	struct sfs_df_write_opts o = { .codec = codec, .page_bytes = 2048 };
+	uint8_t *img, *cp;
+	size_t len;
+	struct layout l;
+	uint64_t s = 23;
+
+	snprintf(good, sizeof(good), "%s/good%d.df", dir, codec);
+	snprintf(bad, sizeof(bad), "%s/bad%d.df", dir, codec);
+	write_ref(good, &r, &o);
+	img = slurp(good, &len);
+	cp = malloc(len);
+	l = layout_of(img, len);
+	cr_assert_gt(l.nk, 2);
+	cr_assert_eq(read_all(good, &r), 0, "%s", sfs_last_error());
+
+	/* a flipped byte in every page: open succeeds, first touch refuses */
+	for (uint32_t p = 0; p < l.nk + l.nv; p++) {
+		int is_key = p < l.nk;
+		uint64_t off = is_key ? l.kp_off[p] : l.vp_off[p - l.nk];
+		uint64_t end = is_key ? (p + 1 < l.nk ? l.kp_off[p + 1] : l.vp_off[0])
+				      : (p + 1 < l.nk + l.nv ? l.vp_off[p + 1 - l.nk] : l.filter_off);
+		sfs_df_reader_t *rd;
+
+		memcpy(cp, img, len);
+		cp[off + th_rand(&s) % (end - off)] ^= (uint8_t)(1 + th_rand(&s) % 255);
+		spill(bad, cp, len);
+		cr_assert_eq(sfs_df_reader_open(bad, NULL, &rd), 0, "%s", sfs_last_error());
+		sfs_df_reader_close(rd);
+		expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "flipped page byte");
+		snprintf(want, sizeof(want), "%s: %s page %u at offset %llu: checksum mismatch", bad,
+			 is_key ? "key" : "value", is_key ? p : p - l.nk, (unsigned long long)off);
+		cr_assert(strstr(sfs_last_error(), want), "got '%s', want '%s'", sfs_last_error(), want);
+	}
+	/* the filter: a probe refuses */
+	memcpy(cp, img, len);
+	cp[l.filter_off + 3] ^= 0x10;
+	spill(bad, cp, len);
+	expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "flipped filter byte");
+	cr_assert(strstr(sfs_last_error(), "key filter"), "%s", sfs_last_error());
+
+	/* every byte of the footer and trailer: refused at open */
+	for (uint64_t off = l.footer_off; off < len; off++) {
+		sfs_df_reader_t *rd = NULL;
+		int rc;
+
+		memcpy(cp, img, len);
+		cp[off] ^= (uint8_t)(1 + th_rand(&s) % 255);
+		spill(bad, cp, len);
+		rc = sfs_df_reader_open(bad, NULL, &rd);
+		/* the trailer's version field says "unknown version" */
+		expect_err(rc, off >= len - 32 + 12 && off < len - 32 + 16 ? SFS_EVERSION : SFS_ECORRUPT, bad,
+			   "flipped footer byte");
+		cr_assert_null(rd);
+	}
+	/* truncation at every page boundary and at random offsets */
+	for (uint32_t p = 0; p <= l.nk + l.nv + 1; p++) {
+		uint64_t cut = p < l.nk ? l.kp_off[p] : p < l.nk + l.nv ? l.vp_off[p - l.nk]
+					 : p == l.nk + l.nv ? l.filter_off : l.footer_off;
+
+		spill(bad, img, cut);
+		expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "truncated at a page boundary");
+	}
+	for (int i = 0; i < 40; i++) {
+		spill(bad, img, th_rand(&s) % len);
+		expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "truncated");
+	}
+	spill(bad, img, len - 1);
+	expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "one byte short");
+
+	/* wrong magic, unknown version (header and trailer) */
+	memcpy(cp, img, len);
+	cp[2] ^= 1;
+	spill(bad, cp, len);
+	expect_err(read_all(bad, &r), SFS_EMAGIC, bad, "header magic");
+	memcpy(cp, img, len);
+	cp[8] = 2;
+	spill(bad, cp, len);
+	expect_err(read_all(bad, &r), SFS_EVERSION, bad, "header version");
+	memcpy(cp, img, len);
+	cp[20] ^= 1;   /* reserved: the header checksum catches it */
+	spill(bad, cp, len);
+	expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "header byte");
+	memcpy(cp, img, len);
+	cp[len - 1] ^= 1;
+	spill(bad, cp, len);
+	expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "footer magic");
+	cr_assert(strstr(sfs_last_error(), "bad magic"), "%s", sfs_last_error());
+	memcpy(cp, img, len);
+	cp[len - 32 + 12] = 9;
+	spill(bad, cp, len);
+	expect_err(read_all(bad, &r), SFS_EVERSION, bad, "footer version");
+
+	/* an empty file, a foreign one */
+	spill(bad, img, 0);
+	expect_err(read_all(bad, &r), SFS_ECORRUPT, bad, "empty");
+	memset(cp, 'x', len);
+	spill(bad, cp, len);
+	expect_err(read_all(bad, &r), SFS_EMAGIC, bad, "foreign");
+
+	cr_assert_eq(read_all(good, &r), 0);
+	free(img);
+	free(cp);
+	free_ref(&r);
+}
+
+Test(datafile, corruption_refused_none)
+{
+	corruption_suite(SFS_DF_NONE);
+}
+
+Test(datafile, corruption_refused_lz4)
+{
+	corruption_suite(SFS_DF_LZ4);
+}
+
+Test(datafile, corruption_refused_zstd)
+{
+	corruption_suite(SFS_DF_ZSTD);
+}
+
+/* Pages with valid checksums but bad contents (what a buggy writer or a
+ * forged file could hold): refused by structure, never a crash. */
+Test(datafile, resealed_mutations_never_crash)
+{
+	char good[128], bad[128];
+	struct ref r = make_ref(29, 800, 600);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_NONE, .page_bytes = 1024 };
+	uint8_t *img, *cp;
+	size_t len;
+	uint64_t s = 31;
+	int refused = 0;
+
+	snprintf(good, sizeof(good), "%s/seal.df", dir);
+	snprintf(bad, sizeof(bad), "%s/seal-bad.df", dir);
+	write_ref(good, &r, &o);
+	img = slurp(good, &len);
+	cp = malloc(len);
+	for (int i = 0; i < 400 * th_soak(); i++) {
+		int rc;
+
+		memcpy(cp, img, len);
+		for (int j = 0; j < 1 + i % 4; j++)
+			cp[th_rand(&s) % len] = (uint8_t)th_rand(&s);
+		sfs__df_reseal(cp, len);
+		spill(bad, cp, len);
+		rc = read_all(bad, &r);
+		cr_assert(rc == 0 || rc == SFS_ECORRUPT || rc == SFS_EVERSION || rc == SFS_EMAGIC,
+			  "rc %d: %s", rc, sfs_last_error());
+		refused += rc != 0;
+	}
+	cr_log_info("%d of %d resealed mutations refused", refused, 400 * th_soak());
+	free(img);
+	free(cp);
+	free_ref(&r);
+}
