@@ -15,6 +15,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "runtime/sink.h"
+#include "sfs.h"
 
 #define MS 1000000ull
 #define POLL_NS (1 * MS)          /* while a checkpoint is in flight */
@@ -28,6 +29,64 @@ void ck_coord_config(const struct rt_job *job, char *buf, unsigned len)
 		 job->rj_query, job->rj_backend, job->rj_workers, job->rj_max_parallelism,
 		 job->rj_events, job->rj_first_event, job->rj_rate, job->rj_base_time_ms,
 		 job->rj_block_events);
+}
+
+int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len)
+{
+	unsigned n = (unsigned)snprintf(buf, len, "states=");
+
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *d = &seg->hdr->sh_states[i];
+
+		if (sfs_load_acquire(&d->sd_state) != SFS_SDESC_READY)
+			continue;
+		if (strpbrk(d->sd_name, " /\n\t"))
+			return sfs__err(SFS_EUSAGE, "state '%s': a name with a space or '/' cannot "
+					"be checkpointed", d->sd_name);
+		n += (unsigned)snprintf(buf + (n < len ? n : len), n < len ? len - n : 0,
+					"%s%u.%u.%u.%s", n > 7 ? "/" : "", i, d->sd_kind, d->sd_merge,
+					d->sd_name);
+		if (n >= len)
+			return sfs__err(-E2BIG, "the state registry does not fit in a checkpoint's "
+					"config (%u bytes)", len);
+	}
+	return 0;
+}
+
+int ck_coord_states_restore(struct sfs_seg *seg, const char *val)
+{
+	const char *p = val;
+
+	while (*p) {
+		unsigned id, kind, merge;
+		int used = 0;
+		const char *name;
+		size_t nl;
+
+		if (sscanf(p, "%u.%u.%u.%n", &id, &kind, &merge, &used) != 3 || !used ||
+		    id >= SFS_MAX_STATES || kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST ||
+		    merge >= SFS_MERGE_NOPS)
+			return sfs__err(SFS_ECORRUPT, "checkpoint state registry: bad entry at '%.40s'",
+					p);
+		name = p + used;
+		nl = strcspn(name, "/");
+		if (!nl || nl >= SFS_STATE_NAME_MAX)
+			return sfs__err(SFS_ECORRUPT, "checkpoint state registry: bad name at '%.40s'",
+					name);
+		{
+			struct sfs_state_desc *d = &seg->hdr->sh_states[id];
+
+			memset(d->sd_name, 0, sizeof(d->sd_name));
+			memcpy(d->sd_name, name, nl);
+			d->sd_kind = kind;
+			d->sd_merge = merge;
+			sfs_store_release(&d->sd_state, SFS_SDESC_READY);
+		}
+		p = name + nl;
+		if (*p == '/')
+			p++;
+	}
+	return 0;
 }
 
 int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
@@ -46,6 +105,7 @@ int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
 	if (!c->job->rj_checkpoint_ms)
 		return -ENOENT;
 	c->name = job;
+	c->seg = seg;
 	c->interval_ns = c->job->rj_checkpoint_ms * MS;
 	snprintf(c->root, sizeof(c->root), RT_CKPT_DIR_FMT, c->job->rj_data_dir);
 	/* The reference set: this run's last checkpoint, else the one it
@@ -151,6 +211,16 @@ static int complete(struct ck_coord *c, uint64_t now)
 	m.time_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 	snprintf(m.job, sizeof(m.job), "%s", c->name);
 	ck_coord_config(job, m.config, sizeof(m.config));
+	{
+		size_t used = strlen(m.config);
+
+		m.config[used] = ' ';
+		if ((rc = ck_coord_states(c->seg, m.config + used + 1,
+					  (unsigned)(sizeof(m.config) - used - 1)))) {
+			ck_txn_abort(t);
+			return rc;
+		}
+	}
 	m.workers = job->rj_workers;
 	m.sink_epoch = id;
 	m.nsplits = job->rj_nsplits;

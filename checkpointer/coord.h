@@ -32,6 +32,7 @@ struct ck_store;
 
 struct ck_coord {
 	struct rt_job *job;
+	const struct sfs_seg *seg;
 	const char *name;          /* job name */
 	struct ck_store *store;
 	char root[RT_PATH_MAX + 32];
@@ -54,5 +55,19 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns);
 
 /* The "key=value ..." config string of a job (what a restore must match). */
 void ck_coord_config(const struct rt_job *job, char *buf, unsigned len);
+
+/*
+ * The segment's state registry as one config value, "states=<id>.<kind>.
+ * <merge>.<name>/...": buffered and flushed keys carry the state id, and
+ * ids follow the order in which workers happened to register, so a restore
+ * re-creates the registry with the same ids (sup's restore) before any
+ * worker starts.  -E2BIG if it does not fit in @len; SFS_EUSAGE for a
+ * name with a space or '/'.
+ */
+int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len);
+
+/* Parse @val (the states= value) into @seg's registry: entries written in
+ * their id slots.  Only before any child starts. */
+int ck_coord_states_restore(struct sfs_seg *seg, const char *val);
 
 #endif

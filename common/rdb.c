@@ -10,6 +10,7 @@
 
 #include "sfs.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/merge.h"
 #include "common/rdb.h"
 
@@ -110,23 +111,5 @@ rocksdb_mergeoperator_t *sfs_rdb_i64_merge(unsigned op)
 
 int sfs_rdb_mkdirs(const char *path)
 {
-	char p[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(p))
-		return sfs__err(SFS_EUSAGE, "directory '%s': empty or too long", path);
-	memcpy(p, path, n + 1);
-	for (char *s = p + 1;; s++) {
-		char c;
-
-		if (*s != '/' && *s != '\0')
-			continue;
-		c = *s;
-		*s = '\0';
-		if (mkdir(p, 0700) && errno != EEXIST)
-			return sfs__err(sfs__errno(), "directory %s: mkdir: %s", p, strerror(errno));
-		*s = c;
-		if (c == '\0')
-			return 0;
-	}
+	return sfs_mkdirs(path);
 }

@@ -183,6 +183,11 @@ static int fresh(const struct sup_query *q)
 	snprintf(root, sizeof(root), "%s/sfs-memory.0", q->data_dir);
 	if ((rc = sfs_rmtree(root)))	/* restore dumps of an earlier run */
 		return rc;
+	for (unsigned w = 0; w < RT_MAX_WORKERS; w++) {
+		/* an earlier restore's instance not adopted yet */
+		snprintf(root, sizeof(root), "%s/sfs-rocksdb.0/w%u/SFS-RESTORED", q->data_dir, w);
+		unlink(root);
+	}
 	if ((rc = rt_sink_reset(q->data_dir)))
 		return rc;
 	return 0;
@@ -201,6 +206,11 @@ static int instance_dir(const struct sup_query *q, uint32_t w, char *buf, size_t
 		snprintf(buf, len, "%s/sfs-memory.0/w%u", q->data_dir, w);
 		return 1;
 	}
+	if (strcmp(q->backend, "rocksdb") == 0) {
+		/* the flush target's instance, adopted by the compactor */
+		snprintf(buf, len, "%s/sfs-rocksdb.0/w%u", q->data_dir, w);
+		return 1;
+	}
 	return 0;
 }
 
@@ -216,6 +226,17 @@ static int adopt(const struct sup_query *q, const struct ck_meta *m, const char 
 			continue;
 		if ((rc = sfs_rmtree(inst)) || (rc = ck_restore_worker(m, croot, w, inst)))
 			return rc;
+		if (strcmp(q->backend, "rocksdb") == 0) {
+			/* target/rocksdb.c adopts what carries this mark */
+			char mark[PATH_MAX + 32];
+			int fd;
+
+			snprintf(mark, sizeof(mark), "%s/SFS-RESTORED", inst);
+			fd = open(mark, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+			if (fd < 0)
+				return sfs__err(sfs__errno(), "%s: %s", mark, strerror(errno));
+			close(fd);
+		}
 	}
 	return 0;
 }
@@ -230,7 +251,7 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 	uint32_t maxp = 128;
 	int rc = 0;
 
-	if (!instance_dir(q, 0, inst, sizeof(inst)))
+	if (!instance_dir(q, 0, inst, sizeof(inst)) || strcmp(q->backend, "rocksdb") == 0)
 		return sfs__err(SFS_EUSAGE, "rescaling the %s backend is not supported yet",
 				q->backend);
 	if (ck_meta_config(m, "max_parallelism", v, sizeof(v)) == 0)
@@ -322,6 +343,17 @@ static int restore(struct sup_query *q, unsigned workers)
 		ck_meta_free(&m);
 		return 2;
 	}
+	{
+		/* first: the same state ids as the checkpoint's (keys carry them) */
+		char states[CK_CONFIG_MAX];
+
+		if (ck_meta_config(&m, "states", states, sizeof(states)) == 0 &&
+		    (rc = ck_coord_states_restore(job_seg, states))) {
+			fprintf(stderr, "sfs run: restoring %s: %s\n", dir, sfs_last_error());
+			ck_meta_free(&m);
+			return 2;
+		}
+	}
 	/* the storage root of the checkpoint: the directory holding chk-<id> */
 	{
 		size_t n = strlen(dir);
@@ -369,6 +401,17 @@ static int restore(struct sup_query *q, unsigned workers)
 		 * its store before the restored state is in */
 		for (uint32_t w = 0; !rc && w < workers && strcmp(q->backend, "memory") == 0; w++)
 			rc = sfs_target_memory_restore(job_seg, w, q->store_bytes);
+		/* and the rocksdb target's instances adopted (this segment's
+		 * identity, markers reset) before a worker's secondary reads
+		 * their markers */
+		for (uint32_t w = 0; !rc && w < workers && strcmp(q->backend, "rocksdb") == 0; w++) {
+			const struct sfs_target_ops *ops = sfs_target_of(job_seg);
+			struct sfs_target_cfg tc = { .store_bytes = q->store_bytes };
+			struct sfs_target_writer *tw;
+
+			if (!(rc = ops->open(job_seg, w, NULL, &tc, &tw)))
+				ops->close(tw);
+		}
 		if (rc) {
 			fprintf(stderr, "sfs run: restoring %s: %s\n", dir, sfs_last_error());
 			ck_meta_free(&m);

@@ -274,8 +274,8 @@ static int on_child_death(struct child *k, int status, uint64_t now)
 	sfs_store_relaxed(&k->d->cd_pid, 0);
 	k->d->cd_last_status = status;
 	if (cfg.q.query && k->role == SFS_ROLE_WORKER) {
-		sfs_log("worker %u died (%s): recovering the job from its last checkpoint",
-			k->index, why);
+		sfs_log("worker %u died (%s): the job restarts from its last checkpoint if "
+			"--max-recoveries allows", k->index, why);
 		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_FAILED);
 		return -2;
 	}
@@ -597,6 +597,7 @@ static int parse(int argc, char **argv)
 	cfg.heartbeat_ns = 100 * MS;
 	cfg.hang_ns = 3000 * MS;
 	cfg.budget = 5;
+	cfg.max_recoveries = 10;
 	cfg.window_ns = 60000 * MS;
 	cfg.backoff_min_ns = 100 * MS;
 	cfg.backoff_max_ns = 5000 * MS;
@@ -789,8 +790,6 @@ int sfs_cmd_run(int argc, char **argv)
 
 	if (rc)
 		return rc;
-	if (!cfg.max_recoveries && !getenv("SFS_NO_RECOVERY"))
-		cfg.max_recoveries = 10;
 	sfs_log_init("sfs");
 	nnodes = sfs_node_count();
 	if (nnodes > MAX_NODES)

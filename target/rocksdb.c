@@ -117,7 +117,6 @@
  * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" (fault()).
  */
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,6 +129,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/fingerprint.h"
 #include "common/log.h"
 #include "common/merge.h"
@@ -145,6 +145,7 @@
 #define MARKER_KEY "\xff\xff" "sfs.applied"
 #define MARKER_LEN (sizeof(MARKER_KEY) - 1)
 #define IDENT_KEY "sfs.identity"
+#define RESTORED_MARK "SFS-RESTORED"   /* rocksdb.h: a restore's files, to adopt */
 #define BLOCK_CACHE_BYTES (32ull << 20)
 #define ARENA_CHUNK (256u << 10)
 #define MG_MAX 256u
@@ -206,21 +207,12 @@ static int rdbt_err(const char *path, char **err, const char *op)
 
 static int mkdirs(const char *path)
 {
-	return sfs_rdb_mkdirs(path);
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	(void)remove(p);	/* best effort: a reader's LOG files */
-	return 0;
+	return sfs_mkdirs(path);
 }
 
 static void rm_tree(const char *path)
 {
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	(void)sfs_rmtree(path);	/* best effort: a reader's LOG files */
 }
 
 static int inst_path(const struct sfs_seg *s, uint32_t worker, char *buf, size_t n)
@@ -527,6 +519,7 @@ struct sfs_target_writer {
 	char path[PATH_MAX];
 	char ipath[PATH_MAX];   /* <path>.ingest: SSTs being written */
 	char ident[SFS_JOB_NAME_MAX + 64];
+	int stage_ready;        /* the checkpoint stage's parent exists */
 	rocksdb_options_t *dbo;
 	rocksdb_cache_t *cache;
 	rocksdb_ratelimiter_t *limiter;
@@ -951,12 +944,53 @@ static int pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_r
 }
 
 /* Open the instance (again): the primary, its markers, file deletions off. */
-static int w_start(struct sfs_target_writer *w)
+/*
+ * A restore put a checkpoint's files at the path and RESTORED_MARK beside
+ * them (the supervisor, before any child started, with the state registry
+ * of the checkpoint: column families map to the same states).  Adopt the
+ * instance: this segment's identity, every applied marker reset (the new
+ * run's buffers count from seq 1; everything restored is older than all of
+ * them), flushed, then the mark removed.  Redone whole if killed midway.
+ */
+static int w_adopt(struct sfs_target_writer *w, const char *mark)
 {
 	char *err = NULL;
+	int rc;
+
+	rocksdb_writebatch_clear(w->wb);
+	rocksdb_writebatch_put(w->wb, IDENT_KEY, sizeof(IDENT_KEY) - 1, w->ident, strlen(w->ident));
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		if (w->cf[i].h) {
+			rocksdb_writebatch_delete_cf(w->wb, w->cf[i].h, MARKER_KEY, MARKER_LEN);
+			w->cf[i].applied = 0;
+		}
+	rocksdb_write(w->db, w->wo, w->wb, &err);
+	rocksdb_writebatch_clear(w->wb);
+	if ((rc = rdbt_err(w->path, &err, "adopt a restored instance")))
+		return rc;
+	{
+		rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+
+		rocksdb_flushoptions_set_wait(fo, 1);
+		rocksdb_flush(w->db, fo, &err);
+		rocksdb_flushoptions_destroy(fo);
+	}
+	if ((rc = rdbt_err(w->path, &err, "flush the adopted instance")))
+		return rc;
+	unlink(mark);
+	sfs_log("rocksdb target %s: adopted the restored instance", w->path);
+	return 0;
+}
+
+static int w_start(struct sfs_target_writer *w)
+{
+	char *err = NULL, mark[PATH_MAX + 32];
 	int rc = w_open_db(w, w->ident);
 
-	if (rc == 0)
+	snprintf(mark, sizeof(mark), "%.*s/" RESTORED_MARK, PATH_MAX, w->path);
+	if (rc >= 0 && access(mark, F_OK) == 0)
+		rc = w_adopt(w, mark);
+	else if (rc == 0)
 		rc = w_fresh(w, w->ident);
 	else if (rc == 1)
 		rc = 0;
@@ -2171,6 +2205,42 @@ static void rdbt_reader_close(struct sfs_target_reader *r)
 	free(r);
 }
 
+/*
+ * A checkpoint's input: RocksDB's checkpoint of the instance at the last
+ * commit (every buffer up to it is in SST files, the memtables are empty),
+ * i.e. hard links of the live SSTs plus copies of MANIFEST, CURRENT and
+ * OPTIONS in @dir.  The checkpointer links only the SSTs that are new
+ * since the last checkpoint into its storage.  RocksDB's checkpoint
+ * disables file deletions around itself and re-enables them only down to
+ * our own disable: deletion windows are unaffected.
+ */
+static int rdbt_snapshot(struct sfs_target_writer *w, const char *dir)
+{
+	rocksdb_checkpoint_t *cp;
+	char *err = NULL;
+	int rc;
+
+	if (!w->db)
+		return sfs__err(-EIO, "rocksdb target %s: no open instance to snapshot", w->path);
+	if (!w->stage_ready) {
+		char parent[PATH_MAX];
+
+		snprintf(parent, sizeof(parent), "%s", dir);
+		if (strrchr(parent, '/'))
+			*strrchr(parent, '/') = '\0';
+		if ((rc = mkdirs(parent)))
+			return rc;
+		w->stage_ready = 1;
+	}
+	rm_tree(dir);	/* a killed compactor's attempt */
+	cp = rocksdb_checkpoint_object_create(w->db, &err);
+	if ((rc = rdbt_err(w->path, &err, "checkpoint object")))
+		return rc;
+	rocksdb_checkpoint_create(cp, dir, 0, &err);
+	rocksdb_checkpoint_object_destroy(cp);
+	return rdbt_err(dir, &err, "checkpoint");
+}
+
 const struct sfs_target_ops sfs_target_rocksdb = {
 	.name = "rocksdb",
 	.open = rdbt_open,
@@ -2178,6 +2248,7 @@ const struct sfs_target_ops sfs_target_rocksdb = {
 	.commit = rdbt_commit,
 	.busy = rdbt_busy,
 	.files = rdbt_files,
+	.snapshot = rdbt_snapshot,
 	.close = rdbt_close,
 	.reader_open = rdbt_reader_open,
 	.catch_up = rdbt_catch_up,

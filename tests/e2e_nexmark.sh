@@ -158,12 +158,13 @@ else
 fi
 kill -TERM $sup; wait $sup 2>/dev/null
 
-# A worker killed mid-run: without checkpoints (the checkpointer issue) the
-# job cannot recover exactly-once, so the run must fail with that message —
-# never finish with a wrong result — and leave nothing behind.
+# A worker killed mid-run with no recovery allowed (--max-recoveries 0; the
+# recovery itself is tests/e2e_recovery.sh's): the run must fail — never
+# finish with a wrong result — and leave nothing behind.
 job=e2e-nx-$$-kill
 timeout 120 "$SFS" run --job "$job" --query q18 --events 200000000 --workers 2 \
-	--data "$OUT/kill" --output "$OUT/kill.csv" >"$OUT/kill.out" 2>"$OUT/kill.err" &
+	--max-recoveries 0 --data "$OUT/kill" --output "$OUT/kill.csv" >"$OUT/kill.out" \
+	2>"$OUT/kill.err" &
 sup=$!
 w=""
 for _ in $(seq 200); do
@@ -175,7 +176,7 @@ sleep 0.5
 kill -9 "$w" 2>/dev/null
 wait $sup
 rc=$?
-if [ $rc -eq 1 ] && grep -q "checkpoint" "$OUT/kill.err" && [ ! -e "$OUT/kill.csv" ] &&
+if [ $rc -eq 1 ] && grep -q "worker 1 died" "$OUT/kill.err" && [ ! -e "$OUT/kill.csv" ] &&
    [ ! -e /dev/shm/sfs.$job.0 ] && ! pgrep -f -- "--job $job" >/dev/null; then
 	ok "a killed worker fails the run (exit 1, no result, nothing left behind)"
 else
