@@ -2,7 +2,7 @@
 # e2e_nexmark.sh — the correctness oracle of the query runtime: generate
 # events with `sfs gen`, compute every implemented query as a batch in
 # SQLite (tests/nexmark/oracle.sh) and compare with `sfs run --output` on
-# every backend for 1, 2 and 3 workers, with barriers every 20 ms so that
+# every backend for 1, 2 and 3 workers, with checkpoints every 50 ms so that
 # alignment and the seal run many times per job.  At the default rate (10M
 # events/s of event time) 200K events are 20 ms: every window fires at end
 # of input.  So the windowed queries (q5 q7 q8 q11) run a second time over
@@ -50,7 +50,7 @@ compare() {
 			job=e2e-nx-$$-$q-$w
 			rm -f "$OUT/$q.out"
 			if ! timeout 300 "$SFS" run --job "$job" --query "$q" --events "$EVENTS" \
-				--workers "$w" --backend "$b" --checkpoint-interval 20 \
+				--workers "$w" --backend "$b" --checkpoint-interval 50 \
 				--data "$OUT/data-$q-$b-$w" --output "$OUT/$q.out" --json "$@" \
 				>"$OUT/run.json" 2>"$OUT/run.err"; then
 				nok "$q$label on $b, $w workers: sfs run failed"
@@ -102,7 +102,7 @@ for b in $BACKENDS; do
 	for w in $WORKERS; do
 		rm -f "$OUT/q12.out"
 		if ! timeout 300 "$SFS" run --job "e2e-nx-$$-q12-$w" --query q12 --events "$EVENTS" \
-			--workers "$w" --backend "$b" --checkpoint-interval 20 \
+			--workers "$w" --backend "$b" --checkpoint-interval 50 \
 			--data "$OUT/data-q12-$b-$w" --output "$OUT/q12.out" --json \
 			>"$OUT/run.json" 2>"$OUT/run.err"; then
 			nok "q12 on $b, $w workers: sfs run failed"
