@@ -35,13 +35,32 @@ void q_batch_close(struct q_batch *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* A flush may take long (every distinct key's state read): the worker
+ * beats every 256 keys so the supervisor never takes it for hung. */
+struct beat_tramp {
+	struct rt_op *op;
+	sfs_jb_key_fn fn;
+	unsigned n;
+};
+
+static int beat_key(void *arg, const struct sfs_jb *jb, struct sfs_jb_iter *it, const void *key,
+		    uint32_t klen, uint32_t nrec)
+{
+	struct beat_tramp *t = arg;
+
+	if ((++t->n & 255) == 0)
+		rt_beat(t->op);
+	return t->fn(t->op, jb, it, key, klen, nrec);
+}
+
 int q_batch_flush(struct rt_op *op, struct q_batch *b, sfs_jb_key_fn fn)
 {
+	struct beat_tramp t = { op, fn, 0 };
 	int rc;
 
 	if (!b->jb || !sfs_jb_records(b->jb))
 		return 0;
-	rc = sfs_jb_flush(b->jb, fn, op);
+	rc = sfs_jb_flush(b->jb, beat_key, &t);
 	return rc > 0 ? -rc : rc;
 }
 

@@ -205,6 +205,7 @@ static int flush_q17(struct rt_op *op, unsigned stage)
 			if ((rc = emit(op, keys, n)))
 				return rc;
 			op->so->quiescent(op->st);
+			rt_beat(op);
 			n = 0;
 		}
 	}

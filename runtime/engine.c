@@ -76,6 +76,7 @@ struct rt_engine {
 	int64_t wm_sent;        /* last watermark injected */
 	int source_done;
 	uint64_t throttle_until;  /* --max-rate: no events before this (ns) */
+	uint64_t next_beat;       /* the heartbeat's next due time */
 	int finished;           /* part committed */
 	struct nx_event ev;
 };
@@ -95,6 +96,17 @@ static int fail(struct rt_engine *g, int rc, const char *fmt, ...)
 	sfs_log("worker %u failed: %s", g->me, g->ws->rw_error);
 	sfs_store_release(&g->ws->rw_state, RT_W_FAILED);
 	return rc ? rc : -EIO;
+}
+
+void rt_beat(struct rt_op *op)
+{
+	struct rt_engine *g = op->eng;
+	uint64_t now = sfs_now_ns();
+
+	if (now >= g->next_beat) {
+		sfs_proc_heartbeat(g->c->slot);
+		g->next_beat = now + g->c->heartbeat_ns;
+	}
 }
 
 int rt_fail(struct rt_op *op, int rc, const char *what)
@@ -718,7 +730,6 @@ static int pending(struct rt_engine *g)
 int rt_engine_run(struct sfs_child *c)
 {
 	struct rt_engine *g = calloc(1, sizeof(*g));
-	uint64_t next_beat = 0;
 	int rc;
 
 	if (!g)
@@ -748,9 +759,9 @@ int rt_engine_run(struct sfs_child *c)
 		sfs_store_relaxed(&g->ws->rw_events, g->events);
 		sfs_store_relaxed(&g->ws->rw_records, g->records);
 		now = sfs_now_ns();
-		if (now >= next_beat) {
+		if (now >= g->next_beat) {
 			sfs_proc_heartbeat(c->slot);
-			next_beat = now + c->heartbeat_ns;
+			g->next_beat = now + c->heartbeat_ns;
 		}
 		if (did)
 			continue;

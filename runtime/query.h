@@ -101,4 +101,10 @@ int rt_sink_wanted(const struct rt_op *op);
  * status line, and the code to return. */
 int rt_fail(struct rt_op *op, int rc, const char *what);
 
+/* Inside a long operator loop (a barrier's flush over many keys): beat the
+ * worker's heartbeat when one is due, so the supervisor's hang detector
+ * never kills a busy worker.  A clock read; call it every few hundred
+ * keys, not per record. */
+void rt_beat(struct rt_op *op);
+
 #endif
