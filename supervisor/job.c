@@ -38,6 +38,7 @@
 #include "runtime/query.h"
 #include "runtime/sink.h"
 #include "supervisor/sup.h"
+#include "target/rocksdb.h"
 #include "target/target.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"
@@ -251,7 +252,7 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 	uint32_t maxp = 128;
 	int rc = 0;
 
-	if (!instance_dir(q, 0, inst, sizeof(inst)) || strcmp(q->backend, "rocksdb") == 0)
+	if (!instance_dir(q, 0, inst, sizeof(inst)))
 		return sfs__err(SFS_EUSAGE, "rescaling the %s backend is not supported yet",
 				q->backend);
 	if (ck_meta_config(m, "max_parallelism", v, sizeof(v)) == 0)
@@ -279,6 +280,8 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 			break;
 		if (strcmp(q->backend, "rocksdb-direct") == 0) {
 			rc = rt_rocksdb_direct_rebuild(src, n, inst, lo, hi);
+		} else if (strcmp(q->backend, "rocksdb") == 0) {
+			rc = sfs_rdbt_rebuild(job_seg, nw, src, n, lo, hi);
 		} else {
 			/* memory: the compactor loads each old dump's share */
 			char from[PATH_MAX + 16], to[PATH_MAX + 64];

@@ -2206,6 +2206,120 @@ static void rdbt_reader_close(struct sfs_target_reader *r)
 }
 
 /*
+ * Rescale at restore: build worker @worker's instance (this segment's,
+ * fresh) from the restored instances @src[0..n) of the old workers whose
+ * key-group ranges overlap [@kg_lo, @kg_hi]: every column family's rows in
+ * that range (keys lead with the key group, big-endian; the applied
+ * markers sort after every key group and stay behind), read with their
+ * merge operators (a counter's merges read folded) and written as plain
+ * values, then flushed.  Once, by the supervisor, before any child starts;
+ * the state registry must already be the checkpoint's.
+ */
+int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src, unsigned n,
+		     uint32_t kg_lo, uint32_t kg_hi)
+{
+	struct sfs_target_cfg tc = { 0 };
+	struct sfs_target_writer *w;
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	unsigned char lo[2] = { (unsigned char)(kg_lo >> 8), (unsigned char)kg_lo };
+	unsigned char hi[2] = { (unsigned char)((kg_hi + 1) >> 8), (unsigned char)(kg_hi + 1) };
+	char *err = NULL;
+	int rc = rdbt_open(s, worker, NULL, &tc, &w);
+
+	rocksdb_writeoptions_disable_WAL(wo, 1);
+	if (rc)
+		goto out_opts;
+	for (unsigned i = 0; i < n && !rc; i++) {
+		rocksdb_options_t *opts[SFS_MAX_STATES + 1];
+		rocksdb_column_family_handle_t *h[SFS_MAX_STATES + 1];
+		int sids[SFS_MAX_STATES + 1];
+		size_t ncf = 0;
+		char **names = rocksdb_list_column_families(w->dbo, src[i], &ncf, &err);
+		rocksdb_t *in;
+
+		if ((rc = rdbt_err(src[i], &err, "list column families")))
+			break;
+		if (ncf > SFS_MAX_STATES + 1) {
+			rocksdb_list_column_families_destroy(names, ncf);
+			rc = sfs__err(SFS_ECORRUPT, "rocksdb target %s: %zu column families", src[i], ncf);
+			break;
+		}
+		for (size_t c = 0; c < ncf; c++) {
+			sids[c] = strcmp(names[c], "default") ? cf_state(s, names[c]) : -1;
+			opts[c] = sids[c] >= 0 ? cf_options(desc_of(s, sids[c]), w->cache, &w->k, 1)
+					       : rocksdb_options_create_copy(w->defo);
+		}
+		in = rocksdb_open_for_read_only_column_families(w->dbo, src[i], (int)ncf,
+								 (const char *const *)names,
+								 (const rocksdb_options_t *const *)opts, h,
+								 0, &err);
+		rc = rdbt_err(src[i], &err, "open read-only");
+		for (size_t c = 0; c < ncf && in && !rc; c++) {
+			struct wcf *dst;
+			rocksdb_readoptions_t *ro;
+			rocksdb_iterator_t *it;
+
+			if (sids[c] < 0)
+				continue;	/* default, or a state this job does not have */
+			if (!(dst = w_cf(w, (uint32_t)sids[c]))) {
+				rc = -EIO;
+				break;
+			}
+			ro = rocksdb_readoptions_create();
+			/* a range over whole key groups: not a prefix seek */
+			rocksdb_readoptions_set_total_order_seek(ro, 1);
+			rocksdb_readoptions_set_iterate_upper_bound(ro, (const char *)hi, 2);
+			it = rocksdb_create_iterator_cf(in, ro, h[c]);
+			for (rocksdb_iter_seek(it, (const char *)lo, 2); rocksdb_iter_valid(it) && !rc;
+			     rocksdb_iter_next(it)) {
+				size_t kl, vl;
+				const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
+
+				rocksdb_writebatch_put_cf(wb, dst->h, k, kl, v, vl);
+				if (rocksdb_writebatch_count(wb) >= 4096) {
+					rocksdb_write(w->db, wo, wb, &err);
+					rocksdb_writebatch_clear(wb);
+					rc = rdbt_err(w->path, &err, "write");
+				}
+			}
+			rocksdb_iter_destroy(it);
+			rocksdb_readoptions_destroy(ro);
+			if (!rc) {
+				rocksdb_write(w->db, wo, wb, &err);
+				rocksdb_writebatch_clear(wb);
+				rc = rdbt_err(w->path, &err, "write");
+			}
+		}
+		for (size_t c = 0; c < ncf; c++) {
+			if (in)
+				rocksdb_column_family_handle_destroy(h[c]);
+			rocksdb_options_destroy(opts[c]);
+		}
+		if (in)
+			rocksdb_close(in);
+		rocksdb_list_column_families_destroy(names, ncf);
+	}
+	if (!rc) {
+		/* WAL off: the flush is what makes the rebuilt rows durable */
+		rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+
+		rocksdb_flushoptions_set_wait(fo, 1);
+		for (unsigned i = 0; i < SFS_MAX_STATES && !rc; i++)
+			if (w->cf[i].h) {
+				rocksdb_flush_cf(w->db, fo, w->cf[i].h, &err);
+				rc = rdbt_err(w->path, &err, "flush");
+			}
+		rocksdb_flushoptions_destroy(fo);
+	}
+	rdbt_close(w);
+out_opts:
+	rocksdb_writebatch_destroy(wb);
+	rocksdb_writeoptions_destroy(wo);
+	return rc;
+}
+
+/*
  * A checkpoint's input: RocksDB's checkpoint of the instance at the last
  * commit (every buffer up to it is in SST files, the memtables are empty),
  * i.e. hard links of the live SSTs plus copies of MANIFEST, CURRENT and

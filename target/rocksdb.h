@@ -97,4 +97,13 @@ void sfs_rdbt_pacing(const struct sfs_rdbt_knobs *k, char *buf, size_t n);
 
 extern const struct sfs_target_ops sfs_target_rocksdb;
 
+/*
+ * Rescale at restore (the supervisor, before any child starts, with the
+ * checkpoint's state registry in @s): build worker @worker's instance from
+ * the restored old instances @src[0..n), keeping key groups [@kg_lo,
+ * @kg_hi] only.  target/rocksdb.c has the details.
+ */
+int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src, unsigned n,
+		     uint32_t kg_lo, uint32_t kg_hi);
+
 #endif

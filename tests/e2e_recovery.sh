@@ -21,7 +21,7 @@ RATE=${SFS_RECOVERY_RATE:-200000}   # --max-rate of the interrupted runs: ~3 s e
 QUERIES=${SFS_RECOVERY_QUERIES:-q4 q17 q18}
 BACKENDS=${SFS_RECOVERY_BACKENDS:-rocksdb-direct memory rocksdb}
 WORKERS=${SFS_RECOVERY_WORKERS:-2}
-RESCALE_BACKENDS=${SFS_RECOVERY_RESCALE_BACKENDS:-rocksdb-direct memory}
+RESCALE_BACKENDS=${SFS_RECOVERY_RESCALE_BACKENDS:-rocksdb-direct memory rocksdb}
 STOP_BACKENDS=${SFS_RECOVERY_STOP_BACKENDS:-rocksdb-direct memory rocksdb}
 if [ -n "${SFS_SOAK:-}" ]; then
 	EVENTS=${SFS_RECOVERY_EVENTS:-2000000}
