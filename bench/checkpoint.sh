@@ -28,8 +28,8 @@ field() { grep -o "\"$1\": [0-9.]*" "$2" | head -n 1 | awk '{print $2}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : 0}'; }
 
 echo "# $(date -u +%FT%TZ) backend $BACKEND, q18, 1 worker, checkpoint every $CKPT ms; uptime:$(uptime | sed 's/.*load/ load/')"
-printf '%-9s %9s %9s %10s %10s %9s %9s %8s %8s %10s\n' events ckpts "ev/s" "bar_mean" "bar_max" \
-	"ck_med" "ck_max" "linked" "refs" "last_MB"
+printf '%-9s %9s %9s %10s %10s %10s %9s %9s %8s %8s %10s\n' events ckpts "ev/s" "bar_mean" "bar_max" \
+	"stall" "ck_med" "ck_max" "linked" "refs" "last_MB"
 last=""
 for ev in $STEPS; do
 	data=$OUT/d-$ev
@@ -40,6 +40,7 @@ for ev in $STEPS; do
 	bars=$(field checkpoints "$OUT/run.json")
 	bms=$(field barrier_ms "$OUT/run.json")
 	bmax=$(field barrier_max_ms "$OUT/run.json")
+	stall=$(field stall_ms "$OUT/run.json")
 	eps=$(field events_per_sec "$OUT/run.json")
 	links=$(field checkpoint_files_linked "$OUT/run.json")
 	refs=$(field checkpoint_files_referenced "$OUT/run.json")
@@ -47,13 +48,15 @@ for ev in $STEPS; do
 	ckmax=$(sed -n 's/.*complete in \([0-9.]*\) ms.*/\1/p' "$OUT/run.err" | sort -n | tail -n 1)
 	lastdir=$(ls -d "$data"/checkpoints/chk-* | awk -F"chk-" "{print \$NF, \$0}" | sort -n | tail -n 1 | cut -d" " -f2-)
 	mb=$(awk '/^total_bytes /{printf "%.1f", $2 / 1048576}' "$lastdir/_metadata" 2>/dev/null)
-	printf '%-9s %9s %9s %10.3f %10.3f %9s %9s %8.1f %8.1f %10s\n' "$ev" "$n" "$eps" \
-		"$(awk -v a="$bms" -v b="$bars" 'BEGIN {print b ? a / b : 0}')" "$bmax" "${ckmed:-0}" \
+	printf '%-9s %9s %9s %10.3f %10.3f %10.3f %9s %9s %8.1f %8.1f %10s\n' "$ev" "$n" "$eps" \
+		"$(awk -v a="$bms" -v b="$bars" 'BEGIN {print b ? a / b : 0}')" "$bmax" \
+		"$(awk -v a="$stall" -v b="$bars" 'BEGIN {print b ? a / b : 0}')" "${ckmed:-0}" \
 		"${ckmax:-0}" "$(awk -v a="$links" -v b="$n" 'BEGIN {print b ? a / b : 0}')" \
 		"$(awk -v a="$refs" -v b="$n" 'BEGIN {print b ? a / b : 0}')" "${mb:-?}"
 	last=$data
 done
-echo "# bar_*: ms a worker spends inside one barrier; ck_*: ms from barrier request to"
+echo "# bar_*: ms a worker spends inside one barrier (stall: of which waiting for a free buffer,"
+echo "# i.e. back-pressure from the flush target); ck_*: ms from barrier request to"
 echo "# durable _metadata; linked/refs: files per checkpoint; last_MB: bytes the last checkpoint references"
 
 # Restore the largest state: adopt (1 worker) vs rescale (2 workers).

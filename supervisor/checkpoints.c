@@ -72,7 +72,7 @@ static int list_json(const char root[PATH_MAX - 64])
 
 static void usage_list(FILE *f)
 {
-	fprintf(f, "usage: sfs checkpoints --data DIR [--json]\n"
+	fprintf(f, "usage: sfs checkpoints --data DIR | --job NAME [--json]\n"
 		   "Lists the checkpoints under DIR/checkpoints, newest first: id, time,\n"
 		   "job, size, bytes new in that checkpoint, files.  Invalid ones are shown\n"
 		   "with the reason (files are checked for presence and size, not content).\n");
@@ -80,7 +80,9 @@ static void usage_list(FILE *f)
 
 static void usage_savepoint(FILE *f)
 {
-	fprintf(f, "usage: sfs savepoint --data DIR --id N|latest --out DEST\n"
+	fprintf(f, "usage: sfs savepoint --data DIR | --job NAME --id N|latest --out DEST\n"
+		   "(--job NAME: the data directory sfs run uses by default, /tmp/sfs-NAME,\n"
+		   "and only that job's checkpoints)\n"
 		   "Writes a self-contained copy of checkpoint N (or the newest valid one)\n"
 		   "of DIR/checkpoints to DEST (new or empty), after checking every file's\n"
 		   "crc32c.  DEST is a checkpoint storage root of its own: it survives the\n"
@@ -88,7 +90,10 @@ static void usage_savepoint(FILE *f)
 		   "across filesystems).\n");
 }
 
-/* getopt_long over @opts: 'd' --data, 'J' --json, 'i' --id, 'o' --out.
+static const char *job_name;        /* --job */
+static char job_data[PATH_MAX];
+
+/* getopt_long over @opts: 'd' --data, 'j' --job, 'J' --json, 'i' --id, 'o' --out.
  * 0 to go on, or the exit code (0 for --help, 2 for a bad argument). */
 static int parse(const char *cmd, int argc, char **argv, const struct option *opts,
 		 void (*usage)(FILE *), const char **data, int *json, const char **id, const char **out)
@@ -100,6 +105,7 @@ static int parse(const char *cmd, int argc, char **argv, const struct option *op
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': *data = optarg; break;
+		case 'j': job_name = optarg; break;
 		case 'J': *json = 1; break;
 		case 'i': *id = optarg; break;
 		case 'o': *out = optarg; break;
@@ -118,8 +124,12 @@ static int parse(const char *cmd, int argc, char **argv, const struct option *op
 		fprintf(stderr, "sfs %s: unexpected argument '%s'\n", cmd, argv[optind]);
 		return 2;
 	}
+	if ((!*data || !**data) && job_name && *job_name && !strchr(job_name, '/')) {
+		snprintf(job_data, sizeof(job_data), "/tmp/sfs-%s", job_name);
+		*data = job_data;
+	}
 	if (!*data || !**data) {
-		fprintf(stderr, "sfs %s: --data DIR is required\n", cmd);
+		fprintf(stderr, "sfs %s: --data DIR or --job NAME is required\n", cmd);
 		return 2;
 	}
 	return 0;
@@ -129,6 +139,7 @@ int sfs_cmd_checkpoints(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "data", required_argument, NULL, 'd' },
+		{ "job", required_argument, NULL, 'j' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -156,6 +167,7 @@ int sfs_cmd_savepoint(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "data", required_argument, NULL, 'd' },
+		{ "job", required_argument, NULL, 'j' },
 		{ "id", required_argument, NULL, 'i' },
 		{ "out", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -178,7 +190,7 @@ int sfs_cmd_savepoint(int argc, char **argv)
 		return 2;
 	}
 	if (!strcmp(id, "latest")) {
-		if (ck_latest(root, NULL, 1, &m, src, sizeof(src))) {
+		if (ck_latest(root, job_name, 1, &m, src, sizeof(src))) {
 			fprintf(stderr, "sfs savepoint: %s\n", sfs_last_error());
 			return 1;
 		}
