@@ -29,6 +29,7 @@ struct rt_backend_cfg {
 	uint32_t max_parallelism; /* key groups (0: 128) */
 	const char *data_dir;     /* where a disk backend keeps its files */
 	int restored;             /* adopt the files a restore put in place */
+	uint64_t cache_bytes;     /* sfs: the value cache per worker (0: its default) */
 };
 
 struct rt_backend;

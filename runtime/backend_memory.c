@@ -26,7 +26,8 @@ static inline sfs_ctx_t *ctx(const struct rt_backend *b)
 static int mem_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 {
 	struct sfs_worker_opts o = { .parallelism = cfg->workers,
-				     .max_parallelism = cfg->max_parallelism };
+				     .max_parallelism = cfg->max_parallelism,
+				     .cache_bytes = cfg->cache_bytes };
 	struct mem_backend *m = calloc(1, sizeof(*m));
 	int rc;
 

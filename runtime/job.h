@@ -101,6 +101,7 @@ struct rt_job {
 	uint64_t rj_checkpoint_ms;  /* barrier interval; 0: no checkpoints */
 	uint64_t rj_first_barrier;  /* this run's barrier ids start above it */
 	uint64_t rj_restored_id;    /* checkpoint restored from (0: a fresh start) */
+	uint64_t rj_cache_bytes;    /* value cache per worker (sfs backends; 0: default) */
 	uint32_t rj_retain;         /* checkpoints kept */
 	uint32_t rj_restored;       /* 1: backends adopt their restored files */
 	uint32_t rj_nsplits;        /* source splits (the first run's parallelism) */

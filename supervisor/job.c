@@ -489,6 +489,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	for (unsigned sp = 0; sp < workers; sp++)
 		job->rj_split_start[sp] = sp;
 	job->rj_retain = q->retain;
+	job->rj_cache_bytes = q->cache_bytes;
 	rc = q->restore || q->recover_id ? restore(q, workers) : fresh(q);
 	if (rc)
 		return rc;

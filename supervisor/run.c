@@ -108,6 +108,7 @@ static void usage(FILE *f)
 		"  --rate N               event-time rate, events/s (default 10000000)\n"
 		"  --max-rate N           throttle the sources to N events/s of wall-clock\n"
 		"                         time in total (default: as fast as they go)\n"
+		"  --cache-mb MB          value cache per worker (sfs backends; default 8)\n"
 		"  --store-mb MB          memory store per worker, sparse (default 4096;\n"
 		"                         half is usable: it compacts by copying)\n"
 		"  --json                 print one summary object, no progress\n"
@@ -581,6 +582,7 @@ static int parse(int argc, char **argv)
 		{ "rate", required_argument, NULL, 'R' },
 		{ "max-rate", required_argument, NULL, 'P' },
 		{ "store-mb", required_argument, NULL, 'S' },
+		{ "cache-mb", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "restore", required_argument, NULL, 'X' },
 		{ "retain", required_argument, NULL, 'T' },
@@ -661,6 +663,10 @@ static int parse(int argc, char **argv)
 			break;
 		case 'J': cfg.q.json = 1; break;
 		case 'X': cfg.q.restore = optarg; break;
+		case 'c':
+			cfg.q.cache_bytes = (uint64_t)sfs_arg_num("run", "--cache-mb", optarg, 1, 65536)
+					    << 20;
+			break;
 		case 'T':
 			cfg.q.retain = (uint32_t)sfs_arg_num("run", "--retain", optarg, 1, 1000);
 			break;
