@@ -555,7 +555,7 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 		}
 		logs[nlogs].epoch = e;
 		logs[nlogs].w = w;
-		snprintf(logs[nlogs].name, sizeof(logs[nlogs].name), "%s", d->d_name);
+		memcpy(logs[nlogs].name, d->d_name, strlen(d->d_name) + 1);	/* length checked */
 		nlogs++;
 	}
 	qsort(logs, nlogs, sizeof(*logs), cmp_logs);
