@@ -558,7 +558,8 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 		memcpy(logs[nlogs].name, d->d_name, strlen(d->d_name) + 1);	/* length checked */
 		nlogs++;
 	}
-	qsort(logs, nlogs, sizeof(*logs), cmp_logs);
+	if (nlogs)	/* qsort(NULL, 0) is undefined */
+		qsort(logs, nlogs, sizeof(*logs), cmp_logs);
 	for (size_t i = 0; i < nlogs; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, logs[i].name);
 		if ((rc = replay_one(&t, path, &buf, &bcap)))
