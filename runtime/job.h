@@ -63,6 +63,7 @@ struct rt_worker_status {
 	uint64_t rw_stall_ns;      /* back-pressure inside barriers */
 	uint64_t rw_seal_ns;       /* time in barriers: seal, sink epoch, snapshot */
 	uint64_t rw_seal_max_ns;   /* the longest one */
+	uint64_t rw_seal_cpu_ns;   /* the worker's CPU time in them (wall minus this: descheduled or waiting) */
 	uint64_t rw_start_ns, rw_end_ns;
 	uint64_t rw_rows;          /* result rows in its committed part */
 	uint32_t rw_state;         /* enum rt_worker_state (release) */

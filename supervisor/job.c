@@ -565,6 +565,7 @@ int sup_query_finish(struct sup_query *q, int ok)
 {
 	const struct rt_query *rq = rt_query_find(q->query);
 	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0, seal = 0, seal_max = 0;
+	uint64_t seal_cpu = 0;
 	double secs;
 	int rc = 0;
 
@@ -606,12 +607,14 @@ int sup_query_finish(struct sup_query *q, int ok)
 		}
 		for (unsigned w = 0; w < job->rj_workers; w++) {
 			seal += job->rj_ws[w].rw_seal_ns;
+			seal_cpu += job->rj_ws[w].rw_seal_cpu_ns;
 			if (job->rj_ws[w].rw_seal_max_ns > seal_max)
 				seal_max = job->rj_ws[w].rw_seal_max_ns;
 		}
-		printf("], \"barrier_ms\": %.3f, \"barrier_max_ms\": %.3f, \"checkpoint_last_ms\": "
-		       "%.3f, \"checkpoint_files_linked\": %llu, \"checkpoint_files_referenced\": %llu",
-		       seal / 1e6, seal_max / 1e6, job->rj_ckpt_last_ns / 1e6,
+		printf("], \"barrier_ms\": %.3f, \"barrier_cpu_ms\": %.3f, \"barrier_max_ms\": %.3f, "
+		       "\"checkpoint_last_ms\": %.3f, \"checkpoint_files_linked\": %llu, "
+		       "\"checkpoint_files_referenced\": %llu",
+		       seal / 1e6, seal_cpu / 1e6, seal_max / 1e6, job->rj_ckpt_last_ns / 1e6,
 		       (unsigned long long)job->rj_ckpt_links, (unsigned long long)job->rj_ckpt_refs);
 		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
 		       "\"recoveries\": %u, \"stall_ms\": %.3f, \"result_rows\": %llu, "
