@@ -113,3 +113,40 @@ int sfs_rdb_mkdirs(const char *path)
 {
 	return sfs_mkdirs(path);
 }
+
+int sfs_rdb_copy_kg_range(rocksdb_t *in, rocksdb_column_family_handle_t *hin, rocksdb_t *out,
+			  rocksdb_column_family_handle_t *hout, const rocksdb_writeoptions_t *wo,
+			  uint32_t kg_lo, uint32_t kg_hi, const char *who, const char *path)
+{
+	char lo[2] = { (char)(kg_lo >> 8), (char)kg_lo };
+	char hi[2] = { (char)((kg_hi + 1) >> 8), (char)(kg_hi + 1) };
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	rocksdb_iterator_t *it;
+	char *err = NULL;
+	int rc = 0;
+
+	rocksdb_readoptions_set_total_order_seek(ro, 1);
+	if (kg_hi < 0xffff)	/* key group 0xffff is the last: no bound */
+		rocksdb_readoptions_set_iterate_upper_bound(ro, hi, 2);
+	it = rocksdb_create_iterator_cf(in, ro, hin);
+	for (rocksdb_iter_seek(it, lo, 2); rc == 0 && rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+		size_t kl, vl, bytes;
+		const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
+
+		rocksdb_writebatch_put_cf(wb, hout, k, kl, v, vl);
+		if (rocksdb_writebatch_data(wb, &bytes) && bytes >= (4u << 20)) {
+			rocksdb_write(out, wo, wb, &err);
+			rocksdb_writebatch_clear(wb);
+			rc = sfs_rdb_err(who, path, &err, "write");
+		}
+	}
+	if (rc == 0) {
+		rocksdb_write(out, wo, wb, &err);
+		rc = sfs_rdb_err(who, path, &err, "write");
+	}
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	rocksdb_writebatch_destroy(wb);
+	return rc;
+}

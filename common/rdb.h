@@ -26,6 +26,18 @@ int sfs_rdb_err(const char *who, const char *path, char **err, const char *op);
  * caller hands it to a column family's options, which own it. */
 rocksdb_mergeoperator_t *sfs_rdb_i64_merge(unsigned op);
 
+/*
+ * Copy the rows of key groups [@kg_lo, @kg_hi] (keys lead with the key
+ * group, big-endian u16) from column family @hin of @in to @hout of @out,
+ * in write batches of ~4 MiB with @wo (a rescale at restore: both RocksDB
+ * backends).  Read in total order (a prefix extractor must not turn the
+ * seek into a prefix seek); merges are read folded and written as values.
+ * Errors name @who and @path.  Not flushed: the caller flushes.
+ */
+int sfs_rdb_copy_kg_range(rocksdb_t *in, rocksdb_column_family_handle_t *hin, rocksdb_t *out,
+			  rocksdb_column_family_handle_t *hout, const rocksdb_writeoptions_t *wo,
+			  uint32_t kg_lo, uint32_t kg_hi, const char *who, const char *path);
+
 /* mkdir -p @path (mode 0700); an error names the directory. */
 int sfs_rdb_mkdirs(const char *path);
 

@@ -1183,10 +1183,7 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 {
 	struct rdb_backend o;
 	rocksdb_t *out = NULL;
-	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
 	char *err = NULL;
-	char lo[2] = { (char)(kg_lo >> 8), (char)kg_lo };
-	char hi[2] = { (char)((kg_hi + 1) >> 8), (char)(kg_hi + 1) };
 	int rc;
 
 	memset(&o, 0, sizeof(o));
@@ -1214,8 +1211,6 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 		rc = rebuild_open_src(&o, src[i], &in, &names, &ncf, h);
 		for (size_t c = 0; c < ncf && !rc && in; c++) {
 			rocksdb_column_family_handle_t *dst = NULL;
-			rocksdb_readoptions_t *ro;
-			rocksdb_iterator_t *it;
 			uint32_t st;
 
 			if (strncmp(names[c], RDB_CF_PREFIX, strlen(RDB_CF_PREFIX)) != 0)
@@ -1239,30 +1234,8 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 				o.rb_nstates++;
 			}
 			dst = o.rb_st[st].rs_cf;
-			ro = rocksdb_readoptions_create();
-			rocksdb_readoptions_set_iterate_upper_bound(ro, hi, kg_hi + 1 > 0xffff ? 0 : 2);
-			it = rocksdb_create_iterator_cf(in, ro, h[c]);
-			for (rocksdb_iter_seek(it, lo, 2); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
-				size_t kl, vl;
-				const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
-
-				rocksdb_writebatch_put_cf(wb, dst, k, kl, v, vl);
-				if (rocksdb_writebatch_data(wb, &kl) && kl >= (4u << 20)) {
-					err = NULL;
-					rocksdb_write(out, o.rb_wo, wb, &err);
-					rocksdb_writebatch_clear(wb);
-					if ((rc = rdb_err(dest, &err, "write")))
-						break;
-				}
-			}
-			rocksdb_iter_destroy(it);
-			rocksdb_readoptions_destroy(ro);
-			if (!rc) {
-				err = NULL;
-				rocksdb_write(out, o.rb_wo, wb, &err);
-				rocksdb_writebatch_clear(wb);
-				rc = rdb_err(dest, &err, "write");
-			}
+			rc = sfs_rdb_copy_kg_range(in, h[c], out, dst, o.rb_wo, kg_lo, kg_hi, "rocksdb",
+						   dest);
 		}
 		for (size_t c = 0; in && c < ncf; c++)
 			rocksdb_column_family_handle_destroy(h[c]);
@@ -1283,7 +1256,6 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 		rocksdb_flushoptions_destroy(fo);
 	}
 out:
-	rocksdb_writebatch_destroy(wb);
 	rdb_close_parts(&o);
 	return rc;
 }

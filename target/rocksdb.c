@@ -2221,9 +2221,6 @@ int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src,
 	struct sfs_target_cfg tc = { 0 };
 	struct sfs_target_writer *w;
 	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
-	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-	unsigned char lo[2] = { (unsigned char)(kg_lo >> 8), (unsigned char)kg_lo };
-	unsigned char hi[2] = { (unsigned char)((kg_hi + 1) >> 8), (unsigned char)(kg_hi + 1) };
 	char *err = NULL;
 	int rc = rdbt_open(s, worker, NULL, &tc, &w);
 
@@ -2257,8 +2254,6 @@ int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src,
 		rc = rdbt_err(src[i], &err, "open read-only");
 		for (size_t c = 0; c < ncf && in && !rc; c++) {
 			struct wcf *dst;
-			rocksdb_readoptions_t *ro;
-			rocksdb_iterator_t *it;
 
 			if (sids[c] < 0)
 				continue;	/* default, or a state this job does not have */
@@ -2266,30 +2261,8 @@ int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src,
 				rc = -EIO;
 				break;
 			}
-			ro = rocksdb_readoptions_create();
-			/* a range over whole key groups: not a prefix seek */
-			rocksdb_readoptions_set_total_order_seek(ro, 1);
-			rocksdb_readoptions_set_iterate_upper_bound(ro, (const char *)hi, 2);
-			it = rocksdb_create_iterator_cf(in, ro, h[c]);
-			for (rocksdb_iter_seek(it, (const char *)lo, 2); rocksdb_iter_valid(it) && !rc;
-			     rocksdb_iter_next(it)) {
-				size_t kl, vl;
-				const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
-
-				rocksdb_writebatch_put_cf(wb, dst->h, k, kl, v, vl);
-				if (rocksdb_writebatch_count(wb) >= 4096) {
-					rocksdb_write(w->db, wo, wb, &err);
-					rocksdb_writebatch_clear(wb);
-					rc = rdbt_err(w->path, &err, "write");
-				}
-			}
-			rocksdb_iter_destroy(it);
-			rocksdb_readoptions_destroy(ro);
-			if (!rc) {
-				rocksdb_write(w->db, wo, wb, &err);
-				rocksdb_writebatch_clear(wb);
-				rc = rdbt_err(w->path, &err, "write");
-			}
+			rc = sfs_rdb_copy_kg_range(in, h[c], w->db, dst->h, wo, kg_lo, kg_hi,
+						   "rocksdb target", w->path);
 		}
 		for (size_t c = 0; c < ncf; c++) {
 			if (in)
@@ -2314,7 +2287,6 @@ int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src,
 	}
 	rdbt_close(w);
 out_opts:
-	rocksdb_writebatch_destroy(wb);
 	rocksdb_writeoptions_destroy(wo);
 	return rc;
 }
