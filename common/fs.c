@@ -54,3 +54,16 @@ int sfs_mkdirs(const char *path)
 			return 0;
 	}
 }
+
+int sfs_file_commit(FILE *f, const char *tmp, const char *path, int rc)
+{
+	if (!rc && (fflush(f) || fsync(fileno(f))))
+		rc = sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno));
+	if (fclose(f) && !rc)
+		rc = sfs__err(sfs__errno(), "%s: close: %s", tmp, strerror(errno));
+	if (!rc && rename(tmp, path))
+		rc = sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
+	if (rc)
+		unlink(tmp);
+	return rc;
+}

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "runtime/sink.h"
@@ -248,21 +249,6 @@ static int cmp_rows(const void *a, const void *b)
 	return c ? c : (xl > yl) - (xl < yl);
 }
 
-/* Close @f, fsync'ed, and rename @tmp to @path; removes @tmp on failure. */
-static int finish_file(FILE *f, const char *tmp, const char *path)
-{
-	int rc = 0;
-
-	if (fflush(f) || fsync(fileno(f)))
-		rc = sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno));
-	if (fclose(f) && !rc)
-		rc = sfs__err(sfs__errno(), "%s: close: %s", tmp, strerror(errno));
-	if (!rc && rename(tmp, path))
-		rc = sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
-	if (rc)
-		unlink(tmp);
-	return rc;
-}
 
 static void sink_dir(char *buf, size_t len, const char *data_dir)
 {
@@ -341,7 +327,7 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
 	fwrite(LOG_END, 1, 8, f);
 	fwrite(&n, sizeof(n), 1, f);
 	fwrite(&h, sizeof(h), 1, f);
-	rc = finish_file(f, tmp, path);
+	rc = sfs_file_commit(f, tmp, path, 0);
 	if (rc == 0)
 		*records = n;
 	return rc;
@@ -598,7 +584,7 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 			fputc('\n', out);
 		}
 	}
-	rc = finish_file(out, tmp, out_path);
+	rc = sfs_file_commit(out, tmp, out_path, 0);
 	if (rc == 0)
 		*rows = lines;
 out:

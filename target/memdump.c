@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/hash.h"
 #include "target/memdump.h"
 #include "worker/keygroup.h"
@@ -78,15 +79,8 @@ int sfs_mdump_write(const struct sfs_mstore *ms, uint32_t worker, const char *pa
 	fwrite(END, 1, 8, d.f);
 	fwrite(&d.n, sizeof(d.n), 1, d.f);
 	fwrite(&d.h, sizeof(d.h), 1, d.f);
-	if (!rc && (fflush(d.f) || fsync(fileno(d.f))))
-		rc = sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno));
-	if (fclose(d.f) && !rc)
-		rc = sfs__err(sfs__errno(), "%s: close: %s", tmp, strerror(errno));
-	if (!rc && rename(tmp, path))
-		rc = sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
-	if (rc)
-		unlink(tmp);
-	else
+	rc = sfs_file_commit(d.f, tmp, path, rc);
+	if (!rc)
 		*records = d.n;
 	return rc;
 }
