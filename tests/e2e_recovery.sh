@@ -92,7 +92,13 @@ for b in $BACKENDS; do
 		kills=$(wc -l <"$OUT/kills.$job" 2>/dev/null || echo 0)
 		total_kills=$((total_kills + kills))
 		restored=$(grep -c "(recovery)" "$OUT/kill.err")
-		if [ "$rc" -ne 0 ]; then
+		wkills=$(grep -c sfs-worker "$OUT/kills.$job" 2>/dev/null)
+		if [ "$kills" -eq 0 ] || { [ "${wkills:-0}" -gt 0 ] && [ "$restored" -eq 0 ]; }; then
+			# a run that nothing interrupted, or whose killed workers never
+			# came back from a checkpoint, proves nothing
+			nok "$q on $b: $kills kills, $restored restores from a checkpoint (want >= 1 each)"
+			grep -v '^  ' "$OUT/kill.err" | tail -n 5 | sed 's/^/# /'
+		elif [ "$rc" -ne 0 ]; then
 			nok "$q on $b with $kills kills: sfs run exit $rc"
 			grep -v '^  ' "$OUT/kill.err" | tail -n 8 | sed 's/^/# /'
 		elif cmp -s "$OUT/base.csv" "$OUT/kill.csv"; then
