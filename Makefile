@@ -7,7 +7,7 @@
 #   make asan       the tests under AddressSanitizer + UBSan (objects in build-asan/)
 #   make bench      benchmarks; figures go to bench/RESULTS.md by hand, with the command
 #   make soak       every test with SFS_SOAK=1: randomized and crash tests run 20x longer
-#   make fuzz       the data-file reader under libFuzzer for FUZZ_TIME (60) seconds
+#   make fuzz       the table store's file readers under libFuzzer, FUZZ_TIME (60) s each
 #
 # Knobs (make VAR=value):
 #   BUILD      object directory (build)          BIN    binaries (bin)
@@ -104,32 +104,45 @@ bench: all $(BENCH_BINS)
 	@echo "== nexmark oracle, 2M events"; SFS_NEXMARK_EVENTS=2000000 SFS_BIN=$(abspath $(BIN)) bash tests/e2e_nexmark.sh
 	@echo "== bench/nexmark.sh"; SFS_BIN=$(abspath $(BIN)) bash bench/nexmark.sh
 
-# The data-file reader under libFuzzer for FUZZ_TIME seconds (tests/fuzz/).  Needs clang
-# and libFuzzer (Debian: clang, libclang-rt-*-dev), installed here only, never by `make test`.
-# Without them it falls back to tests/fuzz/fuzz_main.c: the same target, gcc + ASan/UBSan,
-# random mutations of the seed corpus, no coverage feedback.
+# The table store's readers under libFuzzer, FUZZ_TIME seconds each (tests/fuzz/): data files
+# (fuzz_datafile), snapshots + manifest lists + manifests (fuzz_manifest) and deletion-vector
+# indexes (fuzz_dvec); tests/fuzz/seed_<target>.c writes each one's corpus of valid files, and
+# findings land in $(FUZZ_DIR) as <target>-crash-*.  Needs clang and libFuzzer (Debian: clang,
+# libclang-rt-*-dev), installed here only, never by `make test`.  Without them it falls back to
+# tests/fuzz/fuzz_main.c: the same targets, gcc + ASan/UBSan, random mutations of the seed
+# corpus, no coverage feedback.  One target alone: make fuzz-manifest (fuzz-datafile, fuzz-dvec).
 FUZZ_TIME ?= 60
 FUZZ_DIR  := $(BUILD)/fuzz
-FUZZ_SRCS := tests/fuzz/fuzz_datafile.c layout/datafile.c common/crc32c.c common/err.c common/fs.c
-FUZZ_FLAGS = -std=gnu11 -g -O1 -D_GNU_SOURCE -I include -I . -fno-omit-frame-pointer
-fuzz: $(LIB)
+FUZZ_TARGETS := datafile manifest dvec
+FUZZ_COMMON := common/crc32c.c common/err.c common/fs.c
+FUZZ_SRCS_datafile := layout/datafile.c
+FUZZ_SRCS_manifest := layout/manifest.c layout/file.c
+FUZZ_SRCS_dvec := layout/dvec.c layout/file.c
+# UBSan findings abort (not just print), so the fuzzer stops on them as on a crash.
+FUZZ_FLAGS = -std=gnu11 -g -O1 -D_GNU_SOURCE -I include -I . -fno-omit-frame-pointer \
+             -fno-sanitize-recover=undefined
+FUZZ_RUNS := $(FUZZ_TARGETS:%=fuzz-%)
+.PHONY: fuzz-tools $(FUZZ_RUNS)
+fuzz: $(FUZZ_RUNS)
+fuzz-tools:
 	@command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
 	  >/dev/null 2>&1 || { echo "fuzz: installing clang + libFuzzer"; SUDO=; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	  --no-install-recommends clang libclang-rt-dev >/dev/null || echo "fuzz: install failed"; }
-	@mkdir -p $(FUZZ_DIR)/corpus-datafile
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $(FUZZ_DIR)/seed_datafile tests/fuzz/seed_datafile.c $(LIB) $(LDLIBS)
-	$(FUZZ_DIR)/seed_datafile $(FUZZ_DIR)/corpus-datafile
-	@if clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $(FUZZ_DIR)/fuzz_datafile \
-	      $(FUZZ_SRCS) -llz4 -lzstd -lpthread; then \
-	  echo "fuzz: libFuzzer, $(FUZZ_TIME) s"; \
-	  $(FUZZ_DIR)/fuzz_datafile -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=640 \
-	    -print_final_stats=1 $(FUZZ_DIR)/corpus-datafile; \
+$(FUZZ_RUNS): fuzz-%: $(LIB) fuzz-tools
+	@mkdir -p $(FUZZ_DIR)/corpus-$*
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $(FUZZ_DIR)/seed_$* tests/fuzz/seed_$*.c $(LIB) $(LDLIBS)
+	$(FUZZ_DIR)/seed_$* $(FUZZ_DIR)/corpus-$*
+	@if clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $(FUZZ_DIR)/fuzz_$* \
+	      tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lpthread; then \
+	  echo "fuzz $*: libFuzzer, $(FUZZ_TIME) s"; \
+	  $(FUZZ_DIR)/fuzz_$* -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=640 \
+	    -artifact_prefix=$(FUZZ_DIR)/$*- -print_final_stats=1 $(FUZZ_DIR)/corpus-$*; \
 	else \
-	  echo "fuzz: no libFuzzer here: the gcc + ASan fallback driver, $(FUZZ_TIME) s"; \
-	  $(CC) $(FUZZ_FLAGS) -fsanitize=address,undefined -o $(FUZZ_DIR)/fuzz_datafile_gcc \
-	    tests/fuzz/fuzz_main.c $(FUZZ_SRCS) -llz4 -lzstd -lpthread && \
-	  $(FUZZ_DIR)/fuzz_datafile_gcc $(FUZZ_DIR)/corpus-datafile $(FUZZ_TIME); \
+	  echo "fuzz $*: no libFuzzer here: the gcc + ASan fallback driver, $(FUZZ_TIME) s"; \
+	  $(CC) $(FUZZ_FLAGS) -fsanitize=address,undefined -o $(FUZZ_DIR)/fuzz_$*_gcc \
+	    tests/fuzz/fuzz_main.c tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lpthread && \
+	  $(FUZZ_DIR)/fuzz_$*_gcc $(FUZZ_DIR)/corpus-$* $(FUZZ_TIME); \
 	fi
 
 soak: all $(TEST_BINS)

@@ -1,19 +1,12 @@
 /*
- * dvec.c — deletion-vector index files (format and rules in dvec.h), and
- * the small whole-file I/O that the table's metadata formats share
- * (manifest.c uses sfs__layout_*: one writer discipline for all of them).
+ * dvec.c — deletion-vector index files (format and rules in dvec.h); the
+ * whole-file I/O is layout/file.c's.
  */
-#include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "common/err.h"
-#include "common/fs.h"
 #include "layout/dvec.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "formats are little-endian, read in place");
@@ -24,129 +17,6 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "formats are little-en
 #define DV_ENTRY 36u           /* fixed part of an index entry */
 
 typedef unsigned long long ull;
-
-int (*sfs__layout_fault)(const char *point);
-
-static int fault(const char *point)
-{
-	int e = sfs__layout_fault ? sfs__layout_fault(point) : 0;
-
-	if (e)
-		errno = e;
-	return e;
-}
-
-/* ---- shared file I/O ------------------------------------------------------------------ */
-
-int sfs__layout_name_ok(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-
-	return n && n <= SFS_LAYOUT_NAME_MAX && !strchr(name, '/') && strcmp(name, ".") &&
-	       strcmp(name, "..");
-}
-
-static void dir_of(const char *path, char *out, size_t cap)
-{
-	const char *s = strrchr(path, '/');
-
-	snprintf(out, cap, "%.*s", s ? (s == path ? 1 : (int)(s - path)) : 1, s ? path : ".");
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *c = p;
-
-	while (n) {
-		ssize_t w = fault("write") ? -1 : write(fd, c, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? sfs__errno() : -EIO;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
-{
-	static unsigned seq;   /* threads of one process writing one name (LATEST) */
-	char tmp[PATH_MAX], dir[PATH_MAX];
-	int fd, rc = 0, dfd;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(),
-		     __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >= (int)sizeof(tmp))
-		return sfs__err(SFS_EUSAGE, "%s: path too long", path);
-	dir_of(path, dir, sizeof(dir));
-	for (int tries = 0;; tries++) {
-		fd = fault("open") ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd >= 0)
-			break;
-		if (errno != ENOENT || tries)
-			return sfs__err(sfs__errno(), "%s: create: %s", tmp, strerror(errno));
-		if ((rc = sfs_mkdirs(dir)))   /* the first miss only */
-			return rc;
-	}
-	if ((rc = write_all(fd, buf, len))) {
-		rc = sfs__err(rc, "%s: write: %s", tmp, strerror(-rc));
-	} else if (fault("fsync") || fsync(fd)) {
-		rc = sfs__err(sfs__errno(), "%s: fsync: %s", tmp, strerror(errno));
-	} else if (excl) {
-		/* link(2) fails if @path exists: the atomic create-if-absent that
-		 * rename(2), which replaces, cannot give. */
-		if (fault("link") || link(tmp, path))
-			rc = errno == EEXIST ? -EEXIST
-					     : sfs__err(sfs__errno(), "link %s -> %s: %s", tmp, path, strerror(errno));
-	} else if (fault("rename") || rename(tmp, path)) {
-		rc = sfs__err(sfs__errno(), "rename %s -> %s: %s", tmp, path, strerror(errno));
-	}
-	close(fd);
-	if (rc || excl)
-		unlink(tmp);
-	if (rc)
-		return rc == -EEXIST ? sfs__err(-EEXIST, "%s: exists (another committer won)", path) : rc;
-	/* The name is durable only with its directory. */
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
-		if (fsync(dfd))
-			rc = sfs__err(sfs__errno(), "%s: fsync directory: %s", dir, strerror(errno));
-		close(dfd);
-	}
-	return rc;
-}
-
-int sfs__layout_read(const char *path, uint8_t **buf, size_t *len)
-{
-	struct stat st;
-	uint8_t *p;
-	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return sfs__err(sfs__errno(), "%s: open: %s", path, strerror(errno));
-	if (fstat(fd, &st)) {
-		close(fd);
-		return sfs__err(sfs__errno(), "%s: stat: %s", path, strerror(errno));
-	}
-	if (!(p = malloc(st.st_size ? (size_t)st.st_size : 1))) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t r = read(fd, p + got, (size_t)st.st_size - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	close(fd);
-	*buf = p;
-	*len = got;   /* shorter if it shrank meanwhile: the parser says truncated */
-	return 0;
-}
 
 /* ---- varints and encodings -------------------------------------------------------------- */
 
@@ -595,4 +465,38 @@ int sfs_dv_lookup(const sfs_dv_index_t *x, const char *file, uint64_t **bits, si
 	}
 	*words = nw;
 	return 0;
+}
+
+void sfs__dv_reseal(uint8_t *buf, size_t len)
+{
+	uint64_t ixoff, tr, at;
+	uint32_t cnt, crc;
+
+	if (len < DV_HDR + DV_TRAILER)
+		return;
+	tr = len - DV_TRAILER;
+	memcpy(&ixoff, buf + tr, 8);
+	memcpy(&cnt, buf + tr + 8, 4);
+	if (ixoff < DV_HDR || ixoff > tr)
+		return;
+	/* the bodies' crcs first: the index crc covers them */
+	at = ixoff;
+	for (uint32_t i = 0; i < cnt && DV_ENTRY <= tr - at; i++) {
+		uint64_t off;
+		uint32_t blen;
+		uint16_t nl;
+
+		memcpy(&off, buf + at + 16, 8);
+		memcpy(&blen, buf + at + 24, 4);
+		memcpy(&nl, buf + at + 34, 2);
+		if (off <= len && blen <= len - off) {
+			crc = sfs_crc32c(0, buf + off, blen);
+			memcpy(buf + at + 28, &crc, 4);
+		}
+		if (nl > tr - at - DV_ENTRY)
+			break;
+		at += DV_ENTRY + nl;
+	}
+	crc = sfs_crc32c(0, buf + ixoff, (size_t)(tr + 12 - ixoff));
+	memcpy(buf + tr + 12, &crc, 4);
 }

@@ -32,14 +32,11 @@
  *    bad checksum or structure), SFS_EMAGIC, SFS_EVERSION, SFS_EUSAGE,
  *    -errno, with sfs_last_error() naming the file and, for bad bytes, the
  *    offset ("<path>: index entry 3 at offset 812: body out of bounds").
- *  - Names (data files, manifests) are 1..255 bytes, contain no '/' and
- *    are not "." or "..": they are files of the table directory.
- *  - Files are written to a temporary name, fsynced and renamed; a missing
- *    parent directory is created on the first ENOENT only (as datafile.c).
+ *  - Names, writing and reading: layout/file.h (the shared file helpers;
+ *    it also gives SFS_LAYOUT_NAME_MAX to users of this header).
  *  - An index is read whole and validated at open (every crc and every
  *    vector's structure), so lookups after a successful open cannot fail
- *    on bad bytes.  Metadata files are small: a copy beats a mapping that
- *    a later truncation of the file could turn into SIGBUS.
+ *    on bad bytes.
  */
 #ifndef SFS_LAYOUT_DVEC_H
 #define SFS_LAYOUT_DVEC_H
@@ -47,9 +44,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layout/file.h"
+
 #define SFS_DV_VERSION 1u
 #define SFS_DV_ROWS_MAX (1ull << 32)   /* rows of one data file; bounds a decode */
-#define SFS_LAYOUT_NAME_MAX 255u
 
 enum sfs_dv_enc {
 	SFS_DV_BITMAP = 1,
@@ -112,22 +110,12 @@ int sfs_dv_decode(const sfs_dv_index_t *ix, size_t i, uint64_t *bits, size_t cap
  * *@words; the caller frees).  0, or -ENOENT if the index has none. */
 int sfs_dv_lookup(const sfs_dv_index_t *ix, const char *file, uint64_t **bits, size_t *words);
 
-/* ---- internal: shared with layout/manifest.c ---------------------------------------------- */
+/* ---- internal: the fuzz target ------------------------------------------------------------ */
 
-/* A valid table-directory name (see the rules above). */
-int sfs__layout_name_ok(const char *name);
-
-/* Write @len bytes to @path atomically: "<path>.tmp.<pid>.<n>", fsync, rename,
- * fsync the directory; parent created on the first ENOENT.  With @excl the
- * final step is link(2) instead of rename — create-if-absent, -EEXIST if
- * @path exists (the temp file is removed either way). */
-int sfs__layout_write(const char *path, const void *buf, size_t len, int excl);
-
-/* Read @path whole into a malloc'd buffer (*@buf, *@len). */
-int sfs__layout_read(const char *path, uint8_t **buf, size_t *len);
-
-/* Called at the I/O points of sfs__layout_write ("open", "write", "fsync",
- * "rename"/"link"); a non-zero return fails that call with it as errno. */
-extern int (*sfs__layout_fault)(const char *point);
+/* Recompute the checksums of an index image @buf of @len bytes in place
+ * (every body's crc the index can locate, then the index crc), as far as
+ * its possibly mutated structure can be followed: so mutations reach the
+ * index and vector parsers behind the checks. */
+void sfs__dv_reseal(uint8_t *buf, size_t len);
 
 #endif

@@ -3,14 +3,18 @@
  * commit protocol in manifest.h).  Every file is one frame: header
  * {magic, version, count, 0}, records, trailer {crc32c, magic}; the
  * parsers check the frame first and then walk the records with bounds on
- * every field, so a reader never touches a byte outside the file.
+ * every field, so a reader never touches a byte outside the file.  Also
+ * the two cleanups: expire (old snapshots and what only they name) and
+ * gc (what crashes left), both as name sets built from the lists.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/crc32c.h"
@@ -25,7 +29,7 @@
 #define MF_TRL 8u
 #define MF_ENTRY 32u                     /* fixed part of a manifest entry */
 #define MF_ITEM 10u                      /* ... of a list item */
-#define MF_SNAP 40u                      /* ... of a snapshot */
+#define MF_SNAP 48u                      /* ... of a snapshot */
 
 typedef unsigned long long ull;
 
@@ -343,11 +347,12 @@ int sfs_mf_snapshot_read(const char *dir, uint64_t id, struct sfs_mf_snapshot *s
 	memcpy(&s->prev_id, p + 8, 8);
 	memcpy(&s->schema_id, p + 16, 8);
 	memcpy(&s->delta_entries, p + 24, 8);
-	s->kind = p[32];
-	memcpy(&bl, p + 34, 2);
-	memcpy(&dl, p + 36, 2);
-	memcpy(&xl, p + 38, 2);
-	if (s->id != id || s->prev_id != id - 1 || p[33] ||
+	memcpy(&s->watermark, p + 32, 8);
+	s->kind = p[40];
+	memcpy(&bl, p + 42, 2);
+	memcpy(&dl, p + 44, 2);
+	memcpy(&xl, p + 46, 2);
+	if (s->id != id || s->prev_id != id - 1 || p[41] ||
 	    (s->kind != SFS_MF_DATA && s->kind != SFS_MF_COMPACT)) {
 		rc = bad(&f, MF_HDR, "snapshot record: wrong id, previous id or kind");
 		goto out;
@@ -396,12 +401,45 @@ static void unlink_in(const char *dir, const char *name)
 	unlink(path);
 }
 
+/* The new snapshot's base list: with rebase one manifest @rman of the
+ * caller's live set (none if it is empty), else the previous base + delta. */
+static int base_items(const char *dir, const struct sfs_mf_snapshot *prev, const struct sfs_mf_commit *c,
+		      const char *rman, struct sfs_mf_list_item **all, size_t *n)
+{
+	struct sfs_mf_list_item *base = NULL, *delta = NULL;
+	size_t nb = 0, nd = 0;
+	int rc = 0;
+
+	if (!c->rebase && prev && ((rc = sfs_mf_list_read(dir, prev->base_list, &base, &nb)) ||
+				   (rc = sfs_mf_list_read(dir, prev->delta_list, &delta, &nd))))
+		goto out;
+	if (c->rebase)
+		nb = c->rebase_n ? 1 : 0;
+	if (!(*all = malloc((nb + nd + 1) * sizeof(**all)))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (c->rebase && nb) {
+		snprintf((*all)[0].name, sizeof((*all)[0].name), "%s", rman);
+		(*all)[0].entries = c->rebase_n;
+	} else if (nb) {
+		memcpy(*all, base, nb * sizeof(**all));
+	}
+	if (nd)
+		memcpy(*all + nb, delta, nd * sizeof(**all));
+	*n = nb + nd;
+out:
+	free(base);
+	free(delta);
+	return rc;
+}
+
 int sfs_mf_commit(const char *dir, uint64_t id, const struct sfs_mf_commit *c)
 {
 	struct sfs_mf_snapshot prev, s = { .id = id, .prev_id = id - 1 };
-	struct sfs_mf_list_item *base = NULL, *delta = NULL, *all = NULL, one;
-	size_t nb = 0, nd = 0;
-	char man[SFS_LAYOUT_NAME_MAX + 1], snap[32];
+	struct sfs_mf_list_item *all = NULL, one;
+	size_t nall = 0;
+	char man[SFS_LAYOUT_NAME_MAX + 1], rman[SFS_LAYOUT_NAME_MAX + 1], snap[32];
 	uint64_t r;
 	struct obuf b = { 0 };
 	int rc;
@@ -410,40 +448,42 @@ int sfs_mf_commit(const char *dir, uint64_t id, const struct sfs_mf_commit *c)
 	    (c->dv_index && !sfs__layout_name_ok(c->dv_index)) || (c->n && !c->entries))
 		return sfs__err(SFS_EUSAGE, "%s: commit of snapshot %llu: bad id, kind or index name", dir,
 				(ull)id);
-	if (id > 1 && ((rc = sfs_mf_snapshot_read(dir, id - 1, &prev)) ||
-		       (rc = sfs_mf_list_read(dir, prev.base_list, &base, &nb)) ||
-		       (rc = sfs_mf_list_read(dir, prev.delta_list, &delta, &nd))))
-		goto out;
-	if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
-		rc = sfs__err(sfs__errno(), "%s: getrandom: %s", dir, strerror(errno));
-		goto out;
-	}
+	/* a rebase restates snapshot id-1's live set: ADDs only, and none at id 1 */
+	if (c->rebase && c->rebase_n && (!c->rebase_entries || id == 1))
+		return sfs__err(SFS_EUSAGE, "%s: commit of snapshot %llu: rebase of %zu entries %s", dir,
+				(ull)id, c->rebase_n, id == 1 ? "onto no snapshot" : "without entries");
+	for (size_t i = 0; c->rebase && i < c->rebase_n; i++)
+		if (c->rebase_entries[i].op != SFS_MF_ADD)
+			return sfs__err(SFS_EUSAGE, "%s: commit of snapshot %llu: rebase entry %zu is not an ADD",
+					dir, (ull)id, i);
+	if (id > 1 && (rc = sfs_mf_snapshot_read(dir, id - 1, &prev)))
+		return rc;
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		return sfs__err(sfs__errno(), "%s: getrandom: %s", dir, strerror(errno));
 	snprintf(man, sizeof(man), "manifest-%016llx", (ull)r);
+	snprintf(rman, sizeof(rman), "manifest-%016llx-rebase", (ull)r);
 	snprintf(s.delta_list, sizeof(s.delta_list), "manifest-list-%016llx-delta", (ull)r);
 	snprintf(s.base_list, sizeof(s.base_list), "manifest-list-%016llx-base", (ull)r);
+	if ((rc = base_items(dir, id > 1 ? &prev : NULL, c, rman, &all, &nall)))
+		goto out;
 	if (c->dv_index)
 		snprintf(s.dv_index, sizeof(s.dv_index), "%s", c->dv_index);
 	s.kind = c->kind;
 	s.schema_id = c->schema_id;
+	s.watermark = c->watermark;
 	s.delta_entries = c->n;
 	snprintf(one.name, sizeof(one.name), "%s", man);
 	one.entries = c->n;
-	if (!(all = malloc((nb + nd + 1) * sizeof(*all)))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (nb)
-		memcpy(all, base, nb * sizeof(*all));
-	if (nd)
-		memcpy(all + nb, delta, nd * sizeof(*all));
-	if ((rc = manifest_write(dir, man, c->entries, c->n)) || (rc = list_write(dir, s.delta_list, &one, 1)) ||
-	    (rc = list_write(dir, s.base_list, all, nb + nd)))
+	if ((rc = manifest_write(dir, man, c->entries, c->n)) ||
+	    (c->rebase && c->rebase_n && (rc = manifest_write(dir, rman, c->rebase_entries, c->rebase_n))) ||
+	    (rc = list_write(dir, s.delta_list, &one, 1)) || (rc = list_write(dir, s.base_list, all, nall)))
 		goto orphans;
 	frame_begin(&b, MF_MAGIC_SNAP, 1);
 	PUT(&b, s.id);
 	PUT(&b, s.prev_id);
 	PUT(&b, s.schema_id);
 	PUT(&b, s.delta_entries);
+	PUT(&b, s.watermark);
 	PUT(&b, (uint8_t)s.kind);
 	PUT(&b, (uint8_t)0);
 	PUT(&b, (uint16_t)strlen(s.base_list));
@@ -464,13 +504,33 @@ int sfs_mf_commit(const char *dir, uint64_t id, const struct sfs_mf_commit *c)
 orphans:
 	/* A loser's (or a failed writer's) files: nothing references them. */
 	unlink_in(dir, man);
+	if (c->rebase)
+		unlink_in(dir, rman);
 	unlink_in(dir, s.delta_list);
 	unlink_in(dir, s.base_list);
 out:
-	free(base);
-	free(delta);
 	free(all);
 	return rc;
+}
+
+/* 1 and *@id if @name is a snapshot file's: "snapshot-" and the id in
+ * canonical decimal (1.., no leading zero, no overflow), nothing after. */
+static int snap_id(const char *name, uint64_t *id)
+{
+	const char *d;
+	uint64_t v = 0;
+
+	if (strncmp(name, "snapshot-", 9) || name[9] < '1' || name[9] > '9')
+		return 0;
+	for (d = name + 9; *d >= '0' && *d <= '9'; d++) {
+		if (v > (UINT64_MAX - (uint64_t)(*d - '0')) / 10)
+			return 0;
+		v = v * 10 + (uint64_t)(*d - '0');
+	}
+	if (*d)
+		return 0;
+	*id = v;
+	return 1;
 }
 
 static int exists(const char *dir, uint64_t id)
@@ -504,13 +564,9 @@ int sfs_mf_latest(const char *dir, uint64_t *out)
 			return errno == ENOENT ? (*out = 0, 0)
 					       : sfs__err(sfs__errno(), "%s: opendir: %s", dir, strerror(errno));
 		while ((de = readdir(d))) {
-			char *end;
-			unsigned long long v;
+			uint64_t v;
 
-			if (strncmp(de->d_name, "snapshot-", 9) || de->d_name[9] < '1' || de->d_name[9] > '9')
-				continue;
-			v = strtoull(de->d_name + 9, &end, 10);
-			if (!*end && v > id)
+			if (snap_id(de->d_name, &v) && v > id)
 				id = v;
 		}
 		closedir(d);
@@ -519,4 +575,218 @@ int sfs_mf_latest(const char *dir, uint64_t *out)
 		id++;
 	*out = id;
 	return 0;
+}
+
+/* ---- expire and gc ------------------------------------------------------------------------ */
+
+/* A set of file names: appended, then sealed (sorted, deduplicated) once
+ * and probed by binary search.  Sorting beats a hash table here: built
+ * once, O(n log n), no tuning. */
+struct nameset {
+	char **v;
+	size_t n, cap;
+};
+
+static int ns_add(struct nameset *ns, const char *name)
+{
+	if (ns->n == ns->cap) {
+		size_t cap = ns->cap ? ns->cap * 2 : 64;
+		char **v = realloc(ns->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		ns->v = v;
+		ns->cap = cap;
+	}
+	if (!(ns->v[ns->n] = strdup(name)))
+		return -ENOMEM;
+	ns->n++;
+	return 0;
+}
+
+static int ns_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void ns_seal(struct nameset *ns)
+{
+	size_t k = 0;
+
+	if (ns->n)
+		qsort(ns->v, ns->n, sizeof(*ns->v), ns_cmp);
+	for (size_t i = 0; i < ns->n; i++) {
+		if (k && !strcmp(ns->v[k - 1], ns->v[i]))
+			free(ns->v[i]);
+		else
+			ns->v[k++] = ns->v[i];
+	}
+	ns->n = k;
+}
+
+static int ns_has(const struct nameset *ns, const char *name)
+{
+	return ns->n && bsearch(&name, ns->v, ns->n, sizeof(*ns->v), ns_cmp);
+}
+
+static void ns_free(struct nameset *ns)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		free(ns->v[i]);
+	free(ns->v);
+}
+
+/* The metadata snapshot @id names, into @ns: its two lists and every
+ * manifest they list (not its deletion-vector index; *@s has it). */
+static int snap_refs(const char *dir, uint64_t id, struct nameset *ns, struct sfs_mf_snapshot *s)
+{
+	int rc = sfs_mf_snapshot_read(dir, id, s);
+
+	if (!rc && !(rc = ns_add(ns, s->base_list)))
+		rc = ns_add(ns, s->delta_list);
+	for (int l = 0; l < 2 && !rc; l++) {
+		struct sfs_mf_list_item *it = NULL;
+		size_t n = 0;
+
+		rc = sfs_mf_list_read(dir, l ? s->delta_list : s->base_list, &it, &n);
+		for (size_t i = 0; !rc && i < n; i++)
+			rc = ns_add(ns, it[i].name);
+		free(it);
+	}
+	return rc;
+}
+
+/* unlink @dir/@name: 1 removed, 0 already gone, or a negative code. */
+static int remove_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		return sfs__err(SFS_EUSAGE, "%s/%s: path too long", dir, name);
+	if (!unlink(path))
+		return 1;
+	return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: unlink: %s", path, strerror(errno));
+}
+
+int sfs_mf_expire(const char *dir, uint64_t keep_from)
+{
+	struct nameset gone = { 0 }, kept = { 0 };
+	struct sfs_mf_snapshot s;
+	uint64_t latest, lo = keep_from;
+	int rc, removed = 0;
+
+	if (keep_from <= 1)
+		return 0;
+	if ((rc = sfs_mf_latest(dir, &latest)))
+		return rc;
+	if (keep_from > latest)
+		return sfs__err(SFS_EUSAGE, "%s: expire below snapshot %llu: the newest is %llu", dir,
+				(ull)keep_from, (ull)latest);
+	/* Ids are contiguous (see manifest.h), so probing down finds every
+	 * snapshot to remove without scanning the directory's data files. */
+	while (lo > 1 && exists(dir, lo - 1))
+		lo--;
+	/* Read everything before removing anything.  Every retained snapshot
+	 * is read, not just keep_from's base (which by the commit protocol
+	 * already names every older manifest a newer snapshot names): correct
+	 * whatever wrote the newer ones, and cheap while the engine rebases. */
+	for (uint64_t id = lo; !rc && id < keep_from; id++)
+		rc = snap_refs(dir, id, &gone, &s);
+	for (uint64_t id = keep_from; !rc && id <= latest; id++)
+		rc = snap_refs(dir, id, &kept, &s);
+	if (rc)
+		goto out;
+	ns_seal(&gone);
+	ns_seal(&kept);
+	for (uint64_t id = lo; id < keep_from; id++) {   /* oldest first: ids stay contiguous */
+		char name[32];
+
+		snprintf(name, sizeof(name), "snapshot-%llu", (ull)id);
+		if ((rc = remove_in(dir, name)) < 0)
+			goto out;
+		removed += rc;
+	}
+	/* the snapshots' removal durable before their files go: a crash must
+	 * never leave a snapshot naming a removed manifest */
+	if ((rc = sfs__layout_sync_dir(dir)))
+		goto out;
+	/* Unsynced: a removal a crash undoes leaves an orphan for gc. */
+	for (size_t i = 0; i < gone.n; i++) {
+		if (ns_has(&kept, gone.v[i]))
+			continue;
+		if ((rc = remove_in(dir, gone.v[i])) < 0)
+			goto out;
+		removed += rc;
+	}
+	rc = removed;
+out:
+	ns_free(&gone);
+	ns_free(&kept);
+	return rc;
+}
+
+/* Whether entry @de of @d is a regular file: d_type where the file system
+ * gives it, else one fstatat (symlinks are not followed). */
+static int regular(DIR *d, const struct dirent *de)
+{
+	struct stat st;
+
+	if (de->d_type != DT_UNKNOWN)
+		return de->d_type == DT_REG;
+	return !fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode);
+}
+
+int sfs_mf_gc(const char *dir, sfs_mf_keep_fn keep, void *arg)
+{
+	struct nameset files = { 0 }, named = { 0 };
+	struct sfs_mf_snapshot s;
+	struct dirent *de;
+	DIR *d;
+	uint64_t id;
+	int rc = 0, removed = 0;
+
+	if (!keep)
+		return sfs__err(SFS_EUSAGE, "%s: gc without a keep() for the data files", dir);
+	if (!(d = opendir(dir)))
+		return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: opendir: %s", dir, strerror(errno));
+	while (!rc && (errno = 0, de = readdir(d)))
+		if (regular(d, de))
+			rc = ns_add(&files, de->d_name);
+	if (!rc && errno)
+		rc = sfs__err(sfs__errno(), "%s: readdir: %s", dir, strerror(errno));
+	closedir(d);
+	/* every snapshot read before anything goes: one that fails may name
+	 * files we cannot see, so then nothing is removed */
+	for (size_t i = 0; !rc && i < files.n; i++)
+		if (snap_id(files.v[i], &id) && !(rc = snap_refs(dir, id, &named, &s)) && s.dv_index[0])
+			rc = ns_add(&named, s.dv_index);
+	if (rc)
+		goto out;
+	ns_seal(&named);
+	for (size_t i = 0; i < files.n; i++) {
+		const char *f = files.v[i];
+
+		if (snap_id(f, &id) || !strcmp(f, "LATEST") || ns_has(&named, f) || keep(f, arg))
+			continue;
+		if ((rc = remove_in(dir, f)) < 0)
+			goto out;
+		removed += rc;
+	}
+	rc = removed;
+out:
+	ns_free(&files);
+	ns_free(&named);
+	return rc;
+}
+
+/* ---- fuzzing ---------------------------------------------------------------------------- */
+
+void sfs__mf_reseal(uint8_t *buf, size_t len)
+{
+	uint32_t crc;
+
+	if (len < MF_HDR + MF_TRL)
+		return;
+	crc = sfs_crc32c(0, buf, len - MF_TRL);
+	memcpy(buf + len - MF_TRL, &crc, 4);
 }

@@ -7,9 +7,14 @@
  * snapshot k reaches the same set; two forked committers of one snapshot
  * id: exactly one wins, the other gets -EEXIST and commits id+1; every
  * flipped byte and every truncation of each file kind refused with the
- * file named, never a crash; the LATEST hint lagging or broken.
+ * file named, never a crash; the LATEST hint lagging or broken.  The
+ * watermark round trip; rebased and plain chains against one reference;
+ * expire and gc checked by listing the directory against the names the
+ * snapshots give, refusing on unreadable metadata, and crashes inside
+ * expire (simulated by removing its files by hand) left for gc.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -295,6 +300,26 @@ static struct sfs_mf_entry mk(int op, int id)
 	return e;
 }
 
+/* A random commit on top of live set @l (updated): deletes of some live
+ * files (each with chance 1/@del_odds), then 0..@max_adds adds of new
+ * files (*@next on).  Returns the entries written to @es (at most @cap). */
+static size_t random_delta(struct live *l, uint64_t *s, int del_odds, int max_adds, int *next,
+			   struct sfs_mf_entry *es, size_t cap)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < MAXF && n < cap; i++)
+		if (l->on[i] && th_rand(s) % (uint64_t)del_odds == 0) {
+			es[n++] = mk(SFS_MF_DELETE, i);
+			l->on[i] = 0;
+		}
+	for (int a = (int)(th_rand(s) % (uint64_t)(max_adds + 1)); a > 0 && n < cap; a--) {
+		es[n++] = mk(SFS_MF_ADD, *next);
+		l->on[(*next)++] = 1;
+	}
+	return n;
+}
+
 Test(tablemeta, live_set_over_50_snapshots)
 {
 	enum { SNAPS = 50 };
@@ -304,20 +329,12 @@ Test(tablemeta, live_set_over_50_snapshots)
 
 	for (int k = 1; k <= SNAPS; k++) {
 		struct sfs_mf_entry es[64];
-		size_t n = 0;
+		size_t n;
 		struct sfs_mf_commit c = { .kind = k % 4 ? SFS_MF_DATA : SFS_MF_COMPACT, .schema_id = 7 };
 		char dv[32];
 
 		ref[k] = ref[k - 1];
-		for (int i = 0; i < MAXF && n < 64; i++)   /* deletes: some live files */
-			if (ref[k].on[i] && th_rand(&s) % 4 == 0) {
-				es[n++] = mk(SFS_MF_DELETE, i);
-				ref[k].on[i] = 0;
-			}
-		for (int a = (int)(th_rand(&s) % 6); a > 0 && n < 64; a--) {
-			es[n++] = mk(SFS_MF_ADD, next);
-			ref[k].on[next++] = 1;
-		}
+		n = random_delta(&ref[k], &s, 4, 5, &next, es, 64);
 		snprintf(dv, sizeof(dv), "dv-%d.index", k);
 		c.dv_index = k % 3 ? dv : NULL;
 		c.entries = es;
@@ -492,10 +509,14 @@ Test(tablemeta, chain_corruption_refused)
 
 		snprintf(path, sizeof(path), "%s/snapshot-2", dir);
 		img = slurp(path, &len);
-		img[4] = 2;
+		img[4] = SFS_MF_VERSION + 1;
 		spit(path, img, len);
 		cr_assert_eq(read_chain(path), SFS_EVERSION);
-		img[4] = 1;
+		img[4] = 1;   /* version 1 (no watermark) is not read either */
+		spit(path, img, len);
+		cr_assert_eq(read_chain(path), SFS_EVERSION);
+		cr_assert(strstr(sfs_last_error(), "version 1"), "%s", sfs_last_error());
+		img[4] = SFS_MF_VERSION;
 		img[0] ^= 0xff;
 		spit(path, img, len);
 		cr_assert_eq(read_chain(path), SFS_EMAGIC);
@@ -613,4 +634,548 @@ Test(tablemeta, commit_faults_leave_nothing)
 	/* 4 files (manifest, two lists, snapshot) x 4 points (open, write, fsync,
 	 * rename or link) */
 	cr_assert_eq(failures, 16);
+}
+
+/* ---- watermark and rebase ------------------------------------------------------------------ */
+
+Test(tablemeta, watermark_roundtrip)
+{
+	static const uint64_t wm[] = { 0, 1, 0x0123456789abcdefull, UINT64_MAX - 1, UINT64_MAX };
+
+	for (int k = 1; k <= 5; k++) {
+		struct sfs_mf_entry e = mk(SFS_MF_ADD, k);
+		struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .watermark = wm[k - 1], .entries = &e, .n = 1 };
+
+		cr_assert_eq(sfs_mf_commit(dir, (uint64_t)k, &c), 0, "%s", sfs_last_error());
+	}
+	for (int k = 1; k <= 5; k++) {
+		struct sfs_mf_snapshot sn;
+
+		memset(&sn, 0xa5, sizeof(sn));
+		cr_assert_eq(sfs_mf_snapshot_read(dir, (uint64_t)k, &sn), 0, "%s", sfs_last_error());
+		cr_assert_eq(sn.watermark, wm[k - 1], "snapshot %d", k);
+		cr_assert_eq(sn.delta_entries, 1);
+	}
+}
+
+/* Live set @l as the ADD entries of a rebase; returns their number. */
+static size_t live_entries(const struct live *l, struct sfs_mf_entry *out)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < MAXF; i++)
+		if (l->on[i])
+			out[n++] = mk(SFS_MF_ADD, i);
+	return n;
+}
+
+static size_t list_len(const char *d, const char *list)
+{
+	struct sfs_mf_list_item *it;
+	size_t n;
+
+	cr_assert_eq(sfs_mf_list_read(d, list, &it, &n), 0, "%s", sfs_last_error());
+	free(it);
+	return n;
+}
+
+/* The same random commits into two tables, one never rebasing, one
+ * rebasing at random (an empty live set included): every snapshot of
+ * both has the reference's live set, and the rebased bases stay short. */
+Test(tablemeta, rebase_keeps_live_set)
+{
+	enum { SNAPS = 60 };
+	static struct live ref[SNAPS + 1];
+	static struct sfs_mf_entry live[MAXF];
+	char plain[96], reb[96];
+	int next = 0, rebases = 0, empty_rebase = 0;
+	uint64_t s = 0xba5e;
+	size_t base_len = 0;
+
+	snprintf(plain, sizeof(plain), "%s/plain", dir);
+	snprintf(reb, sizeof(reb), "%s/rebase", dir);
+	for (int k = 1; k <= SNAPS; k++) {
+		static struct sfs_mf_entry es[512];
+		struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .watermark = (uint64_t)k * 10 };
+		struct sfs_mf_snapshot a, b;
+		struct live got_a = { 0 }, got_b = { 0 };
+
+		ref[k] = ref[k - 1];
+		/* snapshot 30 deletes everything: 31 may rebase onto an empty set */
+		c.n = random_delta(&ref[k], &s, k == 30 ? 1 : 4, k == 30 ? 0 : 5, &next, es, 512);
+		c.entries = es;
+		cr_assert_eq(sfs_mf_commit(plain, (uint64_t)k, &c), 0, "%s", sfs_last_error());
+		c.rebase = k == 1 || k == 31 || th_rand(&s) % 5 == 0;
+		c.rebase_n = live_entries(&ref[k - 1], live);
+		c.rebase_entries = live;
+		rebases += c.rebase;
+		empty_rebase += c.rebase && k > 1 && !c.rebase_n;
+		cr_assert_eq(sfs_mf_commit(reb, (uint64_t)k, &c), 0, "%s", sfs_last_error());
+		/* a rebased base is one manifest (none for an empty set), then one
+		 * more per commit, as the plain base grows all along */
+		base_len = c.rebase ? !!c.rebase_n : base_len + 1;
+
+		cr_assert_eq(sfs_mf_snapshot_read(plain, (uint64_t)k, &a), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs_mf_snapshot_read(reb, (uint64_t)k, &b), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs_mf_for_all(plain, &a, fold, &got_a), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs_mf_for_all(reb, &b, fold, &got_b), 0, "%s", sfs_last_error());
+		cr_assert(!got_a.err && !got_b.err, "snapshot %d: entry out of order or damaged", k);
+		cr_assert(!memcmp(got_a.on, ref[k].on, sizeof(got_a.on)), "plain live set of %d", k);
+		cr_assert(!memcmp(got_b.on, ref[k].on, sizeof(got_b.on)), "rebased live set of %d", k);
+		for (int i = 0; i < MAXF; i++)   /* a dead file's last rows: only the plain chain has it */
+			cr_assert(!ref[k].on[i] || got_a.rows[i] == got_b.rows[i], "statistics of f%d in %d", i, k);
+		cr_assert_eq(b.watermark, (uint64_t)k * 10);
+		cr_assert_eq(list_len(reb, b.base_list), base_len, "base of %d", k);
+		cr_assert_eq(list_len(plain, a.base_list), (size_t)k - 1);
+	}
+	cr_assert(rebases >= 5 && empty_rebase == 1, "%d rebases, %d empty", rebases, empty_rebase);
+	/* the deltas are unchanged: folding them from any snapshot still works */
+	for (int k = 1; k <= SNAPS; k += 7) {
+		struct sfs_mf_snapshot sn;
+		struct live got = { 0 };
+
+		cr_assert_eq(sfs_mf_snapshot_read(reb, (uint64_t)k, &sn), 0);
+		cr_assert_eq(sfs_mf_for_all(reb, &sn, fold, &got), 0);
+		for (int j = k + 1; j <= SNAPS; j++) {
+			cr_assert_eq(sfs_mf_snapshot_read(reb, (uint64_t)j, &sn), 0);
+			cr_assert_eq(sfs_mf_for_delta(reb, &sn, fold, &got), 0, "%s", sfs_last_error());
+		}
+		cr_assert(!got.err && !memcmp(got.on, ref[SNAPS].on, sizeof(got.on)), "deltas from %d", k);
+	}
+}
+
+Test(tablemeta, rebase_refuses_bad_input)
+{
+	struct sfs_mf_entry e = mk(SFS_MF_ADD, 1), d = mk(SFS_MF_DELETE, 1);
+	struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .entries = &e, .n = 1, .rebase = 1,
+				   .rebase_entries = &e, .rebase_n = 1 };
+
+	cr_assert_eq(sfs_mf_commit(dir, 1, &c), SFS_EUSAGE);   /* nothing to restate at id 1 */
+	c.rebase_n = 0;
+	cr_assert_eq(sfs_mf_commit(dir, 1, &c), 0, "%s", sfs_last_error());
+	e = mk(SFS_MF_ADD, 2);
+	c.rebase_entries = &d;
+	c.rebase_n = 1;
+	cr_assert_eq(sfs_mf_commit(dir, 2, &c), SFS_EUSAGE);   /* a DELETE in a live set */
+	cr_assert(strstr(sfs_last_error(), "not an ADD"), "%s", sfs_last_error());
+	c.rebase_entries = NULL;
+	cr_assert_eq(sfs_mf_commit(dir, 2, &c), SFS_EUSAGE);
+	cr_assert_eq(dir_entries("manifest"), 3, "a refused commit wrote files");   /* snapshot 1's */
+}
+
+/* ---- expire and gc ------------------------------------------------------------------------- */
+
+/* A sorted set of names (a directory listing, a snapshot's references). */
+struct names {
+	char **v;
+	size_t n;
+};
+
+static void names_add(struct names *ns, const char *name)
+{
+	ns->v = realloc(ns->v, (ns->n + 1) * sizeof(*ns->v));
+	cr_assert_not_null(ns->v);
+	ns->v[ns->n++] = strdup(name);
+}
+
+static int names_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int names_has(const struct names *ns, const char *name)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		if (!strcmp(ns->v[i], name))
+			return 1;
+	return 0;
+}
+
+static void names_free(struct names *ns)
+{
+	for (size_t i = 0; i < ns->n; i++)
+		free(ns->v[i]);
+	free(ns->v);
+	memset(ns, 0, sizeof(*ns));
+}
+
+/* Every entry of @d (files, links, directories), sorted. */
+static void list_dir(const char *d, struct names *out)
+{
+	DIR *dd = opendir(d);
+	struct dirent *de;
+
+	cr_assert_not_null(dd);
+	memset(out, 0, sizeof(*out));
+	while ((de = readdir(dd)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			names_add(out, de->d_name);
+	closedir(dd);
+	qsort(out->v, out->n, sizeof(*out->v), names_cmp);
+}
+
+/* What snapshot @id names: its lists and their manifests (into @out). */
+static void refs_of(const char *d, uint64_t id, struct names *out)
+{
+	struct sfs_mf_snapshot sn;
+
+	cr_assert_eq(sfs_mf_snapshot_read(d, id, &sn), 0, "%s", sfs_last_error());
+	names_add(out, sn.base_list);
+	names_add(out, sn.delta_list);
+	for (int l = 0; l < 2; l++) {
+		struct sfs_mf_list_item *it;
+		size_t n;
+
+		cr_assert_eq(sfs_mf_list_read(d, l ? sn.delta_list : sn.base_list, &it, &n), 0);
+		for (size_t i = 0; i < n; i++)
+			names_add(out, it[i].name);
+		free(it);
+	}
+}
+
+/* @before less what a clean expire of the snapshots below @keep_from of a
+ * table with @latest snapshots removes: the expected listing after it. */
+static void expected_after_expire(const char *d, const struct names *before, uint64_t lo, uint64_t keep_from,
+				  uint64_t latest, struct names *out)
+{
+	struct names gone = { 0 }, kept = { 0 };
+
+	for (uint64_t id = lo; id < keep_from; id++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "snapshot-%llu", (unsigned long long)id);
+		names_add(&gone, name);
+		refs_of(d, id, &gone);
+	}
+	for (uint64_t id = keep_from; id <= latest; id++)
+		refs_of(d, id, &kept);
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < before->n; i++)
+		if (!names_has(&gone, before->v[i]) || names_has(&kept, before->v[i]))
+			names_add(out, before->v[i]);
+	names_free(&gone);
+	names_free(&kept);
+}
+
+static void assert_same(const struct names *got, const struct names *want, const char *when)
+{
+	for (size_t i = 0; i < want->n; i++)
+		cr_assert(names_has(got, want->v[i]), "%s: %s is missing", when, want->v[i]);
+	for (size_t i = 0; i < got->n; i++)
+		cr_assert(names_has(want, got->v[i]), "%s: %s is left", when, got->v[i]);
+}
+
+static void touch(const char *d, const char *name)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", d, name);
+	spit(path, "x", 1);
+}
+
+/* Snapshots 1..@snaps of random commits in @dir (ref[k]: snapshot k's
+ * live set), rebasing where bit k of @rebase_at is set; each snapshot
+ * names the index "dv-<k>.index" and every data file added exists, as
+ * a one-byte file, so expire and gc can be seen to leave them alone. */
+static void build_table(int snaps, uint64_t rebase_at, struct live *ref)
+{
+	static struct sfs_mf_entry es[64], live[MAXF];
+	int next = 0;
+	uint64_t s = 0x7ab1e;
+
+	for (int k = 1; k <= snaps; k++) {
+		char dv[32];
+		struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .dv_index = dv, .entries = es };
+
+		ref[k] = ref[k - 1];
+		c.n = random_delta(&ref[k], &s, 4, 5, &next, es, 64);
+		for (size_t i = 0; i < c.n; i++)
+			if (es[i].op == SFS_MF_ADD)
+				touch(dir, es[i].file);
+		snprintf(dv, sizeof(dv), "dv-%d.index", k);
+		touch(dir, dv);
+		c.rebase = (int)(rebase_at >> k & 1);
+		c.rebase_n = live_entries(&ref[k - 1], live);
+		c.rebase_entries = live;
+		cr_assert_eq(sfs_mf_commit(dir, (uint64_t)k, &c), 0, "%s", sfs_last_error());
+	}
+}
+
+static void assert_live(uint64_t id, const struct live *want)
+{
+	struct sfs_mf_snapshot sn;
+	struct live got = { 0 };
+
+	cr_assert_eq(sfs_mf_snapshot_read(dir, id, &sn), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_mf_for_all(dir, &sn, fold, &got), 0, "snapshot %llu: %s", (unsigned long long)id,
+		     sfs_last_error());
+	cr_assert(!got.err && !memcmp(got.on, want->on, sizeof(got.on)), "snapshot %llu", (unsigned long long)id);
+}
+
+static int count_prefix(const struct names *ns, const char *prefix)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < ns->n; i++)
+		n += !strncmp(ns->v[i], prefix, strlen(prefix));
+	return n;
+}
+
+/* Manifests (not lists) in @ns. */
+static int count_manifests(const struct names *ns)
+{
+	return count_prefix(ns, "manifest-") - count_prefix(ns, "manifest-list-");
+}
+
+Test(tablemeta, expire_removes_exactly_the_unreferenced)
+{
+	enum { SNAPS = 20 };
+	static struct live ref[SNAPS + 1];
+	struct names before, want, after;
+	struct sfs_mf_entry e = mk(SFS_MF_ADD, 4000);
+	struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .entries = &e, .n = 1 };
+	uint64_t latest;
+	char path[128];
+	int rc;
+
+	build_table(SNAPS, 1u << 8 | 1u << 15, ref);
+	list_dir(dir, &before);
+	expected_after_expire(dir, &before, 1, 12, SNAPS, &want);
+	cr_assert_eq(sfs_mf_expire(dir, 12), (int)(before.n - want.n), "%s", sfs_last_error());
+	list_dir(dir, &after);
+	assert_same(&after, &want, "expire 12");
+	cr_assert_eq(count_prefix(&after, "snapshot-"), SNAPS - 11);
+	cr_assert_eq(count_prefix(&after, "dv-"), SNAPS, "an index was touched");
+	/* the rebase at 8 let the manifests of commits 1..7 go; 8's rebase
+	 * manifest and the deltas of 8..11 are still named by snapshot 12 */
+	cr_assert_eq(count_manifests(&before) - count_manifests(&after), 7);
+	for (uint64_t k = 12; k <= SNAPS; k++)
+		assert_live(k, &ref[k]);
+	names_free(&before);
+	names_free(&want);
+
+	cr_assert_eq(sfs_mf_expire(dir, 12), 0);              /* nothing left to do */
+	cr_assert_eq(sfs_mf_expire(dir, 1), 0);
+	cr_assert_eq(sfs_mf_expire(dir, SNAPS + 1), SFS_EUSAGE);   /* the newest stays */
+	cr_assert(strstr(sfs_last_error(), dir), "%s", sfs_last_error());
+
+	/* down to the newest alone; the table goes on from there */
+	expected_after_expire(dir, &after, 12, SNAPS, SNAPS, &want);
+	rc = sfs_mf_expire(dir, SNAPS);
+	cr_assert_eq(rc, (int)(after.n - want.n), "%s", sfs_last_error());
+	names_free(&after);
+	list_dir(dir, &after);
+	assert_same(&after, &want, "expire 20");
+	assert_live(SNAPS, &ref[SNAPS]);
+	snprintf(path, sizeof(path), "%s/LATEST", dir);
+	cr_assert_eq(unlink(path), 0);   /* the directory scan finds 20 alone */
+	cr_assert_eq(sfs_mf_latest(dir, &latest), 0);
+	cr_assert_eq(latest, SNAPS);
+	cr_assert_eq(sfs_mf_commit(dir, SNAPS + 1, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_mf_latest(dir, &latest), 0);
+	cr_assert_eq(latest, SNAPS + 1);
+	names_free(&want);
+	names_free(&after);
+}
+
+/* gc's keep(): the names in @arg (a struct names), nothing else. */
+static int keep_named(const char *name, void *arg)
+{
+	return names_has(arg, name);
+}
+
+/* The engine's keep() of the crash tests: every data file and index. */
+static int keep_engine(const char *name, void *arg)
+{
+	size_t n = strlen(name);
+
+	return (n > 4 && !strcmp(name + n - 4, ".sst")) || !strncmp(name, "dv-", 3);
+}
+
+/* Orphans of every kind gc must collect, by name. */
+static const char *const orphans[] = {
+	"manifest-00000000deadbeef",              /* a dead committer's */
+	"manifest-list-00000000deadbeef-base",
+	"manifest-00000000deadbeef-rebase",
+	"snapshot-7.tmp.4242.0",                  /* file.c's temp names */
+	"manifest-00000000feedf00d.tmp.4242.3",
+	"LATEST.tmp.4242.9",
+	"f3999.sst.tmp",                          /* datafile.c's */
+	"junk.txt",
+	"snapshot-007",                           /* not a snapshot's name */
+	"dv-99.index",                            /* an index no snapshot names */
+};
+
+static void touch_orphans(void)
+{
+	for (size_t i = 0; i < sizeof(orphans) / sizeof(*orphans); i++)
+		touch(dir, orphans[i]);
+}
+
+Test(tablemeta, gc_collects_orphans_only)
+{
+	enum { SNAPS = 10 };
+	static struct live ref[SNAPS + 1];
+	struct names before, after, want = { 0 }, keep = { 0 }, named = { 0 };
+	char path[256], target[256];
+
+	build_table(SNAPS, 1u << 6, ref);
+	touch_orphans();
+	touch(dir, "keepme.txt");
+	snprintf(path, sizeof(path), "%s/sub", dir);   /* directories and links stay */
+	cr_assert_eq(mkdir(path, 0700), 0);
+	touch(path, "manifest-00000000deadbeef");
+	snprintf(path, sizeof(path), "%s/link", dir);
+	snprintf(target, sizeof(target), "%s/junk.txt", dir);
+	cr_assert_eq(symlink(target, path), 0);
+	/* the engine keeps its live data files and what else it wants */
+	names_add(&keep, "keepme.txt");
+	for (int i = 0; i < MAXF; i++)
+		if (ref[SNAPS].on[i])
+			names_add(&keep, names[i]);
+	list_dir(dir, &before);
+	for (size_t i = 0; i < before.n; i++) {
+		const char *f = before.v[i];
+		int orphan = 0, id;
+
+		for (size_t o = 0; o < sizeof(orphans) / sizeof(*orphans); o++)
+			orphan |= !strcmp(f, orphans[o]);
+		if ((id = fname_id(f)) >= 0 && !strstr(f, ".tmp"))
+			orphan |= !ref[SNAPS].on[id];   /* a dead data file */
+		if (!orphan)
+			names_add(&want, f);
+	}
+	cr_assert_eq(sfs_mf_gc(dir, keep_named, &keep), (int)(before.n - want.n), "%s", sfs_last_error());
+	list_dir(dir, &after);
+	assert_same(&after, &want, "gc");
+	for (uint64_t k = 1; k <= SNAPS; k++) {   /* every snapshot whole */
+		refs_of(dir, k, &named);
+		assert_live(k, &ref[k]);
+	}
+	for (size_t i = 0; i < named.n; i++)
+		cr_assert(names_has(&after, named.v[i]), "%s removed", named.v[i]);
+	snprintf(path, sizeof(path), "%s/sub/manifest-00000000deadbeef", dir);
+	cr_assert_eq(access(path, F_OK), 0);
+	cr_assert_eq(sfs_mf_gc(dir, keep_named, &keep), 0, "a second gc found more");
+	cr_assert_eq(sfs_mf_gc(dir, NULL, NULL), SFS_EUSAGE);   /* data files need a keep() */
+	snprintf(path, sizeof(path), "%s/none", dir);
+	cr_assert_eq(sfs_mf_gc(path, keep_named, &keep), 0);
+	names_free(&before);
+	names_free(&after);
+	names_free(&want);
+	names_free(&keep);
+	names_free(&named);
+}
+
+/* Damage @name of @dir by flipping one byte (0) or removing it (1);
+ * returns the original bytes to put back with spit(). */
+static uint8_t *damage(const char *name, int how, size_t *len, char *path, size_t cap)
+{
+	uint8_t *orig;
+
+	snprintf(path, cap, "%s/%s", dir, name);
+	orig = slurp(path, len);
+	if (how) {
+		cr_assert_eq(unlink(path), 0);
+	} else {
+		uint8_t *b = malloc(*len);
+
+		memcpy(b, orig, *len);
+		b[*len / 2] ^= 0x10;
+		spit(path, b, *len);
+		free(b);
+	}
+	return orig;
+}
+
+/* A snapshot or list that cannot be read may name files gc cannot see:
+ * gc and expire then remove nothing and say which file is bad. */
+Test(tablemeta, gc_and_expire_refuse_unreadable_metadata)
+{
+	static struct live ref[7];
+	struct names before, after, keep = { 0 };
+	struct sfs_mf_snapshot s2, s4;
+	struct {
+		const char *name;
+		int how, code;
+	} cases[4];
+	char path[256];
+
+	build_table(6, 0, ref);
+	touch_orphans();
+	cr_assert_eq(sfs_mf_snapshot_read(dir, 2, &s2), 0);
+	cr_assert_eq(sfs_mf_snapshot_read(dir, 4, &s4), 0);
+	cases[0].name = "snapshot-3", cases[0].how = 0, cases[0].code = SFS_ECORRUPT;
+	cases[1].name = s4.base_list, cases[1].how = 0, cases[1].code = SFS_ECORRUPT;
+	cases[2].name = s2.delta_list, cases[2].how = 1, cases[2].code = -ENOENT;
+	cases[3].name = "snapshot-5", cases[3].how = 0, cases[3].code = SFS_ECORRUPT;
+	for (int c = 0; c < 4; c++) {
+		size_t len;
+		uint8_t *orig = damage(cases[c].name, cases[c].how, &len, path, sizeof(path));
+
+		list_dir(dir, &before);
+		cr_assert_eq(sfs_mf_gc(dir, keep_named, &keep), cases[c].code, "gc, %s: %s", cases[c].name,
+			     sfs_last_error());
+		cr_assert(strstr(sfs_last_error(), cases[c].name), "%s", sfs_last_error());
+		/* snapshots 2 and 3 expire, 4..6 stay: a bad file on either side */
+		cr_assert_eq(sfs_mf_expire(dir, 4), cases[c].code, "expire, %s: %s", cases[c].name,
+			     sfs_last_error());
+		list_dir(dir, &after);
+		assert_same(&after, &before, cases[c].name);
+		names_free(&before);
+		names_free(&after);
+		spit(path, orig, len);
+		free(orig);
+	}
+	cr_assert_eq(sfs_mf_gc(dir, keep_engine, NULL), (int)(sizeof(orphans) / sizeof(*orphans)) - 1,
+		     "%s", sfs_last_error());   /* all but dv-99.index, which keep_engine keeps */
+}
+
+/* expire dies after removing some snapshots, or after removing all of
+ * them and some of their manifests: what is left is whole, gc collects
+ * the rest, and the final state is a clean expire's. */
+Test(tablemeta, crash_inside_expire_left_for_gc)
+{
+	enum { SNAPS = 12 };
+	static struct live ref[SNAPS + 1];
+	struct names before, mid, want, now;
+	char path[256];
+	int half = 0;
+
+	build_table(SNAPS, 1u << 5 | 1u << 9, ref);
+	list_dir(dir, &before);
+	expected_after_expire(dir, &before, 1, 5, SNAPS, &mid);    /* died in step 1, after snapshot-4 */
+	expected_after_expire(dir, &before, 1, 8, SNAPS, &want);   /* expire(8) done */
+	for (int k = 1; k <= 4; k++) {
+		snprintf(path, sizeof(path), "%s/snapshot-%d", dir, k);
+		cr_assert_eq(unlink(path), 0);
+	}
+	cr_assert_eq(sfs_mf_gc(dir, keep_engine, NULL), (int)(before.n - mid.n - 4), "%s", sfs_last_error());
+	list_dir(dir, &now);
+	assert_same(&now, &mid, "gc after a crash in step 1");
+	names_free(&now);
+	for (uint64_t k = 5; k <= SNAPS; k++)
+		assert_live(k, &ref[k]);
+
+	/* died in step 2: snapshots 5..7 gone, and every other manifest of theirs */
+	for (int k = 5; k <= 7; k++) {
+		snprintf(path, sizeof(path), "%s/snapshot-%d", dir, k);
+		cr_assert_eq(unlink(path), 0);
+	}
+	for (size_t i = 0; i < mid.n; i++)
+		if (!names_has(&want, mid.v[i]) && strncmp(mid.v[i], "snapshot-", 9) && half++ % 2) {
+			snprintf(path, sizeof(path), "%s/%s", dir, mid.v[i]);
+			cr_assert_eq(unlink(path), 0);
+		}
+	cr_assert(half >= 4, "step 2 had %d files to remove", half);
+	cr_assert_eq(sfs_mf_gc(dir, keep_engine, NULL), half - half / 2, "%s", sfs_last_error());
+	list_dir(dir, &now);
+	assert_same(&now, &want, "gc after a crash in step 2");
+	cr_assert_eq(sfs_mf_expire(dir, 8), 0, "%s", sfs_last_error());   /* nothing left below 8 */
+	for (uint64_t k = 8; k <= SNAPS; k++)
+		assert_live(k, &ref[k]);
+	names_free(&now);
+	names_free(&before);
+	names_free(&mid);
+	names_free(&want);
 }

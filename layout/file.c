@@ -1,0 +1,151 @@
+/*
+ * file.c — whole-file reads and atomic whole-file writes for the table
+ * store's metadata (rules in file.h).  Every system call of the writer
+ * passes the fault hook first, so tests can fail each one in turn.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/fs.h"
+#include "layout/file.h"
+
+int (*sfs__layout_fault)(const char *point);
+
+static int fault(const char *point)
+{
+	int e = sfs__layout_fault ? sfs__layout_fault(point) : 0;
+
+	if (e)
+		errno = e;
+	return e;
+}
+
+int sfs__layout_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	return n && n <= SFS_LAYOUT_NAME_MAX && !strchr(name, '/') && strcmp(name, ".") &&
+	       strcmp(name, "..");
+}
+
+static void dir_of(const char *path, char *out, size_t cap)
+{
+	const char *s = strrchr(path, '/');
+
+	snprintf(out, cap, "%.*s", s ? (s == path ? 1 : (int)(s - path)) : 1, s ? path : ".");
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *c = p;
+
+	while (n) {
+		ssize_t w = fault("write") ? -1 : write(fd, c, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? sfs__errno() : -EIO;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int sfs__layout_sync_dir(const char *dir)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (dfd < 0)
+		return sfs__err(sfs__errno(), "%s: open directory: %s", dir, strerror(errno));
+	if (fsync(dfd))
+		rc = sfs__err(sfs__errno(), "%s: fsync directory: %s", dir, strerror(errno));
+	close(dfd);
+	return rc;
+}
+
+int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
+{
+	static unsigned seq;   /* threads of one process writing one name (LATEST) */
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	int fd, rc = 0;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(),
+		     __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >= (int)sizeof(tmp))
+		return sfs__err(SFS_EUSAGE, "%s: path too long", path);
+	dir_of(path, dir, sizeof(dir));
+	for (int tries = 0;; tries++) {
+		fd = fault("open") ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			break;
+		if (errno != ENOENT || tries)
+			return sfs__err(sfs__errno(), "%s: create: %s", tmp, strerror(errno));
+		if ((rc = sfs_mkdirs(dir)))   /* the first miss only */
+			return rc;
+	}
+	if ((rc = write_all(fd, buf, len))) {
+		rc = sfs__err(rc, "%s: write: %s", tmp, strerror(-rc));
+	} else if (fault("fsync") || fsync(fd)) {
+		rc = sfs__err(sfs__errno(), "%s: fsync: %s", tmp, strerror(errno));
+	} else if (excl) {
+		/* link(2) fails if @path exists: the atomic create-if-absent that
+		 * rename(2), which replaces, cannot give. */
+		if (fault("link") || link(tmp, path))
+			rc = errno == EEXIST ? -EEXIST
+					     : sfs__err(sfs__errno(), "link %s -> %s: %s", tmp, path, strerror(errno));
+	} else if (fault("rename") || rename(tmp, path)) {
+		rc = sfs__err(sfs__errno(), "rename %s -> %s: %s", tmp, path, strerror(errno));
+	}
+	close(fd);
+	if (rc || excl)
+		unlink(tmp);
+	if (rc)
+		return rc == -EEXIST ? sfs__err(-EEXIST, "%s: exists (another committer won)", path) : rc;
+	/* The name is durable only with its directory. */
+	return sfs__layout_sync_dir(dir);
+}
+
+int sfs__layout_read(const char *path, uint8_t **buf, size_t *len)
+{
+	struct stat st;
+	uint8_t *p;
+	size_t got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return sfs__err(sfs__errno(), "%s: open: %s", path, strerror(errno));
+	if (fstat(fd, &st)) {
+		close(fd);
+		return sfs__err(sfs__errno(), "%s: stat: %s", path, strerror(errno));
+	}
+	if (!(p = malloc(st.st_size ? (size_t)st.st_size : 1))) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, p + got, (size_t)st.st_size - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int rc = sfs__err(sfs__errno(), "%s: read at offset %zu: %s", path, got, strerror(errno));
+
+			close(fd);
+			free(p);
+			return rc;
+		}
+		if (!r)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	*buf = p;
+	*len = got;   /* shorter if it shrank meanwhile: the parser says truncated */
+	return 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * file.h — the whole-file I/O that the table store's metadata formats
+ * share (deletion-vector indexes in dvec.c; snapshots, manifest lists and
+ * manifests in manifest.c): one naming rule, one writer discipline and
+ * one fault hook for all of them.  Internal to layout/.
+ *
+ *  - Names (data files, manifests, indexes) are 1..SFS_LAYOUT_NAME_MAX
+ *    bytes, contain no '/' and are not "." or "..": they are files of the
+ *    table directory.
+ *  - Files are written whole to "<path>.tmp.<pid>.<n>", fsynced and
+ *    renamed (or linked: create-if-absent), then the directory is fsynced;
+ *    a missing parent directory is created on the first ENOENT only (as
+ *    datafile.c).  A crash leaves at most a temp file, which
+ *    sfs_mf_gc() collects.
+ *  - Files are read whole: metadata files are small, and a copy cannot
+ *    turn into SIGBUS when the file is truncated under a mapping.
+ */
+#ifndef SFS_LAYOUT_FILE_H
+#define SFS_LAYOUT_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SFS_LAYOUT_NAME_MAX 255u
+
+/* A valid table-directory name (see the rules above). */
+int sfs__layout_name_ok(const char *name);
+
+/* Write @len bytes to @path atomically: "<path>.tmp.<pid>.<n>", fsync, rename,
+ * fsync the directory; parent created on the first ENOENT.  With @excl the
+ * final step is link(2) instead of rename — create-if-absent, -EEXIST if
+ * @path exists (the temp file is removed either way). */
+int sfs__layout_write(const char *path, const void *buf, size_t len, int excl);
+
+/* Read @path whole into a malloc'd buffer (*@buf, *@len). */
+int sfs__layout_read(const char *path, uint8_t **buf, size_t *len);
+
+/* fsync directory @dir: makes the creations and removals of names in it
+ * durable (and ordered before what the caller does next). */
+int sfs__layout_sync_dir(const char *dir);
+
+/* Called at the I/O points of sfs__layout_write ("open", "write", "fsync",
+ * "rename"/"link"); a non-zero return fails that call with it as errno. */
+extern int (*sfs__layout_fault)(const char *point);
+
+#endif
