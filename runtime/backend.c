@@ -10,7 +10,7 @@
  * By name.  `rocksdb` is sfs over the `rocksdb` flush target: the same
  * adapter as `memory` (runtime/backend_memory.c: the sfs state API over the
  * segment's target — buffers, value cache, compactor); what differs is the
- * target the segment was created for (sh_backend = "rocksdb", set by the
+ * target the segment was created for (sh_backend = "rocksdb" or "table", set by the
  * supervisor), not the code a worker runs.
  */
 static const struct {
@@ -19,6 +19,7 @@ static const struct {
 } rt_backends[] = {
 	{ "memory", &rt_backend_memory },
 	{ "rocksdb", &rt_backend_memory },
+	{ "table", &rt_backend_memory },
 	{ "rocksdb-direct", &rt_backend_rocksdb_direct },
 };
 

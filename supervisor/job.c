@@ -39,6 +39,8 @@
 #include "runtime/sink.h"
 #include "supervisor/sup.h"
 #include "target/rocksdb.h"
+#include "target/table.h"
+#include "target/table_snap.h"
 #include "target/target.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"
@@ -85,7 +87,7 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 		return 2;
 	}
 	if (!rt_backend_find(q->backend)) {
-		fprintf(stderr, "sfs run: unknown backend '%s' (known: memory, rocksdb, rocksdb-direct)\n",
+		fprintf(stderr, "sfs run: unknown backend '%s' (known: memory, rocksdb, table, rocksdb-direct)\n",
 			q->backend);
 		return 2;
 	}
@@ -188,6 +190,8 @@ static int fresh(const struct sup_query *q)
 		/* an earlier restore's instance not adopted yet */
 		snprintf(root, sizeof(root), "%s/sfs-rocksdb.0/w%u/SFS-RESTORED", q->data_dir, w);
 		unlink(root);
+		snprintf(root, sizeof(root), "%s/sfs-table.0/w%u/TABLES", q->data_dir, w);
+		unlink(root);
 	}
 	if ((rc = rt_sink_reset(q->data_dir)))
 		return rc;
@@ -210,6 +214,11 @@ static int instance_dir(const struct sup_query *q, uint32_t w, char *buf, size_t
 	if (strcmp(q->backend, "rocksdb") == 0) {
 		/* the flush target's instance, adopted by the compactor */
 		snprintf(buf, len, "%s/sfs-rocksdb.0/w%u", q->data_dir, w);
+		return 1;
+	}
+	if (strcmp(q->backend, "table") == 0) {
+		/* the table store: TABLES and its files, adopted at the target's open */
+		snprintf(buf, len, "%s/sfs-table.0/w%u", q->data_dir, w);
 		return 1;
 	}
 	return 0;
@@ -282,6 +291,8 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 			rc = rt_rocksdb_direct_rebuild(src, n, inst, lo, hi);
 		} else if (strcmp(q->backend, "rocksdb") == 0) {
 			rc = sfs_rdbt_rebuild(job_seg, nw, src, n, lo, hi);
+		} else if (strcmp(q->backend, "table") == 0) {
+			rc = sfs_tsnap_rebuild(src, n, inst, lo, hi);
 		} else {
 			/* memory: the compactor loads each old dump's share */
 			char from[PATH_MAX + 16], to[PATH_MAX + 64];
@@ -404,10 +415,11 @@ static int restore(struct sup_query *q, unsigned workers)
 		 * its store before the restored state is in */
 		for (uint32_t w = 0; !rc && w < workers && strcmp(q->backend, "memory") == 0; w++)
 			rc = sfs_target_memory_restore(job_seg, w, q->store_bytes);
-		/* and the rocksdb target's instances adopted (this segment's
+		/* and the rocksdb and table targets' stores adopted (this segment's
 		 * identity, markers reset) before a worker's secondary reads
 		 * their markers */
-		for (uint32_t w = 0; !rc && w < workers && strcmp(q->backend, "rocksdb") == 0; w++) {
+		for (uint32_t w = 0; !rc && w < workers && (strcmp(q->backend, "rocksdb") == 0 ||
+							      strcmp(q->backend, "table") == 0); w++) {
 			const struct sfs_target_ops *ops = sfs_target_of(job_seg);
 			struct sfs_target_cfg tc = { .store_bytes = q->store_bytes };
 			struct sfs_target_writer *tw;
@@ -561,6 +573,43 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 	return done == job->rj_workers ? 1 : 0;
 }
 
+/* The table target's work over every worker (target/table.h counters). */
+static void table_json(void)
+{
+	uint64_t c = 0, cns = 0, cmax = 0, dc = 0, rounds = 0, rns = 0, up = 0, merges = 0;
+	uint64_t mrows = 0, masked = 0, same = 0, rows = 0, files = 0;
+
+	for (uint32_t w = 0; w < job->rj_workers; w++) {
+		const struct sfs_table_pub *p = sfs_table_pub_of(job_seg, w);
+
+		if (!p)
+			continue;
+		c += p->tp_commits;
+		cns += p->tp_commit_ns;
+		cmax = p->tp_commit_max_ns > cmax ? p->tp_commit_max_ns : cmax;
+		dc += p->tp_data_commits;
+		rows += p->tp_rows_written;
+		rounds += p->tp_rounds;
+		rns += p->tp_round_ns;
+		up += p->tp_upgrades;
+		merges += p->tp_merges;
+		mrows += p->tp_merge_rows;
+		masked += p->tp_rows_masked;
+		same += p->tp_map_unchanged;
+		files += p->tp_nfiles;
+	}
+	printf(", \"table_commit_ms\": %.3f, \"table_commit_max_ms\": %.3f, "
+	       "\"table_data_commits\": %llu, \"table_rows_written\": %llu, \"table_rounds\": %llu, "
+	       "\"table_round_ms\": %.3f, \"table_relabels\": %llu, \"table_merges\": %llu, "
+	       "\"table_merge_rows\": %llu, \"table_rows_masked\": %llu, "
+	       "\"table_map_unchanged\": %llu, \"table_files\": %llu",
+	       c ? cns / 1e6 / c : 0.0, cmax / 1e6, (unsigned long long)dc,
+	       (unsigned long long)rows, (unsigned long long)rounds,
+	       rounds ? rns / 1e6 / rounds : 0.0, (unsigned long long)up,
+	       (unsigned long long)merges, (unsigned long long)mrows, (unsigned long long)masked,
+	       (unsigned long long)same, (unsigned long long)files);
+}
+
 int sup_query_finish(struct sup_query *q, int ok)
 {
 	const struct rt_query *rq = rt_query_find(q->query);
@@ -616,6 +665,8 @@ int sup_query_finish(struct sup_query *q, int ok)
 		       "\"checkpoint_files_referenced\": %llu",
 		       seal / 1e6, seal_cpu / 1e6, seal_max / 1e6, job->rj_ckpt_last_ns / 1e6,
 		       (unsigned long long)job->rj_ckpt_links, (unsigned long long)job->rj_ckpt_refs);
+		if (strcmp(q->backend, "table") == 0)
+			table_json();
 		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
 		       "\"recoveries\": %u, \"stall_ms\": %.3f, \"result_rows\": %llu, "
 		       "\"ok\": %s}\n", (unsigned long long)bar,

@@ -741,11 +741,13 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 			destroy_segments();
 			return 1;
 		}
-		if (cfg.q.query && strcmp(cfg.q.backend, "rocksdb") == 0) {
+		if (cfg.q.query && (strcmp(cfg.q.backend, "rocksdb") == 0 ||
+				    strcmp(cfg.q.backend, "table") == 0)) {
 			/* Before any child exists: read-only from here on. */
-			snprintf(segs[n].hdr->sh_backend, sizeof(segs[n].hdr->sh_backend), "rocksdb");
+			snprintf(segs[n].hdr->sh_backend, sizeof(segs[n].hdr->sh_backend), "%s",
+				 cfg.q.backend);
 			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
-				 "%s/sfs-rocksdb.%d", cfg.q.data_dir, n);
+				 "%s/sfs-%s.%d", cfg.q.data_dir, cfg.q.backend, n);
 		} else if (cfg.q.query && strcmp(cfg.q.backend, "memory") == 0) {
 			/* where a restore leaves the store dumps (target/memdump.h) */
 			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),

@@ -18,6 +18,7 @@
 #include "target/memdump.h"
 #include "target/memory.h"
 #include "target/rocksdb.h"
+#include "target/table.h"
 #include "worker/keygroup.h"
 #include "target/target.h"
 
@@ -385,7 +386,7 @@ const struct sfs_target_ops sfs_target_memory = {
 
 /* ---- the table ---------------------------------------------------------------- */
 
-static const struct sfs_target_ops *const targets[] = { &sfs_target_memory,
+static const struct sfs_target_ops *const targets[] = { &sfs_target_memory, &sfs_target_table,
 								&sfs_target_rocksdb };
 
 const struct sfs_target_ops *sfs_target_find(const char *name)

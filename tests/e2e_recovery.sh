@@ -19,10 +19,10 @@ EVENTS=${SFS_RECOVERY_EVENTS:-600000}
 KILLS=${SFS_RECOVERY_KILLS:-3}
 RATE=${SFS_RECOVERY_RATE:-200000}   # --max-rate of the interrupted runs: ~3 s each
 QUERIES=${SFS_RECOVERY_QUERIES:-q4 q17 q18}
-BACKENDS=${SFS_RECOVERY_BACKENDS:-rocksdb-direct memory rocksdb}
+BACKENDS=${SFS_RECOVERY_BACKENDS:-rocksdb-direct memory rocksdb table}
 WORKERS=${SFS_RECOVERY_WORKERS:-2}
-RESCALE_BACKENDS=${SFS_RECOVERY_RESCALE_BACKENDS:-rocksdb-direct memory rocksdb}
-STOP_BACKENDS=${SFS_RECOVERY_STOP_BACKENDS:-rocksdb-direct memory rocksdb}
+RESCALE_BACKENDS=${SFS_RECOVERY_RESCALE_BACKENDS:-rocksdb-direct memory rocksdb table}
+STOP_BACKENDS=${SFS_RECOVERY_STOP_BACKENDS:-rocksdb-direct memory rocksdb table}
 if [ -n "${SFS_SOAK:-}" ]; then
 	EVENTS=${SFS_RECOVERY_EVENTS:-2000000}
 	KILLS=${SFS_RECOVERY_KILLS:-10}

@@ -1,0 +1,2243 @@
+/*
+ * table.c — the `table` flush target's writer (the compactor): barrier
+ * deltas into Paimon-style tables (files and keys: table.h; reading:
+ * table_read.c, table_view.h).
+ *
+ * One table per registered state per worker, in <store>/s<sid>/.  The
+ * compactor's main thread stages a sealed buffer's entries per table
+ * (apply), then at commit(seq), per touched table, under the table's lock:
+ *
+ *  1. Map diff (map and list state).  The staged entries are compared with
+ *     the image the table holds (one batch probe): an entry equal to its
+ *     stored value is dropped, a removal of an absent entry too; a clear
+ *     becomes a tombstone for each stored entry of the map that the buffer
+ *     does not write again (one prefix scan).  So a changed row of a 3-row
+ *     map writes 1 row and a reverted change writes none.
+ *  2. Data commit.  The delta is written as one small level-0 data file
+ *     (LZ4) and committed as a snapshot (kind DATA, watermark = seq): from
+ *     here the buffer is durable.
+ *  3. The minimal round.  That level-0 file is up-levelled at once: its
+ *     keys are looked up in the table's level >= 1 files (one batch probe
+ *     per file, positions only — values only for counters, whose deltas
+ *     are folded over the base here: the aggregation merge), every
+ *     superseded row gets a bit in its file's deletion vector, tombstones
+ *     vanish, and the rows become a level-1 file — the same file relabelled
+ *     when it holds puts only (no rewrite), else a rewrite of the delta.  One
+ *     snapshot (kind COMPACT) commits the relabel or rewrite and the new
+ *     deletion-vector index.  Cost: O(delta x log), never O(table) — except
+ *     the vector index, rewritten whole per round (vectors are small: runs
+ *     or bitmaps of changed rows; left as is, see the closing note).
+ *  After the round every file of the table is standalone-correct with its
+ *  vector applied: a read is a raw probe, no merge reader.  With the round
+ *  switched off (SFS_TABLE_ROUND=0: the "background only" ablation) step 3
+ *  runs on the background thread instead and readers merge level 0.
+ *
+ * The background thread (one per writer, i.e. per worker store) runs the
+ * discretionary shaping merges: when a level holds FANIN files, they are
+ * merged into one file of the next level (tiered, size ratio ~FANIN per
+ * level; ZSTD from level 2).  Rows of level >= 1 files are disjoint once
+ * masked, so a merge is a plain k-way merge, no resolution.  It reads its
+ * inputs without the table lock (files are immutable; its own readers,
+ * the vectors copied); barrier rounds meanwhile may set more bits in the
+ * inputs' vectors, which the merge carries over to the output by a
+ * position map when it commits under the lock.  So merges may lag
+ * arbitrarily without changing any result and never hold up a barrier
+ * for longer than their commit.
+ *
+ * Maintenance session: a table's live file set, its vectors and its
+ * watermark are loaded once (the full manifest chain, at open) and then
+ * kept current from this writer's own commits — each commit folds just its
+ * delta into the set (SFS_TABLE_SESSION=0: the ablation re-walks the whole
+ * chain before every commit).  Every 32 commits the base manifest list is
+ * rebased on the live set, and snapshots older than the previous one are
+ * expired.
+ *
+ * Publication: after a commit the live files of every table (names,
+ * levels, vector index names) and the applied seq are published in the
+ * worker's region under a seqlock (table.h); readers catch up from it.
+ * Files that leave the live set are unlinked after a QSBR grace period
+ * (a reader that has not caught up may still open them).
+ *
+ * Faults: any failed step reloads the table from its last committed
+ * snapshot (in-memory vectors included) and the commit is retried later;
+ * a kill -9 anywhere leaves the last committed snapshot, and the next open
+ * collects orphans (layout's gc: files no snapshot names) and up-levels a
+ * level-0 file left by a kill between data commit and round.  A redone
+ * buffer skips every table whose watermark has reached its seq.
+ *
+ * Checkpoints: snapshot() links each table's live files and vector index
+ * into the stage, flat, and writes TABLES (target/table_snap.h); a
+ * restore puts them back at <store>/ and open() adopts them (links into
+ * the table directories, one COMPACT snapshot per table).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/fingerprint.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/merge.h"
+#include "layout/datafile.h"
+#include "layout/dvec.h"
+#include "layout/manifest.h"
+#include "shm/atomic.h"
+#include "shm/qsbr.h"
+#include "target/table.h"
+#include "target/table_int.h"
+#include "target/table_snap.h"
+#include "target/table_view.h"
+#include "worker/keygroup.h"
+
+#define FANIN 4u              /* files of a level that trigger a shaping merge */
+#define MERGE_MAX 8u          /* inputs of one merge */
+#define REBASE_EVERY 32u      /* commits between base-list rebases */
+#define ROUND_CHUNK 4096u     /* rows per batch probe of a round */
+#define BG_POLL_MS 20
+
+/* ---- shared helpers (table_int.h) ---------------------------------------------------- */
+
+uint64_t sfs_table_layout(void)
+{
+	uint64_t h = SFS_FP_INIT;
+
+	SFS_FP_SIZE(h, struct sfs_table_pub);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_seq);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_published);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_applied);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_ntables);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_tables);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_files);
+	return h;
+}
+
+uint32_t sfs_table_knobs(void)
+{
+	static const struct {
+		const char *env;
+		uint32_t bit;
+	} k[] = {
+		{ "SFS_TABLE_ROUND", SFS_TABLE_K_ROUND },
+		{ "SFS_TABLE_SHAPING", SFS_TABLE_K_SHAPING },
+		{ "SFS_TABLE_MAP_DIFF", SFS_TABLE_K_MAP_DIFF },
+		{ "SFS_TABLE_HASH_IN", SFS_TABLE_K_HASH_IN },
+		{ "SFS_TABLE_SESSION", SFS_TABLE_K_SESSION },
+	};
+	uint32_t on = SFS_TABLE_K_ALL;
+
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		const char *v = getenv(k[i].env);
+
+		if (v && strcmp(v, "0") == 0)
+			on &= ~k[i].bit;
+	}
+	return on;
+}
+
+int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out)
+{
+	char name[SFS_REGION_NAME_MAX];
+	uint64_t off, size;
+	struct sfs_table_pub *p;
+	int rc;
+
+	*out = NULL;
+	snprintf(name, sizeof(name), "table.%u", worker);
+	if (sfs_seg_region_find(s, name, &off, &size)) {
+		if (!create)
+			return 0;
+		rc = sfs_seg_region_create(s, name, sizeof(*p), SFS_ROLE_COMPACTOR, &off);
+		if (rc)
+			return rc;
+		if ((rc = sfs_seg_region_find(s, name, &off, &size)))
+			return rc;
+	}
+	if (size < sizeof(*p))
+		return sfs__err(SFS_ELAYOUT, "table target region %s: %llu bytes, this build "
+				"needs %zu", name, (unsigned long long)size, sizeof(*p));
+	p = sfs_seg_ptr(s, off);
+	if (sfs_load_acquire(&p->tp_magic) == SFS_TABLE_MAGIC) {
+		if (p->tp_version != SFS_TABLE_VERSION || p->tp_layout != sfs_table_layout())
+			return sfs__err(SFS_ELAYOUT, "table target region %s: version %u or layout "
+					"differs from this build's", name, p->tp_version);
+		*out = p;
+		return 0;
+	}
+	if (!create)
+		return 0;
+	memset(p, 0, sizeof(*p));
+	p->tp_version = SFS_TABLE_VERSION;
+	p->tp_worker = worker;
+	p->tp_layout = sfs_table_layout();
+	sfs_store_release(&p->tp_magic, SFS_TABLE_MAGIC);
+	*out = p;
+	return 0;
+}
+
+const struct sfs_table_pub *sfs_table_pub_of(struct sfs_seg *s, uint32_t worker)
+{
+	struct sfs_table_pub *p = NULL;
+
+	return sfs__table_pub_find(s, worker, 0, &p) == 0 ? p : NULL;
+}
+
+int sfs__table_store_dir(const struct sfs_seg *s, uint32_t worker, char *buf, size_t len)
+{
+	if (!s->hdr->sh_data_dir[0])
+		return sfs__err(SFS_EUSAGE, "the table target needs a data directory (segment %s "
+				"has none)", s->path);
+	snprintf(buf, len, "%.400s/w%u", s->hdr->sh_data_dir, worker);
+	return 0;
+}
+
+size_t sfs__table_enc(unsigned char *out, int map, uint32_t plen, uint64_t ns, const void *key,
+		      uint32_t klen)
+{
+	uint32_t head = map ? plen : klen;
+
+	memcpy(out, key, head);
+	for (int i = 0; i < 8; i++)
+		out[head + i] = (unsigned char)(ns >> (56 - 8 * i));
+	if (klen > head)
+		memcpy(out + head + 8, (const char *)key + head, klen - head);
+	return (size_t)klen + 8;
+}
+
+/*
+ * Fault injection (tests): SFS_TABLE_CRASH_AT="POINT:N" kills the process
+ * at the Nth pass through POINT: datafile (a level-0 file written, not
+ * committed), datacommit (committed, not up-levelled), roundfile (the
+ * round's rewrite written, not committed), round (the round committed,
+ * not published), mergefile, merge (the same for a shaping merge).
+ */
+static void fault(const char *point)
+{
+	static int left = -1;
+	static char want[16];
+
+	if (left < 0) {
+		const char *e = getenv("SFS_TABLE_CRASH_AT");
+
+		left = 0;
+		if (e && sscanf(e, "%15[a-z]:%d", want, &left) != 2)
+			left = 0;
+	}
+	if (left > 0 && strcmp(point, want) == 0 && __atomic_sub_fetch(&left, 1, __ATOMIC_RELAXED) == 0)
+		raise(SIGKILL);
+}
+
+/* ---- the writer's state -------------------------------------------------------------- */
+
+struct tfile {
+	char name[SFS_TABLE_NAME];
+	uint32_t level;
+	uint64_t rows, size;
+	uint64_t order;             /* creation order: level 0 is read newest first */
+	sfs_df_reader_t *rd;        /* main thread's reader */
+	uint64_t *dv;               /* deletion vector (NULL: none yet) */
+	size_t dv_words;
+	uint64_t dv_set;
+	unsigned char *min_key, *max_key;
+	uint16_t min_klen, max_klen, kg_lo, kg_hi;
+	int merging;                /* an input of the running shaping merge */
+};
+
+struct srow {                       /* a staged row: offsets into the stage buffer */
+	uint64_t koff, voff;
+	uint32_t klen, vlen;
+	int kind;                   /* SFS_DF_* */
+};
+
+struct table {
+	uint32_t sid;
+	int kind;                   /* SFS_STATE_* */
+	int merge;                  /* counter: its operator; else -1 */
+	char dir[640];
+	pthread_mutex_t mu;         /* the file set, vectors, snapshots: both threads */
+	uint64_t snap;              /* latest committed snapshot */
+	uint64_t watermark;         /* its watermark */
+	uint32_t commits;           /* since the last rebase */
+	struct tfile *f;
+	size_t nf, cap;
+	char dvi[SFS_TABLE_NAME];   /* current vector index, "" none */
+	uint64_t order;
+	/* staging (main thread only) */
+	unsigned char *sb;          /* keys and values */
+	size_t sb_len, sb_cap;
+	struct srow *rows;
+	size_t nrows, rows_cap;
+	uint64_t *clears;           /* offsets of staged clear prefixes (klen in the row array) */
+	struct srow *clr;
+	size_t nclr, clr_cap;
+	size_t save_rows, save_sb, save_clr;
+	uint64_t save_gen;
+	int loaded;
+};
+
+/* Scratch of batch lookups: one per thread. */
+struct scratch {
+	struct sfs_df_key *pk, *sk; /* probe keys, and tv_probe's scratch */
+	uint32_t *pi;
+	struct sfs_df_hit *ph;
+	struct tv_res *pr;
+	size_t cap;
+	struct tv_arena arena;
+};
+
+struct sfs_target_writer {
+	struct sfs_seg *seg;
+	uint32_t worker;
+	const struct sfs_proc_slot *self;
+	char base[512];
+	uint32_t knobs;
+	struct sfs_table_pub *pub;
+	struct table *t[SFS_MAX_STATES];
+	uint64_t applied;
+	uint64_t gen;               /* apply calls: save points */
+	int failing;
+	pthread_mutex_t pub_mu;     /* publication: both threads */
+	pthread_mutex_t del_mu;     /* the deferred deletions */
+	struct pend {
+		char path[1024];
+		uint64_t token;
+	} *del;
+	size_t ndel, delcap;
+	pthread_t bg;
+	int bg_on;
+	volatile int stop;
+	struct scratch main_sc;     /* lookups of the main thread */
+	struct scratch bg_sc;       /* ... and of the background thread */
+};
+
+static uint64_t rand64(void)
+{
+	uint64_t r = 0;
+
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = sfs_now_ns() ^ ((uint64_t)getpid() << 32);
+	return r;
+}
+
+static void new_name(char *buf, uint32_t sid, const char *ext)
+{
+	snprintf(buf, SFS_TABLE_NAME, "t%u-%016llx.%s", sid, (unsigned long long)rand64(), ext);
+}
+
+/* A file name of this store into a name field: ours are short (new_name). */
+static int name_set(char *dst, const char *src, const char *where)
+{
+	size_t n = strlen(src);
+
+	if (n >= SFS_TABLE_NAME)
+		return sfs__err(SFS_ECORRUPT, "%s: file name %.40s... is not one of the table "
+				"target's", where, src);
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+static void scratch_free(struct scratch *sc)
+{
+	free(sc->pk);
+	free(sc->sk);
+	free(sc->pi);
+	free(sc->ph);
+	free(sc->pr);
+	tv_arena_free(&sc->arena);
+	memset(sc, 0, sizeof(*sc));
+}
+
+static int scratch_grow(struct scratch *sc, size_t n)
+{
+	if (n <= sc->cap)
+		return 0;
+	free(sc->pk);
+	free(sc->sk);
+	free(sc->pi);
+	free(sc->ph);
+	free(sc->pr);
+	sc->pk = malloc(n * sizeof(*sc->pk));
+	sc->sk = malloc(n * sizeof(*sc->sk));
+	sc->pi = malloc(n * sizeof(*sc->pi));
+	sc->ph = malloc(n * sizeof(*sc->ph));
+	sc->pr = malloc(n * sizeof(*sc->pr));
+	if (!sc->pk || !sc->sk || !sc->pi || !sc->ph || !sc->pr) {
+		sc->cap = 0;
+		return -ENOMEM;
+	}
+	sc->cap = n;
+	return 0;
+}
+
+/* Unlink @path once every reader that might still open it caught up. */
+static void defer_unlink(struct sfs_target_writer *w, const char *path)
+{
+	pthread_mutex_lock(&w->del_mu);
+	if (!w->self) {
+		unlink(path);	/* the supervisor's adopt: no reader exists yet */
+	} else if (w->ndel < w->delcap || (w->del = realloc(w->del, (w->delcap = w->delcap ?
+						w->delcap * 2 : 16) * sizeof(*w->del)))) {
+		snprintf(w->del[w->ndel].path, sizeof(w->del[0].path), "%s", path);
+		w->del[w->ndel++].token = sfs_qsbr_start(w->seg->hdr);
+	} else {
+		w->ndel = w->delcap = 0;	/* out of memory: leak files, not memory */
+	}
+	pthread_mutex_unlock(&w->del_mu);
+}
+
+static int reap(struct sfs_target_writer *w)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&w->del_mu);
+	for (size_t i = 0; i < w->ndel; i++) {
+		if (sfs_qsbr_check(w->seg, w->self, w->del[i].token, 0) == 1)
+			unlink(w->del[i].path);
+		else
+			w->del[k++] = w->del[i];
+	}
+	w->ndel = k;
+	pthread_mutex_unlock(&w->del_mu);
+	return k > 0;
+}
+
+static void file_free(struct tfile *f)
+{
+	sfs_df_reader_close(f->rd);
+	free(f->dv);
+	free(f->min_key);
+	free(f->max_key);
+	memset(f, 0, sizeof(*f));
+}
+
+static void table_drop_files(struct table *t)
+{
+	for (size_t i = 0; i < t->nf; i++)
+		file_free(&t->f[i]);
+	t->nf = 0;
+	t->dvi[0] = '\0';
+}
+
+static struct tfile *file_add(struct table *t)
+{
+	if (t->nf == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 8;
+		struct tfile *nf = realloc(t->f, cap * sizeof(*nf));
+
+		if (!nf)
+			return NULL;
+		t->f = nf;
+		t->cap = cap;
+	}
+	memset(&t->f[t->nf], 0, sizeof(t->f[0]));
+	return &t->f[t->nf++];
+}
+
+static void file_remove(struct table *t, size_t i)
+{
+	file_free(&t->f[i]);
+	memmove(&t->f[i], &t->f[i + 1], (t->nf - i - 1) * sizeof(t->f[0]));
+	t->nf--;
+}
+
+/* Open the file's reader and take its key range from the footer. */
+static int file_open(struct table *t, struct tfile *f)
+{
+	char path[1024];
+	struct sfs_df_meta m;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", t->dir, f->name);
+	if ((rc = sfs_df_reader_open(path, NULL, &f->rd)))
+		return rc;
+	sfs_df_reader_meta(f->rd, &m);
+	f->rows = m.rows;
+	f->size = m.file_size;
+	f->kg_lo = m.kg_lo;
+	f->kg_hi = m.kg_hi;
+	f->min_klen = (uint16_t)m.min_klen;
+	f->max_klen = (uint16_t)m.max_klen;
+	f->min_key = malloc(m.min_klen);
+	f->max_key = malloc(m.max_klen);
+	if (!f->min_key || !f->max_key)
+		return -ENOMEM;
+	memcpy(f->min_key, m.min_key, m.min_klen);
+	memcpy(f->max_key, m.max_key, m.max_klen);
+	return 0;
+}
+
+static void entry_of(const struct tfile *f, int op, uint32_t level, struct sfs_mf_entry *e)
+{
+	e->op = op;
+	e->file = f->name;
+	e->level = level;
+	e->rows = f->rows;
+	e->size = f->size;
+	e->min_key = f->min_key;
+	e->max_key = f->max_key;
+	e->min_klen = f->min_klen;
+	e->max_klen = f->max_klen;
+	e->kg_lo = f->kg_lo;
+	e->kg_hi = f->kg_hi;
+}
+
+static int dv_set_bit(struct tfile *f, uint64_t pos)
+{
+	if (!f->dv) {
+		f->dv_words = sfs_dv_words(f->rows);
+		if (!(f->dv = calloc(f->dv_words ? f->dv_words : 1, sizeof(uint64_t))))
+			return -ENOMEM;
+	}
+	if (pos >= f->rows)
+		return sfs__err(SFS_ECORRUPT, "%s: row %llu of %llu", f->name,
+				(unsigned long long)pos, (unsigned long long)f->rows);
+	if (!(f->dv[pos / 64] & (1ull << (pos % 64)))) {
+		f->dv[pos / 64] |= 1ull << (pos % 64);
+		f->dv_set++;
+	}
+	return 0;
+}
+
+/* Write the table's vector index (every file with a bit set) under a new
+ * name into @name ("" when no file has one). */
+static int dv_write(struct table *t, char *name)
+{
+	sfs_dv_builder_t *b;
+	char path[1024];
+	int rc, any = 0;
+
+	name[0] = '\0';
+	if ((rc = sfs_dv_builder_new(&b)))
+		return rc;
+	for (size_t i = 0; i < t->nf && !rc; i++)
+		if (t->f[i].dv_set) {
+			rc = sfs_dv_builder_add(b, t->f[i].name, t->f[i].rows, t->f[i].dv,
+						t->f[i].dv_words);
+			any = 1;
+		}
+	if (!rc && any) {
+		new_name(name, t->sid, "dvi");
+		snprintf(path, sizeof(path), "%s/%s", t->dir, name);
+		rc = sfs_dv_builder_write(b, path);
+		if (rc)
+			name[0] = '\0';
+	}
+	sfs_dv_builder_free(b);
+	return rc;
+}
+
+/* ---- loading a table (the maintenance session's one full read) ------------------------- */
+
+struct load_ctx {
+	struct table *t;
+	int rc;
+};
+
+static int load_entry(const struct sfs_mf_entry *e, void *arg)
+{
+	struct load_ctx *c = arg;
+	struct table *t = c->t;
+
+	if (e->op == SFS_MF_ADD) {
+		struct tfile *f = file_add(t);
+
+		if (!f)
+			return -ENOMEM;
+		if (name_set(f->name, e->file, t->dir)) {
+			t->nf--;
+			return SFS_ECORRUPT;
+		}
+		f->level = e->level;
+		f->order = ++t->order;
+		return 0;
+	}
+	for (size_t i = t->nf; i-- > 0;)
+		if (strcmp(t->f[i].name, e->file) == 0) {
+			file_remove(t, i);
+			return 0;
+		}
+	return sfs__err(SFS_ECORRUPT, "%s: the manifest deletes %s, which is not live", t->dir,
+			e->file);
+}
+
+static int keep_live(const char *name, void *arg)
+{
+	struct table *t = arg;
+
+	if (strcmp(name, t->dvi) == 0)
+		return 1;
+	for (size_t i = 0; i < t->nf; i++)
+		if (strcmp(t->f[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * (Re)load the table from its latest snapshot: the live set, the readers,
+ * the vectors, the watermark.  With @gc, orphans are collected (open only:
+ * nothing else writes the directory then).
+ */
+static int table_load(struct table *t, int gc)
+{
+	struct load_ctx c = { t, 0 };
+	struct sfs_mf_snapshot s;
+	sfs_dv_index_t *ix = NULL;
+	uint64_t id = 0;
+	int rc;
+
+	table_drop_files(t);
+	t->snap = 0;
+	t->watermark = 0;
+	t->order = 0;
+	if ((rc = sfs_mf_latest(t->dir, &id)))
+		return rc;
+	if (id) {
+		if ((rc = sfs_mf_snapshot_read(t->dir, id, &s)) ||
+		    (rc = sfs_mf_for_all(t->dir, &s, load_entry, &c)))
+			goto fail;
+		t->snap = id;
+		t->watermark = s.watermark;
+		if ((rc = name_set(t->dvi, s.dv_index, t->dir)))
+			goto fail;
+	}
+	for (size_t i = 0; i < t->nf; i++)
+		if ((rc = file_open(t, &t->f[i])))
+			goto fail;
+	if (t->dvi[0]) {
+		char path[1024];
+
+		snprintf(path, sizeof(path), "%s/%s", t->dir, t->dvi);
+		if ((rc = sfs_dv_open(path, &ix)))
+			goto fail;
+		for (size_t i = 0; i < t->nf; i++) {
+			struct tfile *f = &t->f[i];
+			int k = sfs_dv_find(ix, f->name);
+			struct sfs_dv_info info;
+
+			if (k < 0)
+				continue;
+			sfs_dv_info(ix, (size_t)k, &info);
+			if (info.rows != f->rows) {
+				rc = sfs__err(SFS_ECORRUPT, "%s: vector of %s covers %llu rows, the file "
+					      "has %llu", path, f->name, (unsigned long long)info.rows,
+					      (unsigned long long)f->rows);
+				goto fail;
+			}
+			f->dv_words = sfs_dv_words(f->rows);
+			if (!(f->dv = calloc(f->dv_words ? f->dv_words : 1, 8))) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			if ((rc = sfs_dv_decode(ix, (size_t)k, f->dv, f->dv_words)))
+				goto fail;
+			f->dv_set = info.deleted;
+		}
+		sfs_dv_close(ix);
+		ix = NULL;
+	}
+	if (gc && (rc = sfs_mf_gc(t->dir, keep_live, t)) < 0)
+		goto fail;
+	t->loaded = 1;
+	return 0;
+fail:
+	sfs_dv_close(ix);
+	table_drop_files(t);
+	t->loaded = 0;
+	return rc;
+}
+
+/*
+ * Commit snapshot snap+1 of @t from @e[0..n) and the current vector index;
+ * then expire what the previous snapshot alone named.
+ */
+static int table_commit(struct sfs_target_writer *w, struct table *t, int kind,
+			const struct sfs_mf_entry *e, size_t n)
+{
+	struct sfs_mf_commit c = { .kind = kind, .schema_id = t->sid,
+				   .dv_index = t->dvi[0] ? t->dvi : NULL, .entries = e, .n = n,
+				   .watermark = t->watermark };
+	struct sfs_mf_entry *live = NULL;
+	int rc;
+
+	if (++t->commits >= REBASE_EVERY) {
+		/* The live set of snapshot snap, as the session holds it, minus
+		 * nothing: this commit's delta comes after it. */
+		size_t k = 0;
+
+		if (!(live = malloc((t->nf ? t->nf : 1) * sizeof(*live))))
+			return -ENOMEM;
+		for (size_t i = 0; i < t->nf; i++) {
+			int in_delta = 0;
+
+			for (size_t j = 0; j < n && !in_delta; j++)
+				in_delta = e[j].op == SFS_MF_ADD && strcmp(e[j].file, t->f[i].name) == 0 &&
+					   e[j].level == t->f[i].level;
+			if (!in_delta)
+				entry_of(&t->f[i], SFS_MF_ADD, t->f[i].level, &live[k++]);
+		}
+		c.rebase = 1;
+		c.rebase_entries = live;
+		c.rebase_n = k;
+	}
+	rc = sfs_mf_commit(t->dir, t->snap + 1, &c);
+	free(live);
+	if (rc)
+		return rc;
+	if (c.rebase)
+		t->commits = 0;
+	t->snap++;
+	if (t->snap > 2 && (rc = sfs_mf_expire(t->dir, t->snap - 1)) < 0)
+		sfs_log("table %s: expiring snapshots: %s", t->dir, sfs_last_error());
+	(void)w;
+	return 0;
+}
+
+/* A failed step left memory ahead of the disk: back to the last snapshot. */
+static void table_recover(struct sfs_target_writer *w, struct table *t, const char *what)
+{
+	int rc;
+
+	sfs_log("worker %u, table %s: %s failed, back to snapshot %llu: %s", w->worker, t->dir,
+		what, (unsigned long long)t->snap, sfs_last_error());
+	if (w->pub)
+		uatomic_inc(&w->pub->tp_errors);
+	if ((rc = table_load(t, 0)))
+		sfs_log("worker %u, table %s: reload failed (retried with the commit): %s",
+			w->worker, t->dir, sfs_last_error());
+}
+
+/* ---- publication ---------------------------------------------------------------------- */
+
+static int lvl_cmp(const void *x, const void *y)
+{
+	const struct tfile *a = *(const struct tfile *const *)x, *b = *(const struct tfile *const *)y;
+
+	/* level 0 first, newest first; then by level */
+	if ((a->level == 0) != (b->level == 0))
+		return a->level == 0 ? -1 : 1;
+	if (a->level == 0)
+		return a->order > b->order ? -1 : a->order < b->order;
+	return a->level < b->level ? -1 : a->level > b->level;
+}
+
+/* Sorted pointers to @t's files (lvl_cmp); @out holds t->nf. */
+static void files_sorted(struct table *t, struct tfile **out)
+{
+	for (size_t i = 0; i < t->nf; i++)
+		out[i] = &t->f[i];
+	if (t->nf > 1)
+		qsort(out, t->nf, sizeof(*out), lvl_cmp);
+}
+
+static int publish(struct sfs_target_writer *w)
+{
+	struct sfs_table_pub *p = w->pub;
+	struct tfile **tmp = NULL;
+	size_t tcap = 0;
+	uint32_t nt = 0, nf = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&w->pub_mu);
+	sfs_store_release(&p->tp_seq, p->tp_seq + 1);	/* odd: changing */
+	cmm_smp_wmb();
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES; sid++) {
+		struct table *t = w->t[sid];
+		struct sfs_table_pub_table *pt;
+
+		if (!t || !t->loaded)
+			continue;
+		pthread_mutex_lock(&t->mu);
+		if (t->nf > tcap) {
+			free(tmp);
+			if (!(tmp = malloc((tcap = t->nf * 2) * sizeof(*tmp)))) {
+				tcap = 0;
+				rc = -ENOMEM;
+			}
+		}
+		if (!rc && nf + t->nf > SFS_TABLE_PUB_FILES)
+			rc = sfs__err(SFS_EFULL, "worker %u: more than %u live table files", w->worker,
+				      SFS_TABLE_PUB_FILES);
+		if (!rc) {
+			pt = &p->tp_tables[nt++];
+			pt->pt_sid = sid;
+			pt->pt_first = nf;
+			pt->pt_nfiles = (uint32_t)t->nf;
+			memcpy(pt->pt_dvi, t->dvi, sizeof(pt->pt_dvi));
+			files_sorted(t, tmp);
+			for (size_t i = 0; i < t->nf; i++, nf++) {
+				memcpy(p->tp_files[nf].pf_name, tmp[i]->name, SFS_TABLE_NAME);
+				p->tp_files[nf].pf_level = tmp[i]->level;
+				p->tp_files[nf].pf_rows = tmp[i]->rows;
+			}
+		}
+		pthread_mutex_unlock(&t->mu);
+		if (rc)
+			break;
+	}
+	if (!rc) {
+		p->tp_ntables = nt;
+		p->tp_nfiles = nf;
+		p->tp_applied = w->applied;
+	}
+	cmm_smp_wmb();
+	sfs_store_release(&p->tp_seq, p->tp_seq + 1);
+	if (!rc)
+		sfs_store_release(&p->tp_published, p->tp_published + 1);
+	pthread_mutex_unlock(&w->pub_mu);
+	free(tmp);
+	return rc;
+}
+
+/* ---- the round: up-level one level-0 file ------------------------------------------------ */
+
+static int lookup_view(struct table *t, const struct tfile *skip, struct tv_file *vf,
+		       size_t *map, int levels_only)
+{
+	struct tfile *srt[t->nf ? t->nf : 1];
+	int n = 0;
+
+	files_sorted(t, srt);
+	for (size_t i = 0; i < t->nf; i++) {
+		struct tfile *f = srt[i];
+
+		if (f == skip || (levels_only && f->level == 0))
+			continue;
+		vf[n].rd = f->rd;
+		vf[n].dv = f->dv;
+		vf[n].dv_words = f->dv_words;
+		vf[n].level = f->level;
+		map[n++] = (size_t)(f - t->f);
+	}
+	return n;
+}
+
+/*
+ * The commit of a round or a merge (t->mu held): @t->f[@gone[0..ngone)]
+ * leave the live set, @add (a file of @t->dir, NULL: none) joins it at
+ * @level, @relabel (index or -1) moves from level 0 to 1 without a
+ * rewrite, and every level >= 1 file whose rows are now all masked leaves
+ * too.  A new vector index is written when bits changed (@masked) or a
+ * file with a vector leaves.  @add_dv (@add_dv_set bits; owned by this
+ * call) is the added file's vector.  On success the set in memory is the
+ * snapshot's and the files that left are queued for unlinking; on failure
+ * the set is unchanged but the vectors may be ahead (the caller reloads).
+ */
+static int set_commit(struct sfs_target_writer *w, struct table *t, const size_t *gone,
+		      size_t ngone, const char *add, uint32_t level, long relabel, int masked,
+		      uint64_t *add_dv, uint64_t add_dv_set)
+{
+	size_t old_nf = t->nf, ne = 0;
+	struct sfs_mf_entry *e = NULL;
+	unsigned char *leave = NULL;
+	uint64_t *keep = NULL;
+	char old_dvi[SFS_TABLE_NAME], dvi[SFS_TABLE_NAME], path[1024];
+	int rc = 0, dv_changed = masked;
+
+	/* first the new file (file_add may move t->f: entries point into it) */
+	if (add) {
+		struct tfile *nf = file_add(t);
+
+		if (!nf)
+			return -ENOMEM;
+		snprintf(nf->name, sizeof(nf->name), "%s", add);
+		nf->level = level;
+		nf->order = ++t->order;
+		if ((rc = file_open(t, nf))) {
+			file_remove(t, t->nf - 1);
+			free(add_dv);
+			return rc;
+		}
+		if (add_dv_set) {
+			nf->dv = add_dv;
+			nf->dv_words = sfs_dv_words(nf->rows);
+			nf->dv_set = add_dv_set;
+			add_dv = NULL;
+			dv_changed = 1;
+		}
+	}
+	free(add_dv);
+	e = malloc((ngone + old_nf + 3) * sizeof(*e));
+	leave = calloc(old_nf + 1, 1);
+	keep = malloc((t->nf + 1) * sizeof(*keep));
+	if (!e || !leave || !keep) {
+		rc = -ENOMEM;
+		goto undo;
+	}
+	for (size_t k = 0; k < ngone; k++)
+		leave[gone[k]] = 1;
+	for (size_t k = 0; k < old_nf; k++)
+		if (t->f[k].level > 0 && t->f[k].rows && t->f[k].dv_set == t->f[k].rows &&
+		    !t->f[k].merging)
+			leave[k] = 1;	/* wholly superseded */
+	for (size_t k = 0; k < old_nf; k++)
+		if (leave[k]) {
+			entry_of(&t->f[k], SFS_MF_DELETE, t->f[k].level, &e[ne++]);
+			dv_changed |= t->f[k].dv_set != 0;
+		}
+	if (relabel >= 0) {
+		entry_of(&t->f[relabel], SFS_MF_DELETE, 0, &e[ne++]);
+		entry_of(&t->f[relabel], SFS_MF_ADD, 1, &e[ne++]);
+	}
+	if (add)
+		entry_of(&t->f[old_nf], SFS_MF_ADD, level, &e[ne++]);
+	memcpy(old_dvi, t->dvi, sizeof(old_dvi));
+	if (dv_changed) {
+		/* the index of the files that stay */
+		for (size_t k = 0; k < t->nf; k++) {
+			keep[k] = t->f[k].dv_set;
+			if (k < old_nf && leave[k])
+				t->f[k].dv_set = 0;
+		}
+		rc = dv_write(t, dvi);
+		for (size_t k = 0; k < t->nf; k++)
+			t->f[k].dv_set = keep[k];
+		if (rc)
+			goto undo;
+		memcpy(t->dvi, dvi, sizeof(t->dvi));
+	}
+	if ((rc = table_commit(w, t, SFS_MF_COMPACT, e, ne))) {
+		memcpy(t->dvi, old_dvi, sizeof(t->dvi));
+		goto undo;
+	}
+	if (dv_changed && old_dvi[0]) {
+		snprintf(path, sizeof(path), "%s/%s", t->dir, old_dvi);
+		defer_unlink(w, path);
+	}
+	if (relabel >= 0) {
+		t->f[relabel].level = 1;
+		sfs_store_relaxed(&w->pub->tp_upgrades, w->pub->tp_upgrades + 1);
+	}
+	for (size_t k = old_nf; k-- > 0;)
+		if (leave[k]) {
+			snprintf(path, sizeof(path), "%s/%s", t->dir, t->f[k].name);
+			defer_unlink(w, path);
+			file_remove(t, k);
+		}
+	goto out;
+undo:
+	if (add)
+		file_remove(t, old_nf);
+out:
+	free(e);
+	free(leave);
+	free(keep);
+	return rc;
+}
+
+/* The round's commit: level-0 file @i leaves (rewritten into @oname, or
+ * relabelled when !@rewrite). */
+static int round_commit(struct sfs_target_writer *w, struct table *t, size_t i, int rewrite,
+			const char *oname, uint64_t masked)
+{
+	size_t gone = i;
+
+	if (!rewrite)
+		return set_commit(w, t, NULL, 0, NULL, 0, (long)i, masked != 0, NULL, 0);
+	return set_commit(w, t, &gone, 1, oname, 1, -1, masked != 0, NULL, 0);
+}
+
+/*
+ * Up-level level-0 file @t->f[@i] (t->mu held): mask the rows it supersedes
+ * in the level >= 1 files, fold its counter deltas, drop its tombstones,
+ * and commit it as level 1 (relabelled, or rewritten when it holds more
+ * than puts).  Older level-0 files must have been up-levelled first.
+ */
+static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struct scratch *sc)
+{
+	struct tfile *f0 = &t->f[i];
+	struct sfs_df_meta m;
+	uint64_t t0 = sfs_now_ns(), masked = 0;
+	int rewrite, rc, nv;
+	sfs_df_writer_t *out = NULL;
+	sfs_df_iter_t *it = NULL;
+	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4 };
+	struct tv_file *vf = malloc((t->nf + 1) * sizeof(*vf));
+	size_t *map = malloc((t->nf + 1) * sizeof(*map));
+	char oname[SFS_TABLE_NAME], path[1024];
+	unsigned char *kb = NULL, *vb = NULL;
+	struct { uint32_t koff, klen, voff, vlen; int kind; } *ch = NULL;
+	uint64_t orows = 0, added = 0;
+	int done = 0;
+
+	if (!vf || !map) {
+		free(vf);
+		free(map);
+		return -ENOMEM;
+	}
+	sfs_df_reader_meta(f0->rd, &m);
+	rewrite = m.puts != m.rows;
+	nv = lookup_view(t, f0, vf, map, 1);
+	ch = malloc(ROUND_CHUNK * sizeof(*ch));
+	if (!ch || (rc = scratch_grow(sc, ROUND_CHUNK)))
+		goto fail_nomem;
+	if ((rc = sfs_df_iter_range(f0->rd, NULL, 0, NULL, 0, NULL, 0, &it)))
+		goto fail;
+	if (rewrite) {
+		new_name(oname, t->sid, "sst");
+		snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
+		if ((rc = sfs_df_writer_open(path, &wo, &out)))
+			goto fail;
+	}
+	while (!done) {
+		size_t n = 0, kl = 0, vl = 0, kcap = 0, vcap = 0;
+		struct sfs_df_row row;
+
+		/* a chunk of rows, copied (the iterator's pointers move) */
+		while (n < ROUND_CHUNK && (rc = sfs_df_iter_next(it, &row)) == 1) {
+			if (kl + row.klen > kcap) {
+				unsigned char *nk = realloc(kb, kcap = (kl + row.klen) * 2 + 4096);
+
+				if (!nk)
+					goto fail_nomem;
+				kb = nk;
+			}
+			if (vl + row.vlen > vcap) {
+				unsigned char *nvb = realloc(vb, vcap = (vl + row.vlen) * 2 + 4096);
+
+				if (!nvb)
+					goto fail_nomem;
+				vb = nvb;
+			}
+			memcpy(kb + kl, row.key, row.klen);
+			if (row.vlen)
+				memcpy(vb + vl, row.val, row.vlen);
+			ch[n].koff = (uint32_t)kl;
+			ch[n].klen = (uint32_t)row.klen;
+			ch[n].voff = (uint32_t)vl;
+			ch[n].vlen = (uint32_t)row.vlen;
+			ch[n].kind = row.kind;
+			kl += row.klen;
+			vl += row.vlen;
+			n++;
+		}
+		if (rc < 0)
+			goto fail;
+		done = rc == 0;
+		if (!n)
+			break;
+		for (size_t j = 0; j < n; j++) {
+			sc->pk[j].p = kb + ch[j].koff;
+			sc->pk[j].len = ch[j].klen;
+		}
+		tv_arena_reset(&sc->arena);
+		rc = tv_probe(vf, (unsigned)nv, sc->pk, n, t->merge,
+			      (t->merge >= 0 ? 0 : SFS_DF_PROBE_NO_VALUES) |
+				      SFS_DF_PROBE_SEEK_SPARSE |
+				      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0 : SFS_DF_PROBE_PER_LITERAL),
+			      &sc->arena, sc->pr, sc->sk, sc->pi, sc->ph);
+		if (rc)
+			goto fail;
+		for (size_t j = 0; j < n; j++) {
+			struct tv_res *r = &sc->pr[j];
+			const unsigned char *v = vb + ch[j].voff;
+			uint32_t vlen = ch[j].vlen;
+			int64_t folded;
+
+			if (r->file >= 0) {
+				if ((rc = dv_set_bit(&t->f[map[r->file]], r->pos)))
+					goto fail;
+				masked++;
+			}
+			if (ch[j].kind == SFS_DF_DELETE || !out)
+				continue;
+			if (ch[j].kind == SFS_DF_MERGE) {
+				folded = sfs_df_merge_delta(v);
+				if (r->state == 1 && r->vlen == 8 && t->merge >= 0) {
+					int64_t base;
+
+					memcpy(&base, r->val, 8);
+					folded = sfs_merge_i64((unsigned)t->merge, base, folded);
+				}
+				v = (const unsigned char *)&folded;
+				vlen = 8;
+			}
+			if ((rc = sfs_df_writer_add(out, kb + ch[j].koff, ch[j].klen, SFS_DF_PUT, v,
+						    vlen)))
+				goto fail;
+			added++;
+		}
+	}
+	sfs_df_iter_close(it);
+	it = NULL;
+	if (out && added == 0) {
+		sfs_df_writer_abort(out);	/* only tombstones: nothing to keep */
+		out = NULL;
+	} else if (out) {
+		rc = sfs_df_writer_finish(out, &orows);
+		out = NULL;
+		if (rc)
+			goto fail;
+		fault("roundfile");
+	}
+	rc = round_commit(w, t, i, rewrite, orows ? oname : NULL, masked);
+	if (rc)
+		goto fail;
+	fault("round");
+	sfs_store_relaxed(&w->pub->tp_rounds, w->pub->tp_rounds + 1);
+	sfs_store_relaxed(&w->pub->tp_rows_masked, w->pub->tp_rows_masked + masked);
+	sfs_store_relaxed(&w->pub->tp_round_ns, w->pub->tp_round_ns + (sfs_now_ns() - t0));
+	free(vf);
+	free(map);
+	free(ch);
+	free(kb);
+	free(vb);
+	return 0;
+fail_nomem:
+	rc = -ENOMEM;
+fail:
+	sfs_df_iter_close(it);
+	sfs_df_writer_abort(out);
+	free(vf);
+	free(map);
+	free(ch);
+	free(kb);
+	free(vb);
+	return rc;
+}
+
+/* ---- staging (apply) --------------------------------------------------------------------- */
+
+static int is_map_kind(int kind)
+{
+	return kind == SFS_STATE_MAP || kind == SFS_STATE_LIST;
+}
+
+static struct table *table_get(struct sfs_target_writer *w, uint32_t sid)
+{
+	struct table *t = w->t[sid];
+
+	if (t)
+		return t;
+	if (!(t = calloc(1, sizeof(*t))))
+		return NULL;
+	t->sid = sid;
+	t->kind = (int)w->seg->hdr->sh_states[sid].sd_kind;
+	t->merge = t->kind == SFS_STATE_COUNTER ? (int)w->seg->hdr->sh_states[sid].sd_merge : -1;
+	snprintf(t->dir, sizeof(t->dir), "%.490s/s%u", w->base, sid);
+	pthread_mutex_init(&t->mu, NULL);
+	t->loaded = 1;	/* a new table: empty, nothing on disk to load */
+	__atomic_store_n(&w->t[sid], t, __ATOMIC_RELEASE);	/* the background thread looks */
+	return t;
+}
+
+static int sb_put(struct table *t, const void *p, size_t n, uint64_t *off)
+{
+	if (t->sb_len + n > t->sb_cap) {
+		size_t cap = t->sb_cap ? t->sb_cap : 65536;
+		unsigned char *nb;
+
+		while (cap < t->sb_len + n)
+			cap *= 2;
+		if (!(nb = realloc(t->sb, cap)))
+			return -ENOMEM;
+		t->sb = nb;
+		t->sb_cap = cap;
+	}
+	*off = t->sb_len;
+	if (n)
+		memcpy(t->sb + t->sb_len, p, n);
+	t->sb_len += n;
+	return 0;
+}
+
+/* Stage a row whose key is encoded already. */
+static int stage_raw(struct table *t, struct srow **arr, size_t *cnt, size_t *cap,
+		     const void *enc, uint32_t el, int kind, const void *val, uint32_t vlen)
+{
+	struct srow *r;
+	int rc;
+
+	if (*cnt == *cap) {
+		size_t nc = *cap ? 2 * *cap : 256;
+		struct srow *na = realloc(*arr, nc * sizeof(*na));
+
+		if (!na)
+			return -ENOMEM;
+		*arr = na;
+		*cap = nc;
+	}
+	r = &(*arr)[*cnt];
+	r->klen = el;
+	r->vlen = vlen;
+	r->kind = kind;
+	if ((rc = sb_put(t, enc, el, &r->koff)) || (rc = sb_put(t, val, vlen, &r->voff)))
+		return rc;
+	(*cnt)++;
+	return 0;
+}
+
+static int stage_row(struct table *t, struct srow **arr, size_t *cnt, size_t *cap, int map,
+		     uint32_t plen, uint64_t ns, const void *key, uint32_t klen, int kind,
+		     const void *val, uint32_t vlen)
+{
+	unsigned char enc[SFS_DF_KEY_MAX];
+
+	if ((size_t)klen + 8 > SFS_DF_KEY_MAX)
+		return sfs__err(SFS_EUSAGE, "table %s: a key of %u bytes is too long for a data "
+				"file", t->dir, klen);
+	return stage_raw(t, arr, cnt, cap, enc, (uint32_t)sfs__table_enc(enc, map, plen, ns, key,
+									 klen),
+			 kind, val, vlen);
+}
+
+static void save_point(struct sfs_target_writer *w, struct table *t)
+{
+	if (t->save_gen == w->gen)
+		return;
+	t->save_gen = w->gen;
+	t->save_rows = t->nrows;
+	t->save_sb = t->sb_len;
+	t->save_clr = t->nclr;
+}
+
+/* A map's run (the memory target's apply_map has the same walk): clears
+ * become staged prefixes, entries rows. */
+static int stage_map(struct table *t, const struct sfs_wbuf_view *v, unsigned n)
+{
+	uint32_t plen = sfs_map_parent_len(v[0].key, v[0].klen);
+	unsigned run = 1, heads = 0;
+	int rc;
+
+	if (!plen)
+		return sfs__err(SFS_ECORRUPT, "table target: malformed map key of %u bytes",
+				v[0].klen);
+	while (run < n && v[run].klen >= plen && memcmp(v[run].key, v[0].key, plen) == 0)
+		run++;
+	for (; heads < run && v[heads].klen == plen; heads++) {
+		struct sfs_map_head hd = { 0, 0 };
+
+		if (v[heads].len == sizeof(hd))
+			memcpy(&hd, v[heads].value, sizeof(hd));
+		if (hd.mh_clear_pos &&
+		    (rc = stage_row(t, &t->clr, &t->nclr, &t->clr_cap, 1, plen, v[heads].ns,
+				    v[heads].key, plen, SFS_DF_DELETE, NULL, 0)))
+			return rc;
+	}
+	for (unsigned i = heads; i < run; i++) {
+		struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
+		struct sfs_map_head hd = { 0, 0 };
+		unsigned j;
+
+		for (j = 0; j < heads && v[j].ns != v[i].ns; j++)
+			;
+		if (j < heads && v[j].len == sizeof(hd))
+			memcpy(&hd, v[j].value, sizeof(hd));
+		if (hd.mh_clear_pos && v[i].off < hd.mh_clear_pos)
+			continue;	/* written before the clear in this buffer: gone */
+		if (v[i].len >= sizeof(me))
+			memcpy(&me, v[i].value, sizeof(me));
+		if (me.me_flags & SFS_MAP_REMOVED)
+			rc = stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 1, plen, v[i].ns, v[i].key,
+				       v[i].klen, SFS_DF_DELETE, NULL, 0);
+		else
+			rc = stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 1, plen, v[i].ns, v[i].key,
+				       v[i].klen, SFS_DF_PUT, (const char *)v[i].value + sizeof(me),
+				       v[i].len - (uint32_t)sizeof(me));
+		if (rc)
+			return rc;
+	}
+	return (int)run;
+}
+
+static int tbl_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
+		     uint64_t seq)
+{
+	int rc = 0;
+
+	(void)seq;
+	w->gen++;
+	for (unsigned i = 0; i < n && rc == 0; i++) {
+		uint32_t sid;
+		struct table *t;
+		int64_t d;
+
+		if (v[i].klen < SFS_KEY_PREFIX ||
+		    (sid = sfs_key_prefix_state(v[i].key)) >= SFS_MAX_STATES) {
+			rc = sfs__err(SFS_ECORRUPT, "table target: a buffered key of %u bytes",
+				      v[i].klen);
+			break;
+		}
+		if (!(t = table_get(w, sid))) {
+			rc = -ENOMEM;
+			break;
+		}
+		save_point(w, t);
+		if (is_map_kind(t->kind)) {
+			rc = stage_map(t, &v[i], n - i);
+			if (rc > 0) {
+				i += (unsigned)rc - 1;
+				rc = 0;
+			}
+			continue;
+		}
+		switch (v[i].kind) {
+		case SFS_WBUF_PUT:
+			rc = stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 0, 0, v[i].ns, v[i].key,
+				       v[i].klen, SFS_DF_PUT, v[i].value, v[i].len);
+			break;
+		case SFS_WBUF_DELETE:
+			rc = stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 0, 0, v[i].ns, v[i].key,
+				       v[i].klen, SFS_DF_DELETE, NULL, 0);
+			break;
+		case SFS_WBUF_MERGE:
+			d = sfs_wbuf_view_i64(&v[i]);
+			rc = stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 0, 0, v[i].ns, v[i].key,
+				       v[i].klen, SFS_DF_MERGE, &d, 8);
+			break;
+		default:
+			rc = sfs__err(SFS_ECORRUPT, "table target: entry of unknown kind %u",
+				      v[i].kind);
+		}
+	}
+	if (rc) {
+		/* back to this call's save points: the retry stages them again */
+		for (uint32_t sid = 0; sid < SFS_MAX_STATES; sid++) {
+			struct table *t = w->t[sid];
+
+			if (t && t->save_gen == w->gen) {
+				t->nrows = t->save_rows;
+				t->sb_len = t->save_sb;
+				t->nclr = t->save_clr;
+			}
+		}
+	}
+	return rc;
+}
+
+static void stage_clear(struct table *t)
+{
+	t->nrows = 0;
+	t->nclr = 0;
+	t->sb_len = 0;
+}
+
+/* ---- commit: map diff, data commit, round ----------------------------------------------------- */
+
+static const unsigned char *sb_at(const struct table *t, uint64_t off)
+{
+	return t->sb + off;
+}
+
+static const struct table *sort_t;	/* qsort has no context argument (main thread only) */
+
+static int srow_cmp(const void *x, const void *y)
+{
+	const struct srow *a = x, *b = y;
+	uint32_t l = a->klen < b->klen ? a->klen : b->klen;
+	int c = memcmp(sb_at(sort_t, a->koff), sb_at(sort_t, b->koff), l);
+
+	if (c)
+		return c;
+	return a->klen < b->klen ? -1 : a->klen > b->klen;
+}
+
+static void sort_rows(struct table *t)
+{
+	sort_t = t;
+	if (t->nrows > 1)
+		qsort(t->rows, t->nrows, sizeof(*t->rows), srow_cmp);
+}
+
+/* Is the encoded key @k staged?  (rows sorted) */
+static int staged(struct table *t, const void *k, uint32_t klen, size_t nrows)
+{
+	size_t lo = 0, hi = nrows;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct srow *r = &t->rows[mid];
+		uint32_t l = r->klen < klen ? r->klen : klen;
+		int c = memcmp(sb_at(t, r->koff), k, l);
+
+		if (!c)
+			c = r->klen < klen ? -1 : r->klen > klen;
+		if (!c)
+			return 1;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/*
+ * Map and list state: the buffer's rows against the image the table
+ * holds.  Clears become tombstones of the stored entries the buffer does
+ * not write again; with the diff on, puts equal to the stored value and
+ * removals of absent entries are dropped; with it off (the ablation) each
+ * touched map is rewritten whole.
+ */
+static int map_diff(struct sfs_target_writer *w, struct table *t)
+{
+	struct tv_file *vf = malloc((t->nf + 1) * sizeof(*vf));
+	size_t *map = malloc((t->nf + 1) * sizeof(*map));
+	struct scratch *sc = &w->main_sc;
+	size_t base = t->nrows, kept = 0;
+	int nv, rc = 0;
+
+	if (!vf || !map) {
+		free(vf);
+		free(map);
+		return -ENOMEM;
+	}
+	nv = lookup_view(t, NULL, vf, map, 0);
+	tv_arena_reset(&sc->arena);
+	sort_rows(t);
+	/* prefixes to rewrite: the clears, and (diff off) every touched map */
+	for (size_t c = 0; c < t->nclr + ((w->knobs & SFS_TABLE_K_MAP_DIFF) ? 0 : base) && !rc; c++) {
+		unsigned char pfx[SFS_DF_KEY_MAX], key[SFS_DF_KEY_MAX];
+		uint32_t plen;
+		int is_clear = c < t->nclr;
+		struct tv_row *rows = NULL;
+		size_t nr = 0;
+
+		/* copied: staging below may move the stage buffer */
+		if (is_clear) {
+			plen = t->clr[c].klen;
+			memcpy(pfx, sb_at(t, t->clr[c].koff), plen);
+		} else {
+			const struct srow *r = &t->rows[c - t->nclr];
+
+			plen = sfs_map_parent_len(sb_at(t, r->koff), r->klen) + 8;	/* parent | ns */
+			if (plen > r->klen) {
+				rc = sfs__err(SFS_ECORRUPT, "%s: a staged map key of %u bytes", t->dir,
+					      r->klen);
+				break;
+			}
+			memcpy(pfx, sb_at(t, r->koff), plen);
+			if (c > t->nclr) {
+				const struct srow *p = &t->rows[c - t->nclr - 1];
+
+				if (p->klen >= plen && memcmp(sb_at(t, p->koff), pfx, plen) == 0)
+					continue;	/* the same map as the row before */
+			}
+		}
+		if ((rc = tv_prefix(vf, (unsigned)nv, pfx, plen, &sc->arena, &rows, &nr)))
+			break;
+		for (size_t k = 0; k < nr && !rc; k++) {
+			if (plen + rows[k].klen > sizeof(key)) {
+				rc = sfs__err(SFS_ECORRUPT, "%s: a stored key of %u bytes", t->dir,
+					      plen + rows[k].klen);
+				break;
+			}
+			memcpy(key, pfx, plen);
+			memcpy(key + plen, rows[k].key, rows[k].klen);
+			if (staged(t, key, plen + rows[k].klen, base))
+				continue;
+			/* a clear: tombstone; a whole-map rewrite: the same value again */
+			rc = stage_raw(t, &t->rows, &t->nrows, &t->rows_cap, key, plen + rows[k].klen,
+				       is_clear ? SFS_DF_DELETE : SFS_DF_PUT,
+				       is_clear ? NULL : rows[k].val, is_clear ? 0 : rows[k].vlen);
+		}
+		free(rows);
+	}
+	if (!rc && (w->knobs & SFS_TABLE_K_MAP_DIFF) && base) {
+		/* one probe of the buffer's own rows: drop what would change nothing */
+		if (!(rc = scratch_grow(sc, base))) {
+			for (size_t k = 0; k < base; k++) {
+				sc->pk[k].p = sb_at(t, t->rows[k].koff);
+				sc->pk[k].len = t->rows[k].klen;
+			}
+			rc = tv_probe(vf, (unsigned)nv, sc->pk, base, -1,
+				      SFS_DF_PROBE_SEEK_SPARSE |
+					      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0
+										: SFS_DF_PROBE_PER_LITERAL),
+				      &sc->arena, sc->pr, sc->sk, sc->pi, sc->ph);
+		}
+		for (size_t k = 0; !rc && k < base; k++) {
+			const struct srow *r = &t->rows[k];
+			const struct tv_res *p = &sc->pr[k];
+			int same = r->kind == SFS_DF_DELETE ? p->state != 1
+							    : p->state == 1 && p->vlen == r->vlen &&
+								      memcmp(p->val, sb_at(t, r->voff),
+									     r->vlen) == 0;
+
+			if (same) {
+				sfs_store_relaxed(&w->pub->tp_map_unchanged,
+						  w->pub->tp_map_unchanged + 1);
+				continue;
+			}
+			t->rows[kept++] = *r;
+		}
+		if (!rc) {
+			memmove(&t->rows[kept], &t->rows[base], (t->nrows - base) * sizeof(*t->rows));
+			t->nrows = kept + (t->nrows - base);
+		}
+	}
+	free(vf);
+	free(map);
+	if (!rc)
+		sort_rows(t);
+	return rc;
+}
+
+/* Data commit of @t's staged delta as a level-0 file, then (knob) the round. */
+static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t seq)
+{
+	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4 };
+	sfs_df_writer_t *out = NULL;
+	char name[SFS_TABLE_NAME], path[1024];
+	struct sfs_mf_entry e;
+	struct tfile *f;
+	int rc = 0;
+
+	if (t->watermark >= seq && t->snap) {
+		stage_clear(t);	/* a redone buffer this table holds already */
+		return 0;
+	}
+	if (!(w->knobs & SFS_TABLE_K_SESSION) && t->snap && (rc = table_load(t, 0)))
+		return rc;	/* the ablation: the whole chain again, every commit */
+	if (is_map_kind(t->kind))
+		rc = map_diff(w, t);
+	else
+		sort_rows(t);
+	if (rc)
+		return rc;
+	if (!t->nrows) {
+		stage_clear(t);
+		return 0;
+	}
+	new_name(name, t->sid, "sst");
+	snprintf(path, sizeof(path), "%s/%s", t->dir, name);
+	if ((rc = sfs_df_writer_open(path, &wo, &out)))
+		return rc;
+	for (size_t i = 0; i < t->nrows && !rc; i++) {
+		const struct srow *r = &t->rows[i];
+
+		if (i && r->klen == t->rows[i - 1].klen &&
+		    memcmp(sb_at(t, r->koff), sb_at(t, t->rows[i - 1].koff), r->klen) == 0)
+			continue;	/* cannot happen (one entry per key per buffer): be safe */
+		rc = sfs_df_writer_add(out, sb_at(t, r->koff), r->klen, r->kind,
+				       r->vlen ? sb_at(t, r->voff) : NULL, r->vlen);
+	}
+	if (rc) {
+		sfs_df_writer_abort(out);
+		return rc;
+	}
+	if ((rc = sfs_df_writer_finish(out, NULL)))
+		return rc;
+	fault("datafile");
+	if (!(f = file_add(t)))
+		return -ENOMEM;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	f->level = 0;
+	f->order = ++t->order;
+	if ((rc = file_open(t, f))) {
+		file_remove(t, t->nf - 1);
+		return rc;
+	}
+	entry_of(f, SFS_MF_ADD, 0, &e);
+	t->watermark = seq;
+	if ((rc = table_commit(w, t, SFS_MF_DATA, &e, 1))) {
+		table_recover(w, t, "data commit");
+		return rc;
+	}
+	fault("datacommit");
+	sfs_store_relaxed(&w->pub->tp_data_commits, w->pub->tp_data_commits + 1);
+	sfs_store_relaxed(&w->pub->tp_rows_written, w->pub->tp_rows_written + t->nrows);
+	stage_clear(t);
+	if (w->knobs & SFS_TABLE_K_ROUND) {
+		/* the data is durable: a failed round is redone at the next open or commit */
+		if ((rc = uplevel(w, t, t->nf - 1, &w->main_sc))) {
+			table_recover(w, t, "up-levelling round");
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* Level-0 files left behind (a kill between data commit and round, a
+ * failed round): up-level them, oldest first.  t->mu held. */
+static int catch_up_rounds(struct sfs_target_writer *w, struct table *t, struct scratch *sc)
+{
+	for (;;) {
+		size_t oldest = SIZE_MAX;
+		int rc;
+
+		for (size_t i = 0; i < t->nf; i++)
+			if (t->f[i].level == 0 && (oldest == SIZE_MAX ||
+						   t->f[i].order < t->f[oldest].order))
+				oldest = i;
+		if (oldest == SIZE_MAX)
+			return 0;
+		if ((rc = uplevel(w, t, oldest, sc))) {
+			table_recover(w, t, "up-levelling round");
+			return rc;
+		}
+	}
+}
+
+static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
+{
+	uint64_t t0 = sfs_now_ns();
+	int rc = 0;
+
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
+		struct table *t = w->t[sid];
+
+		if (!t || (!t->nrows && !t->nclr))
+			continue;
+		pthread_mutex_lock(&t->mu);
+		if (!t->loaded && (rc = table_load(t, 0)) == 0)
+			rc = 0;
+		if (!rc && (w->knobs & SFS_TABLE_K_ROUND))
+			rc = catch_up_rounds(w, t, &w->main_sc);
+		if (!rc)
+			rc = commit_table(w, t, seq);
+		pthread_mutex_unlock(&t->mu);
+	}
+	if (rc) {
+		if (!w->failing)
+			sfs_log("worker %u: commit of buffer seq %llu failed, will retry: %s",
+				w->worker, (unsigned long long)seq, sfs_last_error());
+		w->failing = 1;
+		uatomic_inc(&w->pub->tp_errors);
+		return rc;
+	}
+	if (w->failing)
+		sfs_log("worker %u: commit of buffer seq %llu succeeded again", w->worker,
+			(unsigned long long)seq);
+	w->failing = 0;
+	w->applied = seq;
+	rc = publish(w);
+	t0 = sfs_now_ns() - t0;
+	sfs_store_relaxed(&w->pub->tp_commits, w->pub->tp_commits + 1);
+	sfs_store_relaxed(&w->pub->tp_commit_ns, w->pub->tp_commit_ns + t0);
+	if (t0 > w->pub->tp_commit_max_ns)
+		sfs_store_relaxed(&w->pub->tp_commit_max_ns, t0);
+	return rc;
+}
+
+/* ---- the background thread: shaping merges (and rounds, when not at the barrier) --------- */
+
+/* Inputs of the next shaping merge of @t (t->mu held): the files of the
+ * lowest level >= 1 holding FANIN of them (at most MERGE_MAX). */
+static size_t pick_merge(struct table *t, size_t *in, uint32_t *level)
+{
+	for (uint32_t l = 1; l < 64; l++) {
+		size_t n = 0, any = 0;
+
+		for (size_t i = 0; i < t->nf; i++) {
+			if (t->f[i].level < l)
+				continue;
+			any = 1;
+			if (t->f[i].level == l && !t->f[i].merging && n < MERGE_MAX)
+				in[n++] = i;
+		}
+		if (!any)
+			return 0;
+		if (n >= FANIN) {
+			*level = l + 1;
+			return n;
+		}
+	}
+	return 0;
+}
+
+struct min {
+	sfs_df_reader_t *rd;
+	sfs_df_iter_t *it;
+	struct sfs_df_row row;
+	int live;
+	uint64_t *dv;           /* the vector as the merge read it */
+	size_t dv_words;
+	uint32_t *to;           /* input row -> output row (UINT32_MAX: not written) */
+	uint64_t rows;
+	char name[SFS_TABLE_NAME];
+};
+
+/* One shaping merge of @t; 1 if it did one, 0 if none was due, < 0 error. */
+static int shaping_merge(struct sfs_target_writer *w, struct table *t)
+{
+	size_t in[MERGE_MAX], n, gone[MERGE_MAX];
+	struct min m[MERGE_MAX];
+	uint32_t level = 0;
+	uint64_t t0 = sfs_now_ns(), outrow = 0;
+	char oname[SFS_TABLE_NAME], path[1024];
+	struct sfs_df_write_opts wo = { 0 };
+	sfs_df_writer_t *out = NULL;
+	int rc = 0;
+
+	memset(m, 0, sizeof(m));
+	pthread_mutex_lock(&t->mu);
+	if (!t->loaded || !(n = pick_merge(t, in, &level))) {
+		pthread_mutex_unlock(&t->mu);
+		return 0;
+	}
+	for (size_t k = 0; k < n && !rc; k++) {
+		struct tfile *f = &t->f[in[k]];
+
+		f->merging = 1;
+		memcpy(m[k].name, f->name, sizeof(m[k].name));
+		m[k].rows = f->rows;
+		m[k].dv_words = sfs_dv_words(f->rows);
+		m[k].dv = calloc(m[k].dv_words ? m[k].dv_words : 1, 8);
+		m[k].to = malloc((f->rows ? f->rows : 1) * sizeof(uint32_t));
+		if (!m[k].dv || !m[k].to || f->rows > UINT32_MAX)
+			rc = -ENOMEM;
+		else if (f->dv)
+			memcpy(m[k].dv, f->dv, m[k].dv_words * 8);
+	}
+	pthread_mutex_unlock(&t->mu);
+	/* read and write without the lock: the inputs are immutable */
+	for (size_t k = 0; k < n && !rc; k++) {
+		snprintf(path, sizeof(path), "%s/%s", t->dir, m[k].name);
+		if (!(rc = sfs_df_reader_open(path, NULL, &m[k].rd)))
+			rc = sfs_df_iter_range(m[k].rd, NULL, 0, NULL, 0, m[k].dv, m[k].dv_words,
+					       &m[k].it);
+		if (!rc) {
+			memset(m[k].to, 0xff, m[k].rows * sizeof(uint32_t));
+			rc = sfs_df_iter_next(m[k].it, &m[k].row);
+			m[k].live = rc == 1;
+			rc = rc < 0 ? rc : 0;
+		}
+	}
+	wo.codec = level >= 2 ? SFS_DF_ZSTD : SFS_DF_LZ4;
+	new_name(oname, t->sid, "sst");
+	snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
+	if (!rc)
+		rc = sfs_df_writer_open(path, &wo, &out);
+	while (!rc && !w->stop) {
+		int best = -1;
+
+		for (size_t k = 0; k < n; k++) {
+			size_t l;
+			int c;
+
+			if (!m[k].live)
+				continue;
+			if (best < 0) {
+				best = (int)k;
+				continue;
+			}
+			l = m[k].row.klen < m[best].row.klen ? m[k].row.klen : m[best].row.klen;
+			c = memcmp(m[k].row.key, m[best].row.key, l);
+			if (c < 0 || (c == 0 && m[k].row.klen < m[best].row.klen))
+				best = (int)k;
+		}
+		if (best < 0)
+			break;
+		rc = sfs_df_writer_add(out, m[best].row.key, m[best].row.klen, SFS_DF_PUT,
+				       m[best].row.val, m[best].row.vlen);
+		if (rc)
+			break;
+		m[best].to[m[best].row.pos] = (uint32_t)outrow++;
+		rc = sfs_df_iter_next(m[best].it, &m[best].row);
+		m[best].live = rc == 1;
+		rc = rc < 0 ? rc : 0;
+	}
+	if (w->stop && !rc)
+		rc = -ECANCELED;
+	if (!rc && outrow == 0) {
+		sfs_df_writer_abort(out);	/* every row masked meanwhile */
+		out = NULL;
+	} else if (!rc) {
+		rc = sfs_df_writer_finish(out, NULL);
+		out = NULL;
+		if (!rc)
+			fault("mergefile");
+	}
+	pthread_mutex_lock(&t->mu);
+	if (!rc) {
+		/* the inputs by name again (the set moved meanwhile), their new
+		 * bits carried over to the output's rows */
+		uint64_t *odv = NULL;
+		size_t ow = sfs_dv_words(outrow), nset = 0;
+
+		if (outrow && !(odv = calloc(ow ? ow : 1, 8)))
+			rc = -ENOMEM;
+		for (size_t k = 0; k < n && !rc; k++) {
+			struct tfile *f = NULL;
+
+			for (size_t i = 0; i < t->nf; i++)
+				if (strcmp(t->f[i].name, m[k].name) == 0)
+					f = &t->f[i];
+			if (!f) {
+				rc = sfs__err(SFS_ECORRUPT, "%s: merge input %s left the table", t->dir,
+					      m[k].name);
+				break;
+			}
+			gone[k] = (size_t)(f - t->f);
+			for (size_t x = 0; f->dv && x < m[k].dv_words; x++) {
+				uint64_t nb = f->dv[x] & ~m[k].dv[x];
+
+				while (nb) {
+					uint64_t p = x * 64 + (uint64_t)__builtin_ctzll(nb);
+
+					nb &= nb - 1;
+					if (m[k].to[p] != UINT32_MAX) {
+						odv[m[k].to[p] / 64] |= 1ull << (m[k].to[p] % 64);
+						nset++;
+					}
+				}
+			}
+		}
+		if (!rc) {
+			rc = set_commit(w, t, gone, n, outrow ? oname : NULL, level, -1, 0, odv, nset);
+			odv = NULL;
+		}
+		free(odv);
+		if (!rc) {
+			fault("merge");
+			sfs_store_relaxed(&w->pub->tp_merges, w->pub->tp_merges + 1);
+			sfs_store_relaxed(&w->pub->tp_merge_rows, w->pub->tp_merge_rows + outrow);
+			sfs_store_relaxed(&w->pub->tp_merge_ns, w->pub->tp_merge_ns + (sfs_now_ns() - t0));
+		}
+	}
+	if (rc) {
+		for (size_t i = 0; i < t->nf; i++)
+			for (size_t k = 0; k < n; k++)
+				if (strcmp(t->f[i].name, m[k].name) == 0)
+					t->f[i].merging = 0;
+	}
+	pthread_mutex_unlock(&t->mu);
+	for (size_t k = 0; k < n; k++) {
+		sfs_df_iter_close(m[k].it);
+		sfs_df_reader_close(m[k].rd);
+		free(m[k].dv);
+		free(m[k].to);
+	}
+	sfs_df_writer_abort(out);
+	if (rc) {
+		if (rc != -ECANCELED)
+			sfs_log("worker %u, table %s: shaping merge failed (retried later): %s",
+				w->worker, t->dir, sfs_last_error());
+		snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
+		unlink(path);
+		return rc;
+	}
+	return 1;
+}
+
+static struct table *table_at(struct sfs_target_writer *w, uint32_t sid)
+{
+	return __atomic_load_n(&w->t[sid], __ATOMIC_ACQUIRE);
+}
+
+static void *bg_main(void *arg)
+{
+	struct sfs_target_writer *w = arg;
+
+	while (!w->stop) {
+		int did = 0;
+
+		for (uint32_t sid = 0; sid < SFS_MAX_STATES && !w->stop; sid++) {
+			struct table *t = table_at(w, sid);
+
+			if (!t)
+				continue;
+			if (!(w->knobs & SFS_TABLE_K_ROUND)) {
+				/* the ablation: rounds lag behind the barrier */
+				size_t l0 = 0;
+
+				pthread_mutex_lock(&t->mu);
+				for (size_t i = 0; i < t->nf; i++)
+					l0 += t->f[i].level == 0;
+				if (l0 && t->loaded && catch_up_rounds(w, t, &w->bg_sc) == 0)
+					did = 1;
+				pthread_mutex_unlock(&t->mu);
+			}
+			if ((w->knobs & SFS_TABLE_K_SHAPING) && shaping_merge(w, t) > 0)
+				did = 1;
+		}
+		reap(w);
+		if (did) {
+			if (publish(w))
+				sfs_log("worker %u: publishing the table files: %s", w->worker,
+					sfs_last_error());
+		} else {
+			struct timespec ts = { 0, BG_POLL_MS * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+static int link_or_copy(const char *from, const char *to)
+{
+	char buf[65536];
+	ssize_t n;
+	int in, out, rc = 0;
+
+	if (link(from, to) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != EXDEV)
+		return sfs__err(sfs__errno(), "link %s to %s: %s", from, to, strerror(errno));
+	if ((in = open(from, O_RDONLY)) < 0)
+		return sfs__err(sfs__errno(), "%s: %s", from, strerror(errno));
+	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) {
+		rc = sfs__err(sfs__errno(), "%s: %s", to, strerror(errno));
+		close(in);
+		return rc;
+	}
+	while (!rc && (n = read(in, buf, sizeof(buf))) != 0)
+		if (n < 0 || write(out, buf, (size_t)n) != n)
+			rc = sfs__err(-EIO, "copy %s to %s: %s", from, to, strerror(errno));
+	if (!rc && fsync(out))
+		rc = sfs__err(sfs__errno(), "%s: fsync: %s", to, strerror(errno));
+	close(in);
+	close(out);
+	return rc;
+}
+
+/*
+ * Stage the store's current version in @dir: every table's live files and
+ * vector index linked flat (names are unique per table: t<sid>-...), and
+ * TABLES (table_snap.h) describing them.  Each table is read under its
+ * lock, so a shaping merge committing meanwhile is seen whole or not at
+ * all; merges change no row, so tables need not be read at one instant.
+ */
+static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
+{
+	struct sfs_tsnap s = { .watermark = w->applied };
+	struct sfs_tsnap_table tabs[SFS_MAX_STATES];
+	char from[1024], to[1024];
+	int rc = 0;
+
+	memset(tabs, 0, sizeof(tabs));
+	s.tables = tabs;
+	if (mkdir(dir, 0700) && errno != EEXIST && (errno != ENOENT || (rc = sfs_mkdirs(dir))))
+		return rc ? rc : sfs__err(sfs__errno(), "directory %s: mkdir: %s", dir, strerror(errno));
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
+		struct table *t = table_at(w, sid);
+		struct sfs_tsnap_table *st;
+
+		if (!t)
+			continue;
+		pthread_mutex_lock(&t->mu);
+		if (!t->loaded) {
+			rc = sfs__err(-EAGAIN, "table %s is not loaded (a failed reload)", t->dir);
+		} else if (t->nf) {
+			st = &tabs[s.ntables++];
+			st->sid = sid;
+			snprintf(st->dvi, sizeof(st->dvi), "%s", t->dvi);
+			if (!(st->files = calloc(t->nf, sizeof(*st->files))))
+				rc = -ENOMEM;
+			for (size_t i = 0; i < t->nf && !rc; i++) {
+				snprintf(st->files[i].name, sizeof(st->files[i].name), "%s", t->f[i].name);
+				st->files[i].level = t->f[i].level;
+				st->files[i].rows = t->f[i].rows;
+				st->nfiles++;
+				snprintf(from, sizeof(from), "%s/%s", t->dir, t->f[i].name);
+				snprintf(to, sizeof(to), "%s/%s", dir, t->f[i].name);
+				rc = link_or_copy(from, to);
+			}
+			if (!rc && t->dvi[0]) {
+				snprintf(from, sizeof(from), "%s/%s", t->dir, t->dvi);
+				snprintf(to, sizeof(to), "%s/%s", dir, t->dvi);
+				rc = link_or_copy(from, to);
+			}
+		}
+		pthread_mutex_unlock(&t->mu);
+	}
+	if (!rc) {
+		snprintf(to, sizeof(to), "%s/TABLES", dir);
+		rc = sfs_tsnap_write(to, &s);
+	}
+	for (uint32_t i = 0; i < s.ntables; i++)
+		free(tabs[i].files);
+	return rc;
+}
+
+static int tbl_files(struct sfs_target_writer *w, int (*fn)(void *arg, const char *path), void *arg)
+{
+	char path[1024];
+	int rc = 0;
+
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
+		struct table *t = table_at(w, sid);
+
+		if (!t)
+			continue;
+		pthread_mutex_lock(&t->mu);
+		for (size_t i = 0; i < t->nf && !rc; i++) {
+			snprintf(path, sizeof(path), "%s/%s", t->dir, t->f[i].name);
+			rc = fn(arg, path);
+		}
+		if (!rc && t->dvi[0]) {
+			snprintf(path, sizeof(path), "%s/%s", t->dir, t->dvi);
+			rc = fn(arg, path);
+		}
+		pthread_mutex_unlock(&t->mu);
+	}
+	return rc;
+}
+
+/* ---- open, adopt, close ------------------------------------------------------------------ */
+
+static int write_text(const char *path, const char *text)
+{
+	char tmp[1024];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (!(f = fopen(tmp, "w")))
+		return sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
+	return sfs_file_commit(f, tmp, path, fputs(text, f) < 0 ? -EIO : 0);
+}
+
+/* Remove the table directories s<sid>/ of the store. */
+static int drop_tables(struct sfs_target_writer *w)
+{
+	char path[1024];
+	struct dirent *e;
+	DIR *d = opendir(w->base);
+	int rc = 0;
+
+	if (!d)
+		return 0;
+	while (!rc && (e = readdir(d))) {
+		unsigned sid;
+		char c;
+
+		if (sscanf(e->d_name, "s%u%c", &sid, &c) != 1)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", w->base, e->d_name);
+		rc = sfs_rmtree(path);
+	}
+	closedir(d);
+	return rc;
+}
+
+/*
+ * A restore put a checkpoint's files and TABLES at the store's top level
+ * (the supervisor, before any child started, with the checkpoint's state
+ * registry): link them into fresh table directories, commit one snapshot
+ * per table, then drop TABLES and the flat names.  A kill midway leaves
+ * TABLES: the next open starts over.
+ */
+static int adopt(struct sfs_target_writer *w, const char *tables, const char *ident)
+{
+	struct sfs_tsnap s;
+	char from[1024], to[1024];
+	int rc;
+
+	if ((rc = sfs_tsnap_read(tables, &s)))
+		return rc;
+	if ((rc = drop_tables(w)))
+		goto out;
+	for (uint32_t k = 0; k < s.ntables && !rc; k++) {
+		const struct sfs_tsnap_table *st = &s.tables[k];
+		struct sfs_mf_entry *e = NULL;
+		struct sfs_mf_commit c = { .kind = SFS_MF_COMPACT, .schema_id = st->sid };
+		struct table tt;
+
+		if (st->sid >= SFS_MAX_STATES) {
+			rc = sfs__err(SFS_ECORRUPT, "%s: state %u out of range", tables, st->sid);
+			break;
+		}
+		memset(&tt, 0, sizeof(tt));
+		snprintf(tt.dir, sizeof(tt.dir), "%.490s/s%u", w->base, st->sid);
+		if ((rc = sfs_mkdirs(tt.dir)))
+			break;
+		if (!(e = calloc(st->nfiles + 1, sizeof(*e))) ||
+		    !(tt.f = calloc(st->nfiles + 1, sizeof(*tt.f)))) {
+			free(e);
+			rc = -ENOMEM;
+			break;
+		}
+		for (uint32_t i = 0; i < st->nfiles && !rc; i++) {
+			struct tfile *f = &tt.f[tt.nf++];
+
+			snprintf(from, sizeof(from), "%s/%s", w->base, st->files[i].name);
+			snprintf(to, sizeof(to), "%s/%s", tt.dir, st->files[i].name);
+			if (!(rc = name_set(f->name, st->files[i].name, tables)) &&
+			    !(rc = link_or_copy(from, to)) && !(rc = file_open(&tt, f)))
+				entry_of(f, SFS_MF_ADD, st->files[i].level, &e[i]);
+		}
+		if (!rc && st->dvi[0]) {
+			snprintf(from, sizeof(from), "%s/%s", w->base, st->dvi);
+			snprintf(to, sizeof(to), "%s/%s", tt.dir, st->dvi);
+			rc = link_or_copy(from, to);
+			c.dv_index = st->dvi;
+		}
+		if (!rc) {
+			c.entries = e;
+			c.n = st->nfiles;
+			rc = sfs_mf_commit(tt.dir, 1, &c);
+		}
+		for (size_t i = 0; i < tt.nf; i++)
+			file_free(&tt.f[i]);
+		free(tt.f);
+		free(e);
+	}
+	if (!rc) {
+		snprintf(to, sizeof(to), "%s/IDENTITY", w->base);
+		rc = write_text(to, ident);
+	}
+	if (!rc && unlink(tables))
+		rc = sfs__err(sfs__errno(), "%s: %s", tables, strerror(errno));
+	for (uint32_t k = 0; k < s.ntables && !rc; k++) {
+		for (uint32_t i = 0; i < s.tables[k].nfiles; i++) {
+			snprintf(from, sizeof(from), "%s/%s", w->base, s.tables[k].files[i].name);
+			unlink(from);
+		}
+		if (s.tables[k].dvi[0]) {
+			snprintf(from, sizeof(from), "%s/%s", w->base, s.tables[k].dvi);
+			unlink(from);
+		}
+	}
+	if (!rc)
+		sfs_log("table store %s: adopted %u tables of a restore", w->base, s.ntables);
+out:
+	sfs_tsnap_free(&s);
+	return rc;
+}
+
+/* Ours (IDENTITY names this segment), adopted (TABLES), or wiped. */
+static int store_prepare(struct sfs_target_writer *w)
+{
+	char path[1024], ident[SFS_JOB_NAME_MAX + 64], cur[SFS_JOB_NAME_MAX + 64] = "";
+	struct stat st;
+	FILE *f;
+	int rc;
+
+	snprintf(ident, sizeof(ident), "%s/%llu/%llu\n", w->seg->hdr->sh_job,
+		 (unsigned long long)w->seg->hdr->sh_created_ns,
+		 (unsigned long long)w->seg->hdr->sh_generation);
+	if ((rc = sfs_mkdirs(w->base)))
+		return rc;
+	snprintf(path, sizeof(path), "%s/TABLES", w->base);
+	if (stat(path, &st) == 0)
+		return adopt(w, path, ident);
+	snprintf(path, sizeof(path), "%s/IDENTITY", w->base);
+	if ((f = fopen(path, "r"))) {
+		if (!fgets(cur, sizeof(cur), f))
+			cur[0] = '\0';
+		fclose(f);
+	}
+	if (strcmp(cur, ident) == 0)
+		return 0;
+	if (cur[0])
+		sfs_log("table store %s: state of another group (%.*s): starting empty", w->base,
+			(int)strcspn(cur, "\n"), cur);
+	if ((rc = drop_tables(w)))
+		return rc;
+	return write_text(path, ident);
+}
+
+static void tbl_close(struct sfs_target_writer *w)
+{
+	if (!w)
+		return;
+	if (w->bg_on) {
+		w->stop = 1;
+		pthread_join(w->bg, NULL);
+	}
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES; sid++) {
+		struct table *t = w->t[sid];
+
+		if (!t)
+			continue;
+		table_drop_files(t);
+		free(t->f);
+		free(t->sb);
+		free(t->rows);
+		free(t->clr);
+		pthread_mutex_destroy(&t->mu);
+		free(t);
+	}
+	scratch_free(&w->main_sc);
+	scratch_free(&w->bg_sc);
+	free(w->del);	/* pending unlinks: orphans the next open collects */
+	pthread_mutex_destroy(&w->pub_mu);
+	pthread_mutex_destroy(&w->del_mu);
+	free(w);
+}
+
+static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot *self,
+		    const struct sfs_target_cfg *cfg, struct sfs_target_writer **out)
+{
+	struct sfs_target_writer *w = calloc(1, sizeof(*w));
+	struct dirent *e;
+	DIR *d;
+	int rc;
+
+	(void)cfg;
+	if (!w)
+		return -ENOMEM;
+	pthread_mutex_init(&w->pub_mu, NULL);
+	pthread_mutex_init(&w->del_mu, NULL);
+	w->seg = s;
+	w->worker = worker;
+	w->self = self;
+	w->knobs = sfs_table_knobs();
+	if ((rc = sfs__table_store_dir(s, worker, w->base, sizeof(w->base))) ||
+	    (rc = sfs__table_pub_find(s, worker, 1, &w->pub)) || (rc = store_prepare(w)))
+		goto fail;
+	sfs_store_relaxed(&w->pub->tp_knobs, w->knobs);
+	w->applied = sfs_load_acquire(&w->pub->tp_applied);
+	if (!(d = opendir(w->base))) {
+		rc = sfs__err(sfs__errno(), "%s: %s", w->base, strerror(errno));
+		goto fail;
+	}
+	while (!rc && (e = readdir(d))) {
+		unsigned sid;
+		char c;
+		struct table *t;
+
+		if (sscanf(e->d_name, "s%u%c", &sid, &c) != 1 || sid >= SFS_MAX_STATES)
+			continue;
+		if (!(t = table_get(w, sid))) {
+			rc = -ENOMEM;
+			break;
+		}
+		if ((rc = table_load(t, 1)))
+			break;
+		if (w->knobs & SFS_TABLE_K_ROUND)
+			rc = catch_up_rounds(w, t, &w->main_sc);
+	}
+	closedir(d);
+	if (rc || (rc = publish(w)))
+		goto fail;
+	if (self) {
+		if ((rc = -pthread_create(&w->bg, NULL, bg_main, w))) {
+			sfs__err(rc, "worker %u: cannot start the table maintenance thread", worker);
+			goto fail;
+		}
+		w->bg_on = 1;
+	}
+	*out = w;
+	return 0;
+fail:
+	tbl_close(w);
+	return rc;
+}
+
+static int tbl_busy(struct sfs_target_writer *w)
+{
+	(void)w;	/* background work has its own thread; unlinks are reaped there */
+	return 0;
+}
+
+const struct sfs_target_ops sfs_target_table = {
+	.name = "table",
+	.open = tbl_open,
+	.apply = tbl_apply,
+	.commit = tbl_commit,
+	.busy = tbl_busy,
+	.files = tbl_files,
+	.snapshot = tbl_snapshot,
+	.close = tbl_close,
+	.reader_open = sfs__table_reader_open,
+	.catch_up = sfs__table_catch_up,
+	.probe = sfs__table_probe,
+	.map_get = sfs__table_map_get,
+	.map_iter = sfs__table_map_iter,
+	.reader_close = sfs__table_reader_close,
+};

@@ -1,0 +1,115 @@
+/*
+ * table.h — the `table` flush target (target/table.c): sfs's own
+ * Paimon-style LSM tables (layout/datafile.h, layout/manifest.h,
+ * layout/dvec.h), one table per registered state per worker bucket.
+ *
+ * Files: <sh_data_dir>/w<N>/ is worker N's store; s<sid>/ is the table of
+ * state <sid>: data files t<sid>-<16 hex>.sst, deletion-vector indexes
+ * t<sid>-<16 hex>.dvi, and the metadata chain (snapshot-<id>, manifest
+ * lists, manifests, LATEST).  IDENTITY names the segment the store belongs
+ * to (a store of an earlier group is wiped unless a restore put TABLES
+ * beside it: target/table_snap.h, adopted at open).
+ *
+ * Row key of a buffered entry (kg | state | rest, worker/keygroup.h) in
+ * namespace ns, so that bytewise order is the table's primary key order
+ * (key group, key, namespace, user key):
+ *   value, counter:  kg | state | key | ns (8 B, big-endian)
+ *   map, list entry: kg | state | klen | key | ns | user key
+ * A map's entries in one namespace are the contiguous range with prefix
+ * parent | ns: a clear or an iteration is one prefix scan.
+ *
+ * Shared memory: region "table.<w>" holds what the compactor publishes to
+ * the readers of worker w's store (struct sfs_table_pub): the live files of
+ * every table at the published version, under a seqlock.
+ */
+#ifndef SFS_TARGET_TABLE_H
+#define SFS_TARGET_TABLE_H
+
+#include <stdint.h>
+
+#include "shm/segment.h"
+#include "target/target.h"
+
+#define SFS_TABLE_MAGIC 0x314c424154534653ull /* "SFSTABL1" */
+#define SFS_TABLE_VERSION 1u
+#define SFS_TABLE_NAME 32u          /* "t65535-0123456789abcdef.sst" + NUL */
+#define SFS_TABLE_PUB_FILES 4096u   /* live files per worker store */
+
+/* Design points the ablation benchmark switches off one at a time
+ * (SFS_TABLE_<X>=0 in the environment of the compactor and the workers). */
+#define SFS_TABLE_K_ROUND     0x01u /* minimal up-levelling round at the barrier
+				     * (else: background only, L0 read merged) */
+#define SFS_TABLE_K_SHAPING   0x02u /* background shaping merges */
+#define SFS_TABLE_K_MAP_DIFF  0x04u /* map state written per changed entry (else:
+				     * every touched map rewritten whole) */
+#define SFS_TABLE_K_HASH_IN   0x08u /* batch probes by one hash-set pass (else
+				     * one comparison per literal) */
+#define SFS_TABLE_K_SESSION   0x10u /* maintenance session folds delta manifests
+				     * (else: full manifest walk per commit) */
+#define SFS_TABLE_K_ALL       0x1fu
+
+struct sfs_table_pub_table {
+	uint32_t pt_sid;
+	uint32_t pt_first;          /* index of its first file in tp_files */
+	uint32_t pt_nfiles;         /* level-0 files first, newest first */
+	uint32_t pt_pad;
+	char pt_dvi[SFS_TABLE_NAME];  /* deletion-vector index, "" none */
+};
+
+struct sfs_table_pub_file {
+	char pf_name[SFS_TABLE_NAME];
+	uint32_t pf_level;
+	uint32_t pf_pad;
+	uint64_t pf_rows;
+};
+
+/*
+ * Written by the compactor only (the writer's publish lock serializes its
+ * two threads); read by any process.  tp_seq is a seqlock over tp_applied,
+ * tp_ntables, tp_nfiles, tp_tables and tp_files: odd while they change
+ * (release stores around the rewrite); a reader copies them and retries if
+ * tp_seq moved.  Counters are relaxed statistics.
+ */
+struct sfs_table_pub {
+	uint64_t tp_magic;          /* compactor (creator), release, last */
+	uint32_t tp_version;        /* creator */
+	uint32_t tp_worker;         /* creator */
+	uint64_t tp_layout;         /* creator: sfs_table_layout() */
+	uint64_t tp_seq;            /* seqlock */
+	uint64_t tp_published;      /* release: versions published (readers poll it) */
+	uint64_t tp_applied;        /* seqlock: seq of the last committed buffer (the tag) */
+	uint32_t tp_knobs;          /* compactor, at open: SFS_TABLE_K_* on */
+	uint32_t tp_ntables;        /* seqlock */
+	uint32_t tp_nfiles;         /* seqlock */
+	uint32_t tp_pad;
+	/* statistics (relaxed) */
+	uint64_t tp_data_commits;   /* L0 delta files committed */
+	uint64_t tp_rounds;         /* up-levelling rounds (barrier or background) */
+	uint64_t tp_round_ns;       /* time in rounds */
+	uint64_t tp_upgrades;       /* rounds that relabelled L0 as L1 without a rewrite */
+	uint64_t tp_rows_written;   /* rows of L0 delta files */
+	uint64_t tp_rows_masked;    /* rows superseded by deletion-vector bits */
+	uint64_t tp_map_unchanged;  /* map entries not written: equal to the image */
+	uint64_t tp_merges;         /* shaping merges committed */
+	uint64_t tp_merge_rows;     /* rows they rewrote */
+	uint64_t tp_merge_ns;       /* time in shaping merges */
+	uint64_t tp_commits;        /* commit() calls that returned 0 (buffers committed) */
+	uint64_t tp_commit_ns;      /* time in them (data commits + barrier rounds) */
+	uint64_t tp_commit_max_ns;  /* the longest */
+	uint64_t tp_errors;         /* failed commits (retried) */
+	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
+	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
+};
+
+uint64_t sfs_table_layout(void);
+
+/* Worker @worker's published region (statistics for `sfs run --json`),
+ * NULL when none exists yet. */
+const struct sfs_table_pub *sfs_table_pub_of(struct sfs_seg *s, uint32_t worker);
+
+/* Knobs from this process's environment (SFS_TABLE_ROUND=0, ...). */
+uint32_t sfs_table_knobs(void);
+
+extern const struct sfs_target_ops sfs_target_table;
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * table_int.h — what the `table` target's writer (table.c) and readers
+ * (table_read.c) share; not for other modules.
+ */
+#ifndef SFS_TARGET_TABLE_INT_H
+#define SFS_TARGET_TABLE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/segment.h"
+#include "target/table.h"
+
+/* Worker @worker's region; created (by the compactor) when @create, else
+ * *@out stays NULL until it exists. */
+int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out);
+
+/* <sh_data_dir>/w<worker>: the worker's store. */
+int sfs__table_store_dir(const struct sfs_seg *s, uint32_t worker, char *buf, size_t len);
+
+/* The row key of buffered key @key (@klen bytes) in namespace @ns (table.h):
+ * @map: a map entry whose parent is @plen bytes (@klen == @plen: the map's
+ * prefix in @ns).  @out holds @klen + 8 bytes; returns that length. */
+size_t sfs__table_enc(unsigned char *out, int map, uint32_t plen, uint64_t ns, const void *key,
+		      uint32_t klen);
+
+/* The table target's reader side (table_read.c). */
+int sfs__table_reader_open(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out);
+int sfs__table_catch_up(struct sfs_target_reader *r);
+int sfs__table_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
+		     struct sfs_probe_result *res);
+int sfs__table_map_get(struct sfs_target_reader *r, const struct sfs_probe *parent,
+		       const void *ukey, uint32_t ulen, struct sfs_probe_result *res);
+int sfs__table_map_iter(struct sfs_target_reader *r, const struct sfs_probe *parent,
+			int (*fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
+				  uint32_t vlen),
+			void *arg);
+void sfs__table_reader_close(struct sfs_target_reader *r);
+
+#endif

@@ -1,0 +1,249 @@
+/*
+ * table_view.c — reads over one table version (see table_view.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/merge.h"
+#include "target/table_view.h"
+
+#define CHUNK (256u << 10)
+
+struct tv_chunk {
+	struct tv_chunk *next;
+	size_t size, used;
+	unsigned char data[];
+};
+
+void *tv_arena_copy(struct tv_arena *a, const void *p, size_t n)
+{
+	struct tv_chunk *c = a->head;
+	void *out;
+
+	if (!c || c->size - c->used < n) {
+		size_t size = n > CHUNK ? n : CHUNK;
+
+		if (!(c = malloc(sizeof(*c) + size)))
+			return NULL;
+		c->size = size;
+		c->used = 0;
+		c->next = a->head;
+		a->head = c;
+	}
+	out = c->data + c->used;
+	c->used += (n + 7) & ~(size_t)7;
+	if (c->used > c->size)
+		c->used = c->size;
+	if (n)
+		memcpy(out, p, n);
+	return out;
+}
+
+void tv_arena_reset(struct tv_arena *a)
+{
+	struct tv_chunk *keep = NULL;
+
+	while (a->head) {
+		struct tv_chunk *c = a->head;
+
+		a->head = c->next;
+		if (!keep && c->size == CHUNK) {
+			keep = c;
+			continue;
+		}
+		free(c);
+	}
+	if (keep) {
+		keep->used = 0;
+		keep->next = NULL;
+	}
+	a->head = keep;
+}
+
+void tv_arena_free(struct tv_arena *a)
+{
+	tv_arena_reset(a);
+	free(a->head);
+	a->head = NULL;
+}
+
+static int64_t get_i64(const void *p)
+{
+	int64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
+	     int merge, unsigned flags, struct tv_arena *a, struct tv_res *out,
+	     struct sfs_df_key *sk, uint32_t *si, struct sfs_df_hit *hits)
+{
+	/* counter deltas met at level 0, per key */
+	unsigned char *has_acc = NULL;
+	int64_t *acc = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		out[i].state = 0;
+		out[i].val = NULL;
+		out[i].vlen = 0;
+		out[i].file = -1;
+		out[i].pos = 0;
+	}
+	if (merge >= 0 && nf && f[0].level == 0) {
+		has_acc = calloc(n, 1);
+		acc = malloc(n * sizeof(*acc));
+		if (!has_acc || !acc) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	for (unsigned k = 0; k < nf; k++) {
+		size_t m = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (!out[i].state) {
+				sk[m] = keys[i];
+				si[m++] = (uint32_t)i;
+			}
+		if (!m)
+			break;
+		rc = sfs_df_probe(f[k].rd, sk, m, f[k].dv, f[k].dv_words, flags, hits);
+		if (rc < 0)
+			goto out;
+		rc = 0;
+		for (size_t j = 0; j < m; j++) {
+			struct tv_res *r = &out[si[j]];
+
+			if (!hits[j].found)
+				continue;
+			if (f[k].level == 0 && hits[j].kind == SFS_DF_MERGE) {
+				int64_t d = sfs_df_merge_delta(hits[j].val);
+
+				acc[si[j]] = has_acc[si[j]] ? sfs_merge_i64((unsigned)merge,
+									    acc[si[j]], d) : d;
+				has_acc[si[j]] = 1;
+				continue;
+			}
+			if (hits[j].kind == SFS_DF_DELETE) {
+				r->state = 2;
+				continue;
+			}
+			r->state = 1;
+			r->vlen = hits[j].vlen;
+			if (f[k].level > 0) {
+				r->file = (int32_t)k;
+				r->pos = hits[j].pos;
+			}
+			if (!(flags & SFS_DF_PROBE_NO_VALUES) &&
+			    !(r->val = tv_arena_copy(a, hits[j].val, hits[j].vlen))) {
+				rc = -ENOMEM;
+				goto out;
+			}
+		}
+	}
+	/* fold the level-0 deltas over the base (or alone, over nothing) */
+	for (size_t i = 0; has_acc && i < n; i++) {
+		int64_t v;
+
+		if (!has_acc[i])
+			continue;
+		v = acc[i];
+		if (out[i].state == 1 && out[i].vlen == 8 && out[i].val)
+			v = sfs_merge_i64((unsigned)merge, get_i64(out[i].val), v);
+		if (!(out[i].val = tv_arena_copy(a, &v, 8))) {
+			rc = -ENOMEM;
+			break;
+		}
+		out[i].state = 1;
+		out[i].vlen = 8;
+	}
+out:
+	free(has_acc);
+	free(acc);
+	return rc;
+}
+
+static int row_cmp(const void *x, const void *y)
+{
+	const struct tv_row *a = x, *b = y;
+	uint32_t l = a->klen < b->klen ? a->klen : b->klen;
+	int c = memcmp(a->key, b->key, l);
+
+	if (c)
+		return c;
+	if (a->klen != b->klen)
+		return a->klen < b->klen ? -1 : 1;
+	/* the same key: the newer file (lower rank) first */
+	return a->file < b->file ? -1 : a->file > b->file;
+}
+
+int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
+	      struct tv_arena *a, struct tv_row **rows, size_t *n)
+{
+	struct tv_row *r = NULL;
+	size_t cnt = 0, cap = 0, w = 0;
+	const void *prev = NULL;
+	uint32_t prev_len = 0;
+	int rc = 0;
+
+	*rows = NULL;
+	*n = 0;
+	for (unsigned k = 0; k < nf && !rc; k++) {
+		sfs_df_iter_t *it;
+		struct sfs_df_row row;
+
+		if ((rc = sfs_df_iter_prefix(f[k].rd, pfx, plen, f[k].dv, f[k].dv_words, &it)))
+			break;
+		while ((rc = sfs_df_iter_next(it, &row)) == 1) {
+			if (cnt == cap) {
+				struct tv_row *nr = realloc(r, (cap = cap ? 2 * cap : 16) * sizeof(*r));
+
+				if (!nr) {
+					rc = -ENOMEM;
+					break;
+				}
+				r = nr;
+			}
+			r[cnt].klen = (uint32_t)(row.klen - plen);
+			r[cnt].vlen = (uint32_t)row.vlen;
+			r[cnt].key = tv_arena_copy(a, (const char *)row.key + plen, row.klen - plen);
+			r[cnt].val = row.kind == SFS_DF_DELETE ? NULL
+							       : tv_arena_copy(a, row.val, row.vlen);
+			/* file: the rank (newest first) for the sort; fixed below */
+			r[cnt].file = (int32_t)k;
+			r[cnt].pos = row.pos;
+			if (!r[cnt].key || (row.kind != SFS_DF_DELETE && !r[cnt].val)) {
+				rc = -ENOMEM;
+				break;
+			}
+			cnt++;
+		}
+		sfs_df_iter_close(it);
+	}
+	if (rc < 0) {
+		free(r);
+		return rc;
+	}
+	rc = 0;
+	if (cnt > 1)
+		qsort(r, cnt, sizeof(*r), row_cmp);
+	for (size_t i = 0; i < cnt; i++) {
+		struct tv_row cur = r[i];
+
+		if (i && cur.klen == prev_len && memcmp(cur.key, prev, cur.klen) == 0)
+			continue;	/* an older version of the key before */
+		prev = cur.key;
+		prev_len = cur.klen;
+		if (!cur.val)
+			continue;	/* a level-0 tombstone */
+		r[w] = cur;
+		r[w].file = f[cur.file].level > 0 ? cur.file : -1;
+		w++;
+	}
+	*rows = r;
+	*n = w;
+	return 0;
+}
