@@ -1254,6 +1254,19 @@ static int txn_push(struct ck_txn *t, const struct ck_file *f, struct ck_sf *sf)
 	return 0;
 }
 
+/* SFS_CK_LINK_ALL=1: the benchmark's "link every live file" ablation. */
+static int link_all(void)
+{
+	static int on = -1;
+
+	if (on < 0) {
+		const char *e = getenv("SFS_CK_LINK_ALL");
+
+		on = e && strcmp(e, "1") == 0;
+	}
+	return on;
+}
+
 /* A shared file: a reference when the reference set has it (no I/O),
  * else linked under a name of this incarnation, fsynced and summed once. */
 static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char *name, uint64_t size)
@@ -1266,6 +1279,15 @@ static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char 
 
 	if (sf) {
 		t->t_st.referenced++;
+		if (link_all()) {
+			/* the ablation: what linking every live file would cost (a link
+			 * under a scratch name and its removal; the bookkeeping stays) */
+			if ((rc = pjoin(dst, sizeof(dst), s->st_root, "shared/.link-all")))
+				return rc;
+			if (link(src, dst) == 0 || errno == EEXIST)
+				t->t_st.links++;
+			unlink(dst);
+		}
 		return txn_push(t, &sf->sf_f, sf);
 	}
 	if (!(sf = calloc(1, sizeof(*sf))))
