@@ -258,7 +258,13 @@ struct srow {                       /* a staged row: offsets into the stage buff
 	uint64_t koff, voff;
 	uint32_t klen, vlen;
 	int kind;                   /* SFS_DF_* */
+	int32_t old_file;           /* the map diff's lookup, for the round: the level >= 1
+				     * file (t->f index) holding the key, -1 none,
+				     * PRE_UNKNOWN not looked up */
+	uint64_t old_pos;           /* its row there */
 };
+
+#define PRE_UNKNOWN (-2)
 
 struct table {
 	uint32_t sid;
@@ -273,6 +279,8 @@ struct table {
 	size_t nf, cap;
 	char dvi[SFS_TABLE_NAME];   /* current vector index, "" none */
 	uint64_t order;
+	uint64_t loads;             /* table_load calls: a merge that saw another
+				     * load (vectors rolled back) gives up */
 	/* staging (main thread only) */
 	unsigned char *sb;          /* keys and values */
 	size_t sb_len, sb_cap;
@@ -597,6 +605,7 @@ static int table_load(struct table *t, int gc)
 	int rc;
 
 	table_drop_files(t);
+	t->loads++;
 	t->snap = 0;
 	t->watermark = 0;
 	t->order = 0;
@@ -947,13 +956,27 @@ static int round_commit(struct sfs_target_writer *w, struct table *t, size_t i, 
 	return set_commit(w, t, &gone, 1, oname, 1, -1, masked != 0, NULL, 0);
 }
 
+/* Did the map diff look up all of @n rows (@left staged rows remain)? */
+static int known(const struct srow *r, size_t n, size_t left)
+{
+	if (n > left)
+		return 0;
+	for (size_t j = 0; j < n; j++)
+		if (r[j].old_file == PRE_UNKNOWN)
+			return 0;
+	return 1;
+}
+
 /*
  * Up-level level-0 file @t->f[@i] (t->mu held): mask the rows it supersedes
  * in the level >= 1 files, fold its counter deltas, drop its tombstones,
  * and commit it as level 1 (relabelled, or rewritten when it holds more
  * than puts).  Older level-0 files must have been up-levelled first.
+ * @pre (NULL: none): the staged rows the file was written from, in its
+ * row order, with the map diff's lookups (struct srow's old_file).
  */
-static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struct scratch *sc)
+static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struct scratch *sc,
+		   const struct srow *pre, size_t npre)
 {
 	struct tfile *f0 = &t->f[i];
 	struct sfs_df_meta m;
@@ -967,8 +990,8 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	char oname[SFS_TABLE_NAME], path[1024];
 	unsigned char *kb = NULL, *vb = NULL;
 	struct { uint32_t koff, klen, voff, vlen; int kind; } *ch = NULL;
-	uint64_t orows = 0, added = 0;
-	int done = 0;
+	uint64_t orows = 0, added = 0, g = 0;
+	int done = 0, from_pre;
 
 	if (!vf || !map) {
 		free(vf);
@@ -1031,6 +1054,17 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 			sc->pk[j].len = ch[j].klen;
 		}
 		tv_arena_reset(&sc->arena);
+		from_pre = pre && known(pre + g, n, npre - g);
+		if (from_pre) {
+			/* the map diff looked these keys up a moment ago (same files,
+			 * same lock): no second probe */
+			for (size_t j = 0; j < n; j++) {
+				sc->pr[j].state = pre[g + j].old_file >= 0;
+				sc->pr[j].file = pre[g + j].old_file;
+				sc->pr[j].pos = pre[g + j].old_pos;
+			}
+			rc = 0;
+		} else
 		rc = tv_probe(vf, (unsigned)nv, sc->pk, n, t->merge,
 			      (t->merge >= 0 ? 0 : SFS_DF_PROBE_NO_VALUES) |
 				      SFS_DF_PROBE_SEEK_SPARSE |
@@ -1038,6 +1072,10 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 			      &sc->arena, sc->pr, sc->sk, sc->pi, sc->ph);
 		if (rc)
 			goto fail;
+		for (size_t j = 0; j < n && !from_pre; j++)
+			if (sc->pr[j].file >= 0)
+				sc->pr[j].file = (int32_t)map[sc->pr[j].file];	/* view -> t->f */
+		g += n;
 		for (size_t j = 0; j < n; j++) {
 			struct tv_res *r = &sc->pr[j];
 			const unsigned char *v = vb + ch[j].voff;
@@ -1045,7 +1083,7 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 			int64_t folded;
 
 			if (r->file >= 0) {
-				if ((rc = dv_set_bit(&t->f[map[r->file]], r->pos)))
+				if ((rc = dv_set_bit(&t->f[r->file], r->pos)))
 					goto fail;
 				masked++;
 			}
@@ -1171,6 +1209,8 @@ static int stage_raw(struct table *t, struct srow **arr, size_t *cnt, size_t *ca
 	r->klen = el;
 	r->vlen = vlen;
 	r->kind = kind;
+	r->old_file = PRE_UNKNOWN;
+	r->old_pos = 0;
 	if ((rc = sb_put(t, enc, el, &r->koff)) || (rc = sb_put(t, val, vlen, &r->voff)))
 		return rc;
 	(*cnt)++;
@@ -1342,10 +1382,17 @@ static int srow_cmp(const void *x, const void *y)
 	return a->klen < b->klen ? -1 : a->klen > b->klen;
 }
 
+/* Rows arrive in the buffer's order (key, then namespace), which is the
+ * table's order whenever keys are not prefixes of one another and a map
+ * has one namespace — nearly always: check in O(n) before sorting. */
 static void sort_rows(struct table *t)
 {
+	size_t i;
+
 	sort_t = t;
-	if (t->nrows > 1)
+	for (i = 1; i < t->nrows && srow_cmp(&t->rows[i - 1], &t->rows[i]) < 0; i++)
+		;
+	if (i < t->nrows)
 		qsort(t->rows, t->nrows, sizeof(*t->rows), srow_cmp);
 }
 
@@ -1385,7 +1432,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 	size_t *map = malloc((t->nf + 1) * sizeof(*map));
 	struct scratch *sc = &w->main_sc;
 	size_t base = t->nrows, kept = 0;
-	int nv, rc = 0;
+	int nv, rc = 0, l0 = 0;
 
 	if (!vf || !map) {
 		free(vf);
@@ -1393,6 +1440,8 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 		return -ENOMEM;
 	}
 	nv = lookup_view(t, NULL, vf, map, 0);
+	for (int k = 0; k < nv; k++)
+		l0 |= vf[k].level == 0;
 	tv_arena_reset(&sc->arena);
 	sort_rows(t);
 	/* prefixes to rewrite: the clears, and (diff off) every touched map */
@@ -1440,6 +1489,11 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 			rc = stage_raw(t, &t->rows, &t->nrows, &t->rows_cap, key, plen + rows[k].klen,
 				       is_clear ? SFS_DF_DELETE : SFS_DF_PUT,
 				       is_clear ? NULL : rows[k].val, is_clear ? 0 : rows[k].vlen);
+			if (!rc) {
+				t->rows[t->nrows - 1].old_file = rows[k].file >= 0 ?
+					(int32_t)map[rows[k].file] : -1;
+				t->rows[t->nrows - 1].old_pos = rows[k].pos;
+			}
 		}
 		free(rows);
 	}
@@ -1469,7 +1523,9 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 						  w->pub->tp_map_unchanged + 1);
 				continue;
 			}
-			t->rows[kept++] = *r;
+			t->rows[kept] = *r;
+			t->rows[kept].old_file = p->file >= 0 ? (int32_t)map[p->file] : -1;
+			t->rows[kept++].old_pos = p->pos;
 		}
 		if (!rc) {
 			memmove(&t->rows[kept], &t->rows[base], (t->nrows - base) * sizeof(*t->rows));
@@ -1478,6 +1534,10 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 	}
 	free(vf);
 	free(map);
+	/* a level-0 hit hides whether a level >= 1 row is below it: the
+	 * round must look for itself then */
+	for (size_t k = 0; l0 && k < t->nrows; k++)
+		t->rows[k].old_file = PRE_UNKNOWN;
 	if (!rc)
 		sort_rows(t);
 	return rc;
@@ -1491,6 +1551,7 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 	char name[SFS_TABLE_NAME], path[1024];
 	struct sfs_mf_entry e;
 	struct tfile *f;
+	size_t written = 0;
 	int rc = 0;
 
 	if (t->watermark >= seq && t->snap) {
@@ -1521,6 +1582,7 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 			continue;	/* cannot happen (one entry per key per buffer): be safe */
 		rc = sfs_df_writer_add(out, sb_at(t, r->koff), r->klen, r->kind,
 				       r->vlen ? sb_at(t, r->voff) : NULL, r->vlen);
+		written++;
 	}
 	if (rc) {
 		sfs_df_writer_abort(out);
@@ -1547,14 +1609,14 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 	fault("datacommit");
 	sfs_store_relaxed(&w->pub->tp_data_commits, w->pub->tp_data_commits + 1);
 	sfs_store_relaxed(&w->pub->tp_rows_written, w->pub->tp_rows_written + t->nrows);
-	stage_clear(t);
 	if (w->knobs & SFS_TABLE_K_ROUND) {
 		/* the data is durable: a failed round is redone at the next open or commit */
-		if ((rc = uplevel(w, t, t->nf - 1, &w->main_sc))) {
+		rc = uplevel(w, t, t->nf - 1, &w->main_sc, written == t->nrows ? t->rows : NULL,
+			     t->nrows);
+		if (rc)
 			table_recover(w, t, "up-levelling round");
-			return 0;
-		}
 	}
+	stage_clear(t);
 	return 0;
 }
 
@@ -1572,7 +1634,7 @@ static int catch_up_rounds(struct sfs_target_writer *w, struct table *t, struct 
 				oldest = i;
 		if (oldest == SIZE_MAX)
 			return 0;
-		if ((rc = uplevel(w, t, oldest, sc))) {
+		if ((rc = uplevel(w, t, oldest, sc, NULL, 0))) {
 			table_recover(w, t, "up-levelling round");
 			return rc;
 		}
@@ -1664,7 +1726,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	size_t in[MERGE_MAX], n, gone[MERGE_MAX];
 	struct min m[MERGE_MAX];
 	uint32_t level = 0;
-	uint64_t t0 = sfs_now_ns(), outrow = 0;
+	uint64_t t0 = sfs_now_ns(), outrow = 0, loads;
 	char oname[SFS_TABLE_NAME], path[1024];
 	struct sfs_df_write_opts wo = { 0 };
 	sfs_df_writer_t *out = NULL;
@@ -1676,6 +1738,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		pthread_mutex_unlock(&t->mu);
 		return 0;
 	}
+	loads = t->loads;
 	for (size_t k = 0; k < n && !rc; k++) {
 		struct tfile *f = &t->f[in[k]];
 
@@ -1750,6 +1813,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			fault("mergefile");
 	}
 	pthread_mutex_lock(&t->mu);
+	if (!rc && t->loads != loads)
+		rc = -ECANCELED;	/* reloaded meanwhile: the copied vectors may be ahead */
 	if (!rc) {
 		/* the inputs by name again (the set moved meanwhile), their new
 		 * bits carried over to the output's rows */
