@@ -313,6 +313,9 @@ struct sfs_target_writer {
 	struct sfs_table_pub *pub;
 	struct table *t[SFS_MAX_STATES];
 	uint64_t applied;
+	uint64_t commit_seq;        /* the buffer being committed, table by table */
+	uint64_t commit_ns;         /* its commit time so far */
+	int more;                   /* tables of it remain: busy */
 	uint64_t gen;               /* apply calls: save points */
 	int failing;
 	pthread_mutex_t pub_mu;     /* publication: both threads */
@@ -1641,40 +1644,56 @@ static int catch_up_rounds(struct sfs_target_writer *w, struct table *t, struct 
 	}
 }
 
+/*
+ * Commit buffer @seq, one table per call: -EAGAIN while tables remain (the
+ * compactor calls again at once, busy() says so), so that one worker's big
+ * commit does not hold up the flushes of the others for longer than a
+ * table's.  The last call publishes the version.
+ */
 static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 {
 	uint64_t t0 = sfs_now_ns();
+	uint32_t sid;
 	int rc = 0;
 
-	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
+	if (w->commit_seq != seq) {
+		w->commit_seq = seq;
+		w->commit_ns = 0;
+	}
+	for (sid = 0; sid < SFS_MAX_STATES; sid++)
+		if (w->t[sid] && (w->t[sid]->nrows || w->t[sid]->nclr))
+			break;
+	if (sid < SFS_MAX_STATES) {
 		struct table *t = w->t[sid];
 
-		if (!t || (!t->nrows && !t->nclr))
-			continue;
 		pthread_mutex_lock(&t->mu);
-		if (!t->loaded && (rc = table_load(t, 0)) == 0)
-			rc = 0;
+		if (!t->loaded)
+			rc = table_load(t, 0);
 		if (!rc && (w->knobs & SFS_TABLE_K_ROUND))
 			rc = catch_up_rounds(w, t, &w->main_sc);
 		if (!rc)
 			rc = commit_table(w, t, seq);
 		pthread_mutex_unlock(&t->mu);
-	}
-	if (rc) {
-		if (!w->failing)
-			sfs_log("worker %u: commit of buffer seq %llu failed, will retry: %s",
-				w->worker, (unsigned long long)seq, sfs_last_error());
-		w->failing = 1;
-		uatomic_inc(&w->pub->tp_errors);
-		return rc;
+		w->commit_ns += sfs_now_ns() - t0;
+		if (rc) {
+			if (!w->failing)
+				sfs_log("worker %u: commit of buffer seq %llu failed, will retry: %s",
+					w->worker, (unsigned long long)seq, sfs_last_error());
+			w->failing = 1;
+			uatomic_inc(&w->pub->tp_errors);
+			return rc;
+		}
+		w->more = 1;
+		return -EAGAIN;
 	}
 	if (w->failing)
 		sfs_log("worker %u: commit of buffer seq %llu succeeded again", w->worker,
 			(unsigned long long)seq);
 	w->failing = 0;
+	w->more = 0;
 	w->applied = seq;
 	rc = publish(w);
-	t0 = sfs_now_ns() - t0;
+	t0 = w->commit_ns + (sfs_now_ns() - t0);
 	sfs_store_relaxed(&w->pub->tp_commits, w->pub->tp_commits + 1);
 	sfs_store_relaxed(&w->pub->tp_commit_ns, w->pub->tp_commit_ns + t0);
 	if (t0 > w->pub->tp_commit_max_ns)
@@ -2286,8 +2305,8 @@ fail:
 
 static int tbl_busy(struct sfs_target_writer *w)
 {
-	(void)w;	/* background work has its own thread; unlinks are reaped there */
-	return 0;
+	/* background work has its own thread; unlinks are reaped there */
+	return w->more;
 }
 
 const struct sfs_target_ops sfs_target_table = {
