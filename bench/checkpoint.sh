@@ -48,11 +48,16 @@ for ev in $STEPS; do
 	ckmax=$(sed -n 's/.*complete in \([0-9.]*\) ms.*/\1/p' "$OUT/run.err" | sort -n | tail -n 1)
 	lastdir=$(ls -d "$data"/checkpoints/chk-* | awk -F"chk-" "{print \$NF, \$0}" | sort -n | tail -n 1 | cut -d" " -f2-)
 	mb=$(awk '/^total_bytes /{printf "%.1f", $2 / 1048576}' "$lastdir/_metadata" 2>/dev/null)
-	printf '%-9s %9s %9s %10.3f %10.3f %10.3f %9s %9s %8.1f %8.1f %10s\n' "$ev" "$n" "$eps" \
+	printf '%-9s %9s %9s %10.3f %10.3f %10.3f %9s %9s %8.1f %8.1f %10s' "$ev" "$n" "$eps" \
 		"$(awk -v a="$bms" -v b="$bars" 'BEGIN {print b ? a / b : 0}')" "$bmax" \
 		"$(awk -v a="$stall" -v b="$bars" 'BEGIN {print b ? a / b : 0}')" "${ckmed:-0}" \
 		"${ckmax:-0}" "$(awk -v a="$links" -v b="$n" 'BEGIN {print b ? a / b : 0}')" \
 		"$(awk -v a="$refs" -v b="$n" 'BEGIN {print b ? a / b : 0}')" "${mb:-?}"
+	# the table target's synchronous work per committed buffer (mean, max) and live files
+	[ "$BACKEND" = table ] && printf '  commit %s/%s ms, %s files' \
+		"$(field table_commit_ms "$OUT/run.json")" "$(field table_commit_max_ms "$OUT/run.json")" \
+		"$(field table_files "$OUT/run.json")"
+	echo
 	last=$data
 done
 echo "# bar_*: ms a worker spends inside one barrier (stall: of which waiting for a free buffer,"

@@ -811,6 +811,7 @@ struct sfs_df_iter {
 	uint32_t di_page, di_end;          /* current key page, first page past the range */
 	uint32_t di_row;                   /* next row in the current page */
 	int di_loaded, di_check_hi, di_seek, di_done, di_err;
+	int di_cached;                     /* pages through the reader's cache */
 	struct df_page di_kpg, di_vpg;
 	int64_t di_vpid;                   /* value page in di_vpg, -1 none */
 	struct df_slot di_kslot, di_vslot;
@@ -1666,6 +1667,16 @@ int sfs_df_iter_kg(sfs_df_reader_t *r, uint32_t kg_lo, uint32_t kg_hi, const uin
 	return sfs_df_iter_range(r, lo, 2, kg_hi == 0xffff ? NULL : hi, 2, dv, dv_words, out);
 }
 
+int sfs_df_iter_prefix_cached(sfs_df_reader_t *r, const void *prefix, size_t plen,
+			      const uint64_t *dv, size_t dv_words, sfs_df_iter_t **out)
+{
+	int rc = sfs_df_iter_prefix(r, prefix, plen, dv, dv_words, out);
+
+	if (rc == 0)
+		(*out)->di_cached = 1;
+	return rc;
+}
+
 int sfs_df_iter_prefix(sfs_df_reader_t *r, const void *prefix, size_t plen, const uint64_t *dv,
 		       size_t dv_words, sfs_df_iter_t **out)
 {
@@ -1716,7 +1727,8 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 				it->di_seek = 0;
 				continue;
 			}
-			if ((rc = page_get(r, &it->di_kslot, it->di_page, &it->di_kpg)))
+			if ((rc = page_get(r, it->di_cached ? NULL : &it->di_kslot, it->di_page,
+					   &it->di_kpg)))
 				return it->di_err = rc;
 			it->di_row = 0;
 			if (it->di_seek) {
@@ -1777,7 +1789,8 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 				uint32_t vidx = vpage_of(r, pos);
 
 				it->di_vpid = -1;
-				if ((rc = page_get(r, &it->di_vslot, K + vidx, &it->di_vpg)))
+				if ((rc = page_get(r, it->di_cached ? NULL : &it->di_vslot, K + vidx,
+						   &it->di_vpg)))
 					return it->di_err = rc;
 				it->di_vpid = K + vidx;
 			}

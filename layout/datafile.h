@@ -294,6 +294,14 @@ int sfs_df_iter_kg(sfs_df_reader_t *r, uint32_t kg_lo, uint32_t kg_hi, const uin
 int sfs_df_iter_prefix(sfs_df_reader_t *r, const void *prefix, size_t plen, const uint64_t *dv,
 		       size_t dv_words, sfs_df_iter_t **out);
 
+/* The same, for short scans (a map's entries): pages come from and stay in
+ * the reader's cache, as a probe's do, so the next scan or probe of the
+ * same page decompresses nothing.  The reader must not be used by anything
+ * else (a probe, another iterator) until this iterator is closed: they
+ * share the cache's slots. */
+int sfs_df_iter_prefix_cached(sfs_df_reader_t *r, const void *prefix, size_t plen,
+			      const uint64_t *dv, size_t dv_words, sfs_df_iter_t **out);
+
 /* sfs_df_iter_next - the next row into @row: 1, or 0 at the end, or a
  * negative code (a corrupt page: the iterator stays at its error). */
 int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row);

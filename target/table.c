@@ -469,8 +469,10 @@ static int file_open(struct table *t, struct tfile *f)
 	struct sfs_df_meta m;
 	int rc;
 
+	struct sfs_df_read_opts ropts = { .cache_pages = SFS_TABLE_CACHE_PAGES };
+
 	snprintf(path, sizeof(path), "%s/%s", t->dir, f->name);
-	if ((rc = sfs_df_reader_open(path, NULL, &f->rd)))
+	if ((rc = sfs_df_reader_open(path, &ropts, &f->rd)))
 		return rc;
 	sfs_df_reader_meta(f->rd, &m);
 	f->rows = m.rows;
@@ -987,7 +989,7 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	int rewrite, rc, nv;
 	sfs_df_writer_t *out = NULL;
 	sfs_df_iter_t *it = NULL;
-	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4 };
+	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4, .page_bytes = SFS_TABLE_PAGE_BYTES };
 	struct tv_file *vf = malloc((t->nf + 1) * sizeof(*vf));
 	size_t *map = malloc((t->nf + 1) * sizeof(*map));
 	char oname[SFS_TABLE_NAME], path[1024];
@@ -1549,7 +1551,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 /* Data commit of @t's staged delta as a level-0 file, then (knob) the round. */
 static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t seq)
 {
-	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4 };
+	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4, .page_bytes = SFS_TABLE_PAGE_BYTES };
 	sfs_df_writer_t *out = NULL;
 	char name[SFS_TABLE_NAME], path[1024];
 	struct sfs_mf_entry e;
@@ -1747,7 +1749,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	uint32_t level = 0;
 	uint64_t t0 = sfs_now_ns(), outrow = 0, loads;
 	char oname[SFS_TABLE_NAME], path[1024];
-	struct sfs_df_write_opts wo = { 0 };
+	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES };
 	sfs_df_writer_t *out = NULL;
 	int rc = 0;
 
@@ -1787,6 +1789,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		}
 	}
 	wo.codec = level >= 2 ? SFS_DF_ZSTD : SFS_DF_LZ4;
+	wo.zstd_level = SFS_TABLE_ZSTD_LEVEL;
 	new_name(oname, t->sid, "sst");
 	snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
 	if (!rc)

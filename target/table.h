@@ -34,6 +34,15 @@
 #define SFS_TABLE_VERSION 1u
 #define SFS_TABLE_NAME 32u          /* "t65535-0123456789abcdef.sst" + NUL */
 #define SFS_TABLE_PUB_FILES 4096u   /* live files per worker store */
+/* Page size of the table's data files, and decompressed pages a reader
+ * keeps per file: a point read decompresses one key page and one value page
+ * per hit, so pages are small — 4 KiB pages ran q4 1.4-1.9x faster than
+ * 16 KiB (bench/RESULTS.md, issue 7); the cache size mattered little. */
+#define SFS_TABLE_PAGE_BYTES 4096u
+#define SFS_TABLE_CACHE_PAGES 32u
+/* ZSTD level below level 1: the fastest (shaping merges run beside the
+ * workers on the same cores). */
+#define SFS_TABLE_ZSTD_LEVEL 1
 
 /* Design points the ablation benchmark switches off one at a time
  * (SFS_TABLE_<X>=0 in the environment of the compactor and the workers). */

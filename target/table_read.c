@@ -212,8 +212,10 @@ static int rtable_build(struct sfs_target_reader *r, const struct sfs_table_pub_
 				old->dvs[k] = NULL;
 			}
 		} else {
+			struct sfs_df_read_opts ro = { .cache_pages = SFS_TABLE_CACHE_PAGES };
+
 			snprintf(path, sizeof(path), "%s/%s", dir, t->names[t->nf]);
-			if ((rc = sfs_df_reader_open(path, NULL, &v->rd)))
+			if ((rc = sfs_df_reader_open(path, &ro, &v->rd)))
 				break;
 		}
 		t->nf++;

@@ -22,6 +22,7 @@
 #include "common/fs.h"
 #include "layout/datafile.h"
 #include "layout/dvec.h"
+#include "target/table.h"
 #include "target/table_snap.h"
 
 typedef unsigned long long ull;
@@ -641,7 +642,9 @@ static int place(const char *from, const char *to)
 static int rewrite(struct rebuild *rb, struct dtab *d, sfs_df_reader_t *r, const char *from,
 		   uint32_t level, const uint64_t *dv, size_t words)
 {
-	struct sfs_df_write_opts wo = { .codec = level <= 1 ? SFS_DF_LZ4 : SFS_DF_ZSTD };
+	struct sfs_df_write_opts wo = { .codec = level <= 1 ? SFS_DF_LZ4 : SFS_DF_ZSTD,
+					 .page_bytes = SFS_TABLE_PAGE_BYTES,
+					 .zstd_level = SFS_TABLE_ZSTD_LEVEL };
 	char name[NAME_MAX_ + 1], path[PATH_MAX];
 	sfs_df_writer_t *w = NULL;
 	sfs_df_iter_t *it = NULL;

@@ -195,7 +195,7 @@ int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen
 		sfs_df_iter_t *it;
 		struct sfs_df_row row;
 
-		if ((rc = sfs_df_iter_prefix(f[k].rd, pfx, plen, f[k].dv, f[k].dv_words, &it)))
+		if ((rc = sfs_df_iter_prefix_cached(f[k].rd, pfx, plen, f[k].dv, f[k].dv_words, &it)))
 			break;
 		while ((rc = sfs_df_iter_next(it, &row)) == 1) {
 			if (cnt == cap) {
