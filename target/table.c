@@ -266,6 +266,15 @@ struct srow {                       /* a staged row: offsets into the stage buff
 
 #define PRE_UNKNOWN (-2)
 
+/*
+ * One table, process-local to the compactor.  Two threads use it: the main
+ * thread (apply, commit, snapshot) and the background thread (shaping
+ * merges; rounds when they are not at the barrier).  t->mu guards the file
+ * set (f, nf), the vectors, snap, watermark, commits, dvi, order, loads and
+ * loaded, and every data-file reader in f (a reader is single-threaded);
+ * the staging fields are the main thread's alone.  A merge reads its
+ * inputs through its own readers, without the lock.
+ */
 struct table {
 	uint32_t sid;
 	int kind;                   /* SFS_STATE_* */
@@ -286,8 +295,8 @@ struct table {
 	size_t sb_len, sb_cap;
 	struct srow *rows;
 	size_t nrows, rows_cap;
-	uint64_t *clears;           /* offsets of staged clear prefixes (klen in the row array) */
-	struct srow *clr;
+	struct srow *clr;           /* staged clears: the prefix parent | ns of each map
+				     * cleared in the buffer (kind DELETE, no value) */
 	size_t nclr, clr_cap;
 	size_t save_rows, save_sb, save_clr;
 	uint64_t save_gen;
@@ -304,6 +313,13 @@ struct scratch {
 	struct tv_arena arena;
 };
 
+/*
+ * The writer of one worker's store.  t[] entries are created by the main
+ * thread and published to the background thread with a release store;
+ * pub (shared memory) is written under pub_mu (publish) or with relaxed
+ * counter stores; del[] is guarded by del_mu; the rest is the main
+ * thread's.
+ */
 struct sfs_target_writer {
 	struct sfs_seg *seg;
 	uint32_t worker;
@@ -930,7 +946,7 @@ static int set_commit(struct sfs_target_writer *w, struct table *t, const size_t
 	}
 	if (relabel >= 0) {
 		t->f[relabel].level = 1;
-		sfs_store_relaxed(&w->pub->tp_upgrades, w->pub->tp_upgrades + 1);
+		uatomic_add(&w->pub->tp_upgrades, 1);
 	}
 	for (size_t k = old_nf; k-- > 0;)
 		if (leave[k]) {
@@ -1127,9 +1143,9 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	if (rc)
 		goto fail;
 	fault("round");
-	sfs_store_relaxed(&w->pub->tp_rounds, w->pub->tp_rounds + 1);
-	sfs_store_relaxed(&w->pub->tp_rows_masked, w->pub->tp_rows_masked + masked);
-	sfs_store_relaxed(&w->pub->tp_round_ns, w->pub->tp_round_ns + (sfs_now_ns() - t0));
+	uatomic_add(&w->pub->tp_rounds, 1);
+	uatomic_add(&w->pub->tp_rows_masked, masked);
+	uatomic_add(&w->pub->tp_round_ns, (sfs_now_ns() - t0));
 	free(vf);
 	free(map);
 	free(ch);
@@ -1524,8 +1540,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 									     r->vlen) == 0;
 
 			if (same) {
-				sfs_store_relaxed(&w->pub->tp_map_unchanged,
-						  w->pub->tp_map_unchanged + 1);
+				uatomic_add(&w->pub->tp_map_unchanged, 1);
 				continue;
 			}
 			t->rows[kept] = *r;
@@ -1612,8 +1627,8 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 		return rc;
 	}
 	fault("datacommit");
-	sfs_store_relaxed(&w->pub->tp_data_commits, w->pub->tp_data_commits + 1);
-	sfs_store_relaxed(&w->pub->tp_rows_written, w->pub->tp_rows_written + t->nrows);
+	uatomic_add(&w->pub->tp_data_commits, 1);
+	uatomic_add(&w->pub->tp_rows_written, t->nrows);
 	if (w->knobs & SFS_TABLE_K_ROUND) {
 		/* the data is durable: a failed round is redone at the next open or commit */
 		rc = uplevel(w, t, t->nf - 1, &w->main_sc, written == t->nrows ? t->rows : NULL,
@@ -1696,8 +1711,8 @@ static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 	w->applied = seq;
 	rc = publish(w);
 	t0 = w->commit_ns + (sfs_now_ns() - t0);
-	sfs_store_relaxed(&w->pub->tp_commits, w->pub->tp_commits + 1);
-	sfs_store_relaxed(&w->pub->tp_commit_ns, w->pub->tp_commit_ns + t0);
+	uatomic_add(&w->pub->tp_commits, 1);
+	uatomic_add(&w->pub->tp_commit_ns, t0);
 	if (t0 > w->pub->tp_commit_max_ns)
 		sfs_store_relaxed(&w->pub->tp_commit_max_ns, t0);
 	return rc;
@@ -1878,9 +1893,9 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		free(odv);
 		if (!rc) {
 			fault("merge");
-			sfs_store_relaxed(&w->pub->tp_merges, w->pub->tp_merges + 1);
-			sfs_store_relaxed(&w->pub->tp_merge_rows, w->pub->tp_merge_rows + outrow);
-			sfs_store_relaxed(&w->pub->tp_merge_ns, w->pub->tp_merge_ns + (sfs_now_ns() - t0));
+			uatomic_add(&w->pub->tp_merges, 1);
+			uatomic_add(&w->pub->tp_merge_rows, outrow);
+			uatomic_add(&w->pub->tp_merge_ns, (sfs_now_ns() - t0));
 		}
 	}
 	if (rc) {

@@ -91,7 +91,7 @@ struct sfs_table_pub {
 	uint32_t tp_ntables;        /* seqlock */
 	uint32_t tp_nfiles;         /* seqlock */
 	uint32_t tp_pad;
-	/* statistics (relaxed) */
+	/* statistics: atomic adds by the compactor's two threads, read relaxed */
 	uint64_t tp_data_commits;   /* L0 delta files committed */
 	uint64_t tp_rounds;         /* up-levelling rounds (barrier or background) */
 	uint64_t tp_round_ns;       /* time in rounds */
