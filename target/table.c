@@ -262,6 +262,8 @@ struct srow {                       /* a staged row: offsets into the stage buff
 				     * file (t->f index) holding the key, -1 none,
 				     * PRE_UNKNOWN not looked up */
 	uint64_t old_pos;           /* its row there */
+	uint64_t ord;               /* staging order: of equal keys the first staged (the
+				     * buffer's own row) sorts first and is the one kept */
 };
 
 #define PRE_UNKNOWN (-2)
@@ -335,6 +337,14 @@ struct sfs_target_writer {
 	uint64_t gen;               /* apply calls: save points */
 	int failing;
 	pthread_mutex_t pub_mu;     /* publication: both threads */
+	pthread_mutex_t commit_mu;  /* held by the main thread from a buffer's first table
+				     * commit to its publication: the background thread
+				     * publishes only when it gets it (a set with a table
+				     * ahead of w->applied would make readers fold a
+				     * buffer's counter deltas twice) */
+	int in_commit;              /* the main thread holds commit_mu */
+	struct sfs_table_pub_table *gt; /* publish's gathered set (under pub_mu) */
+	struct sfs_table_pub_file *gf;
 	pthread_mutex_t del_mu;     /* the deferred deletions */
 	struct pend {
 		char path[1024];
@@ -347,6 +357,8 @@ struct sfs_target_writer {
 	struct scratch main_sc;     /* lookups of the main thread */
 	struct scratch bg_sc;       /* ... and of the background thread */
 };
+
+static struct table *table_at(struct sfs_target_writer *w, uint32_t sid);
 
 static uint64_t rand64(void)
 {
@@ -770,6 +782,15 @@ static void files_sorted(struct table *t, struct tfile **out)
 		qsort(out, t->nf, sizeof(*out), lvl_cmp);
 }
 
+/*
+ * Publish the live set of every table and the applied seq.  Gathered first
+ * (each table under its lock, which a round or merge on the other thread
+ * may hold for a while), then copied into the region: readers see the
+ * seqlock odd only for the copy.  pub_mu serializes the two threads'
+ * publications (gather and copy), so the region never goes back to an
+ * older set.  Callers hold commit_mu (the set must match the tag: no table
+ * may be ahead of w->applied).
+ */
 static int publish(struct sfs_target_writer *w)
 {
 	struct sfs_table_pub *p = w->pub;
@@ -779,15 +800,17 @@ static int publish(struct sfs_target_writer *w)
 	int rc = 0;
 
 	pthread_mutex_lock(&w->pub_mu);
-	sfs_store_release(&p->tp_seq, p->tp_seq + 1);	/* odd: changing */
-	cmm_smp_wmb();
-	for (uint32_t sid = 0; sid < SFS_MAX_STATES; sid++) {
-		struct table *t = w->t[sid];
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
+		struct table *t = table_at(w, sid);
 		struct sfs_table_pub_table *pt;
 
-		if (!t || !t->loaded)
+		if (!t)
 			continue;
 		pthread_mutex_lock(&t->mu);
+		if (!t->loaded) {
+			pthread_mutex_unlock(&t->mu);
+			continue;
+		}
 		if (t->nf > tcap) {
 			free(tmp);
 			if (!(tmp = malloc((tcap = t->nf * 2) * sizeof(*tmp)))) {
@@ -799,31 +822,33 @@ static int publish(struct sfs_target_writer *w)
 			rc = sfs__err(SFS_EFULL, "worker %u: more than %u live table files", w->worker,
 				      SFS_TABLE_PUB_FILES);
 		if (!rc) {
-			pt = &p->tp_tables[nt++];
+			pt = &w->gt[nt++];
 			pt->pt_sid = sid;
 			pt->pt_first = nf;
 			pt->pt_nfiles = (uint32_t)t->nf;
 			memcpy(pt->pt_dvi, t->dvi, sizeof(pt->pt_dvi));
 			files_sorted(t, tmp);
 			for (size_t i = 0; i < t->nf; i++, nf++) {
-				memcpy(p->tp_files[nf].pf_name, tmp[i]->name, SFS_TABLE_NAME);
-				p->tp_files[nf].pf_level = tmp[i]->level;
-				p->tp_files[nf].pf_rows = tmp[i]->rows;
+				memcpy(w->gf[nf].pf_name, tmp[i]->name, SFS_TABLE_NAME);
+				w->gf[nf].pf_level = tmp[i]->level;
+				w->gf[nf].pf_rows = tmp[i]->rows;
 			}
 		}
 		pthread_mutex_unlock(&t->mu);
-		if (rc)
-			break;
 	}
 	if (!rc) {
+		sfs_store_release(&p->tp_seq, p->tp_seq + 1);	/* odd: changing */
+		cmm_smp_wmb();
+		memcpy(p->tp_tables, w->gt, nt * sizeof(*w->gt));
+		if (nf)
+			memcpy(p->tp_files, w->gf, nf * sizeof(*w->gf));
 		p->tp_ntables = nt;
 		p->tp_nfiles = nf;
 		p->tp_applied = w->applied;
-	}
-	cmm_smp_wmb();
-	sfs_store_release(&p->tp_seq, p->tp_seq + 1);
-	if (!rc)
+		cmm_smp_wmb();
+		sfs_store_release(&p->tp_seq, p->tp_seq + 1);
 		sfs_store_release(&p->tp_published, p->tp_published + 1);
+	}
 	pthread_mutex_unlock(&w->pub_mu);
 	free(tmp);
 	return rc;
@@ -1232,6 +1257,7 @@ static int stage_raw(struct table *t, struct srow **arr, size_t *cnt, size_t *ca
 	r->kind = kind;
 	r->old_file = PRE_UNKNOWN;
 	r->old_pos = 0;
+	r->ord = *cnt;
 	if ((rc = sb_put(t, enc, el, &r->koff)) || (rc = sb_put(t, val, vlen, &r->voff)))
 		return rc;
 	(*cnt)++;
@@ -1400,7 +1426,9 @@ static int srow_cmp(const void *x, const void *y)
 
 	if (c)
 		return c;
-	return a->klen < b->klen ? -1 : a->klen > b->klen;
+	if (a->klen != b->klen)
+		return a->klen < b->klen ? -1 : 1;
+	return a->ord < b->ord ? -1 : a->ord > b->ord;
 }
 
 /* Rows arrive in the buffer's order (key, then namespace), which is the
@@ -1437,6 +1465,15 @@ static int staged(struct table *t, const void *k, uint32_t klen, size_t nrows)
 		else
 			hi = mid;
 	}
+	return 0;
+}
+
+/* Did the buffer clear the map of prefix @pfx (parent | ns)? */
+static int cleared(const struct table *t, const unsigned char *pfx, uint32_t plen)
+{
+	for (size_t c = 0; c < t->nclr; c++)
+		if (t->clr[c].klen == plen && memcmp(sb_at(t, t->clr[c].koff), pfx, plen) == 0)
+			return 1;
 	return 0;
 }
 
@@ -1493,6 +1530,8 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 				if (p->klen >= plen && memcmp(sb_at(t, p->koff), pfx, plen) == 0)
 					continue;	/* the same map as the row before */
 			}
+			if (cleared(t, pfx, plen))
+				continue;	/* its clear tombstones what is not written again */
 		}
 		if ((rc = tv_prefix(vf, (unsigned)nv, pfx, plen, &sc->arena, &rows, &nr)))
 			break;
@@ -1599,7 +1638,7 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 
 		if (i && r->klen == t->rows[i - 1].klen &&
 		    memcmp(sb_at(t, r->koff), sb_at(t, t->rows[i - 1].koff), r->klen) == 0)
-			continue;	/* cannot happen (one entry per key per buffer): be safe */
+			continue;	/* a key staged twice: the first (the buffer's) wins */
 		rc = sfs_df_writer_add(out, sb_at(t, r->koff), r->klen, r->kind,
 				       r->vlen ? sb_at(t, r->voff) : NULL, r->vlen);
 		written++;
@@ -1677,6 +1716,10 @@ static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 		w->commit_seq = seq;
 		w->commit_ns = 0;
 	}
+	if (!w->in_commit) {
+		pthread_mutex_lock(&w->commit_mu);
+		w->in_commit = 1;
+	}
 	for (sid = 0; sid < SFS_MAX_STATES; sid++)
 		if (w->t[sid] && (w->t[sid]->nrows || w->t[sid]->nclr))
 			break;
@@ -1708,8 +1751,11 @@ static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 			(unsigned long long)seq);
 	w->failing = 0;
 	w->more = 0;
-	w->applied = seq;
+	if (seq > w->applied)
+		w->applied = seq;	/* a redone older buffer must not move the tag back */
 	rc = publish(w);
+	w->in_commit = 0;
+	pthread_mutex_unlock(&w->commit_mu);
 	t0 = w->commit_ns + (sfs_now_ns() - t0);
 	uatomic_add(&w->pub->tp_commits, 1);
 	uatomic_add(&w->pub->tp_commit_ns, t0);
@@ -1955,11 +2001,13 @@ static void *bg_main(void *arg)
 				did = 1;
 		}
 		reap(w);
-		if (did) {
+		if (did && pthread_mutex_trylock(&w->commit_mu) == 0) {
+			/* else a commit is under way: its publication covers this */
 			if (publish(w))
 				sfs_log("worker %u: publishing the table files: %s", w->worker,
 					sfs_last_error());
-		} else {
+			pthread_mutex_unlock(&w->commit_mu);
+		} else if (!did) {
 			struct timespec ts = { 0, BG_POLL_MS * 1000000L };
 
 			nanosleep(&ts, NULL);
@@ -2257,7 +2305,12 @@ static void tbl_close(struct sfs_target_writer *w)
 	scratch_free(&w->main_sc);
 	scratch_free(&w->bg_sc);
 	free(w->del);	/* pending unlinks: orphans the next open collects */
+	if (w->in_commit)
+		pthread_mutex_unlock(&w->commit_mu);
+	free(w->gt);
+	free(w->gf);
 	pthread_mutex_destroy(&w->pub_mu);
+	pthread_mutex_destroy(&w->commit_mu);
 	pthread_mutex_destroy(&w->del_mu);
 	free(w);
 }
@@ -2274,7 +2327,14 @@ static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 	if (!w)
 		return -ENOMEM;
 	pthread_mutex_init(&w->pub_mu, NULL);
+	pthread_mutex_init(&w->commit_mu, NULL);
 	pthread_mutex_init(&w->del_mu, NULL);
+	w->gt = calloc(SFS_MAX_STATES, sizeof(*w->gt));
+	w->gf = calloc(SFS_TABLE_PUB_FILES, sizeof(*w->gf));
+	if (!w->gt || !w->gf) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	w->seg = s;
 	w->worker = worker;
 	w->self = self;

@@ -20,6 +20,7 @@
  * published applied seq of the version read.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,8 +147,10 @@ static int copy_pub(struct sfs_target_reader *r, uint32_t *nt, uint32_t *nf, uin
 		r->pfile = n;
 		r->pfcap = *nf;
 	}
-	memcpy(r->ptab, p->tp_tables, *nt * sizeof(*r->ptab));
-	memcpy(r->pfile, p->tp_files, *nf * sizeof(*r->pfile));
+	if (*nt)
+		memcpy(r->ptab, p->tp_tables, *nt * sizeof(*r->ptab));
+	if (*nf)
+		memcpy(r->pfile, p->tp_files, *nf * sizeof(*r->pfile));
 	cmm_smp_rmb();
 	return sfs_load_acquire(&p->tp_seq) == s0;
 }
@@ -264,8 +267,10 @@ static int refresh(struct sfs_target_reader *r)
 	for (tries = 0; tries < RETRIES; tries++) {
 		int k, spins = 0;
 
-		while ((k = copy_pub(r, &ntab, &nfile, &applied, &published)) == 0 && spins++ < 1000000)
-			;
+		/* the writer holds the seqlock odd only for a copy of the set */
+		while ((k = copy_pub(r, &ntab, &nfile, &applied, &published)) == 0 && spins++ < 100000)
+			if (spins % 64 == 0)
+				sched_yield();
 		if (k < 0)
 			return k;
 		if (k == 0)
