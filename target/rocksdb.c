@@ -127,6 +127,7 @@
 
 #include <rocksdb/c.h>
 
+#include "common/bump.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -147,7 +148,6 @@
 #define IDENT_KEY "sfs.identity"
 #define RESTORED_MARK "SFS-RESTORED"   /* rocksdb.h: a restore's files, to adopt */
 #define BLOCK_CACHE_BYTES (32ull << 20)
-#define ARENA_CHUNK (256u << 10)
 #define MG_MAX 256u
 /* Prefix bloom of map and list state: kg|state|ns|klen and 8 key bytes, a
  * map of an int64 key (every map of the Nexmark queries).  A scan whose
@@ -1754,12 +1754,6 @@ static int rdbt_files(struct sfs_target_writer *w, int (*fn)(void *arg, const ch
 
 /* ---- reader ------------------------------------------------------------------- */
 
-struct achunk {
-	struct achunk *next;
-	size_t used, size;
-	char data[];
-};
-
 struct sfs_target_reader {
 	struct sfs_seg *seg;
 	uint32_t worker;
@@ -1778,7 +1772,7 @@ struct sfs_target_reader {
 	uint64_t applied[SFS_MAX_STATES];
 	uint64_t seen;          /* rp_published at the last catch-up */
 	uint64_t cf_gen;        /* rp_cf_gen at the last (re)open */
-	struct achunk *arena;
+	struct sfs_bump arena;     /* values handed out until the next catch-up */
 	unsigned char kbuf[KBUF];
 	unsigned char kend[KBUF];
 	/* multiget scratch */
@@ -1789,52 +1783,6 @@ struct sfs_target_reader {
 	rocksdb_pinnableslice_t *mv[MG_MAX];
 	char *merr[MG_MAX];
 };
-
-static void *arena_copy(struct sfs_target_reader *r, const void *p, size_t n)
-{
-	struct achunk *c = r->arena;
-	void *out;
-
-	if (!c || c->size - c->used < n) {
-		size_t size = n > ARENA_CHUNK ? n : ARENA_CHUNK;
-
-		c = malloc(sizeof(*c) + size);
-		if (!c)
-			return NULL;
-		c->size = size;
-		c->used = 0;
-		c->next = r->arena;
-		r->arena = c;
-	}
-	out = c->data + c->used;
-	c->used += (n + 7) & ~(size_t)7;
-	if (c->used > c->size)
-		c->used = c->size;
-	memcpy(out, p, n);
-	return out;
-}
-
-/* Keep one standard chunk for the next batch. */
-static void arena_reset(struct sfs_target_reader *r)
-{
-	struct achunk *keep = NULL;
-
-	while (r->arena) {
-		struct achunk *c = r->arena;
-
-		r->arena = c->next;
-		if (!keep && c->size == ARENA_CHUNK) {
-			keep = c;
-			continue;
-		}
-		free(c);
-	}
-	if (keep) {
-		keep->used = 0;
-		keep->next = NULL;
-	}
-	r->arena = keep;
-}
 
 static void r_close_db(struct sfs_target_reader *r)
 {
@@ -1986,7 +1934,7 @@ static int r_refresh(struct sfs_target_reader *r)
 
 static int rdbt_catch_up(struct sfs_target_reader *r)
 {
-	arena_reset(r);
+	sfs_bump_reset(&r->arena);
 	return r_refresh(r);
 }
 
@@ -1994,7 +1942,7 @@ static int fill(struct sfs_target_reader *r, struct sfs_probe_result *res, const
 		size_t len, uint32_t sid)
 {
 	res->found = 1;
-	res->value = len ? arena_copy(r, v, len) : "";
+	res->value = len ? sfs_bump_copy(&r->arena, v, len) : "";
 	res->len = (uint32_t)len;
 	res->tag = r->applied[sid];
 	if (!res->value)
@@ -2164,8 +2112,8 @@ static int rdbt_map_iter(struct sfs_target_reader *r, const struct sfs_probe *pa
 			}
 			e = ne2;
 		}
-		e[ne].k = kl > pl ? arena_copy(r, k + pl, kl - pl) : "";
-		e[ne].v = vl ? arena_copy(r, v, vl) : "";
+		e[ne].k = kl > pl ? sfs_bump_copy(&r->arena, k + pl, kl - pl) : "";
+		e[ne].v = vl ? sfs_bump_copy(&r->arena, v, vl) : "";
 		e[ne].kl = (uint32_t)(kl - pl);
 		e[ne].vl = (uint32_t)vl;
 		if (!e[ne].k || !e[ne].v)
@@ -2190,8 +2138,7 @@ static void rdbt_reader_close(struct sfs_target_reader *r)
 	if (!r)
 		return;
 	r_close_db(r);
-	arena_reset(r);
-	free(r->arena);
+	sfs_bump_free(&r->arena);
 	free(r->mkeys);
 	if (r->ro)
 		rocksdb_readoptions_destroy(r->ro);

@@ -312,7 +312,7 @@ struct scratch {
 	struct sfs_df_hit *ph;
 	struct tv_res *pr;
 	size_t cap;
-	struct tv_arena arena;
+	struct sfs_bump arena;
 };
 
 /*
@@ -393,7 +393,7 @@ static void scratch_free(struct scratch *sc)
 	free(sc->pi);
 	free(sc->ph);
 	free(sc->pr);
-	tv_arena_free(&sc->arena);
+	sfs_bump_free(&sc->arena);
 	memset(sc, 0, sizeof(*sc));
 }
 
@@ -1099,7 +1099,7 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 			sc->pk[j].p = kb + ch[j].koff;
 			sc->pk[j].len = ch[j].klen;
 		}
-		tv_arena_reset(&sc->arena);
+		sfs_bump_reset(&sc->arena);
 		from_pre = pre && known(pre + g, n, npre - g);
 		if (from_pre) {
 			/* the map diff looked these keys up a moment ago (same files,
@@ -1500,7 +1500,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 	nv = lookup_view(t, NULL, vf, map, 0);
 	for (int k = 0; k < nv; k++)
 		l0 |= vf[k].level == 0;
-	tv_arena_reset(&sc->arena);
+	sfs_bump_reset(&sc->arena);
 	sort_rows(t);
 	/* prefixes to rewrite: the clears, and (diff off) every touched map */
 	for (size_t c = 0; c < t->nclr + ((w->knobs & SFS_TABLE_K_MAP_DIFF) ? 0 : base) && !rc; c++) {

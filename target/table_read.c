@@ -56,7 +56,7 @@ struct sfs_target_reader {
 	struct sfs_table_pub_table *ptab;   /* copies under the seqlock */
 	struct sfs_table_pub_file *pfile;
 	uint32_t pfcap;
-	struct tv_arena arena;
+	struct sfs_bump arena;
 	/* probe scratch */
 	unsigned char *kbuf;
 	size_t kcap;
@@ -110,7 +110,7 @@ void sfs__table_reader_close(struct sfs_target_reader *r)
 		return;
 	for (uint32_t i = 0; i < SFS_MAX_STATES; i++)
 		rtable_free(r->tab[i]);
-	tv_arena_free(&r->arena);
+	sfs_bump_free(&r->arena);
 	free(r->ptab);
 	free(r->pfile);
 	free(r->kbuf);
@@ -306,7 +306,7 @@ static int refresh(struct sfs_target_reader *r)
 
 int sfs__table_catch_up(struct sfs_target_reader *r)
 {
-	tv_arena_reset(&r->arena);
+	sfs_bump_reset(&r->arena);
 	return refresh(r);
 }
 

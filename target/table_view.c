@@ -8,66 +8,6 @@
 #include "common/merge.h"
 #include "target/table_view.h"
 
-#define CHUNK (256u << 10)
-
-struct tv_chunk {
-	struct tv_chunk *next;
-	size_t size, used;
-	unsigned char data[];
-};
-
-void *tv_arena_copy(struct tv_arena *a, const void *p, size_t n)
-{
-	struct tv_chunk *c = a->head;
-	void *out;
-
-	if (!c || c->size - c->used < n) {
-		size_t size = n > CHUNK ? n : CHUNK;
-
-		if (!(c = malloc(sizeof(*c) + size)))
-			return NULL;
-		c->size = size;
-		c->used = 0;
-		c->next = a->head;
-		a->head = c;
-	}
-	out = c->data + c->used;
-	c->used += (n + 7) & ~(size_t)7;
-	if (c->used > c->size)
-		c->used = c->size;
-	if (n)
-		memcpy(out, p, n);
-	return out;
-}
-
-void tv_arena_reset(struct tv_arena *a)
-{
-	struct tv_chunk *keep = NULL;
-
-	while (a->head) {
-		struct tv_chunk *c = a->head;
-
-		a->head = c->next;
-		if (!keep && c->size == CHUNK) {
-			keep = c;
-			continue;
-		}
-		free(c);
-	}
-	if (keep) {
-		keep->used = 0;
-		keep->next = NULL;
-	}
-	a->head = keep;
-}
-
-void tv_arena_free(struct tv_arena *a)
-{
-	tv_arena_reset(a);
-	free(a->head);
-	a->head = NULL;
-}
-
 static int64_t get_i64(const void *p)
 {
 	int64_t v;
@@ -77,7 +17,7 @@ static int64_t get_i64(const void *p)
 }
 
 int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
-	     int merge, unsigned flags, struct tv_arena *a, struct tv_res *out,
+	     int merge, unsigned flags, struct sfs_bump *a, struct tv_res *out,
 	     struct sfs_df_key *sk, uint32_t *si, struct sfs_df_hit *hits)
 {
 	/* counter deltas met at level 0, per key */
@@ -138,7 +78,7 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 				r->pos = hits[j].pos;
 			}
 			if (!(flags & SFS_DF_PROBE_NO_VALUES) &&
-			    !(r->val = tv_arena_copy(a, hits[j].val, hits[j].vlen))) {
+			    !(r->val = sfs_bump_copy(a, hits[j].val, hits[j].vlen))) {
 				rc = -ENOMEM;
 				goto out;
 			}
@@ -153,7 +93,7 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 		v = acc[i];
 		if (out[i].state == 1 && out[i].vlen == 8 && out[i].val)
 			v = sfs_merge_i64((unsigned)merge, get_i64(out[i].val), v);
-		if (!(out[i].val = tv_arena_copy(a, &v, 8))) {
+		if (!(out[i].val = sfs_bump_copy(a, &v, 8))) {
 			rc = -ENOMEM;
 			break;
 		}
@@ -181,7 +121,7 @@ static int row_cmp(const void *x, const void *y)
 }
 
 int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
-	      struct tv_arena *a, struct tv_row **rows, size_t *n)
+	      struct sfs_bump *a, struct tv_row **rows, size_t *n)
 {
 	struct tv_row *r = NULL;
 	size_t cnt = 0, cap = 0, w = 0;
@@ -209,9 +149,9 @@ int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen
 			}
 			r[cnt].klen = (uint32_t)(row.klen - plen);
 			r[cnt].vlen = (uint32_t)row.vlen;
-			r[cnt].key = tv_arena_copy(a, (const char *)row.key + plen, row.klen - plen);
+			r[cnt].key = sfs_bump_copy(a, (const char *)row.key + plen, row.klen - plen);
 			r[cnt].val = row.kind == SFS_DF_DELETE ? NULL
-							       : tv_arena_copy(a, row.val, row.vlen);
+							       : sfs_bump_copy(a, row.val, row.vlen);
 			/* file: the rank (newest first) for the sort; fixed below */
 			r[cnt].file = (int32_t)k;
 			r[cnt].pos = row.pos;

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/bump.h"
 #include "layout/datafile.h"
 
 struct tv_file {
@@ -27,16 +28,6 @@ struct tv_file {
 	size_t dv_words;
 	uint32_t level;
 };
-
-/* A bump arena: values handed out live until tv_arena_reset. */
-struct tv_chunk;
-struct tv_arena {
-	struct tv_chunk *head;
-};
-
-void *tv_arena_copy(struct tv_arena *a, const void *p, size_t n);
-void tv_arena_reset(struct tv_arena *a);   /* keeps one chunk */
-void tv_arena_free(struct tv_arena *a);
 
 /* One key's answer. */
 struct tv_res {
@@ -57,7 +48,7 @@ struct tv_res {
  * file O(n log pages + rows of the candidate pages).
  */
 int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
-	     int merge, unsigned flags, struct tv_arena *a, struct tv_res *out,
+	     int merge, unsigned flags, struct sfs_bump *a, struct tv_res *out,
 	     struct sfs_df_key *scratch_keys, uint32_t *scratch_idx, struct sfs_df_hit *hits);
 
 /* One live row of a prefix scan (key: the part after the prefix). */
@@ -75,6 +66,6 @@ struct tv_row {
  * a level-0 tombstone hides the key.  Cost: O(m log m), m rows in range.
  */
 int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
-	      struct tv_arena *a, struct tv_row **rows, size_t *n);
+	      struct sfs_bump *a, struct tv_row **rows, size_t *n);
 
 #endif
