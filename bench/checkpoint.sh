@@ -54,9 +54,9 @@ for ev in $STEPS; do
 		"${ckmax:-0}" "$(awk -v a="$links" -v b="$n" 'BEGIN {print b ? a / b : 0}')" \
 		"$(awk -v a="$refs" -v b="$n" 'BEGIN {print b ? a / b : 0}')" "${mb:-?}"
 	# the table target's synchronous work per committed buffer (mean, max) and live files
-	[ "$BACKEND" = table ] && printf '  commit %s/%s ms, %s files' \
+	[ "$BACKEND" = table ] && printf '  commit %s/%s ms, one table max %s ms, %s files' \
 		"$(field table_commit_ms "$OUT/run.json")" "$(field table_commit_max_ms "$OUT/run.json")" \
-		"$(field table_files "$OUT/run.json")"
+		"$(field table_sync_max_ms "$OUT/run.json")" "$(field table_files "$OUT/run.json")"
 	echo
 	last=$data
 done

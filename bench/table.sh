@@ -9,7 +9,8 @@
 # the median events/s per backend, the medians of the per-repetition ratios
 # table/memory and table/rocksdb-direct, and the table's synchronous work
 # per barrier: the compactor's commit of a buffer (data commits + minimal
-# rounds of every table it touched; mean and max over the runs) and the
+# rounds of every table it touched; mean and max over the runs), the
+# longest commit of one table (the synchronous work per operator) and the
 # checkpoint duration.
 #
 # Part 2 (ABLATE_QUERIES, default q4 q20): the table backend with one design
@@ -82,11 +83,11 @@ def get(label, q, b):
     return None
 med = lambda xs: st.median(xs) if xs else float("nan")
 print(f"{'query':6} {'table ev/s':>11} {'memory':>10} {'rocksdb':>10} {'direct':>10} "
-      f"{'x memory':>9} {'x direct':>9} {'commit ms':>10} {'max':>7} {'ckpt ms':>8}")
+      f"{'x memory':>9} {'x direct':>9} {'commit ms':>10} {'max':>7} {'table max':>9} {'ckpt ms':>8}")
 gm, gd = [], []
 for q in queries:
     ev = {b: [] for b in ("table", "memory", "rocksdb", "rocksdb-direct")}
-    rm, rd, cm, cx, ck = [], [], [], [], []
+    rm, rd, cm, cx, ck, tx = [], [], [], [], [], []
     for r in range(1, reps + 1):
         js = {b: get(f"cmp-{r}", q, b) for b in ev}
         for b, j in js.items():
@@ -97,12 +98,13 @@ for q in queries:
             rd.append(t["events_per_sec"] / js["rocksdb-direct"]["events_per_sec"])
         if t:
             cm.append(t["table_commit_ms"]); cx.append(t["table_commit_max_ms"])
+            tx.append(t.get("table_sync_max_ms", 0))
             ck.append(t["checkpoint_last_ms"])
     if rm: gm.append(med(rm))
     if rd: gd.append(med(rd))
     print(f"{q:6} {med(ev['table']):11.0f} {med(ev['memory']):10.0f} {med(ev['rocksdb']):10.0f} "
           f"{med(ev['rocksdb-direct']):10.0f} {med(rm):9.2f} {med(rd):9.2f} {med(cm):10.1f} "
-          f"{max(cx) if cx else 0:7.1f} {max(ck) if ck else 0:8.1f}")
+          f"{max(cx) if cx else 0:7.1f} {max(tx) if tx else 0:9.1f} {max(ck) if ck else 0:8.1f}")
 g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 print(f"geomean: table/memory {g(gm):.2f}x, table/rocksdb-direct {g(gd):.2f}x")
 print()

@@ -576,7 +576,7 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 /* The table target's work over every worker (target/table.h counters). */
 static void table_json(void)
 {
-	uint64_t c = 0, cns = 0, cmax = 0, dc = 0, rounds = 0, rns = 0, up = 0, merges = 0;
+	uint64_t c = 0, cns = 0, cmax = 0, tmax = 0, dc = 0, rounds = 0, rns = 0, up = 0, merges = 0;
 	uint64_t mrows = 0, masked = 0, same = 0, rows = 0, files = 0;
 
 	for (uint32_t w = 0; w < job->rj_workers; w++) {
@@ -587,6 +587,7 @@ static void table_json(void)
 		c += p->tp_commits;
 		cns += p->tp_commit_ns;
 		cmax = p->tp_commit_max_ns > cmax ? p->tp_commit_max_ns : cmax;
+		tmax = p->tp_table_max_ns > tmax ? p->tp_table_max_ns : tmax;
 		dc += p->tp_data_commits;
 		rows += p->tp_rows_written;
 		rounds += p->tp_rounds;
@@ -599,11 +600,12 @@ static void table_json(void)
 		files += p->tp_nfiles;
 	}
 	printf(", \"table_commit_ms\": %.3f, \"table_commit_max_ms\": %.3f, "
+	       "\"table_sync_max_ms\": %.3f, "
 	       "\"table_data_commits\": %llu, \"table_rows_written\": %llu, \"table_rounds\": %llu, "
 	       "\"table_round_ms\": %.3f, \"table_relabels\": %llu, \"table_merges\": %llu, "
 	       "\"table_merge_rows\": %llu, \"table_rows_masked\": %llu, "
 	       "\"table_map_unchanged\": %llu, \"table_files\": %llu",
-	       c ? cns / 1e6 / c : 0.0, cmax / 1e6, (unsigned long long)dc,
+	       c ? cns / 1e6 / c : 0.0, cmax / 1e6, tmax / 1e6, (unsigned long long)dc,
 	       (unsigned long long)rows, (unsigned long long)rounds,
 	       rounds ? rns / 1e6 / rounds : 0.0, (unsigned long long)up,
 	       (unsigned long long)merges, (unsigned long long)mrows, (unsigned long long)masked,

@@ -1734,7 +1734,11 @@ static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 		if (!rc)
 			rc = commit_table(w, t, seq);
 		pthread_mutex_unlock(&t->mu);
-		w->commit_ns += sfs_now_ns() - t0;
+		t0 = sfs_now_ns() - t0;
+		w->commit_ns += t0;
+		if (t0 > w->pub->tp_table_max_ns)
+			sfs_store_relaxed(&w->pub->tp_table_max_ns, t0);
+		t0 = sfs_now_ns();
 		if (rc) {
 			if (!w->failing)
 				sfs_log("worker %u: commit of buffer seq %llu failed, will retry: %s",

@@ -105,6 +105,8 @@ struct sfs_table_pub {
 	uint64_t tp_commits;        /* commit() calls that returned 0 (buffers committed) */
 	uint64_t tp_commit_ns;      /* time in them (data commits + barrier rounds) */
 	uint64_t tp_commit_max_ns;  /* the longest */
+	uint64_t tp_table_max_ns;   /* the longest commit of one table (data commit +
+				     * round): the barrier's synchronous work per operator */
 	uint64_t tp_errors;         /* failed commits (retried) */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
