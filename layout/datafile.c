@@ -279,6 +279,7 @@ struct sfs_df_writer {
 	uint64_t dw_off, dw_voff;    /* bytes written to each */
 	int dw_codec, dw_zlevel;
 	uint32_t dw_page_bytes, dw_page_rows, dw_filter_bits;
+	int dw_keys_raw;
 	int dw_err;                  /* sticky I/O error */
 	int dw_renamed;              /* finish got as far as the rename */
 
@@ -376,7 +377,13 @@ static int flush_key_page(sfs_df_writer_t *w)
 		return rc;
 	e.k_min_len = ld32(w->dw_kend.p);
 	e.k_max_len = (uint32_t)w->dw_kdata.len - lastb;
-	e.k_codec = (uint32_t)compress_page(w, w->dw_page.p, w->dw_page.len, &z, &zlen);
+	if (w->dw_keys_raw) {
+		z = w->dw_page.p;
+		zlen = w->dw_page.len;
+		e.k_codec = SFS_DF_NONE;
+	} else {
+		e.k_codec = (uint32_t)compress_page(w, w->dw_page.p, w->dw_page.len, &z, &zlen);
+	}
 	e.k_off = w->dw_off;
 	e.k_first_row = w->dw_kfirst;
 	e.k_stored = (uint32_t)zlen;
@@ -514,6 +521,7 @@ int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, s
 	w->dw_codec = o.codec;
 	w->dw_zlevel = o.zstd_level ? o.zstd_level : 3;
 	w->dw_page_bytes = o.page_bytes ? o.page_bytes : DF_PAGE_DEFAULT;
+	w->dw_keys_raw = o.keys_raw;
 	w->dw_page_rows = o.page_rows ? o.page_rows : UINT32_MAX;
 	w->dw_filter_bits = o.filter_bits ? o.filter_bits : DF_FILTER_BITS;
 	if (!(w->dw_path = strdup(path)) || asprintf(&w->dw_tmp, "%s.tmp", path) < 0) {

@@ -117,6 +117,9 @@ struct sfs_df_write_opts {
 				 * value bytes per value page; 0: 16 KiB */
 	uint32_t page_rows;     /* also cut a key page at this many rows; 0: no limit */
 	uint32_t filter_bits;   /* key filter bits per key; 0: 10 */
+	int keys_raw;           /* store key pages uncompressed whatever the codec: a
+				 * probe then reads keys in place from the mapping and
+				 * decompresses only the value pages of its hits */
 };
 
 /*

@@ -501,7 +501,10 @@ int rt_timers_advance(struct rt_timers *t, int64_t wm, rt_timer_fn fn, void *arg
 			b->state = F_FIRED;
 			rc = fn(arg, t->tm_kb + b->off, b->len, ts);
 			if (++since == QUIESCE_EVERY) {
+				/* a watermark may fire a whole window's timers: progress,
+				 * not a hang (on a disk backend it can take seconds) */
 				t->tm_op->so->quiescent(t->tm_op->st);
+				rt_beat(t->tm_op);
 				since = 0;
 			}
 		}

@@ -1030,7 +1030,8 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	int rewrite, rc, nv;
 	sfs_df_writer_t *out = NULL;
 	sfs_df_iter_t *it = NULL;
-	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4, .page_bytes = SFS_TABLE_PAGE_BYTES };
+	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4, .page_bytes = SFS_TABLE_PAGE_BYTES,
+					 .keys_raw = SFS_TABLE_KEYS_RAW };
 	struct tv_file *vf = malloc((t->nf + 1) * sizeof(*vf));
 	size_t *map = malloc((t->nf + 1) * sizeof(*map));
 	char oname[SFS_TABLE_NAME], path[1024];
@@ -1605,7 +1606,8 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 /* Data commit of @t's staged delta as a level-0 file, then (knob) the round. */
 static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t seq)
 {
-	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4, .page_bytes = SFS_TABLE_PAGE_BYTES };
+	struct sfs_df_write_opts wo = { .codec = SFS_DF_LZ4, .page_bytes = SFS_TABLE_PAGE_BYTES,
+					 .keys_raw = SFS_TABLE_KEYS_RAW };
 	sfs_df_writer_t *out = NULL;
 	char name[SFS_TABLE_NAME], path[1024];
 	struct sfs_mf_entry e;
@@ -1814,7 +1816,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	uint32_t level = 0;
 	uint64_t t0 = sfs_now_ns(), outrow = 0, loads;
 	char oname[SFS_TABLE_NAME], path[1024];
-	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES };
+	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES,
+					 .keys_raw = SFS_TABLE_KEYS_RAW };
 	sfs_df_writer_t *out = NULL;
 	int rc = 0;
 

@@ -43,6 +43,9 @@
 /* ZSTD level below level 1: the fastest (shaping merges run beside the
  * workers on the same cores). */
 #define SFS_TABLE_ZSTD_LEVEL 1
+/* Key pages stored raw: probes read keys in place and decompress only the
+ * value pages of their hits (measured: bench/RESULTS.md, issue 7). */
+#define SFS_TABLE_KEYS_RAW (!getenv("SFS_TABLE_KEYS_RAW") || atoi(getenv("SFS_TABLE_KEYS_RAW")))
 
 /* Design points the ablation benchmark switches off one at a time
  * (SFS_TABLE_<X>=0 in the environment of the compactor and the workers). */

@@ -644,7 +644,8 @@ static int rewrite(struct rebuild *rb, struct dtab *d, sfs_df_reader_t *r, const
 {
 	struct sfs_df_write_opts wo = { .codec = level <= 1 ? SFS_DF_LZ4 : SFS_DF_ZSTD,
 					 .page_bytes = SFS_TABLE_PAGE_BYTES,
-					 .zstd_level = SFS_TABLE_ZSTD_LEVEL };
+					 .zstd_level = SFS_TABLE_ZSTD_LEVEL,
+					 .keys_raw = SFS_TABLE_KEYS_RAW };
 	char name[NAME_MAX_ + 1], path[PATH_MAX];
 	sfs_df_writer_t *w = NULL;
 	sfs_df_iter_t *it = NULL;
