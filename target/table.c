@@ -5,7 +5,8 @@
  *
  * One table per registered state per worker, in <store>/s<sid>/.  The
  * compactor's main thread stages a sealed buffer's entries per table
- * (apply), then at commit(seq), per touched table, under the table's lock:
+ * (apply), then commits them one touched table per commit(seq) call
+ * (-EAGAIN until the last, which publishes), under the table's lock:
  *
  *  1. Map diff (map and list state).  The staged entries are compared with
  *     the image the table holds (one batch probe): an entry equal to its
@@ -17,16 +18,19 @@
  *     (LZ4) and committed as a snapshot (kind DATA, watermark = seq): from
  *     here the buffer is durable.
  *  3. The minimal round.  That level-0 file is up-levelled at once: its
- *     keys are looked up in the table's level >= 1 files (one batch probe
- *     per file, positions only — values only for counters, whose deltas
- *     are folded over the base here: the aggregation merge), every
+ *     keys are looked up in the table's level >= 1 files (the map diff's
+ *     lookups when it made them, else one batch probe per file, positions
+ *     only — values only for counters, whose deltas are folded over the
+ *     base here: the aggregation merge), every
  *     superseded row gets a bit in its file's deletion vector, tombstones
  *     vanish, and the rows become a level-1 file — the same file relabelled
  *     when it holds puts only (no rewrite), else a rewrite of the delta.  One
  *     snapshot (kind COMPACT) commits the relabel or rewrite and the new
  *     deletion-vector index.  Cost: O(delta x log), never O(table) — except
  *     the vector index, rewritten whole per round (vectors are small: runs
- *     or bitmaps of changed rows; left as is, see the closing note).
+ *     or bitmaps of superseded rows; a per-file index would make it
+ *     O(files touched)).  A level >= 1 file whose rows are all masked
+ *     leaves the table in the same commit.
  *  After the round every file of the table is standalone-correct with its
  *  vector applied: a read is a raw probe, no merge reader.  With the round
  *  switched off (SFS_TABLE_ROUND=0: the "background only" ablation) step 3
