@@ -841,7 +841,11 @@ static int publish(struct sfs_target_writer *w)
 		pthread_mutex_unlock(&t->mu);
 	}
 	if (!rc) {
-		sfs_store_release(&p->tp_seq, p->tp_seq + 1);	/* odd: changing */
+		/* odd: changing — already odd when a compactor died in this copy
+		 * (kill -9): then the torn set stays marked until this copy ends */
+		uint64_t seq = p->tp_seq | 1;
+
+		sfs_store_release(&p->tp_seq, seq);
 		cmm_smp_wmb();
 		memcpy(p->tp_tables, w->gt, nt * sizeof(*w->gt));
 		if (nf)
@@ -850,7 +854,7 @@ static int publish(struct sfs_target_writer *w)
 		p->tp_nfiles = nf;
 		p->tp_applied = w->applied;
 		cmm_smp_wmb();
-		sfs_store_release(&p->tp_seq, p->tp_seq + 1);
+		sfs_store_release(&p->tp_seq, seq + 1);
 		sfs_store_release(&p->tp_published, p->tp_published + 1);
 	}
 	pthread_mutex_unlock(&w->pub_mu);

@@ -27,6 +27,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -258,8 +259,12 @@ static int pub_table(const struct sfs_table_pub *p, uint32_t sid, struct pubset 
 		uint64_t s0 = __atomic_load_n(&p->tp_seq, __ATOMIC_ACQUIRE);
 		uint32_t nt = p->tp_ntables;
 
-		if (s0 & 1)
+		if (s0 & 1) {
+			/* a publisher mid-copy, maybe descheduled on a loaded machine */
+			if (tries % 64 == 63)
+				sched_yield();
 			continue;
+		}
 		out->n = 0;
 		out->dvi[0] = '\0';
 		for (uint32_t i = 0; i < nt && i < SFS_MAX_STATES; i++) {
