@@ -1297,53 +1297,31 @@ static void save_point(struct sfs_target_writer *w, struct table *t)
 	t->save_clr = t->nclr;
 }
 
-/* A map's run (the memory target's apply_map has the same walk): clears
- * become staged prefixes, entries rows. */
+/* A map's run (sfs_map_run_walk): clears become staged prefixes, entries
+ * rows (a removal a tombstone). */
+static int stage_clear_prefix(void *arg, const struct sfs_wbuf_view *h, uint32_t plen)
+{
+	struct table *t = arg;
+
+	return stage_row(t, &t->clr, &t->nclr, &t->clr_cap, 1, plen, h->ns, h->key, plen,
+			 SFS_DF_DELETE, NULL, 0);
+}
+
+static int stage_entry(void *arg, const struct sfs_wbuf_view *e, uint32_t plen,
+		       const struct sfs_wbuf_view *head, const void *val, uint32_t len)
+{
+	struct table *t = arg;
+
+	(void)head;
+	return stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 1, plen, e->ns, e->key, e->klen,
+			 val ? SFS_DF_PUT : SFS_DF_DELETE, val, len);
+}
+
 static int stage_map(struct table *t, const struct sfs_wbuf_view *v, unsigned n)
 {
-	uint32_t plen = sfs_map_parent_len(v[0].key, v[0].klen);
-	unsigned run = 1, heads = 0;
-	int rc;
+	static const struct sfs_map_run_ops ops = { stage_clear_prefix, stage_entry };
 
-	if (!plen)
-		return sfs__err(SFS_ECORRUPT, "table target: malformed map key of %u bytes",
-				v[0].klen);
-	while (run < n && v[run].klen >= plen && memcmp(v[run].key, v[0].key, plen) == 0)
-		run++;
-	for (; heads < run && v[heads].klen == plen; heads++) {
-		struct sfs_map_head hd = { 0, 0 };
-
-		if (v[heads].len == sizeof(hd))
-			memcpy(&hd, v[heads].value, sizeof(hd));
-		if (hd.mh_clear_pos &&
-		    (rc = stage_row(t, &t->clr, &t->nclr, &t->clr_cap, 1, plen, v[heads].ns,
-				    v[heads].key, plen, SFS_DF_DELETE, NULL, 0)))
-			return rc;
-	}
-	for (unsigned i = heads; i < run; i++) {
-		struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
-		struct sfs_map_head hd = { 0, 0 };
-		unsigned j;
-
-		for (j = 0; j < heads && v[j].ns != v[i].ns; j++)
-			;
-		if (j < heads && v[j].len == sizeof(hd))
-			memcpy(&hd, v[j].value, sizeof(hd));
-		if (hd.mh_clear_pos && v[i].off < hd.mh_clear_pos)
-			continue;	/* written before the clear in this buffer: gone */
-		if (v[i].len >= sizeof(me))
-			memcpy(&me, v[i].value, sizeof(me));
-		if (me.me_flags & SFS_MAP_REMOVED)
-			rc = stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 1, plen, v[i].ns, v[i].key,
-				       v[i].klen, SFS_DF_DELETE, NULL, 0);
-		else
-			rc = stage_row(t, &t->rows, &t->nrows, &t->rows_cap, 1, plen, v[i].ns, v[i].key,
-				       v[i].klen, SFS_DF_PUT, (const char *)v[i].value + sizeof(me),
-				       v[i].len - (uint32_t)sizeof(me));
-		if (rc)
-			return rc;
-	}
-	return (int)run;
+	return sfs_map_run_walk(v, n, "table target", &ops, t);
 }
 
 static int tbl_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,

@@ -142,25 +142,15 @@ static int is_map(int kind)
 	return kind == SFS_STATE_MAP || kind == SFS_STATE_LIST;
 }
 
-/*
- * A parent key's run @v[0, @n): every view whose key starts with the parent
- * (no parent is a prefix of another: it carries its key's length).  In key
- * order the parent's heads (one per namespace) come first, then its
- * entries.  Each head with a clear drops the stored map first; then every
- * entry written after its namespace's clear is put or removed one by one:
- * the store sees only what changed.  Idempotent through the store's tags.
- * Returns the views consumed, or < 0.
- */
-static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
-		     uint64_t seq)
+int sfs_map_run_walk(const struct sfs_wbuf_view *v, unsigned n, const char *who,
+		     const struct sfs_map_run_ops *ops, void *arg)
 {
 	uint32_t plen = sfs_map_parent_len(v[0].key, v[0].klen);
 	unsigned run = 1, heads = 0;
 	int rc;
 
 	if (!plen)
-		return sfs__err(SFS_ECORRUPT, "memory target: malformed map key of %u bytes",
-				v[0].klen);
+		return sfs__err(SFS_ECORRUPT, "%s: malformed map key of %u bytes", who, v[0].klen);
 	while (run < n && v[run].klen >= plen && memcmp(v[run].key, v[0].key, plen) == 0)
 		run++;
 	for (; heads < run && v[heads].klen == plen; heads++) {
@@ -168,41 +158,70 @@ static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v,
 
 		if (v[heads].len == sizeof(hd))
 			memcpy(&hd, v[heads].value, sizeof(hd));
-		if (hd.mh_clear_pos &&
-		    (rc = sfs_mstore_map_clear(&w->m, v[heads].hash, v[heads].ns, v[heads].key, plen,
-					       seq)))
+		if (hd.mh_clear_pos && (rc = ops->clear(arg, &v[heads], plen)))
 			return rc;
 	}
 	for (unsigned i = heads; i < run; i++) {
 		struct sfs_map_ent me = { 0, SFS_MAP_REMOVED };
 		struct sfs_map_head hd = { 0, 0 };
-		uint64_t ph = 0;
 		unsigned j;
 
 		/* Its namespace's head: one, mostly (a linear look is cheapest). */
 		for (j = 0; j < heads && v[j].ns != v[i].ns; j++)
 			;
-		if (j < heads) {
-			if (v[j].len == sizeof(hd))
-				memcpy(&hd, v[j].value, sizeof(hd));
-			ph = v[j].hash;
-		} else {
-			ph = sfs_wbuf_hash(v[i].ns, v[i].key, plen);
-		}
+		if (j < heads && v[j].len == sizeof(hd))
+			memcpy(&hd, v[j].value, sizeof(hd));
 		if (hd.mh_clear_pos && v[i].off < hd.mh_clear_pos)
 			continue;	/* written before the clear in this buffer: gone */
 		if (v[i].len >= sizeof(me))
 			memcpy(&me, v[i].value, sizeof(me));
-		if (me.me_flags & SFS_MAP_REMOVED)
-			rc = sfs_mstore_map_remove(&w->m, v[i].hash, v[i].ns, v[i].key, v[i].klen, seq);
-		else
-			rc = sfs_mstore_map_put(&w->m, v[i].hash, ph, v[i].ns, v[i].key, v[i].klen,
-						plen, (const char *)v[i].value + sizeof(me),
-						v[i].len - (uint32_t)sizeof(me), seq);
+		rc = ops->entry(arg, &v[i], plen, j < heads ? &v[j] : NULL,
+				(me.me_flags & SFS_MAP_REMOVED) ? NULL
+								: (const char *)v[i].value + sizeof(me),
+				(me.me_flags & SFS_MAP_REMOVED) ? 0 : v[i].len - (uint32_t)sizeof(me));
 		if (rc)
 			return rc;
 	}
 	return (int)run;
+}
+
+/*
+ * The memory target's map run: each head with a clear drops the stored map
+ * first; then every entry written after its namespace's clear is put or
+ * removed one by one: the store sees only what changed.  Idempotent
+ * through the store's tags.
+ */
+struct mem_run {
+	struct sfs_target_writer *w;
+	uint64_t seq;
+};
+
+static int mem_run_clear(void *arg, const struct sfs_wbuf_view *h, uint32_t plen)
+{
+	struct mem_run *m = arg;
+
+	return sfs_mstore_map_clear(&m->w->m, h->hash, h->ns, h->key, plen, m->seq);
+}
+
+static int mem_run_entry(void *arg, const struct sfs_wbuf_view *e, uint32_t plen,
+			 const struct sfs_wbuf_view *head, const void *val, uint32_t len)
+{
+	struct mem_run *m = arg;
+	uint64_t ph = head ? head->hash : sfs_wbuf_hash(e->ns, e->key, plen);
+
+	if (!val)
+		return sfs_mstore_map_remove(&m->w->m, e->hash, e->ns, e->key, e->klen, m->seq);
+	return sfs_mstore_map_put(&m->w->m, e->hash, ph, e->ns, e->key, e->klen, plen, val, len,
+				  m->seq);
+}
+
+static int apply_map(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
+		     uint64_t seq)
+{
+	static const struct sfs_map_run_ops ops = { mem_run_clear, mem_run_entry };
+	struct mem_run m = { w, seq };
+
+	return sfs_map_run_walk(v, n, "memory target", &ops, &m);
 }
 
 static int mem_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,

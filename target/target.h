@@ -94,6 +94,26 @@ struct sfs_target_ops {
 	void (*reader_close)(struct sfs_target_reader *r);
 };
 
+/*
+ * A map's run in a sorted apply batch, for targets (the memory and table
+ * targets walk it the same way): @v[0, @n) starts with a parent key; the
+ * run is every view whose key starts with the parent (no parent is a
+ * prefix of another: it carries its key's length), its heads (one per
+ * namespace) first, then its entries.  @clear is called for each head whose
+ * buffer cleared the map, then @entry for each entry written after its
+ * namespace's clear (@val NULL: removed), with its namespace's head (NULL:
+ * none in this buffer).  Returns the views consumed, or < 0 (a callback's
+ * error; SFS_ECORRUPT for a malformed key, named after @who).
+ */
+struct sfs_map_run_ops {
+	int (*clear)(void *arg, const struct sfs_wbuf_view *head, uint32_t plen);
+	int (*entry)(void *arg, const struct sfs_wbuf_view *e, uint32_t plen,
+		     const struct sfs_wbuf_view *head, const void *val, uint32_t len);
+};
+
+int sfs_map_run_walk(const struct sfs_wbuf_view *v, unsigned n, const char *who,
+		     const struct sfs_map_run_ops *ops, void *arg);
+
 /* The target a segment was created for (sh_backend; "" means "memory"). */
 const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s);
 
