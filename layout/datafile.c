@@ -1422,8 +1422,11 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 	dup = r->dr_dup;
 	match = r->dr_match;
 
-	/* 1. Prune: file range, the one candidate page by min/max, the filter.
-	 *    One hash per key, reused by the filter and the hash set. */
+	/* 1. Prune: file range, the filter, the one candidate page by min/max.
+	 *    One hash per key, reused by the filter and the hash set; the
+	 *    filter (one cache line) before the binary search over pages
+	 *    (log2 pages key compares), since most probes of a deep file are
+	 *    misses the filter ends. */
 	for (size_t i = 0; i < n; i++) {
 		const void *k = keys[i].p;
 		size_t kl = keys[i].len, ml;
@@ -1436,19 +1439,19 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 			r->dr_c.pruned_range++;
 			continue;
 		}
+		cand[nc].c_hash = df_hash(k, kl);
+		if ((rc = filter_maybe(r, cand[nc].c_hash, &maybe)))
+			return rc;
+		if (!maybe) {
+			r->dr_c.pruned_filter++;
+			continue;
+		}
 		pg = page_lower(r, k, kl);
 		const uint8_t *m = kmin(r, pg, &ml);
 
 		r->dr_c.seek_compares++;
 		if (key_cmp(k, kl, m, ml) < 0) {   /* between two pages */
 			r->dr_c.pruned_range++;
-			continue;
-		}
-		cand[nc].c_hash = df_hash(k, kl);
-		if ((rc = filter_maybe(r, cand[nc].c_hash, &maybe)))
-			return rc;
-		if (!maybe) {
-			r->dr_c.pruned_filter++;
 			continue;
 		}
 		cand[nc].c_key = (uint32_t)i;

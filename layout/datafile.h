@@ -248,8 +248,8 @@ struct sfs_df_hit {
 /*
  * sfs_df_probe - the per-batch key probe: find each of @n keys (any order,
  * duplicates allowed) in the file, in one pass.  Each key is hashed once
- * and sent to its one candidate page by binary search over page min/max,
- * then checked in the filter; the survivors go into a hash set built once
+ * and checked in the filter, then sent to its one candidate page by binary
+ * search over page min/max; the survivors go into a hash set built once
  * per call, and each candidate page's key column is walked once, every
  * row looked up in the set (one hash, one lookup per row).  Values are
  * decoded only for matching rows; rows whose bit is set in @dv
