@@ -117,6 +117,7 @@
  * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" (fault()).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -829,10 +830,21 @@ out:
  * path is destroyed, the identity written and flushed. */
 static int w_fresh(struct sfs_target_writer *w, const char *ident)
 {
-	char *err = NULL;
-	int rc;
+	char *err = NULL, cur[PATH_MAX + 16];
+	int rc, dfd;
 
 	w_close_db(w);
+	/* CURRENT first: DestroyDB unlinks the MANIFEST before CURRENT, and a
+	 * kill -9 between the two left a CURRENT naming a missing MANIFEST,
+	 * which no later open could get past.  Without CURRENT the directory
+	 * holds no instance, and the next open creates one. */
+	snprintf(cur, sizeof(cur), "%s/CURRENT", w->path);
+	if (unlink(cur) && errno != ENOENT)
+		return sfs__err(sfs__errno(), "%s: %s", cur, strerror(errno));
+	if ((dfd = open(w->path, O_RDONLY | O_DIRECTORY)) >= 0) {
+		(void)fsync(dfd);
+		close(dfd);
+	}
 	rocksdb_destroy_db(w->dbo, w->path, &err);
 	if ((rc = rdbt_err(w->path, &err, "destroy a previous job's instance")))
 		return rc;
