@@ -16,6 +16,14 @@ int sfs_mkdirs(const char *path);
  * Returns the first error, named by file. */
 int sfs_file_commit(FILE *f, const char *tmp, const char *path, int rc);
 
+/*
+ * Place the immutable file @from at @to: a hard link (no bytes moved), or a
+ * copy (fsynced) where the file system refuses links (EXDEV, EPERM,
+ * EMLINK, EOPNOTSUPP).  -EEXIST, without a message, when @to exists: the
+ * caller decides whether that is fine.  Other errors name the file.
+ */
+int sfs_link_or_copy(const char *from, const char *to);
+
 /* rm -rf @path (a missing path is fine); an error names the path. */
 int sfs_rmtree(const char *path);
 

@@ -2011,31 +2011,13 @@ static void *bg_main(void *arg)
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
+/* A file of the store into a stage or a table directory; already there
+ * (a retried snapshot or adoption) is fine. */
 static int link_or_copy(const char *from, const char *to)
 {
-	char buf[65536];
-	ssize_t n;
-	int in, out, rc = 0;
+	int rc = sfs_link_or_copy(from, to);
 
-	if (link(from, to) == 0 || errno == EEXIST)
-		return 0;
-	if (errno != EXDEV)
-		return sfs__err(sfs__errno(), "link %s to %s: %s", from, to, strerror(errno));
-	if ((in = open(from, O_RDONLY)) < 0)
-		return sfs__err(sfs__errno(), "%s: %s", from, strerror(errno));
-	if ((out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600)) < 0) {
-		rc = sfs__err(sfs__errno(), "%s: %s", to, strerror(errno));
-		close(in);
-		return rc;
-	}
-	while (!rc && (n = read(in, buf, sizeof(buf))) != 0)
-		if (n < 0 || write(out, buf, (size_t)n) != n)
-			rc = sfs__err(-EIO, "copy %s to %s: %s", from, to, strerror(errno));
-	if (!rc && fsync(out))
-		rc = sfs__err(sfs__errno(), "%s: fsync: %s", to, strerror(errno));
-	close(in);
-	close(out);
-	return rc;
+	return rc == -EEXIST ? 0 : rc;
 }
 
 /*

@@ -568,73 +568,16 @@ static int new_name(const struct rebuild *rb, uint32_t sid, const char *ext, cha
 	return sfs__err(-EEXIST, "%s: no free random file name", rb->dst);
 }
 
-/* Copy @from to the new file @to (O_EXCL), fsynced; removed on failure. */
-static int copy_file(const char *from, const char *to)
-{
-	int in = open(from, O_RDONLY | O_CLOEXEC), out, rc = 0;
-
-	if (in < 0)
-		return sfs__err(sfs__errno(), "%s: open: %s", from, strerror(errno));
-	if ((out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
-		rc = errno == EEXIST ? sfs__err(SFS_ECORRUPT, "%s: already placed (two sources hold this name)", to)
-				     : sfs__err(sfs__errno(), "%s: create: %s", to, strerror(errno));
-		close(in);
-		return rc;
-	}
-	for (;;) {
-		char buf[1 << 16];
-		ssize_t r = read(in, buf, sizeof(buf)), w = 0;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			rc = sfs__err(sfs__errno(), "%s: read: %s", from, strerror(errno));
-			break;
-		}
-		if (r == 0)
-			break;
-		while (w < r) {
-			ssize_t k = write(out, buf + w, (size_t)(r - w));
-
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0) {
-				rc = sfs__err(k < 0 ? sfs__errno() : -EIO, "%s: write: %s", to,
-					      strerror(k < 0 ? errno : EIO));
-				break;
-			}
-			w += k;
-		}
-		if (rc)
-			break;
-	}
-	if (!rc && fsync(out))
-		rc = sfs__err(sfs__errno(), "%s: fsync: %s", to, strerror(errno));
-	close(out);
-	close(in);
-	if (rc)
-		unlink(to);
-	return rc;
-}
-
 /* Put the immutable file @from into @dst as @to: a hard link (O(1), no
  * bytes moved), or a copy where the file system refuses links. */
 static int place(const char *from, const char *to)
 {
-	if (!link(from, to))
-		return 0;
-	switch (errno) {
-	case EEXIST:
-		return sfs__err(SFS_ECORRUPT, "%s: already placed (two sources hold this name; from %s)", to,
-				from);
-	case EXDEV:
-	case EPERM:      /* no hard links on this file system, or protected_hardlinks */
-	case EMLINK:
-	case EOPNOTSUPP:
-		return copy_file(from, to);
-	default:
-		return sfs__err(sfs__errno(), "link %s -> %s: %s", from, to, strerror(errno));
-	}
+	int rc = sfs_link_or_copy(from, to);
+
+	if (rc == -EEXIST)
+		return sfs__err(SFS_ECORRUPT, "%s: already placed (two sources hold this name; "
+				"from %s)", to, from);
+	return rc;
 }
 
 /* Rows of @r in range and not masked into a new file at @level (none if
