@@ -1252,45 +1252,35 @@ static int filter_maybe(sfs_df_reader_t *r, uint64_t h, int *maybe)
 	return 0;
 }
 
-/* First key page whose max key >= @key (K when none). */
+/* First key page whose max key (@by_min: min key) >= @key (K when none). */
+static uint32_t page_search(sfs_df_reader_t *r, const void *key, size_t klen, int by_min)
+{
+	uint32_t lo = 0, hi = r->dr_st->s_kpages;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		size_t ml;
+		const uint8_t *m = by_min ? kmin(r, mid, &ml) : kmax(r, mid, &ml);
+
+		r->dr_c.seek_compares++;
+		if (key_cmp(m, ml, key, klen) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static uint32_t page_lower(sfs_df_reader_t *r, const void *key, size_t klen)
 {
-	uint32_t lo = 0, hi = r->dr_st->s_kpages;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		size_t ml;
-		const uint8_t *m = kmax(r, mid, &ml);
-
-		r->dr_c.seek_compares++;
-		if (key_cmp(m, ml, key, klen) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return page_search(r, key, klen, 0);
 }
 
-/* First key page whose min key >= @key (K when none). */
 static uint32_t page_min_lower(sfs_df_reader_t *r, const void *key, size_t klen)
 {
-	uint32_t lo = 0, hi = r->dr_st->s_kpages;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		size_t ml;
-		const uint8_t *m = kmin(r, mid, &ml);
-
-		r->dr_c.seek_compares++;
-		if (key_cmp(m, ml, key, klen) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return page_search(r, key, klen, 1);
 }
 
-/* The value page holding row @pos. */
 static uint32_t vpage_of(const sfs_df_reader_t *r, uint64_t pos)
 {
 	uint32_t lo = 0, hi = r->dr_st->s_vpages - 1;
