@@ -132,21 +132,50 @@ static const char *role_binary(unsigned role)
 	}
 }
 
-static void set_affinity(int node, int cpu)
+/*
+ * Where a child runs.  A worker: its own core.  The maintenance processes
+ * (compactor, checkpointer, and the threads they start): the node's cores
+ * that no worker holds, or all of the node's when workers hold every core;
+ * and SCHED_BATCH, so that a wakeup never preempts the running task (same
+ * CPU share, not niced: compaction at nice 19 starved behind a busy worker,
+ * issue 5).  Why: a worker rings the compactor's bell inside its barrier,
+ * and the woken compactor, placed beside its waker, took the worker's core
+ * right there; with the checkpointer it did so at every other barrier too.
+ * The barrier's CPU time was flat as the state grew while its wall time
+ * grew with the maintenance work (q18, 4M events, 200 ms checkpoints: 56–81
+ * ms of barrier wall time against 0.9 ms of CPU; on a spare core 0.6 ms of
+ * both; bench/RESULTS.md, issue 6).  SFS_MAINT_SHARED=1 turns both off
+ * (the benchmark's ablation).
+ */
+static void set_affinity(const struct child *k)
 {
-	cpu_set_t set;
+	int spare = k->role != SFS_ROLE_WORKER && !getenv("SFS_MAINT_SHARED");
+	cpu_set_t set, left;
 
 	CPU_ZERO(&set);
-	if (cpu >= 0) {
-		CPU_SET(cpu, &set);
+	if (k->cpu >= 0) {
+		CPU_SET(k->cpu, &set);
 	} else if (numa_available() >= 0) {
 		struct bitmask *bm = numa_allocate_cpumask();
 
-		if (numa_node_to_cpus(node, bm) == 0)
+		if (numa_node_to_cpus(k->node, bm) == 0)
 			for (unsigned i = 0; i < bm->size && i < CPU_SETSIZE; i++)
 				if (numa_bitmask_isbitset(bm, i))
 					CPU_SET(i, &set);
 		numa_free_cpumask(bm);
+	} else if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+		CPU_ZERO(&set);
+	}
+	if (spare) {
+		struct sched_param sp = { .sched_priority = 0 };
+
+		(void)sched_setscheduler(0, SCHED_BATCH, &sp);
+		left = set;
+		for (unsigned i = 0; i < nkids; i++)
+			if (kids[i].role == SFS_ROLE_WORKER && kids[i].cpu >= 0)
+				CPU_CLR(kids[i].cpu, &left);
+		if (CPU_COUNT(&left))
+			set = left;
 	}
 	if (CPU_COUNT(&set))
 		(void)sched_setaffinity(0, sizeof(set), &set);
@@ -176,7 +205,7 @@ static int spawn(struct child *k)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != sup)
 			_exit(1);
-		set_affinity(k->node, k->cpu);
+		set_affinity(k);
 		execv(path, argv);
 		fprintf(stderr, "sfs: exec %s: %s\n", path, strerror(errno));
 		_exit(127);

@@ -104,6 +104,21 @@ assert d["segments"] and d["segments"][0]["size"] > 0' "$JOB"
 check "sfs stat --json has the documented fields" [ $? -eq 0 ]
 w0=$(field worker 0 pid); w1=$(field worker 1 pid)
 check "workers pinned to distinct cpus" [ "$(field worker 0 cpu)" != "$(field worker 1 cpu)" ]
+# Maintenance runs SCHED_BATCH on the cores no worker holds (all of them
+# when the workers hold every core, as 2 workers do on a 2-core machine).
+maint_placed() {
+	python3 - "$(field compactor 0 pid)" "$(field checkpointer 0 pid)" \
+		"$(field worker 0 cpu)" "$(field worker 1 cpu)" <<'EOF'
+import os, sys
+pids, workers = sys.argv[1:3], {int(c) for c in sys.argv[3:5]}
+mine = os.sched_getaffinity(0)
+want = (mine - workers) or mine
+for p in pids:
+    assert os.sched_getscheduler(int(p)) == os.SCHED_BATCH, (p, "policy")
+    assert os.sched_getaffinity(int(p)) == want, (p, os.sched_getaffinity(int(p)), want)
+EOF
+}
+check "compactor and checkpointer: SCHED_BATCH, on the cores no worker holds" maint_placed
 "$SFS" run --job "$JOB" --workers 1 >/dev/null 2>"$OUT/e2"
 check "a second run of the same job is refused" [ $? -eq 2 ] && grep -q "running" "$OUT/e2"
 
