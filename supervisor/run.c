@@ -53,6 +53,7 @@ struct run_cfg {
 	char bindir[PATH_MAX];
 	struct sup_query q;        /* --query: a query job */
 	unsigned max_recoveries;   /* job restarts from a checkpoint */
+	int maint_spare;           /* --maintenance-cpus spare */
 	char job_buf[64];
 	char data_buf[PATH_MAX];
 };
@@ -94,6 +95,8 @@ static void usage(FILE *f)
 		"  --hang-timeout-ms MS   kill a child silent for this long (default 3000)\n"
 		"  --restart-budget N     restarts per child per window (default 5)\n"
 		"  --restart-window-ms MS the window (default 60000)\n"
+		"  --maintenance-cpus spare|all  cores of the compactor and checkpointer:\n"
+		"                         those no worker holds (if any), or all (default)\n"
 		"  --duration-ms MS       stop the group after MS (default: run until signalled)\n"
 		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n"
 		"\n"
@@ -134,22 +137,24 @@ static const char *role_binary(unsigned role)
 
 /*
  * Where a child runs.  A worker: its own core.  The maintenance processes
- * (compactor, checkpointer, and the threads they start): the node's cores
- * that no worker holds, or all of the node's when workers hold every core;
- * and SCHED_BATCH, so that a wakeup never preempts the running task (same
- * CPU share, not niced: compaction at nice 19 starved behind a busy worker,
- * issue 5).  Why: a worker rings the compactor's bell inside its barrier,
- * and the woken compactor, placed beside its waker, took the worker's core
- * right there; with the checkpointer it did so at every other barrier too.
- * The barrier's CPU time was flat as the state grew while its wall time
- * grew with the maintenance work (q18, 4M events, 200 ms checkpoints: 56–81
- * ms of barrier wall time against 0.9 ms of CPU; on a spare core 0.6 ms of
- * both; bench/RESULTS.md, issue 6).  SFS_MAINT_SHARED=1 turns both off
- * (the benchmark's ablation).
+ * (compactor, checkpointer and the threads they start): SCHED_BATCH, so
+ * that a wakeup never preempts the running task (same CPU share, not niced:
+ * compaction at nice 19 starved behind a busy worker, issue 5) — a worker
+ * rings the compactor's bell inside its barrier, and the woken compactor,
+ * placed beside its waker, took the worker's core right there.  Their cores:
+ * the node's, or with --maintenance-cpus spare the node's cores that no
+ * worker holds (all of them when workers hold every core).  Spare cores
+ * isolate the workers fully — the barrier's wall time then equals its CPU
+ * time at any state size — but give maintenance fewer cores: the choice of
+ * the deployment (q18 at 4M events, 200 ms checkpoints, 2 cores, 1 worker:
+ * rocksdb target's barrier wall time 56–81 ms default policy, 17–45 ms
+ * batch, 0.6 ms spare; the table target, whose compactor merges in the
+ * background, loses a third of its throughput on one spare core;
+ * bench/RESULTS.md, issue 6).
  */
 static void set_affinity(const struct child *k)
 {
-	int spare = k->role != SFS_ROLE_WORKER && !getenv("SFS_MAINT_SHARED");
+	int maint = k->role != SFS_ROLE_WORKER;
 	cpu_set_t set, left;
 
 	CPU_ZERO(&set);
@@ -166,10 +171,12 @@ static void set_affinity(const struct child *k)
 	} else if (sched_getaffinity(0, sizeof(set), &set) != 0) {
 		CPU_ZERO(&set);
 	}
-	if (spare) {
+	if (maint) {
 		struct sched_param sp = { .sched_priority = 0 };
 
 		(void)sched_setscheduler(0, SCHED_BATCH, &sp);
+	}
+	if (maint && cfg.maint_spare) {
 		left = set;
 		for (unsigned i = 0; i < nkids; i++)
 			if (kids[i].role == SFS_ROLE_WORKER && kids[i].cpu >= 0)
@@ -616,6 +623,7 @@ static int parse(int argc, char **argv)
 		{ "restore", required_argument, NULL, 'X' },
 		{ "retain", required_argument, NULL, 'T' },
 		{ "max-recoveries", required_argument, NULL, 'M' },
+		{ "maintenance-cpus", required_argument, NULL, 'U' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -698,6 +706,14 @@ static int parse(int argc, char **argv)
 			break;
 		case 'T':
 			cfg.q.retain = (uint32_t)sfs_arg_num("run", "--retain", optarg, 1, 1000);
+			break;
+		case 'U':
+			if (strcmp(optarg, "spare") != 0 && strcmp(optarg, "all") != 0) {
+				fprintf(stderr, "sfs run: --maintenance-cpus: '%s', want spare or all\n",
+					optarg);
+				return 2;
+			}
+			cfg.maint_spare = optarg[0] == 's';
 			break;
 		case 'M':
 			cfg.max_recoveries = (unsigned)sfs_arg_num("run", "--max-recoveries", optarg, 0,

@@ -86,7 +86,7 @@ alloc=${SFS_EXPECT_ALLOC:-jemalloc}
 check "sfs processes allocate with $alloc" [ $? -eq 0 ]
 
 # ---- start, stat ------------------------------------------------------------
-start_group
+start_group --maintenance-cpus spare
 check "group starts: supervisor, 2 workers, compactor, checkpointer running" all_running 5
 check "segment exists with mode 0600" [ "$(stat -c %a /dev/shm/sfs."$JOB".0 2>/dev/null)" = 600 ]
 "$SFS" stat --job "$JOB" >"$OUT/stat.txt"
@@ -104,8 +104,9 @@ assert d["segments"] and d["segments"][0]["size"] > 0' "$JOB"
 check "sfs stat --json has the documented fields" [ $? -eq 0 ]
 w0=$(field worker 0 pid); w1=$(field worker 1 pid)
 check "workers pinned to distinct cpus" [ "$(field worker 0 cpu)" != "$(field worker 1 cpu)" ]
-# Maintenance runs SCHED_BATCH on the cores no worker holds (all of them
-# when the workers hold every core, as 2 workers do on a 2-core machine).
+# --maintenance-cpus spare: maintenance runs SCHED_BATCH on the cores no
+# worker holds (all of them when the workers hold every core, as 2 workers
+# do on a 2-core machine).
 maint_placed() {
 	python3 - "$(field compactor 0 pid)" "$(field checkpointer 0 pid)" \
 		"$(field worker 0 cpu)" "$(field worker 1 cpu)" <<'EOF'
