@@ -35,7 +35,9 @@ CFLAGS  := -std=gnu11 $(OPT) $(SAN) -Wall -Wextra -Werror -Wshadow -Wno-unused-p
            -fno-strict-aliasing -D_GNU_SOURCE -D_LGPL_SOURCE -pthread -I include -I .
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -lpthread -lm
+# A --merge-lib plugin calls sfs_merge_define() in the binary that loads it
+# (libsfs is linked statically): export that one symbol, not the whole table.
+LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -Wl,--export-dynamic-symbol=sfs_merge_define -lpthread -lm
 CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
 
 # Every subsystem's modules go into the library; each role's main.c is its binary.
@@ -81,6 +83,12 @@ $(BIN)/sfs-%: $(BUILD)/%/main.o $(LIB)
 $(BUILD)/tests/%: tests/%.c $(LIB) tests/helpers.h tests/state_helpers.h tests/backend_fixture.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(CRIT_LIBS) $(LDLIBS)
+
+# The --merge-lib plugin of test_merge, beside it (the test finds it by its own path).
+$(BUILD)/tests/merge_plugin.so: tests/merge_plugin.c include/sfs.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -shared -o $@ $<
+$(BUILD)/tests/test_merge: $(BUILD)/tests/merge_plugin.so
 
 $(BUILD)/bench/%: bench/%.c $(LIB) $(BINS)
 	@mkdir -p $(@D)

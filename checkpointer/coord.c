@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/merge.h"
 #include "runtime/sink.h"
 #include "sfs.h"
 
@@ -44,8 +45,9 @@ int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len)
 			return sfs__err(SFS_EUSAGE, "state '%s': a name with a space or '/' cannot "
 					"be checkpointed", d->sd_name);
 		n += (unsigned)snprintf(buf + (n < len ? n : len), n < len ? len - n : 0,
-					"%s%u.%u.%u.%s", n > 7 ? "/" : "", i, d->sd_kind, d->sd_merge,
-					d->sd_name);
+					"%s%u.%u.%u%s%s.%s", n > 7 ? "/" : "", i, d->sd_kind,
+					d->sd_merge, d->sd_merge_name[0] ? ":" : "",
+					d->sd_merge_name, d->sd_name);
 		if (n >= len)
 			return sfs__err(-E2BIG, "the state registry does not fit in a checkpoint's "
 					"config (%u bytes)", len);
@@ -59,25 +61,39 @@ int ck_coord_states_restore(struct sfs_seg *seg, const char *val)
 
 	while (*p) {
 		unsigned id, kind, merge;
-		int used = 0;
+		int used = 0, rc;
 		const char *name;
-		size_t nl;
+		char mname[SFS_MERGE_NAME_MAX] = "", sname[SFS_STATE_NAME_MAX];
+		size_t nl, ml = 0;
 
-		if (sscanf(p, "%u.%u.%u.%n", &id, &kind, &merge, &used) != 3 || !used ||
+		/* id.kind.merge[:opname].name: a user operator's name rides
+		 * along (never '.' or '/': sfs_merge_define's charset). */
+		if (sscanf(p, "%u.%u.%u%n", &id, &kind, &merge, &used) != 3 || !used ||
 		    id >= SFS_MAX_STATES || kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST ||
-		    merge >= SFS_MERGE_NOPS)
+		    (p[used] == ':' && ((ml = strcspn(p + used + 1, "./")) == 0 ||
+					ml >= sizeof(mname))) ||
+		    p[used + (ml ? ml + 1 : 0)] != '.' ||
+		    (kind != SFS_STATE_COUNTER && (merge || ml)))
 			return sfs__err(SFS_ECORRUPT, "checkpoint state registry: bad entry at '%.40s'",
 					p);
-		name = p + used;
+		memcpy(mname, p + used + 1, ml);
+		mname[ml] = '\0';
+		name = p + used + (ml ? ml + 1 : 0) + 1;
 		nl = strcspn(name, "/");
 		if (!nl || nl >= SFS_STATE_NAME_MAX)
 			return sfs__err(SFS_ECORRUPT, "checkpoint state registry: bad name at '%.40s'",
 					name);
+		memcpy(sname, name, nl);
+		sname[nl] = '\0';
+		/* This process set must fold the state as the checkpoint's did. */
+		if (kind == SFS_STATE_COUNTER && (rc = sfs_merge_check(merge, mname, sname)))
+			return rc;
 		{
 			struct sfs_state_desc *d = &seg->hdr->sh_states[id];
 
 			memset(d->sd_name, 0, sizeof(d->sd_name));
 			memcpy(d->sd_name, name, nl);
+			memcpy(d->sd_merge_name, mname, sizeof(d->sd_merge_name));
 			d->sd_kind = kind;
 			d->sd_merge = merge;
 			sfs_store_release(&d->sd_state, SFS_SDESC_READY);

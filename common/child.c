@@ -11,6 +11,7 @@
 #include "common/child.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/merge.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 
@@ -26,6 +27,7 @@ static void usage(const char *prog, FILE *f)
 {
 	fprintf(f,
 		"usage: %s --job NAME [--index N] [--node N] [--heartbeat-ms MS]\n"
+		"       [--merge-lib PATH]\n"
 		"Started by 'sfs run'; attaches to the job's segment, registers in its\n"
 		"process table, heartbeats and stops on SIGTERM.\n",
 		prog);
@@ -53,6 +55,7 @@ void sfs_child_args(struct sfs_child *c, unsigned role, int argc, char **argv)
 		{ "index", required_argument, NULL, 'i' },
 		{ "node", required_argument, NULL, 'n' },
 		{ "heartbeat-ms", required_argument, NULL, 'b' },
+		{ "merge-lib", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -71,6 +74,12 @@ void sfs_child_args(struct sfs_child *c, unsigned role, int argc, char **argv)
 		case 'b':
 			c->heartbeat_ns = (uint64_t)parse_num(prog, "--heartbeat-ms", optarg, 1, 60000) *
 					  1000000ull;
+			break;
+		case 'm':	/* before attaching: a state's operator is checked there */
+			if (sfs_merge_load(optarg)) {
+				fprintf(stderr, "%s: %s\n", prog, sfs_last_error());
+				exit(2);
+			}
 			break;
 		case 'h': usage(prog, stdout); exit(0);
 		default: usage(prog, stderr); exit(2);

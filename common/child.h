@@ -33,8 +33,9 @@ struct sfs_child {
 /* Set by SIGTERM/SIGINT; the loop ends at its next check. */
 extern volatile sig_atomic_t sfs_child_stop;
 
-/* Parse --job, --index, --node, --heartbeat-ms, --help.  Exits 2 with a usage
- * message on bad arguments. */
+/* Parse --job, --index, --node, --heartbeat-ms, --merge-lib (loaded here,
+ * sfs_merge_load), --help.  Exits 2 with a usage message on bad arguments
+ * or a merge library that does not load. */
 void sfs_child_args(struct sfs_child *c, unsigned role, int argc, char **argv);
 
 /* Attach + register; logs and returns an error code on failure. */

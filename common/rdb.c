@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -40,17 +41,20 @@ int sfs_rdb_err(const char *who, const char *path, char **err, const char *op)
 	return code;
 }
 
-static const char *const i64_names[SFS_MERGE_NOPS] = {
-	[SFS_MERGE_ADD] = "sfs.i64.add",
-	[SFS_MERGE_MAX] = "sfs.i64.max",
-	[SFS_MERGE_MIN] = "sfs.i64.min",
+/* A merge operator's state: the sfs operator and the name RocksDB records
+ * in the instance's OPTIONS.  Built-ins keep their historical names; a user
+ * operator is "sfs.user.<name>", so the name says which function wrote the
+ * operands, not just which index. */
+struct i64_op {
+	unsigned op;
+	char name[sizeof("sfs.user.") + SFS_MERGE_NAME_MAX];
 };
 
 static char *i64_full(void *st, const char *key, size_t klen, const char *existing, size_t elen,
 		      const char *const *ops, const size_t *oplen, int nops,
 		      unsigned char *success, size_t *newlen)
 {
-	unsigned op = (unsigned)(uintptr_t)st;
+	unsigned op = ((const struct i64_op *)st)->op;
 	int64_t acc = 0, d;
 	int have = 0;
 	char *out;
@@ -92,21 +96,26 @@ static void i64_free(void *st, const char *value, size_t len)
 
 static void i64_destroy(void *st)
 {
+	free(st);
 }
 
 static const char *i64_name(void *st)
 {
-	unsigned op = (unsigned)(uintptr_t)st;
-
-	return i64_names[op < SFS_MERGE_NOPS ? op : SFS_MERGE_ADD];
+	return ((const struct i64_op *)st)->name;
 }
 
 rocksdb_mergeoperator_t *sfs_rdb_i64_merge(unsigned op)
 {
-	if (op >= SFS_MERGE_NOPS)
-		op = SFS_MERGE_ADD;
-	return rocksdb_mergeoperator_create((void *)(uintptr_t)op, i64_destroy, i64_full,
-					    i64_partial, i64_free, i64_name);
+	const char *name = sfs_merge_name(op);
+	struct i64_op *m;
+
+	if (!name || !(m = malloc(sizeof(*m))))
+		return NULL;
+	m->op = op;
+	snprintf(m->name, sizeof(m->name), "sfs.%s.%s", op < SFS_MERGE_NOPS ? "i64" : "user",
+		 name);
+	return rocksdb_mergeoperator_create(m, i64_destroy, i64_full, i64_partial, i64_free,
+					    i64_name);
 }
 
 int sfs_rdb_mkdirs(const char *path)

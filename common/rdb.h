@@ -20,10 +20,13 @@
  */
 int sfs_rdb_err(const char *who, const char *path, char **err, const char *op);
 
-/* A merge operator folding 8-byte int64 cells with SFS_MERGE_* @op (add,
- * max, min; associative, so partial merges fold operands alone).  A cell
- * that is not 8 bytes fails the merge (RocksDB reports Corruption).  The
- * caller hands it to a column family's options, which own it. */
+/* A merge operator folding 8-byte int64 cells with SFS_MERGE_* @op (a
+ * built-in or a user operator defined here; associative, so partial merges
+ * fold operands alone), named "sfs.i64.<op>" or "sfs.user.<name>".  A cell
+ * that is not 8 bytes fails the merge (RocksDB reports Corruption).  NULL
+ * when @op is not valid here (sfs_merge_valid) or on ENOMEM: callers check
+ * the state's operator first.  The caller hands it to a column family's
+ * options, which own it. */
 rocksdb_mergeoperator_t *sfs_rdb_i64_merge(unsigned op);
 
 /*

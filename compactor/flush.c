@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/merge.h"
 #include "compactor/flush.h"
 #include "runtime/job.h"
 #include "shm/futex.h"
@@ -310,7 +311,13 @@ int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
 			int b = next_sealed(fw);
 
 			if (b >= 0) {
-				int rc = begin(fw, b);
+				/* Every counter's operator folds here as the
+				 * segment names it, or this compactor stops: per
+				 * buffer, O(states), never per entry. */
+				int rc = sfs_merge_check_states(f->seg->hdr);
+
+				if (rc == 0)
+					rc = begin(fw, b);
 
 				if (rc) {
 					sfs_log("worker %u: cannot start a flush: %s", w,

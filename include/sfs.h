@@ -139,16 +139,45 @@ int sfs_worker_close(sfs_ctx_t *c);
 /* Find or register a named state; SFS_EUSAGE if it exists with another kind. */
 int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id);
 
-/* Merge operators of counter state, by index (every process has the same
- * table compiled in: never a function pointer in shared memory). */
+/*
+ * Merge operators of counter state, by index: never a function pointer in
+ * shared memory.  Indexes below SFS_MERGE_NOPS are built in (compiled into
+ * every process); SFS_MERGE_USER .. SFS_MERGE_MAX_OPS-1 are the user's,
+ * defined by sfs_merge_define() in every process that folds them.
+ */
 enum sfs_merge_op {
 	SFS_MERGE_ADD = 0,      /* the default of SFS_STATE_COUNTER */
 	SFS_MERGE_MAX = 1,
 	SFS_MERGE_MIN = 2,
-	SFS_MERGE_NOPS
+	SFS_MERGE_NOPS,         /* built-ins end here */
+	SFS_MERGE_USER = 16,    /* first user index */
+	SFS_MERGE_MAX_OPS = 64  /* user indexes end here */
 };
 
-/* A counter state whose merges fold with operator @op. */
+/* A user operator's name: 1..SFS_MERGE_NAME_MAX-1 of [A-Za-z0-9_-]. */
+#define SFS_MERGE_NAME_MAX 32
+
+/* Folds one delta into an accumulator.  Must be associative and
+ * commutative, and pure: deltas are folded in any grouping and order —
+ * inside a buffer cell, across buffers, over the store's base, by the
+ * compactor, by RocksDB's merges and by every reader. */
+typedef int64_t (*sfs_merge_fn)(int64_t acc, int64_t delta);
+
+/*
+ * sfs_merge_define - define user operator @op as @fn, named @name, in this
+ * process only.  Call it at start-up, before any sfs_worker_open() (and in
+ * every process of the group: `sfs run --merge-lib PATH` loads a shared
+ * object whose `int sfs_merge_init(void)` calls it in the supervisor and in
+ * each child).  The segment records the operator's name with each state
+ * that uses it; a process that has not defined it, or defined another name
+ * at that index, is refused where it registers, flushes or restores the
+ * state (SFS_EUSAGE), never folds it as something else.  Idempotent for the
+ * same name and function; SFS_EUSAGE for a built-in or out-of-range index,
+ * a bad name, or a second definition that differs.  Not thread-safe.
+ */
+int sfs_merge_define(unsigned op, const char *name, sfs_merge_fn fn);
+
+/* A counter state whose merges fold with operator @op (built-in or defined). */
 int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id);
 
 /* The key group of a key (Flink's assignment) and whether this worker owns it. */

@@ -85,6 +85,7 @@ uint64_t sfs_layout_fingerprint(void)
 	SFS_FP_FIELD(h, struct sfs_state_desc, sd_kind);
 	SFS_FP_FIELD(h, struct sfs_state_desc, sd_merge);
 	SFS_FP_FIELD(h, struct sfs_state_desc, sd_name);
+	SFS_FP_FIELD(h, struct sfs_state_desc, sd_merge_name);
 
 	SFS_FP_SIZE(h, struct sfs_region_desc);
 	SFS_FP_FIELD(h, struct sfs_region_desc, rd_state);

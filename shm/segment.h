@@ -29,7 +29,7 @@
 #include "shm/atomic.h"
 
 #define SFS_SEG_MAGIC   0x314745535346534eull /* "NSFSSEG1" little-endian */
-#define SFS_SEG_VERSION 1u
+#define SFS_SEG_VERSION 2u  /* 2: sd_merge_name (user merge operators) */
 
 #define SFS_MAX_PROCS    128
 #define SFS_MAX_CHILDREN 64
@@ -139,6 +139,10 @@ struct sfs_state_desc {
 	uint32_t sd_merge;     /* registrar, before READY: merge operator index */
 	uint32_t sd_pad;
 	char     sd_name[SFS_STATE_NAME_MAX]; /* registrar, before READY */
+	/* registrar, before READY: a user operator's name ("" for a built-in),
+	 * so a process that defined another function at that index is refused
+	 * (common/merge.h); the index alone cannot tell. */
+	char     sd_merge_name[SFS_MERGE_NAME_MAX];
 } __sfs_cache_aligned;
 
 struct sfs_seg_hdr {

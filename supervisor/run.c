@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/merge.h"
 #include "common/procinfo.h"
 #include "shm/proc.h"
 #include "supervisor/sup.h"
@@ -51,6 +52,7 @@ struct run_cfg {
 	uint64_t duration_ns;      /* 0: until a signal */
 	uint64_t stop_grace_ns;    /* SIGTERM -> SIGKILL per role */
 	char bindir[PATH_MAX];
+	const char *merge_lib;     /* --merge-lib: loaded here and by every child */
 	struct sup_query q;        /* --query: a query job */
 	unsigned max_recoveries;   /* job restarts from a checkpoint */
 	int maint_spare;           /* --maintenance-cpus spare */
@@ -99,6 +101,8 @@ static void usage(FILE *f)
 		"                         those no worker holds (if any), or all (default)\n"
 		"  --duration-ms MS       stop the group after MS (default: run until signalled)\n"
 		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n"
+		"  --merge-lib PATH       shared object whose sfs_merge_init() defines user merge\n"
+		"                         operators; loaded here and in every child\n"
 		"\n"
 		"A query job (the Nexmark suite; --job defaults to nexmark-QUERY):\n"
 		"  --query qN             q3 q4 q5 q7 q8 q9 q11 q12 q15 q17 q18 q19 q20\n"
@@ -204,7 +208,8 @@ static int spawn(struct child *k)
 	}
 	if (pid == 0) {
 		char *argv[] = { path, "--job", (char *)cfg.job, "--index", idx, "--node", node,
-				 "--heartbeat-ms", beat, NULL };
+				 "--heartbeat-ms", beat,
+				 cfg.merge_lib ? "--merge-lib" : NULL, (char *)cfg.merge_lib, NULL };
 
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		/* Die with the supervisor; close the race with its death
@@ -624,6 +629,7 @@ static int parse(int argc, char **argv)
 		{ "retain", required_argument, NULL, 'T' },
 		{ "max-recoveries", required_argument, NULL, 'M' },
 		{ "maintenance-cpus", required_argument, NULL, 'U' },
+		{ "merge-lib", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -718,6 +724,13 @@ static int parse(int argc, char **argv)
 		case 'M':
 			cfg.max_recoveries = (unsigned)sfs_arg_num("run", "--max-recoveries", optarg, 0,
 								   1000);
+			break;
+		case 'L':	/* here too: a restore checks the checkpoint's operators */
+			cfg.merge_lib = optarg;
+			if (sfs_merge_load(optarg)) {
+				fprintf(stderr, "sfs run: %s\n", sfs_last_error());
+				return 2;
+			}
 			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;

@@ -28,9 +28,10 @@
  *  - visible to secondaries: with the WAL off a secondary sees only SST
  *    files, so the ingest or flush is also what publishes the version;
  *    rp_published is bumped after the whole buffer is in.
- * Counters are RocksDB merges (the state's sd_merge: add/max/min on int64),
- * so a flush never reads.  A map clear (mh_clear_pos in the buffer's head)
- * is a DeleteRange over the map's range in that namespace: in a batch
+ * Counters are RocksDB merges (the state's sd_merge on int64: a built-in or
+ * a user operator, "sfs.user.<name>" in the OPTIONS), so a flush never
+ * reads.  A map clear (mh_clear_pos in the buffer's head) is a DeleteRange
+ * over the map's range in that namespace: in a batch
  * written before the buffer's surviving entries of that map; in an SST a
  * range tombstone with the file's one sequence number, which covers only
  * older entries, so those same entries survive it.
@@ -312,7 +313,6 @@ static struct sfs_rdbt_knobs knobs_get(void)
 void sfs_rdbt_tuning(const struct sfs_state_desc *d, const struct sfs_rdbt_knobs *k, char *buf,
 		     size_t n)
 {
-	static const char *const merges[SFS_MERGE_NOPS] = { "add", "max", "min" };
 	struct sfs_rdbt_knobs dk = knobs_get();
 	int point = d->sd_kind == SFS_STATE_VALUE || d->sd_kind == SFS_STATE_COUNTER;
 	int prefix = d->sd_kind == SFS_STATE_MAP || d->sd_kind == SFS_STATE_LIST;
@@ -338,7 +338,8 @@ void sfs_rdbt_tuning(const struct sfs_state_desc *d, const struct sfs_rdbt_knobs
 		 : (k->on & SFS_RDBT_K_MERGE) ? ", merge operator "
 					      : ", read-modify-write (no merge operator) ",
 		 d->sd_kind == SFS_STATE_COUNTER ?
-			 merges[d->sd_merge < SFS_MERGE_NOPS ? d->sd_merge : 0] : "",
+			 (sfs_merge_valid(d->sd_merge) ? sfs_merge_name(d->sd_merge)
+						       : "undefined here") : "",
 		 ing);
 }
 
@@ -441,8 +442,15 @@ static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cac
 							 capped_name));
 		rocksdb_options_set_hash_link_list_rep(o, HASH_BUCKETS);
 	}
-	if (d && d->sd_kind == SFS_STATE_COUNTER && (k->on & SFS_RDBT_K_MERGE))
-		rocksdb_options_set_merge_operator(o, sfs_rdb_i64_merge(d->sd_merge));
+	if (d && d->sd_kind == SFS_STATE_COUNTER && (k->on & SFS_RDBT_K_MERGE)) {
+		/* NULL: an operator this process lacks.  The family opens
+		 * without one; nothing here folds it (the compactor's flush
+		 * and the worker's registration refuse the state first). */
+		rocksdb_mergeoperator_t *m = sfs_rdb_i64_merge(d->sd_merge);
+
+		if (m)
+			rocksdb_options_set_merge_operator(o, m);
+	}
 	return o;
 }
 

@@ -70,7 +70,8 @@ static void inproc_stop(struct inproc *p)
 	sfs_seg_detach(&p->seg);
 }
 
-static pid_t start_compactor(void)
+/* The real compactor binary as a child; @lib: its --merge-lib (NULL: none). */
+static pid_t start_compactor_lib(const char *lib)
 {
 	char path[PATH_MAX];
 	pid_t parent = getpid(), pid;
@@ -82,10 +83,16 @@ static pid_t start_compactor(void)
 		if (getppid() != parent)
 			_exit(99);
 		setenv("SFS_STORE_MB", "16", 1);
-		execl(path, path, "--job", job, "--heartbeat-ms", "20", (char *)NULL);
+		execl(path, path, "--job", job, "--heartbeat-ms", "20", lib ? "--merge-lib" : NULL,
+		      lib, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t start_compactor(void)
+{
+	return start_compactor_lib(NULL);
 }
 
 /* Wait (quiescent, as a worker between batches is) until every sealed

@@ -69,9 +69,6 @@ int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
 
 int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id)
 {
-	if (op >= SFS_MERGE_NOPS)
-		return sfs__err(SFS_EUSAGE, "state '%s': merge operator %u is not one of add, max, min",
-				name ? name : "", op);
 	return sfs_state_register_merge_kind(c, name, SFS_STATE_COUNTER, op, id);
 }
 
@@ -79,6 +76,7 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 					 uint32_t *id)
 {
 	struct sfs_seg_hdr *h = c->seg.hdr;
+	int rc;
 
 	if (!name || !*name || strlen(name) >= SFS_STATE_NAME_MAX)
 		return sfs__err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
@@ -88,6 +86,12 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 				"state '%s': kind %d is not one of value, counter, map, list", name,
 				kind);
 	for (int pass = 0; pass < 2; pass++) {
+		/* A new state: its operator's name goes into the segment.  (An
+		 * existing one is checked against the segment's name below.) */
+		if (pass == 1 && !sfs_merge_valid(op))
+			return sfs__err(SFS_EUSAGE, "state '%s': merge operator %u is neither built "
+					"in (add, max, min) nor defined in this process "
+					"(sfs_merge_define)", name, op);
 		for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
 			struct sfs_state_desc *d = &h->sh_states[i];
 			uint32_t st = sfs_load_acquire(&d->sd_state);
@@ -98,6 +102,11 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 							"state '%s' is registered as kind %u merge %u, "
 							"not kind %d merge %u",
 							name, d->sd_kind, d->sd_merge, kind, op);
+				/* The index matches; the function behind it must too
+				 * (this worker's reads fold the state). */
+				if (kind == SFS_STATE_COUNTER &&
+				    (rc = sfs_merge_check(d->sd_merge, d->sd_merge_name, name)))
+					return rc;
 				c->kinds[i] = (uint8_t)kind;
 				*id = i;
 				return 0;
@@ -110,6 +119,8 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 			snprintf(d->sd_name, sizeof(d->sd_name), "%s", name);
 			d->sd_kind = (uint32_t)kind;
 			d->sd_merge = op;
+			snprintf(d->sd_merge_name, sizeof(d->sd_merge_name), "%s",
+				 op >= SFS_MERGE_USER ? sfs_merge_name(op) : "");
 			sfs_store_release(&d->sd_state, SFS_SDESC_READY);
 			/* Lost a race for the same name to a lower entry? Use it. */
 			for (uint32_t j = 0; j < i; j++) {
