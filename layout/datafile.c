@@ -296,6 +296,7 @@ struct sfs_df_writer {
 	struct df_buf dw_kdir, dw_vdir, dw_keys;  /* footer parts */
 	struct df_buf dw_hashes;     /* u64 per row, for the filter */
 	struct df_buf dw_page, dw_zbuf;
+	struct df_buf dw_kout, dw_vout;  /* pages not yet written to dw_fd, dw_vfd */
 	ZSTD_CCtx *dw_zc;
 	uint64_t dw_rows, dw_puts, dw_deletes, dw_merges;
 };
@@ -315,6 +316,31 @@ static int write_all(int fd, const void *p, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+/*
+ * Pages reach their file in runs of DF_OUT_BYTES, not one write(2) each: a
+ * 4 KiB page per call made ~900 writes per table commit of q4 (strace), 9 us
+ * each on ext4.  @out holds what is not written yet; dw_off and dw_voff
+ * count it as written (offsets are the file's once flushed).
+ */
+#define DF_OUT_BYTES (256u << 10)
+
+static int out_flush(int fd, struct df_buf *out)
+{
+	int rc = out->len ? write_all(fd, out->p, out->len) : 0;
+
+	out->len = 0;
+	return rc;
+}
+
+static int out_put(int fd, struct df_buf *out, const void *p, size_t n)
+{
+	int rc = buf_put(out, p, n);
+
+	if (rc == 0 && out->len >= DF_OUT_BYTES)
+		rc = out_flush(fd, out);
+	return rc;
 }
 
 /* Compress @raw into w->dw_zbuf if that shrinks it; the codec used. */
@@ -390,9 +416,9 @@ static int flush_key_page(sfs_df_writer_t *w)
 	e.k_raw = (uint32_t)w->dw_page.len;
 	e.k_rows = n;
 	e.k_crc = sfs_crc32c(0, z, zlen);
-	if ((rc = write_all(w->dw_fd, z, zlen)))
-		return sfs__err(rc, "%s: write key page at offset %llu: %s", w->dw_tmp, (ull)w->dw_off,
-				strerror(-rc));
+	if ((rc = out_put(w->dw_fd, &w->dw_kout, z, zlen)))
+		return rc == -ENOMEM ? rc : sfs__err(rc, "%s: write key pages before offset %llu: %s",
+						     w->dw_tmp, (ull)w->dw_off, strerror(-rc));
 	w->dw_off += zlen;
 	if ((rc = buf_put(&w->dw_kdir, &e, sizeof(e))))
 		return rc;
@@ -423,8 +449,9 @@ static int flush_value_page(sfs_df_writer_t *w)
 	e.v_raw = (uint32_t)w->dw_page.len;
 	e.v_rows = n;
 	e.v_crc = sfs_crc32c(0, z, zlen);
-	if ((rc = write_all(w->dw_vfd, z, zlen)))
-		return sfs__err(rc, "%s: write value page (scratch file): %s", w->dw_tmp, strerror(-rc));
+	if ((rc = out_put(w->dw_vfd, &w->dw_vout, z, zlen)))
+		return rc == -ENOMEM ? rc : sfs__err(rc, "%s: write value pages (scratch file): %s",
+						     w->dw_tmp, strerror(-rc));
 	w->dw_voff += zlen;
 	if ((rc = buf_put(&w->dw_vdir, &e, sizeof(e))))
 		return rc;
@@ -452,6 +479,8 @@ static void writer_free(sfs_df_writer_t *w)
 	buf_free(&w->dw_hashes);
 	buf_free(&w->dw_page);
 	buf_free(&w->dw_zbuf);
+	buf_free(&w->dw_kout);
+	buf_free(&w->dw_vout);
 	ZSTD_freeCCtx(w->dw_zc);
 	free(w->dw_path);
 	free(w->dw_tmp);
@@ -655,6 +684,8 @@ static int finish(sfs_df_writer_t *w)
 		return sfs__err(SFS_EUSAGE, "%s: no rows: a data file holds at least one", w->dw_path);
 	if ((rc = flush_key_page(w)) || (rc = flush_value_page(w)))
 		return rc;
+	if ((rc = out_flush(w->dw_fd, &w->dw_kout)) || (rc = out_flush(w->dw_vfd, &w->dw_vout)))
+		return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
 	base = w->dw_off;
 	if ((rc = copy_values(w)))
 		return rc;
