@@ -320,7 +320,8 @@ static int wb_cmp_entries(const struct sfs_wbuf_entry *x, const struct sfs_wbuf_
  * int64 id, equal across most keys — and a map entry's key is kg|state|
  * klen|key|user key (an int64 key and an int64 user key: 24 bytes).  With
  * 8, most compares fell through to the entries (two cache misses and a
- * memcmp call: 18 % of q4's compactor went to its sort). */
+ * memcmp call: the sort took 18 % of q4's sampled compactor and worker CPU
+ * on the table target; 10 % since). */
 #define WB_PREFIX_WORDS 3
 struct wb_pair {
 	uint64_t p[WB_PREFIX_WORDS]; /* key bytes 0..23, big-endian words, zero-padded */
@@ -340,8 +341,8 @@ static int wb_cmp_pair(const void *a, const void *b, void *ctx)
 /*
  * A typed sort of the pairs.  glibc's qsort_r is a merge sort that moves
  * 32-byte elements by a generic copy and calls the comparator through a
- * pointer: with the compares made cheap by the prefixes, those two were 9 %
- * of q4's compactor against the compares' 3 %.  Quicksort, median of three,
+ * pointer: with the compares made cheap by the prefixes, those two took 9 %
+ * of q4's sampled CPU against the compares' 3 %.  Quicksort, median of three,
  * insertion sort below 16, the smaller side recursed (depth O(log n)); a
  * side past its depth budget falls back to qsort_r, so no input is
  * quadratic.
