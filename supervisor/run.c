@@ -156,7 +156,7 @@ static const char *role_binary(unsigned role)
  * background, loses a third of its throughput on one spare core;
  * bench/RESULTS.md, issue 6).
  */
-static void set_affinity(const struct child *k)
+static void place(const struct child *k)
 {
 	int maint = k->role != SFS_ROLE_WORKER;
 	cpu_set_t set, left;
@@ -217,7 +217,7 @@ static int spawn(struct child *k)
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != sup)
 			_exit(1);
-		set_affinity(k);
+		place(k);
 		execv(path, argv);
 		fprintf(stderr, "sfs: exec %s: %s\n", path, strerror(errno));
 		_exit(127);
