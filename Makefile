@@ -80,7 +80,7 @@ $(BIN)/sfs-%: $(BUILD)/%/main.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) tests/helpers.h tests/state_helpers.h tests/backend_fixture.h
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/helpers.h tests/state_helpers.h tests/backend_fixture.h tests/target_keys.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(CRIT_LIBS) $(LDLIBS)
 

@@ -40,6 +40,7 @@
 #include "target/table.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
+#include "tests/target_keys.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"
 
@@ -129,26 +130,6 @@ static void teardown(void)
 TestSuite(tblt, .init = setup, .fini = teardown, .timeout = 60);
 
 /* ---- keys as the worker builds them, reads through the target's reader ---------- */
-
-static uint32_t vkey(unsigned char *out, uint32_t sid, const char *k)
-{
-	size_t n = strlen(k);
-
-	sfs_key_prefix(out, sfs_key_group(k, n, SFS_MAX_PARALLELISM_DEFAULT), sid);
-	memcpy(out + SFS_KEY_PREFIX, k, n);
-	return (uint32_t)(SFS_KEY_PREFIX + n);
-}
-
-static uint32_t pkey(unsigned char *out, uint32_t sid, const char *k)
-{
-	size_t n = strlen(k);
-
-	sfs_key_prefix(out, sfs_key_group(k, n, SFS_MAX_PARALLELISM_DEFAULT), sid);
-	out[4] = (unsigned char)(n >> 8);
-	out[5] = (unsigned char)n;
-	memcpy(out + SFS_MAP_PREFIX, k, n);
-	return (uint32_t)(SFS_MAP_PREFIX + n);
-}
 
 /* "ukey=val;" per entry (or "val;" per list element), in the reader's order:
  * the table's key order. */
@@ -603,19 +584,6 @@ Test(tblt, the_compactor_binary_flushes_into_tables)
 }
 
 /* ---- 2. counters, redone flushes, writer restarts --------------------------------- */
-
-struct mview {
-	unsigned char key[32];
-	int64_t d;
-};
-
-static void merge_view(struct sfs_wbuf_view *v, struct mview *m, uint32_t sid, const char *k,
-		       int64_t d)
-{
-	m->d = d;
-	*v = (struct sfs_wbuf_view){ .value = &m->d, .key = m->key, .len = 8,
-				     .klen = vkey(m->key, sid, k), .kind = SFS_WBUF_MERGE };
-}
 
 static void commit(struct sfs_target_writer *w, uint64_t seq)
 {
