@@ -1312,6 +1312,7 @@ static uint32_t page_min_lower(sfs_df_reader_t *r, const void *key, size_t klen)
 	return page_search(r, key, klen, 1);
 }
 
+/* The value page holding row @pos. */
 static uint32_t vpage_of(const sfs_df_reader_t *r, uint64_t pos)
 {
 	uint32_t lo = 0, hi = r->dr_st->s_vpages - 1;

@@ -1689,10 +1689,12 @@ static int catch_up_rounds(struct sfs_target_writer *w, struct table *t, struct 
 }
 
 /*
- * Commit buffer @seq, one table per call: -EAGAIN while tables remain (the
- * compactor calls again at once, busy() says so), so that one worker's big
+ * Commit buffer @seq, one table per call: -EAGAIN while tables remain
+ * (busy() says so: the compactor polls again within a millisecond, after
+ * the other workers' flushes had their turn), so that one worker's big
  * commit does not hold up the flushes of the others for longer than a
- * table's.  The last call publishes the version.
+ * table's.  The last call publishes the version.  Calling again at once
+ * instead of after the poll measured no different on q4 (RESULTS).
  */
 static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 {

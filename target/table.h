@@ -40,8 +40,9 @@
  * 16 KiB (bench/RESULTS.md, issue 7); the cache size mattered little. */
 #define SFS_TABLE_PAGE_BYTES 4096u
 #define SFS_TABLE_CACHE_PAGES 32u
-/* ZSTD level below level 1: the fastest (shaping merges run beside the
- * workers on the same cores). */
+/* ZSTD level of the files below level 1 (shaping merges run beside the
+ * workers on the same cores): 1, not the library's default 3; the faster
+ * negative levels measured no different on q4 (bench/RESULTS.md). */
 #define SFS_TABLE_ZSTD_LEVEL 1
 /* Key pages stored raw: probes read keys in place and decompress only the
  * value pages of their hits (measured: bench/RESULTS.md, issue 7). */
