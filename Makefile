@@ -123,7 +123,7 @@ FUZZ_TIME ?= 60
 FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_TARGETS := datafile manifest dvec
 FUZZ_COMMON := common/crc32c.c common/err.c common/fs.c
-FUZZ_SRCS_datafile := layout/datafile.c
+FUZZ_SRCS_datafile := layout/datafile.c layout/file.c
 FUZZ_SRCS_manifest := layout/manifest.c layout/file.c
 FUZZ_SRCS_dvec := layout/dvec.c layout/file.c
 # UBSan findings abort (not just print), so the fuzzer stops on them as on a crash.

@@ -7,7 +7,8 @@
  * puts every key page before the first value page and the values are the
  * bulk of a file.  finish() appends the spilled values (copy_file_range,
  * in-kernel), the filter (built from the 8-byte key hashes kept per row,
- * sized once the row count is known) and the footer, then fsync + rename.
+ * sized once the row count is known) and the footer, then fsync (while
+ * sfs_layout_sync(): sync.h) + rename.
  *
  * Reader: the footer is read in place from the mapping (fixed-size,
  * 8-aligned entries: no decoded copy of the index); per page a verified
@@ -36,6 +37,7 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "layout/datafile.h"
+#include "layout/sync.h"
 
 /* Every integer of the format is little-endian and read in place. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "datafile: little-endian hosts only");
@@ -742,7 +744,7 @@ static int finish(sfs_df_writer_t *w)
 		rc = rc == -ENOMEM ? rc : sfs__err(rc, "%s: write footer: %s", w->dw_tmp, strerror(-rc));
 		goto out;
 	}
-	if (df_fault("fsync") || fsync(w->dw_fd)) {
+	if (sfs_layout_sync() && (df_fault("fsync") || fsync(w->dw_fd))) {
 		rc = sfs__err(sfs__errno(), "%s: fsync: %s", w->dw_tmp, strerror(errno));
 		goto out;
 	}
@@ -753,7 +755,7 @@ static int finish(sfs_df_writer_t *w)
 	w->dw_renamed = 1;
 	/* The name is durable only with its directory. */
 	dir_of(w->dw_path, dir, sizeof(dir));
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+	if (sfs_layout_sync() && (dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 		if (fsync(dfd))
 			rc = sfs__err(sfs__errno(), "%s: fsync directory: %s", dir, strerror(errno));
 		close(dfd);

@@ -14,8 +14,21 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "layout/file.h"
+#include "layout/sync.h"
 
 int (*sfs__layout_fault)(const char *point);
+
+static int layout_sync = 1;	/* sync.h */
+
+void sfs_layout_set_sync(int on)
+{
+	__atomic_store_n(&layout_sync, !!on, __ATOMIC_RELAXED);
+}
+
+int sfs_layout_sync(void)
+{
+	return __atomic_load_n(&layout_sync, __ATOMIC_RELAXED);
+}
 
 static int fault(const char *point)
 {
@@ -60,8 +73,11 @@ static int write_all(int fd, const void *p, size_t n)
 
 int sfs__layout_sync_dir(const char *dir)
 {
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+	int dfd, rc = 0;
 
+	if (!sfs_layout_sync())
+		return 0;
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return sfs__err(sfs__errno(), "%s: open directory: %s", dir, strerror(errno));
 	if (fsync(dfd))
@@ -91,7 +107,7 @@ int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
 	}
 	if ((rc = write_all(fd, buf, len))) {
 		rc = sfs__err(rc, "%s: write: %s", tmp, strerror(-rc));
-	} else if (fault("fsync") || fsync(fd)) {
+	} else if (sfs_layout_sync() && (fault("fsync") || fsync(fd))) {
 		rc = sfs__err(sfs__errno(), "%s: fsync: %s", tmp, strerror(errno));
 	} else if (excl) {
 		/* link(2) fails if @path exists: the atomic create-if-absent that

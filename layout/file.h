@@ -8,7 +8,8 @@
  *    bytes, contain no '/' and are not "." or "..": they are files of the
  *    table directory.
  *  - Files are written whole to "<path>.tmp.<pid>.<n>", fsynced and
- *    renamed (or linked: create-if-absent), then the directory is fsynced;
+ *    renamed (or linked: create-if-absent), then the directory is fsynced
+ *    (both fsyncs only while sfs_layout_sync(): sync.h);
  *    a missing parent directory is created on the first ENOENT only (as
  *    datafile.c).  A crash leaves at most a temp file, which
  *    sfs_mf_gc() collects.

@@ -69,6 +69,12 @@
  * level-0 file left by a kill between data commit and round.  A redone
  * buffer skips every table whose watermark has reached its seq.
  *
+ * Durability comes from checkpoints, as for the rocksdb target's WAL-less
+ * writes: the working tables' files are written and renamed without
+ * fsync (layout/sync.h; SFS_TABLE_CKPT_SYNC=0 restores per-commit fsync
+ * for the ablation).  A kill -9 loses nothing by it; a machine crash ends
+ * the group, and what follows starts from a checkpoint.
+ *
  * Checkpoints: snapshot() links each table's live files and vector index
  * into the stage, flat, and writes TABLES (target/table_snap.h); a
  * restore puts them back at <store>/ and open() adopts them (links into
@@ -97,6 +103,7 @@
 #include "layout/datafile.h"
 #include "layout/dvec.h"
 #include "layout/manifest.h"
+#include "layout/sync.h"
 #include "shm/atomic.h"
 #include "shm/qsbr.h"
 #include "target/table.h"
@@ -138,6 +145,7 @@ uint32_t sfs_table_knobs(void)
 		{ "SFS_TABLE_MAP_DIFF", SFS_TABLE_K_MAP_DIFF },
 		{ "SFS_TABLE_HASH_IN", SFS_TABLE_K_HASH_IN },
 		{ "SFS_TABLE_SESSION", SFS_TABLE_K_SESSION },
+		{ "SFS_TABLE_CKPT_SYNC", SFS_TABLE_K_CKPT_SYNC },
 	};
 	uint32_t on = SFS_TABLE_K_ALL;
 
@@ -2316,6 +2324,11 @@ static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 	w->worker = worker;
 	w->self = self;
 	w->knobs = sfs_table_knobs();
+	/* The working tables need no fsync of their own: the checkpointer
+	 * fsyncs each file it links, a restore rebuilds them from a
+	 * checkpoint and a new group starts them empty (layout/sync.h).
+	 * This process writes no other layout files. */
+	sfs_layout_set_sync(!(w->knobs & SFS_TABLE_K_CKPT_SYNC));
 	if ((rc = sfs__table_store_dir(s, worker, w->base, sizeof(w->base))) ||
 	    (rc = sfs__table_pub_find(s, worker, 1, &w->pub)) || (rc = store_prepare(w)))
 		goto fail;

@@ -59,7 +59,11 @@
 				     * one comparison per literal) */
 #define SFS_TABLE_K_SESSION   0x10u /* maintenance session folds delta manifests
 				     * (else: full manifest walk per commit) */
-#define SFS_TABLE_K_ALL       0x1fu
+#define SFS_TABLE_K_CKPT_SYNC 0x20u /* files made durable by the checkpoints that
+				     * link them, not at each commit (else: every
+				     * file and directory fsynced as it is
+				     * committed: layout/sync.h) */
+#define SFS_TABLE_K_ALL       0x3fu
 
 struct sfs_table_pub_table {
 	uint32_t pt_sid;

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "layout/datafile.h"
+#include "layout/sync.h"
 #include "sfs.h"
 #include "tests/helpers.h"
 
@@ -914,5 +915,35 @@ Test(datafile, resealed_mutations_never_crash)
 	cr_log_info("%d of %d resealed mutations refused", refused, 400 * th_soak());
 	free(img);
 	free(cp);
+	free_ref(&r);
+}
+
+static int fsync_points;
+
+static int count_fsync(const char *point)
+{
+	fsync_points += strcmp(point, "fsync") == 0;
+	return 0;
+}
+
+/* With sfs_layout_sync(0) (the table target's setting) the writer reaches
+ * no fsync point, and the file reads back whole. */
+Test(datafile, writer_without_sync)
+{
+	struct ref r = make_ref(23, 2000, 3000);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+	char path[128];
+
+	sfs__df_fault = count_fsync;
+	for (int sync = 1; sync >= 0; sync--) {
+		snprintf(path, sizeof(path), "%s/sync%d.df", dir, sync);
+		sfs_layout_set_sync(sync);
+		fsync_points = 0;
+		write_ref(path, &r, &o);
+		cr_assert_eq(fsync_points, sync, "sync %d: %d fsync points", sync, fsync_points);
+		cr_assert_eq(read_all(path, &r), 0, "%s", sfs_last_error());
+	}
+	sfs_layout_set_sync(1);
+	sfs__df_fault = NULL;
 	free_ref(&r);
 }

@@ -22,6 +22,7 @@
 
 #include "layout/dvec.h"
 #include "layout/manifest.h"
+#include "layout/sync.h"
 #include "sfs.h"
 #include "tests/helpers.h"
 
@@ -634,6 +635,37 @@ Test(tablemeta, commit_faults_leave_nothing)
 	/* 4 files (manifest, two lists, snapshot) x 4 points (open, write, fsync,
 	 * rename or link) */
 	cr_assert_eq(failures, 16);
+}
+
+static int fsync_points;
+
+static int count_fsync(const char *point)
+{
+	fsync_points += strcmp(point, "fsync") == 0;
+	return 0;
+}
+
+/* With sfs_layout_sync(0) (the table target's setting) a commit reaches no
+ * fsync point, and what it committed reads back the same. */
+Test(tablemeta, commit_without_sync)
+{
+	struct sfs_mf_entry e = mk(SFS_MF_ADD, 1);
+	struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .entries = &e, .n = 1 };
+	uint64_t id;
+
+	sfs__layout_fault = count_fsync;
+	cr_assert_eq(sfs_mf_commit(dir, 1, &c), 0);
+	/* manifest, two lists, snapshot, the LATEST hint */
+	cr_assert_eq(fsync_points, 5, "%d", fsync_points);
+	sfs_layout_set_sync(0);
+	e = mk(SFS_MF_ADD, 2);
+	cr_assert_eq(sfs_mf_commit(dir, 2, &c), 0, "%s", sfs_last_error());
+	sfs_layout_set_sync(1);
+	sfs__layout_fault = NULL;
+	cr_assert_eq(fsync_points, 5, "%d", fsync_points);
+	cr_assert_eq(sfs_mf_latest(dir, &id), 0);
+	cr_assert_eq(id, 2);
+	cr_assert_eq(dir_entries("\\.tmp\\."), 0);
 }
 
 /* ---- watermark and rebase ------------------------------------------------------------------ */
