@@ -134,6 +134,11 @@ struct sfs_view {
  */
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *o,
 		    sfs_ctx_t **out);
+
+/* Bytes of the segment region sfs_worker_open() creates for @o (NULL: the
+ * defaults) — what a process creating the segment must leave per worker;
+ * 0 if @o would be refused (buffers out of range, a buffer too small). */
+uint64_t sfs_worker_region_bytes(const struct sfs_worker_opts *o);
 int sfs_worker_close(sfs_ctx_t *c);
 
 /* Find or register a named state; SFS_EUSAGE if it exists with another kind. */

@@ -30,6 +30,7 @@ struct rt_backend_cfg {
 	const char *data_dir;     /* where a disk backend keeps its files */
 	int restored;             /* adopt the files a restore put in place */
 	uint64_t cache_bytes;     /* sfs: the value cache per worker (0: its default) */
+	uint64_t buffer_bytes;    /* sfs: each write buffer (0: its default) */
 };
 
 struct rt_backend;

@@ -27,7 +27,8 @@ static int mem_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 {
 	struct sfs_worker_opts o = { .parallelism = cfg->workers,
 				     .max_parallelism = cfg->max_parallelism,
-				     .cache_bytes = cfg->cache_bytes };
+				     .cache_bytes = cfg->cache_bytes,
+				     .buffer_bytes = cfg->buffer_bytes };
 	struct mem_backend *m = calloc(1, sizeof(*m));
 	int rc;
 

@@ -659,6 +659,7 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	bc.data_dir = g->job->rj_data_dir;
 	bc.restored = (int)g->job->rj_restored;
 	bc.cache_bytes = g->job->rj_cache_bytes;
+	bc.buffer_bytes = g->job->rj_buffer_bytes;
 	rc = bo->open(&bc, &g->op.st);
 	if (rc)
 		return fail(g, rc, "backend %s: %s", bo->name, sfs_last_error());

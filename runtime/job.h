@@ -41,7 +41,7 @@
 #define RT_JOB_REGION   "job"
 #define RT_CHAN_REGION  "chans"
 #define RT_JOB_MAGIC    0x73667320716a6f62ull /* "sfs qjob" */
-#define RT_JOB_VERSION  2u
+#define RT_JOB_VERSION  3u
 #define RT_MAX_WORKERS  48u
 #define RT_MAX_STAGES   3u
 #define RT_NAME_MAX     32u
@@ -103,6 +103,7 @@ struct rt_job {
 	uint64_t rj_first_barrier;  /* this run's barrier ids start above it */
 	uint64_t rj_restored_id;    /* checkpoint restored from (0: a fresh start) */
 	uint64_t rj_cache_bytes;    /* value cache per worker (sfs backends; 0: default) */
+	uint64_t rj_buffer_bytes;   /* each write buffer of a worker (sfs backends; 0: default) */
 	uint32_t rj_retain;         /* checkpoints kept */
 	uint32_t rj_restored;       /* 1: backends adopt their restored files */
 	uint32_t rj_nsplits;        /* source splits (the first run's parallelism) */

@@ -123,10 +123,16 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 	return 0;
 }
 
-/* Segment bytes a query job needs beyond the group's own. */
+/* Segment bytes a query job needs beyond the group's own: per worker its
+ * region as sized with the job's cache and buffers (--cache-mb and
+ * --buffer-mb, which this once ignored: a larger cache left the memory
+ * store no room), 2 MiB of smaller regions and the memory store. */
 uint64_t sup_query_segment_bytes(const struct sup_query *q, unsigned workers)
 {
-	uint64_t per_worker = 4 * (16ull << 20) + (8ull << 20) + (2ull << 20);
+	struct sfs_worker_opts o = { .parallelism = workers,
+				     .cache_bytes = q->cache_bytes,
+				     .buffer_bytes = q->buffer_bytes };
+	uint64_t per_worker = sfs_worker_region_bytes(&o) + (2ull << 20);
 	uint64_t chans = rt_chans_bytes(workers, sup_query_chan_bytes(workers));
 
 	return workers * per_worker + workers * q->store_bytes + chans + (64ull << 20);
@@ -502,6 +508,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 		job->rj_split_start[sp] = sp;
 	job->rj_retain = q->retain;
 	job->rj_cache_bytes = q->cache_bytes;
+	job->rj_buffer_bytes = q->buffer_bytes;
 	rc = q->restore || q->recover_id ? restore(q, workers) : fresh(q);
 	if (rc)
 		return rc;

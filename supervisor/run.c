@@ -107,8 +107,9 @@ static void usage(FILE *f)
 		"A query job (the Nexmark suite; --job defaults to nexmark-QUERY):\n"
 		"  --query qN             q3 q4 q5 q7 q8 q9 q11 q12 q15 q17 q18 q19 q20\n"
 		"  --events N             events of the stream (default 1000000)\n"
-		"  --backend NAME         memory (sfs, default), rocksdb (sfs flushing to RocksDB)\n"
-		"                         or rocksdb-direct (baseline)\n"
+		"  --backend NAME         memory (sfs, default), rocksdb (sfs flushing to RocksDB),\n"
+		"                         table (sfs flushing to its LSM tables) or\n"
+		"                         rocksdb-direct (baseline)\n"
 		"  --checkpoint-interval MS  barrier period (default 1000; 0: none)\n"
 		"  --data DIR             files of the job (default /tmp/sfs-JOB)\n"
 		"  --output FILE          the result as CSV (default: discarded)\n"
@@ -116,6 +117,8 @@ static void usage(FILE *f)
 		"  --max-rate N           throttle the sources to N events/s of wall-clock\n"
 		"                         time in total (default: as fast as they go)\n"
 		"  --cache-mb MB          value cache per worker (sfs backends; default 8)\n"
+		"  --buffer-mb MB         each of a worker's 4 write buffers (sfs backends;\n"
+		"                         default 16): a full one is flushed between barriers\n"
 		"  --store-mb MB          memory store per worker, sparse (default 4096;\n"
 		"                         half is usable: it compacts by copying)\n"
 		"  --json                 print one summary object, no progress\n"
@@ -624,6 +627,7 @@ static int parse(int argc, char **argv)
 		{ "max-rate", required_argument, NULL, 'P' },
 		{ "store-mb", required_argument, NULL, 'S' },
 		{ "cache-mb", required_argument, NULL, 'c' },
+		{ "buffer-mb", required_argument, NULL, 'F' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "restore", required_argument, NULL, 'X' },
 		{ "retain", required_argument, NULL, 'T' },
@@ -709,6 +713,10 @@ static int parse(int argc, char **argv)
 		case 'c':
 			cfg.q.cache_bytes = (uint64_t)sfs_arg_num("run", "--cache-mb", optarg, 1, 65536)
 					    << 20;
+			break;
+		case 'F':
+			cfg.q.buffer_bytes = (uint64_t)sfs_arg_num("run", "--buffer-mb", optarg, 1, 4096)
+					     << 20;
 			break;
 		case 'T':
 			cfg.q.retain = (uint32_t)sfs_arg_num("run", "--retain", optarg, 1, 1000);

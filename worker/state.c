@@ -265,6 +265,43 @@ int sfs_wctl_attach(struct sfs_seg *s, uint32_t w, struct sfs_wctl **ctl, struct
 	return rc;
 }
 
+/* The defaults of struct sfs_worker_opts (include/sfs.h) filled in. */
+static void opts_defaults(struct sfs_worker_opts *o)
+{
+	if (!o->parallelism)
+		o->parallelism = 1;
+	if (!o->max_parallelism)
+		o->max_parallelism = SFS_MAX_PARALLELISM_DEFAULT;
+	if (!o->buffers)
+		o->buffers = 4;
+	if (!o->buffer_bytes)
+		o->buffer_bytes = 16 * MB;
+	if (!o->buffer_keys)
+		o->buffer_keys = o->buffer_bytes / 64 ? o->buffer_bytes / 64 : 1;
+	if (!o->cache_bytes)
+		o->cache_bytes = 8 * MB;
+}
+
+/* Region bytes of defaulted @o: control page, flush ring, buffers, cache. */
+static uint64_t region_need(const struct sfs_worker_opts *o)
+{
+	uint64_t bufsz = align64(sfs_wbuf_size(o->buffer_keys, o->buffer_bytes));
+
+	return 4096 + sfs_ring_memsize(SFS_WCTL_RING_SLOTS, sizeof(struct sfs_flush_req)) +
+	       o->buffers * bufsz + 64 +
+	       ((o->flags & SFS_WORKER_NO_CACHE) ? 0 : sfs_vcache_size(o->cache_bytes, 0));
+}
+
+uint64_t sfs_worker_region_bytes(const struct sfs_worker_opts *opts)
+{
+	struct sfs_worker_opts o = opts ? *opts : (struct sfs_worker_opts){ 0 };
+
+	opts_defaults(&o);
+	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS || !sfs_wbuf_size(o.buffer_keys, o.buffer_bytes))
+		return 0;
+	return region_need(&o);
+}
+
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
 		    sfs_ctx_t **out)
 {
@@ -274,18 +311,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	uint64_t off, size;
 	int rc;
 
-	if (!o.parallelism)
-		o.parallelism = 1;
-	if (!o.max_parallelism)
-		o.max_parallelism = SFS_MAX_PARALLELISM_DEFAULT;
-	if (!o.buffers)
-		o.buffers = 4;
-	if (!o.buffer_bytes)
-		o.buffer_bytes = 16 * MB;
-	if (!o.buffer_keys)
-		o.buffer_keys = o.buffer_bytes / 64 ? o.buffer_bytes / 64 : 1;
-	if (!o.cache_bytes)
-		o.cache_bytes = 8 * MB;
+	opts_defaults(&o);
 	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS)
 		return sfs__err(SFS_EUSAGE, "worker %u: %u buffers, need 2..%d", worker, o.buffers,
 				SFS_WCTL_MAX_BUFS);
@@ -326,12 +352,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 		if (rc)
 			goto fail_slot;
 	} else {
-		uint64_t bufsz = align64(sfs_wbuf_size(o.buffer_keys, o.buffer_bytes));
-		uint64_t need = 4096 + sfs_ring_memsize(SFS_WCTL_RING_SLOTS,
-							sizeof(struct sfs_flush_req)) +
-				o.buffers * bufsz + 64 +
-				((o.flags & SFS_WORKER_NO_CACHE) ? 0
-								 : sfs_vcache_size(o.cache_bytes, 0));
+		uint64_t need = region_need(&o);
 
 		if (!sfs_wbuf_size(o.buffer_keys, o.buffer_bytes)) {
 			rc = sfs__err(SFS_EUSAGE, "worker %u: buffer of %llu bytes, %llu keys refused",
