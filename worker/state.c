@@ -297,7 +297,8 @@ uint64_t sfs_worker_region_bytes(const struct sfs_worker_opts *opts)
 	struct sfs_worker_opts o = opts ? *opts : (struct sfs_worker_opts){ 0 };
 
 	opts_defaults(&o);
-	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS || !sfs_wbuf_size(o.buffer_keys, o.buffer_bytes))
+	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS ||
+	    !sfs_wbuf_size(o.buffer_keys, o.buffer_bytes))
 		return 0;
 	return region_need(&o);
 }
