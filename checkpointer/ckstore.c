@@ -34,6 +34,7 @@
 
 #include "checkpointer/ckstore.h"
 #include "common/crc32c.h"
+#include "common/child.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/hash.h"
@@ -204,6 +205,7 @@ static int stream_file(const char *path, int fd, int out, uint32_t *crc, uint64_
 			break;
 		c = ck_crc32c(c, buf, (size_t)r);
 		total += (uint64_t)r;
+		sfs_child_progress();	/* a copy grows with the file */
 		if (out >= 0 && (rc = write_all(out, buf, (size_t)r))) {
 			rc = sfs__err(rc, "write a copy of %s: %s", path, strerror(-rc));
 			break;

@@ -123,25 +123,43 @@ int sfs_child_start(struct sfs_child *c)
 	return 0;
 }
 
+/* The child whose loop runs in this process, and its next beat (the
+ * loop's and sfs_child_progress's). */
+static struct sfs_child *loop_child;
+static uint64_t next_beat;
+
+void sfs_child_progress(void)
+{
+	uint64_t now;
+
+	if (!loop_child)
+		return;
+	now = sfs_now_ns();
+	if (now >= next_beat) {
+		sfs_proc_heartbeat(loop_child->slot);
+		next_beat = now + loop_child->heartbeat_ns;
+	}
+}
+
 int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step)
 {
 	struct sfs_seg_hdr *h = c->seg.hdr;
-	uint64_t next_beat = 0;
+	int rc = 0;
+
+	loop_child = c;
+	next_beat = 0;
 
 	/* Only SIGTERM stops a child, not sh_shutdown: the supervisor stops
 	 * the roles in order (workers first), one signal per role. */
 	while (!sfs_child_stop) {
 		int did = step ? step(c, 256) : 0;
-		uint64_t now;
 
-		if (did < 0)
-			return did;
-		sfs_qsbr_quiescent(h, c->slot);
-		now = sfs_now_ns();
-		if (now >= next_beat) {
-			sfs_proc_heartbeat(c->slot);
-			next_beat = now + c->heartbeat_ns;
+		if (did < 0) {
+			rc = did;
+			break;
 		}
+		sfs_qsbr_quiescent(h, c->slot);
+		sfs_child_progress();
 		if (did == 0) {
 			/* Idle: go offline so no grace period waits on a sleeper,
 			 * announce the sleep, look for work once more (a bump
@@ -164,11 +182,14 @@ int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step)
 			if (c->wake_flag)
 				sfs_store_relaxed(c->wake_flag, 0);
 			sfs_qsbr_online(h, c->slot);
-			if (did < 0)
-				return did;
+			if (did < 0) {
+				rc = did;
+				break;
+			}
 		}
 	}
-	return 0;
+	loop_child = NULL;
+	return rc;
 }
 
 void sfs_child_finish(struct sfs_child *c)

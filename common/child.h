@@ -51,6 +51,18 @@ int sfs_child_start(struct sfs_child *c);
 typedef int (*sfs_child_step_fn)(struct sfs_child *c, unsigned budget);
 int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step);
 
+/*
+ * sfs_child_progress - a sign of life from inside one long step: beats if a
+ * beat is due (one clock read; a store at most once per beat period).  For
+ * loops whose length grows with the state — a full dump of the memory
+ * store, a checkpoint's copy of a file — which can outlast the supervisor's
+ * hang timeout on a busy machine (a 480 MB dump did, and the group was
+ * killed as hung).  A stuck loop never calls it, so a hang is still found.
+ * Main thread only (a background thread that beats would hide a stuck main
+ * loop); a no-op outside a child's loop (tests, the supervisor).
+ */
+void sfs_child_progress(void);
+
 /* Offline, unregister, detach. */
 void sfs_child_finish(struct sfs_child *c);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/hash.h"
@@ -56,7 +57,8 @@ static int dump_one(void *arg, const struct sfs_mstore_entry *e, const void *key
 	d->h = sfs_hash_bytes(d->h, &r, sizeof(r));
 	d->h = sfs_hash_bytes(d->h, key, r.klen);
 	d->h = sfs_hash_bytes(d->h, value, r.vlen);
-	d->n++;
+	if (++d->n % 4096 == 0)
+		sfs_child_progress();	/* a dump grows with the state */
 	return 0;
 }
 
@@ -134,7 +136,8 @@ int sfs_mdump_load(struct sfs_mstore_writer *w, const char *path, uint32_t kg_lo
 		h = sfs_hash_bytes(h, &r, sizeof(r));
 		h = sfs_hash_bytes(h, buf, r.klen);
 		h = sfs_hash_bytes(h, buf + r.klen, r.vlen);
-		n++;
+		if (++n % 4096 == 0)
+			sfs_child_progress();
 		kg = sfs_key_prefix_kg(buf);
 		if (kg < kg_lo || kg > kg_hi)
 			continue;
