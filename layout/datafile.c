@@ -36,6 +36,7 @@
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "common/keycmp.h"
 #include "layout/datafile.h"
 #include "layout/sync.h"
 
@@ -144,9 +145,7 @@ static inline uint64_t ld64(const uint8_t *p)
 /* Bytewise order, shorter first on a common prefix: the table order. */
 static inline int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
 {
-	int c = memcmp(a, b, alen < blen ? alen : blen);
-
-	return c ? c : (alen > blen) - (alen < blen);
+	return sfs_keycmp(a, alen, b, blen);
 }
 
 static inline uint32_t be16(const uint8_t *p)

@@ -98,6 +98,7 @@
 #include "common/err.h"
 #include "common/fingerprint.h"
 #include "common/fs.h"
+#include "common/keycmp.h"
 #include "common/log.h"
 #include "common/merge.h"
 #include "layout/datafile.h"
@@ -1416,13 +1417,10 @@ static const struct table *sort_t;	/* qsort has no context argument (main thread
 static int srow_cmp(const void *x, const void *y)
 {
 	const struct srow *a = x, *b = y;
-	uint32_t l = a->klen < b->klen ? a->klen : b->klen;
-	int c = memcmp(sb_at(sort_t, a->koff), sb_at(sort_t, b->koff), l);
+	int c = sfs_keycmp(sb_at(sort_t, a->koff), a->klen, sb_at(sort_t, b->koff), b->klen);
 
 	if (c)
 		return c;
-	if (a->klen != b->klen)
-		return a->klen < b->klen ? -1 : 1;
 	return a->ord < b->ord ? -1 : a->ord > b->ord;
 }
 
@@ -1448,11 +1446,8 @@ static int staged(struct table *t, const void *k, uint32_t klen, size_t nrows)
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 		const struct srow *r = &t->rows[mid];
-		uint32_t l = r->klen < klen ? r->klen : klen;
-		int c = memcmp(sb_at(t, r->koff), k, l);
+		int c = sfs_keycmp(sb_at(t, r->koff), r->klen, k, klen);
 
-		if (!c)
-			c = r->klen < klen ? -1 : r->klen > klen;
 		if (!c)
 			return 1;
 		if (c < 0)
@@ -1862,7 +1857,6 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		int best = -1;
 
 		for (size_t k = 0; k < n; k++) {
-			size_t l;
 			int c;
 
 			if (!m[k].live)
@@ -1871,9 +1865,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 				best = (int)k;
 				continue;
 			}
-			l = m[k].row.klen < m[best].row.klen ? m[k].row.klen : m[best].row.klen;
-			c = memcmp(m[k].row.key, m[best].row.key, l);
-			if (c < 0 || (c == 0 && m[k].row.klen < m[best].row.klen))
+			c = sfs_keycmp(m[k].row.key, m[k].row.klen, m[best].row.key, m[best].row.klen);
+			if (c < 0)
 				best = (int)k;
 		}
 		if (best < 0)

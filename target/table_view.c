@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/keycmp.h"
 #include "common/merge.h"
 #include "target/table_view.h"
 
@@ -109,13 +110,10 @@ out:
 static int row_cmp(const void *x, const void *y)
 {
 	const struct tv_row *a = x, *b = y;
-	uint32_t l = a->klen < b->klen ? a->klen : b->klen;
-	int c = memcmp(a->key, b->key, l);
+	int c = sfs_keycmp(a->key, a->klen, b->key, b->klen);
 
 	if (c)
 		return c;
-	if (a->klen != b->klen)
-		return a->klen < b->klen ? -1 : 1;
 	/* the same key: the newer file (lower rank) first */
 	return a->file < b->file ? -1 : a->file > b->file;
 }
