@@ -3,10 +3,11 @@
  *
  * Writer: rows arrive sorted; the key column is cut into key pages that go
  * straight to "<path>.tmp" after the header, while value pages (cut
- * independently) spill to an unlinked scratch file, because the layout
- * puts every key page before the first value page and the values are the
- * bulk of a file.  finish() appends the spilled values (copy_file_range,
- * in-kernel), the filter (built from the 8-byte key hashes kept per row,
+ * independently) spill to an unlinked scratch file — once more than one
+ * 256 KiB run of them is written; a smaller file keeps them in memory —
+ * because the layout puts every key page before the first value page and
+ * the values are the bulk of a file.  finish() appends the spilled values
+ * (copy_file_range, in-kernel), the filter (built from the 8-byte key hashes kept per row,
  * sized once the row count is known) and the footer, then fsync (while
  * sfs_layout_sync(): sync.h) + rename.
  *
@@ -276,7 +277,8 @@ static void buf_free(struct df_buf *b)
 struct sfs_df_writer {
 	char *dw_path, *dw_tmp;
 	int dw_fd;                   /* the temp file: header, key pages, rest at finish */
-	int dw_vfd;                  /* unlinked scratch: value pages until finish */
+	int dw_vfd;                  /* unlinked scratch: value pages until finish
+				      * (-1 until a run of them leaves memory) */
 	uint64_t dw_off, dw_voff;    /* bytes written to each */
 	int dw_codec, dw_zlevel;
 	uint32_t dw_page_bytes, dw_page_rows, dw_filter_bits;
@@ -429,6 +431,8 @@ static int flush_key_page(sfs_df_writer_t *w)
 	return 0;
 }
 
+static int open_scratch(sfs_df_writer_t *w);
+
 static int flush_value_page(sfs_df_writer_t *w)
 {
 	uint32_t n = w->dw_vrows;
@@ -450,9 +454,15 @@ static int flush_value_page(sfs_df_writer_t *w)
 	e.v_raw = (uint32_t)w->dw_page.len;
 	e.v_rows = n;
 	e.v_crc = sfs_crc32c(0, z, zlen);
-	if ((rc = out_put(w->dw_vfd, &w->dw_vout, z, zlen)))
-		return rc == -ENOMEM ? rc : sfs__err(rc, "%s: write value pages (scratch file): %s",
-						     w->dw_tmp, strerror(-rc));
+	if ((rc = buf_put(&w->dw_vout, z, zlen)))
+		return rc;
+	if (w->dw_vout.len >= DF_OUT_BYTES) {
+		if (w->dw_vfd < 0 && (rc = open_scratch(w)))
+			return rc;
+		if ((rc = out_flush(w->dw_vfd, &w->dw_vout)))
+			return sfs__err(rc, "%s: write value pages (scratch file): %s", w->dw_tmp,
+					strerror(-rc));
+	}
 	w->dw_voff += zlen;
 	if ((rc = buf_put(&w->dw_vdir, &e, sizeof(e))))
 		return rc;
@@ -517,6 +527,19 @@ static int open_tmp(sfs_df_writer_t *w)
 		if ((rc = sfs_mkdirs(dir)))
 			return rc;
 	}
+	return 0;
+}
+
+/* The value pages' scratch file, created when the first run of value
+ * pages leaves memory: a file whose values fit one run (DF_OUT_BYTES,
+ * compressed — most level-0 deltas) never has one, and writes its values
+ * straight after its keys.  Each O_TMPFILE is an ext4 inode allocation,
+ * one of the largest system costs of q4's table compactor (perf:
+ * ext4_new_inode under openat; bench/RESULTS.md, issue 7). */
+static int open_scratch(sfs_df_writer_t *w)
+{
+	char dir[PATH_MAX];
+
 	dir_of(w->dw_path, dir, sizeof(dir));
 	w->dw_vfd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (w->dw_vfd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
@@ -685,11 +708,17 @@ static int finish(sfs_df_writer_t *w)
 		return sfs__err(SFS_EUSAGE, "%s: no rows: a data file holds at least one", w->dw_path);
 	if ((rc = flush_key_page(w)) || (rc = flush_value_page(w)))
 		return rc;
-	if ((rc = out_flush(w->dw_fd, &w->dw_kout)) || (rc = out_flush(w->dw_vfd, &w->dw_vout)))
-		return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
 	base = w->dw_off;
-	if ((rc = copy_values(w)))
-		return rc;
+	if (w->dw_vfd < 0) {
+		/* every value page still in memory: keys, then values, one file */
+		if ((rc = out_flush(w->dw_fd, &w->dw_kout)) || (rc = out_flush(w->dw_fd, &w->dw_vout)))
+			return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
+	} else {
+		if ((rc = out_flush(w->dw_fd, &w->dw_kout)) || (rc = out_flush(w->dw_vfd, &w->dw_vout)))
+			return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
+		if ((rc = copy_values(w)))
+			return rc;
+	}
 	w->dw_off += w->dw_voff;
 	for (size_t i = 0; i < w->dw_vdir.len / sizeof(struct df_vpe); i++) {
 		struct df_vpe *e = (struct df_vpe *)w->dw_vdir.p + i;

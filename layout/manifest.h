@@ -31,10 +31,10 @@
  * name and link(2)ed to snapshot-<id>, which fails if the name exists:
  * of two committers of the same id exactly one wins, the other gets
  * -EEXIST (its manifests are removed), re-reads the latest snapshot and
- * retries at id+1.  LATEST is a hint written after a commit (it may lag
- * or even regress under races): sfs_mf_latest() verifies it by probing
- * snapshot-<id+1>, ... and falls back to a directory scan when it is
- * missing or bad.
+ * retries at id+1.  LATEST is a hint written after every
+ * SFS_MF_HINT_EVERY-th commit (it lags, and may even regress under
+ * races): sfs_mf_latest() verifies it by probing snapshot-<id+1>, ... and
+ * falls back to a directory scan when it is missing or bad.
  *
  * Cleanup: sfs_mf_expire() drops old snapshots and the metadata only
  * they name; sfs_mf_gc() collects what crashes left (temp files, the
@@ -58,6 +58,7 @@
 /* 2: the snapshot's watermark.  Other versions are refused (SFS_EVERSION). */
 #define SFS_MF_VERSION 2u
 #define SFS_MF_KEY_MAX 65535u
+#define SFS_MF_HINT_EVERY 16u  /* LATEST rewritten at snapshots 1, 17, 33, ... */
 
 enum sfs_mf_op { SFS_MF_ADD = 1, SFS_MF_DELETE = 2 };
 enum sfs_mf_kind { SFS_MF_DATA = 1, SFS_MF_COMPACT = 2 };
@@ -105,7 +106,8 @@ struct sfs_mf_commit {
  * snapshot @id-1 (none when @id is 1): write the delta manifest, the delta
  * list and the base list (the previous base + delta manifests, or with
  * @c->rebase one manifest of @c->rebase_entries), then create
- * snapshot-<id> only if absent, then the LATEST hint.  Returns 0, or
+ * snapshot-<id> only if absent, then (every SFS_MF_HINT_EVERY-th id) the
+ * LATEST hint.  Returns 0, or
  * -EEXIST when another committer took @id (this commit's manifests are
  * removed: re-read with sfs_mf_latest() and retry at the new id + 1), or
  * another code.  Cost: O(entries + manifests of the previous base), or
