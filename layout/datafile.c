@@ -7,9 +7,9 @@
  * 256 KiB run of them is written; a smaller file keeps them in memory —
  * because the layout puts every key page before the first value page and
  * the values are the bulk of a file.  finish() appends the spilled values
- * (copy_file_range, in-kernel), the filter (built from the 8-byte key hashes kept per row,
- * sized once the row count is known) and the footer, then fsync (while
- * sfs_layout_sync(): sync.h) + rename.
+ * (copy_file_range, in-kernel), the filter (built from the 8-byte key
+ * hashes kept per row, sized once the row count is known) and the footer,
+ * then fsync (while sfs_layout_sync(): sync.h) + rename.
  *
  * Reader: the footer is read in place from the mapping (fixed-size,
  * 8-aligned entries: no decoded copy of the index); per page a verified
