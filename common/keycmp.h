@@ -4,10 +4,10 @@
  * as big-endian words, the tail a byte at a time.
  *
  * Why not memcmp: the table's keys are 12–40 bytes (key group, state,
- * key, namespace, user key), compared in binary searches over key pages
- * and in sorts of a delta's rows; a memcmp call per compare (call, size
- * dispatch, vector setup for a few words) was ~6 % of q4's sampled CPU on
- * the table target (perf, bench/RESULTS.md, issue 7).
+ * key, namespace, user key), compared in binary searches over key pages,
+ * in sorts of a delta's rows and in the buffer sort's ties; a memcmp call
+ * per compare (call, size dispatch, vector setup for a few words) was ~6 %
+ * of q4's sampled CPU on the table target (perf, bench/RESULTS.md, issue 7).
  */
 #ifndef SFS_COMMON_KEYCMP_H
 #define SFS_COMMON_KEYCMP_H

@@ -143,12 +143,6 @@ static inline uint64_t ld64(const uint8_t *p)
 	return v;
 }
 
-/* Bytewise order, shorter first on a common prefix: the table order. */
-static inline int key_cmp(const void *a, size_t alen, const void *b, size_t blen)
-{
-	return sfs_keycmp(a, alen, b, blen);
-}
-
 static inline uint32_t be16(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 8 | p[1];
@@ -622,7 +616,7 @@ int sfs_df_writer_add(sfs_df_writer_t *w, const void *key, size_t klen, int kind
 		return sfs__err(SFS_EUSAGE, "%s: row %llu: kind %d with a %zu-byte value (PUT <= %u, "
 				"DELETE 0, MERGE 8)", w->dw_path, (ull)w->dw_rows, kind, vlen,
 				SFS_DF_VALUE_MAX);
-	if (w->dw_rows && key_cmp(key, klen, w->dw_last.p, w->dw_last.len) <= 0)
+	if (w->dw_rows && sfs_keycmp(key, klen, w->dw_last.p, w->dw_last.len) <= 0)
 		return sfs__err(SFS_EUSAGE, "%s: row %llu: key not above the previous one (keys must be "
 				"strictly increasing)", w->dw_path, (ull)w->dw_rows);
 
@@ -709,16 +703,13 @@ static int finish(sfs_df_writer_t *w)
 	if ((rc = flush_key_page(w)) || (rc = flush_value_page(w)))
 		return rc;
 	base = w->dw_off;
-	if (w->dw_vfd < 0) {
-		/* every value page still in memory: keys, then values, one file */
-		if ((rc = out_flush(w->dw_fd, &w->dw_kout)) || (rc = out_flush(w->dw_fd, &w->dw_vout)))
-			return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
-	} else {
-		if ((rc = out_flush(w->dw_fd, &w->dw_kout)) || (rc = out_flush(w->dw_vfd, &w->dw_vout)))
-			return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
-		if ((rc = copy_values(w)))
-			return rc;
-	}
+	/* Value pages still all in memory (no scratch file) go right after
+	 * the keys; else the last run joins the scratch file, copied after. */
+	if ((rc = out_flush(w->dw_fd, &w->dw_kout)) ||
+	    (rc = out_flush(w->dw_vfd < 0 ? w->dw_fd : w->dw_vfd, &w->dw_vout)))
+		return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
+	if (w->dw_vfd >= 0 && (rc = copy_values(w)))
+		return rc;
 	w->dw_off += w->dw_voff;
 	for (size_t i = 0; i < w->dw_vdir.len / sizeof(struct df_vpe); i++) {
 		struct df_vpe *e = (struct df_vpe *)w->dw_vdir.p + i;
@@ -976,12 +967,12 @@ static int check_footer(sfs_df_reader_t *r)
 			return corrupt(r, eo, what);
 		a = kmin(r, i, &al);
 		b = kmax(r, i, &bl);
-		if (key_cmp(a, al, b, bl) > 0)
+		if (sfs_keycmp(a, al, b, bl) > 0)
 			return corrupt(r, eo, what);
 		if (i) {
 			a = kmax(r, i - 1, &al);
 			b = kmin(r, i, &bl);
-			if (key_cmp(a, al, b, bl) >= 0)
+			if (sfs_keycmp(a, al, b, bl) >= 0)
 				return corrupt(r, eo, what);
 		}
 		end += e->k_stored;
@@ -1324,7 +1315,7 @@ static uint32_t page_search(sfs_df_reader_t *r, const void *key, size_t klen, in
 		const uint8_t *m = by_min ? kmin(r, mid, &ml) : kmax(r, mid, &ml);
 
 		r->dr_c.seek_compares++;
-		if (key_cmp(m, ml, key, klen) < 0)
+		if (sfs_keycmp(m, ml, key, klen) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -1487,7 +1478,8 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 
 		r->dr_c.probe_keys++;
 		r->dr_c.seek_compares += 2;
-		if (kl < SFS_DF_KEY_MIN || key_cmp(k, kl, fmin, fminl) < 0 || key_cmp(k, kl, fmax, fmaxl) > 0) {
+		if (kl < SFS_DF_KEY_MIN || sfs_keycmp(k, kl, fmin, fminl) < 0 ||
+		    sfs_keycmp(k, kl, fmax, fmaxl) > 0) {
 			r->dr_c.pruned_range++;
 			continue;
 		}
@@ -1502,7 +1494,7 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 		const uint8_t *m = kmin(r, pg, &ml);
 
 		r->dr_c.seek_compares++;
-		if (key_cmp(k, kl, m, ml) < 0) {   /* between two pages */
+		if (sfs_keycmp(k, kl, m, ml) < 0) {   /* between two pages */
 			r->dr_c.pruned_range++;
 			continue;
 		}
@@ -1533,7 +1525,7 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 					break;
 				}
 				if (cand[o - 1].c_hash == cand[c].c_hash &&
-				    !key_cmp(keys[cand[o - 1].c_key].p, keys[cand[o - 1].c_key].len,
+				    !sfs_keycmp(keys[cand[o - 1].c_key].p, keys[cand[o - 1].c_key].len,
 					     keys[cand[c].c_key].p, keys[cand[c].c_key].len)) {
 					dup[c] = dup[o - 1];
 					dup[o - 1] = c;
@@ -1566,7 +1558,7 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 					uint32_t mid = a + (b - a) / 2;
 					size_t kl;
 					const uint8_t *k = pg_item(&pg, mid, &kl);
-					int cmp = key_cmp(k, kl, q->p, q->len);
+					int cmp = sfs_keycmp(k, kl, q->p, q->len);
 
 					r->dr_c.seek_compares++;
 					if (!cmp) {
@@ -1804,7 +1796,7 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 					const uint8_t *k = pg_item(&it->di_kpg, mid, &kl);
 
 					r->dr_c.seek_compares++;
-					if (key_cmp(k, kl, it->di_lo, it->di_lolen) < 0)
+					if (sfs_keycmp(k, kl, it->di_lo, it->di_lolen) < 0)
 						a = mid + 1;
 					else
 						b = mid;
@@ -1813,7 +1805,7 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 				it->di_seek = 0;
 			}
 			m = kmax(r, it->di_page, &ml);
-			it->di_check_hi = it->di_hi && key_cmp(m, ml, it->di_hi, it->di_hilen) >= 0;
+			it->di_check_hi = it->di_hi && sfs_keycmp(m, ml, it->di_hi, it->di_hilen) >= 0;
 			it->di_loaded = 1;
 		}
 		if (it->di_row >= it->di_kpg.pg_rows) {
@@ -1829,7 +1821,7 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 
 		if (it->di_check_hi) {
 			r->dr_c.seek_compares++;
-			if (key_cmp(k, kl, it->di_hi, it->di_hilen) >= 0) {
+			if (sfs_keycmp(k, kl, it->di_hi, it->di_hilen) >= 0) {
 				it->di_done = 1;
 				return 0;
 			}

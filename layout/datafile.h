@@ -128,7 +128,8 @@ struct sfs_df_write_opts {
  * ENOENT is the parent directory created (mkdir -p) and the open retried
  * once — nothing is remembered between files.  Values past one 256 KiB
  * run spill to an unlinked scratch file beside it (created then) until
- * finish() places them after the key pages.  Memory: one key page and one value page being built, the
+ * finish() places them after the key pages.  Memory: one key page and one
+ * value page being built, a 256 KiB run of each on its way out, the
  * page directory, and 8 bytes per row (key hashes for the filter).
  */
 int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts,

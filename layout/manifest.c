@@ -501,7 +501,7 @@ int sfs_mf_commit(const char *dir, uint64_t id, const struct sfs_mf_commit *c)
 	 * forward from it (that many stat(2) at most, once per table open),
 	 * and each rewrite was an inode allocation per commit (temp + rename),
 	 * ~1 of the ~7 a table's data commit made. */
-	if (id % SFS_MF_HINT_EVERY == 1 || SFS_MF_HINT_EVERY == 1) {
+	if ((id - 1) % SFS_MF_HINT_EVERY == 0) {
 		frame_begin(&b, MF_MAGIC_HINT, 1);
 		PUT(&b, id);
 		frame_write(&b, MF_MAGIC_HINT, dir, "LATEST", 0);

@@ -11,8 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/fingerprint.h"
 #include "common/err.h"
+#include "common/fingerprint.h"
+#include "common/keycmp.h"
 #include "worker/wbuf.h"
 
 #define WB_MIN_BITS 3u
@@ -305,13 +306,10 @@ static const struct sfs_wbuf_entry *wb_at(const struct sfs_wbuf *b, uint64_t off
  * namespace. */
 static int wb_cmp_entries(const struct sfs_wbuf_entry *x, const struct sfs_wbuf_entry *y)
 {
-	uint32_t kx = sfs__wbuf_klen(x), ky = sfs__wbuf_klen(y);
-	int c = memcmp(x + 1, y + 1, kx < ky ? kx : ky);
+	int c = sfs_keycmp(x + 1, sfs__wbuf_klen(x), y + 1, sfs__wbuf_klen(y));
 
 	if (c)
 		return c;
-	if (kx != ky)
-		return kx < ky ? -1 : 1;
 	return x->we_ns < y->we_ns ? -1 : x->we_ns > y->we_ns;
 }
 
