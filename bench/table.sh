@@ -22,6 +22,8 @@
 #   SFS_TABLE_SHAPING=0   no background shaping merges
 #   SFS_TABLE_CKPT_SYNC=0 every table file fsynced at its commit, not by the
 #                         checkpoint that links it
+#   SFS_TABLE_BG_IDLE=0   shaping merges at the compactor's priority, not
+#                         on idle CPU time
 #   SFS_CK_LINK_ALL=1     checkpoints link every live file, not the new ones
 # and prints events/s off/on (median of pair ratios) with the counter that
 # shows what the point buys.
@@ -64,7 +66,7 @@ done
 for r in $(seq 1 "$REPS"); do
 	for q in $ABLATE_QUERIES; do
 		for k in SFS_TABLE_ROUND=0 SFS_TABLE_SESSION=0 SFS_TABLE_MAP_DIFF=0 SFS_TABLE_HASH_IN=0 \
-			 SFS_TABLE_SHAPING=0 SFS_TABLE_CKPT_SYNC=0 SFS_CK_LINK_ALL=1; do
+			 SFS_TABLE_SHAPING=0 SFS_TABLE_CKPT_SYNC=0 SFS_TABLE_BG_IDLE=0 SFS_CK_LINK_ALL=1; do
 			if [ $((r % 2)) -eq 0 ]; then
 				run "abl-$r-$k" "$q" table "$k"; run "abl-$r-on-$k" "$q" table
 			else
@@ -117,6 +119,7 @@ show = {"SFS_TABLE_ROUND=0": ("table_commit_ms", "commit ms"),
         "SFS_TABLE_HASH_IN=0": ("table_round_ms", "round ms"),
         "SFS_TABLE_SHAPING=0": ("table_files", "live files at the end"),
         "SFS_TABLE_CKPT_SYNC=0": ("table_commit_ms", "commit ms"),
+        "SFS_TABLE_BG_IDLE=0": ("table_merges", "shaping merges in the run"),
         "SFS_CK_LINK_ALL=1": ("checkpoint_files_linked", "files linked")}
 for q in aq:
     for k, (field, what) in show.items():

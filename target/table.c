@@ -85,11 +85,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,6 +116,7 @@
 #include "worker/keygroup.h"
 
 #define FANIN 4u              /* files of a level that trigger a shaping merge */
+#define DEBT_FILES (2u * FANIN) /* files of a level that make its merge urgent */
 #define MERGE_MAX 8u          /* inputs of one merge */
 #define REBASE_EVERY 32u      /* commits between base-list rebases */
 #define ROUND_CHUNK 4096u     /* rows per batch probe of a round */
@@ -147,6 +150,7 @@ uint32_t sfs_table_knobs(void)
 		{ "SFS_TABLE_HASH_IN", SFS_TABLE_K_HASH_IN },
 		{ "SFS_TABLE_SESSION", SFS_TABLE_K_SESSION },
 		{ "SFS_TABLE_CKPT_SYNC", SFS_TABLE_K_CKPT_SYNC },
+		{ "SFS_TABLE_BG_IDLE", SFS_TABLE_K_BG_IDLE },
 	};
 	uint32_t on = SFS_TABLE_K_ALL;
 
@@ -366,6 +370,8 @@ struct sfs_target_writer {
 	size_t ndel, delcap;
 	pthread_t bg;
 	int bg_on;
+	int bg_idle;                /* background thread: runs under SCHED_IDLE now */
+	int bg_can_idle;            /* ... and may switch back (bg_priority) */
 	volatile int stop;
 	struct scratch main_sc;     /* lookups of the main thread */
 	struct scratch bg_sc;       /* ... and of the background thread */
@@ -1764,27 +1770,73 @@ static int tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 /* ---- the background thread: shaping merges (and rounds, when not at the barrier) --------- */
 
 /* Inputs of the next shaping merge of @t (t->mu held): the files of the
- * lowest level >= 1 holding FANIN of them (at most MERGE_MAX). */
-static size_t pick_merge(struct table *t, size_t *in, uint32_t *level)
+ * lowest level >= 1 holding FANIN of them (at most MERGE_MAX); *@held is
+ * how many that level holds in all. */
+static size_t pick_merge(struct table *t, size_t *in, uint32_t *level, size_t *held)
 {
 	for (uint32_t l = 1; l < 64; l++) {
-		size_t n = 0, any = 0;
+		size_t n = 0, any = 0, all = 0;
 
 		for (size_t i = 0; i < t->nf; i++) {
 			if (t->f[i].level < l)
 				continue;
 			any = 1;
-			if (t->f[i].level == l && !t->f[i].merging && n < MERGE_MAX)
+			if (t->f[i].level != l || t->f[i].merging)
+				continue;
+			all++;
+			if (n < MERGE_MAX)
 				in[n++] = i;
 		}
 		if (!any)
 			return 0;
 		if (n >= FANIN) {
 			*level = l + 1;
+			*held = all;
 			return n;
 		}
 	}
 	return 0;
+}
+
+/*
+ * bg_priority - the background thread's CPU priority for its next piece
+ * of work.  Shaping merges are discretionary (they change no result), so
+ * while a level holds fewer than DEBT_FILES files they run under
+ * SCHED_IDLE: on CPU time no worker, compactor main thread or checkpointer
+ * wants.  On a node whose cores are all busy they wait, and reads probe a
+ * few more files meanwhile; a level that reaches DEBT_FILES is merge debt,
+ * and its merge (like the rounds of the background-only ablation) runs at
+ * the compactor's own priority, so a saturated node cannot grow a table's
+ * read amplification without bound.  Only a merge's unlocked reading and
+ * writing runs idle: the thread is back at normal priority before it takes
+ * a lock the main thread also takes, so a starved merge never holds up a
+ * barrier's commit.  Measured on q4 (bench/RESULTS.md):
+ * the merges otherwise take ~10 % of a two-core node from its worker.
+ * Leaving SCHED_IDLE needs CAP_SYS_NICE or an RLIMIT_NICE that allows
+ * nice 0 (sched(7)): a compactor with neither never enters it.  One
+ * syscall per change, on this thread only.
+ */
+static void bg_priority(struct sfs_target_writer *w, int idle)
+{
+	struct sched_param sp = { 0 };
+
+	idle = idle && w->bg_can_idle && (w->knobs & SFS_TABLE_K_BG_IDLE);
+	if (idle == w->bg_idle)
+		return;
+	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
+		w->bg_idle = idle;
+	else if (!idle)
+		w->bg_can_idle = 0;	/* stuck idle would starve the debt: stop trying */
+}
+
+/* Whether this thread may leave SCHED_IDLE again (see bg_priority). */
+static int bg_may_idle(void)
+{
+	struct rlimit rl;
+
+	if (geteuid() == 0)
+		return 1;
+	return getrlimit(RLIMIT_NICE, &rl) == 0 && (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20);
 }
 
 struct min {
@@ -1802,7 +1854,8 @@ struct min {
 /* One shaping merge of @t; 1 if it did one, 0 if none was due, < 0 error. */
 static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 {
-	size_t in[MERGE_MAX], n, gone[MERGE_MAX];
+	size_t in[MERGE_MAX], n, gone[MERGE_MAX], held = 0;
+	int idle;
 	struct min m[MERGE_MAX];
 	uint32_t level = 0;
 	uint64_t t0 = sfs_now_ns(), outrow = 0, loads;
@@ -1814,7 +1867,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 
 	memset(m, 0, sizeof(m));
 	pthread_mutex_lock(&t->mu);
-	if (!t->loaded || !(n = pick_merge(t, in, &level))) {
+	if (!t->loaded || !(n = pick_merge(t, in, &level, &held))) {
 		pthread_mutex_unlock(&t->mu);
 		return 0;
 	}
@@ -1834,6 +1887,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			memcpy(m[k].dv, f->dv, m[k].dv_words * 8);
 	}
 	pthread_mutex_unlock(&t->mu);
+	bg_priority(w, held < DEBT_FILES);
+	idle = w->bg_idle;
 	/* read and write without the lock: the inputs are immutable */
 	for (size_t k = 0; k < n && !rc; k++) {
 		snprintf(path, sizeof(path), "%s/%s", t->dir, m[k].name);
@@ -1880,6 +1935,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		m[best].live = rc == 1;
 		rc = rc < 0 ? rc : 0;
 	}
+	bg_priority(w, 0);	/* no lock is taken at idle priority: see bg_priority */
 	if (w->stop && !rc)
 		rc = -ECANCELED;
 	if (!rc && outrow == 0) {
@@ -1936,6 +1992,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		if (!rc) {
 			fault("merge");
 			uatomic_add(&w->pub->tp_merges, 1);
+			if (idle)
+				uatomic_add(&w->pub->tp_merges_idle, 1);
 			uatomic_add(&w->pub->tp_merge_rows, outrow);
 			uatomic_add(&w->pub->tp_merge_ns, (sfs_now_ns() - t0));
 		}
@@ -1974,6 +2032,7 @@ static void *bg_main(void *arg)
 {
 	struct sfs_target_writer *w = arg;
 
+	w->bg_can_idle = bg_may_idle();
 	while (!w->stop) {
 		int did = 0;
 
@@ -1986,6 +2045,7 @@ static void *bg_main(void *arg)
 				/* the ablation: rounds lag behind the barrier */
 				size_t l0 = 0;
 
+				bg_priority(w, 0);
 				pthread_mutex_lock(&t->mu);
 				for (size_t i = 0; i < t->nf; i++)
 					l0 += t->f[i].level == 0;

@@ -63,7 +63,10 @@
 				     * link them, not at each commit (else: every
 				     * file and directory fsynced as it is
 				     * committed: layout/sync.h) */
-#define SFS_TABLE_K_ALL       0x3fu
+#define SFS_TABLE_K_BG_IDLE   0x40u /* shaping merges on idle CPU time unless a
+				     * level is in debt (else: always at the
+				     * compactor's own priority) */
+#define SFS_TABLE_K_ALL       0x7fu
 
 struct sfs_table_pub_table {
 	uint32_t pt_sid;
@@ -116,6 +119,7 @@ struct sfs_table_pub {
 	uint64_t tp_table_max_ns;   /* the longest commit of one table (data commit +
 				     * round): the barrier's synchronous work per operator */
 	uint64_t tp_errors;         /* failed commits (retried) */
+	uint64_t tp_merges_idle;    /* shaping merges that ran under SCHED_IDLE */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };

@@ -1564,6 +1564,14 @@ static void model_run(const char *knob)
 			usleep(1000);
 		cr_assert_gt(relaxed(&pub->tp_merges), 0, "seed %llu: shaping merges happened",
 			     (unsigned long long)seed0);
+		/* none of these levels reaches the debt: every merge may run
+		 * idle (as root, or with RLIMIT_NICE to come back), and with
+		 * the knob off none does */
+		if (knob && strcmp(knob, "SFS_TABLE_BG_IDLE") == 0)
+			cr_assert_eq(relaxed(&pub->tp_merges_idle), 0, "idle priority switched off");
+		else if (geteuid() == 0)
+			cr_assert_gt(relaxed(&pub->tp_merges_idle), 0, "seed %llu: merges ran idle",
+				     (unsigned long long)seed0);
 	} else {
 		cr_assert_eq(relaxed(&pub->tp_merges), 0, "shaping switched off");
 	}
@@ -1600,6 +1608,11 @@ Test(tblt, random_operations_read_back_as_the_model_without_shaping_merges)
 Test(tblt, random_operations_read_back_as_the_model_without_the_maintenance_session)
 {
 	model_run("SFS_TABLE_SESSION");
+}
+
+Test(tblt, random_operations_read_back_as_the_model_with_merges_at_normal_priority)
+{
+	model_run("SFS_TABLE_BG_IDLE");
 }
 
 /* ---- 6. corrupt input ---------------------------------------------------------------- */
