@@ -80,7 +80,11 @@ struct df_stats {
 	uint32_t s_keys_len;     /* bytes of the key area */
 	uint32_t s_codec;
 	uint16_t s_kg_lo, s_kg_hi;
-	uint32_t s_reserved[6];
+	/* version 2: the prefix filter, right after the key filter (0: none) */
+	uint32_t s_pfx_rule;
+	uint32_t s_pfx_blocks;
+	uint32_t s_pfx_crc;
+	uint32_t s_reserved[3];
 };
 
 /* A key page.  min/max are (offset, length) in the footer's key area. */
@@ -292,6 +296,10 @@ struct sfs_df_writer {
 	struct df_buf dw_last;       /* the previous key: the order check */
 	struct df_buf dw_kdir, dw_vdir, dw_keys;  /* footer parts */
 	struct df_buf dw_hashes;     /* u64 per row, for the filter */
+	uint32_t (*dw_prefix_of)(const void *, size_t);  /* NULL: no prefix filter */
+	uint32_t dw_pfx_rule;
+	uint32_t dw_last_plen;       /* the previous row's prefix length */
+	struct df_buf dw_phashes;    /* u64 per distinct prefix */
 	struct df_buf dw_page, dw_zbuf;
 	struct df_buf dw_kout, dw_vout;  /* pages not yet written to dw_fd, dw_vfd */
 	ZSTD_CCtx *dw_zc;
@@ -482,6 +490,7 @@ static void writer_free(sfs_df_writer_t *w)
 	buf_free(&w->dw_vdir);
 	buf_free(&w->dw_keys);
 	buf_free(&w->dw_hashes);
+	buf_free(&w->dw_phashes);
 	buf_free(&w->dw_page);
 	buf_free(&w->dw_zbuf);
 	buf_free(&w->dw_kout);
@@ -559,9 +568,9 @@ int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, s
 
 	*out = NULL;
 	if (o.codec < SFS_DF_NONE || o.codec > SFS_DF_ZSTD || o.page_bytes > DF_PAGE_BYTES_MAX ||
-	    o.filter_bits > 64)
-		return sfs__err(SFS_EUSAGE, "%s: bad writer options (codec %d, page_bytes %u, filter_bits %u)",
-				path, o.codec, o.page_bytes, o.filter_bits);
+	    o.filter_bits > 64 || (o.prefix_of && !o.prefix_rule))
+		return sfs__err(SFS_EUSAGE, "%s: bad writer options (codec %d, page_bytes %u, filter_bits %u, "
+				"prefix rule %u)", path, o.codec, o.page_bytes, o.filter_bits, o.prefix_rule);
 	if (!(w = calloc(1, sizeof(*w))))
 		return -ENOMEM;
 	w->dw_fd = w->dw_vfd = -1;
@@ -571,6 +580,8 @@ int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, s
 	w->dw_keys_raw = o.keys_raw;
 	w->dw_page_rows = o.page_rows ? o.page_rows : UINT32_MAX;
 	w->dw_filter_bits = o.filter_bits ? o.filter_bits : DF_FILTER_BITS;
+	w->dw_prefix_of = o.prefix_of;
+	w->dw_pfx_rule = o.prefix_rule;
 	if (!(w->dw_path = strdup(path)) || asprintf(&w->dw_tmp, "%s.tmp", path) < 0) {
 		w->dw_tmp = NULL;
 		writer_free(w);
@@ -594,6 +605,26 @@ int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, s
 	w->dw_off = DF_HDR;
 	*out = w;
 	return 0;
+}
+
+/* The prefix filter's share of a row (before dw_last moves on): its
+ * prefix's hash, once per run of rows with the same prefix.  A row without
+ * a prefix drops the file's prefix filter. */
+static int add_prefix(sfs_df_writer_t *w, const void *key, size_t klen)
+{
+	uint32_t p = w->dw_prefix_of(key, klen);
+	uint64_t h;
+
+	if (!p || p > klen) {
+		w->dw_prefix_of = NULL;
+		buf_free(&w->dw_phashes);
+		return 0;
+	}
+	if (w->dw_rows && p == w->dw_last_plen && w->dw_last.len >= p && memcmp(w->dw_last.p, key, p) == 0)
+		return 0;
+	w->dw_last_plen = p;
+	h = df_hash(key, p);
+	return buf_put(&w->dw_phashes, &h, 8);
 }
 
 int sfs_df_writer_add(sfs_df_writer_t *w, const void *key, size_t klen, int kind, const void *val,
@@ -629,6 +660,8 @@ int sfs_df_writer_add(sfs_df_writer_t *w, const void *key, size_t klen, int kind
 	    (rc = flush_value_page(w)))
 		goto io;
 
+	if (w->dw_prefix_of && (rc = add_prefix(w, key, klen)))
+		goto io;
 	h = df_hash(key, klen);
 	end = (uint32_t)(w->dw_kdata.len + klen);
 	if ((rc = buf_put(&w->dw_kkind, &k, 1)) || (rc = buf_put(&w->dw_kend, &end, 4)) ||
@@ -727,6 +760,28 @@ static int finish(sfs_df_writer_t *w)
 	filt.len = 32 * nblocks;
 	for (uint64_t i = 0; i < w->dw_rows; i++)
 		sbbf_add(filt.p, (uint32_t)nblocks, ld64(w->dw_hashes.p + 8 * i));
+	st.s_filter_len = (uint32_t)filt.len;
+	st.s_filter_crc = sfs_crc32c(0, filt.p, filt.len);
+	st.s_filter_blocks = (uint32_t)nblocks;
+	if (w->dw_prefix_of) {
+		/* the prefix filter, right after, by the distinct prefixes */
+		size_t np = w->dw_phashes.len / 8;
+		uint64_t pb = (np * w->dw_filter_bits + 255) / 256;
+		uint8_t *pf;
+
+		if (pb > UINT32_MAX / 32)
+			pb = UINT32_MAX / 32;
+		if ((rc = buf_reserve(&filt, 32 * pb)))
+			goto out;
+		pf = filt.p + filt.len;
+		memset(pf, 0, 32 * pb);
+		for (size_t i = 0; i < np; i++)
+			sbbf_add(pf, (uint32_t)pb, ld64(w->dw_phashes.p + 8 * i));
+		filt.len += 32 * pb;
+		st.s_pfx_rule = w->dw_pfx_rule;
+		st.s_pfx_blocks = (uint32_t)pb;
+		st.s_pfx_crc = sfs_crc32c(0, pf, 32 * pb);
+	}
 
 	k0 = (const struct df_kpe *)w->dw_kdir.p;
 	kl = k0 + w->dw_kdir.len / sizeof(*k0) - 1;
@@ -737,9 +792,6 @@ static int finish(sfs_df_writer_t *w)
 	st.s_filter_off = w->dw_off;
 	st.s_kpages = (uint32_t)(w->dw_kdir.len / sizeof(struct df_kpe));
 	st.s_vpages = (uint32_t)(w->dw_vdir.len / sizeof(struct df_vpe));
-	st.s_filter_len = (uint32_t)filt.len;
-	st.s_filter_crc = sfs_crc32c(0, filt.p, filt.len);
-	st.s_filter_blocks = (uint32_t)nblocks;
 	st.s_keys_len = (uint32_t)w->dw_keys.len;
 	st.s_codec = (uint32_t)w->dw_codec;
 	st.s_kg_lo = (uint16_t)be16(w->dw_keys.p + k0->k_min_off);
@@ -849,7 +901,7 @@ struct sfs_df_reader {
 	const struct df_vpe *dr_vp;
 	const uint8_t *dr_keys;
 	uint8_t *dr_ok;                    /* verified bit per page (K + V) */
-	int dr_filter_ok;
+	int dr_filter_ok, dr_pfx_ok;       /* checksummed (first use) */
 	struct df_slot *dr_cache;
 	uint32_t dr_ncache;
 	uint64_t dr_tick;
@@ -906,14 +958,14 @@ static int check_footer(sfs_df_reader_t *r)
 	const struct df_header *h = (const void *)m;
 	struct df_trailer t;
 	const struct df_stats *st;
-	uint64_t fo, end, rows, expect;
+	uint64_t fo, end, rows, expect, pfx;
 	char what[96];
 
 	if (r->dr_size >= DF_HDR && memcmp(h->h_magic, DF_MAGIC, 8))
 		return sfs__err(SFS_EMAGIC, "%s: header at offset 0: bad magic (not a data file)", r->dr_path);
-	if (r->dr_size >= DF_HDR && h->h_version != SFS_DF_VERSION)
-		return sfs__err(SFS_EVERSION, "%s: header at offset 8: format version %u, expected %u",
-				r->dr_path, h->h_version, SFS_DF_VERSION);
+	if (r->dr_size >= DF_HDR && (h->h_version < SFS_DF_VERSION_MIN || h->h_version > SFS_DF_VERSION))
+		return sfs__err(SFS_EVERSION, "%s: header at offset 8: format version %u, expected %u..%u",
+				r->dr_path, h->h_version, SFS_DF_VERSION_MIN, SFS_DF_VERSION);
 	if (r->dr_size < DF_HDR + sizeof(struct df_stats) + DF_TRAILER)
 		return sfs__err(SFS_ECORRUPT, "%s: truncated at offset %zu: shorter than header and footer",
 				r->dr_path, r->dr_size);
@@ -923,9 +975,9 @@ static int check_footer(sfs_df_reader_t *r)
 	if (memcmp(t.t_magic, DF_MAGIC, 8))
 		return sfs__err(SFS_ECORRUPT, "%s: footer at offset %zu: bad magic (truncated?)", r->dr_path,
 				r->dr_size - DF_TRAILER);
-	if (t.t_version != SFS_DF_VERSION)
-		return sfs__err(SFS_EVERSION, "%s: footer at offset %zu: format version %u, expected %u",
-				r->dr_path, r->dr_size - DF_TRAILER + 12, t.t_version, SFS_DF_VERSION);
+	if (t.t_version != h->h_version)
+		return sfs__err(SFS_EVERSION, "%s: footer at offset %zu: format version %u, the header's %u",
+				r->dr_path, r->dr_size - DF_TRAILER + 12, t.t_version, h->h_version);
 	fo = t.t_footer_off;
 	if (fo < DF_HDR || fo % 8 || t.t_footer_len < sizeof(struct df_stats) ||
 	    fo + t.t_footer_len + DF_TRAILER != r->dr_size)
@@ -996,10 +1048,14 @@ static int check_footer(sfs_df_reader_t *r)
 	}
 	if (rows != st->s_rows)
 		return corrupt(r, fo, "footer: value pages do not add up to the row count,");
+	pfx = 32ull * st->s_pfx_blocks;	/* the prefix filter (version 2) */
 	if (st->s_filter_off != end || !st->s_filter_blocks ||
-	    st->s_filter_len != 32ull * st->s_filter_blocks || end + st->s_filter_len > fo ||
-	    fo - (end + st->s_filter_len) >= 8)
+	    st->s_filter_len != 32ull * st->s_filter_blocks || end + st->s_filter_len + pfx > fo ||
+	    fo - (end + st->s_filter_len + pfx) >= 8)
 		return corrupt(r, fo, "footer: filter out of place,");
+	if ((h->h_version < 2 && (st->s_pfx_rule || st->s_pfx_blocks || st->s_pfx_crc)) ||
+	    (!st->s_pfx_rule != !st->s_pfx_blocks) || (!st->s_pfx_rule && st->s_pfx_crc))
+		return corrupt(r, fo, "footer: prefix filter fields inconsistent,");
 	{
 		size_t l0, l1;
 		const uint8_t *a = kmin(r, 0, &l0), *b = kmax(r, st->s_kpages - 1, &l1);
@@ -1140,6 +1196,7 @@ void sfs_df_reader_meta(const sfs_df_reader_t *r, struct sfs_df_meta *out)
 		.file_size = r->dr_size, .key_pages = st->s_kpages, .value_pages = st->s_vpages,
 		.kg_lo = st->s_kg_lo, .kg_hi = st->s_kg_hi, .codec = (int)st->s_codec,
 		.min_key = a, .min_klen = al, .max_key = b, .max_klen = bl,
+		.prefix_rule = st->s_pfx_rule,
 	};
 }
 
@@ -1301,6 +1358,28 @@ static int filter_maybe(sfs_df_reader_t *r, uint64_t h, int *maybe)
 		r->dr_filter_ok = 1;
 	}
 	*maybe = sbbf_maybe(f, st->s_filter_blocks, h);
+	return 0;
+}
+
+int sfs_df_prefix_maybe(sfs_df_reader_t *r, uint32_t rule, const void *prefix, size_t plen)
+{
+	const struct df_stats *st = r->dr_st;
+	const uint8_t *f;
+
+	if (!rule || st->s_pfx_rule != rule)
+		return 1;
+	f = r->dr_map + st->s_filter_off + st->s_filter_len;
+	if (!r->dr_pfx_ok) {
+		r->dr_c.checksums++;
+		if (sfs_crc32c(0, f, 32ull * st->s_pfx_blocks) != st->s_pfx_crc)
+			return sfs__err(SFS_ECORRUPT, "%s: prefix filter at offset %llu: checksum mismatch",
+					r->dr_path, (ull)(st->s_filter_off + st->s_filter_len));
+		r->dr_pfx_ok = 1;
+	}
+	r->dr_c.prefix_asks++;
+	if (sbbf_maybe(f, st->s_pfx_blocks, df_hash(prefix, plen)))
+		return 1;
+	r->dr_c.pruned_prefix++;
 	return 0;
 }
 
@@ -1911,7 +1990,11 @@ void sfs__df_reseal(uint8_t *buf, size_t len)
 		}
 	}
 	if (st.s_filter_off <= len && st.s_filter_len <= len - st.s_filter_off) {
+		uint64_t po = st.s_filter_off + st.s_filter_len;
+
 		st.s_filter_crc = sfs_crc32c(0, buf + st.s_filter_off, st.s_filter_len);
+		if (st.s_pfx_blocks && 32ull * st.s_pfx_blocks <= len - po)
+			st.s_pfx_crc = sfs_crc32c(0, buf + po, 32ull * st.s_pfx_blocks);
 		memcpy(buf + fo, &st, sizeof(st));
 	}
 	t.t_crc = sfs_crc32c(sfs_crc32c(0, buf + fo, t.t_footer_len), &t, offsetof(struct df_trailer, t_crc));

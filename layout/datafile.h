@@ -8,7 +8,8 @@
  * order is the table order (key group big-endian | key | namespace | user
  * key), and it never merges files.
  *
- * File layout (format version 1; integers little-endian):
+ * File layout (format version 2; version 1 files, without the prefix
+ * filter, read the same; integers little-endian):
  *
  *   0            +--------------------------------------------------------+
  *                | header, 32 B: magic "SFSDATA\0", version, codec,       |
@@ -21,9 +22,12 @@
  *                |   raw: u32 end[n] | value bytes                        |
  *                +--------------------------------------------------------+
  *                | key filter: split-block bloom, 32-B blocks (raw)       |
+ *                | prefix filter (version 2, optional): the same, over    |
+ *                |   the writer's key prefixes (see prefix_of)            |
  *   footer_off   +--------------------------------------------------------+  8-aligned
  *                | stats, 96 B: rows, PUT/DELETE/MERGE counts, K, V,      |
- *                |   kg range, codec, filter offset/size/crc/blocks       |
+ *                |   kg range, codec, filter offset/size/crc/blocks,      |
+ *                |   prefix rule/blocks/crc (0: no prefix filter)         |
  *                | K key-page entries, 56 B: offset, first row, stored    |
  *                |   and raw size, rows, crc32c, min/max key refs, codec  |
  *                | V value-page entries, 40 B: offset, first row, sizes,  |
@@ -51,6 +55,15 @@
  *    filter is a split-block bloom (Parquet's SBBF): one 32-byte block per
  *    key, 8 bits set, ~10 bits/key -> ~1 % false positives, one cache
  *    line per probe, and a scan never touches it.
+ *  - An optional second filter over key prefixes (version 2), for prefix
+ *    scans: a map's entries are rows parent | ns | user key, and reading a
+ *    map scans the prefix parent | ns in every file of its table, where it
+ *    is usually absent (q4 reads the bids of a new auction).  The key
+ *    filter cannot answer for a prefix; this one does, with one hash and
+ *    one cache line per file instead of two binary searches and a page.
+ *    The writer's prefix_of names each row's prefix (consecutive equal
+ *    prefixes are added once); the footer records the caller's rule id,
+ *    and a reader asks only under the same rule (sfs_df_prefix_maybe).
  *  - crc32c everywhere: header, every page (checked on first touch of the
  *    page, then remembered per reader), the filter (first use) and the
  *    footer (at open).  Page structure is bounds-checked when decoded.
@@ -84,7 +97,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SFS_DF_VERSION 1u
+#define SFS_DF_VERSION 2u
+#define SFS_DF_VERSION_MIN 1u          /* oldest version read */
 #define SFS_DF_KEY_MIN 2u              /* the key group, big-endian */
 #define SFS_DF_KEY_MAX 65535u          /* keys are small; a bigger one is a caller bug */
 #define SFS_DF_VALUE_MAX (256u << 20)  /* one value; also bounds a page */
@@ -120,6 +134,14 @@ struct sfs_df_write_opts {
 	int keys_raw;           /* store key pages uncompressed whatever the codec: a
 				 * probe then reads keys in place from the mapping and
 				 * decompresses only the value pages of its hits */
+	/* The prefix filter (none when prefix_of is NULL): prefix_of(key,
+	 * klen) is the length of the row's prefix, 1..klen; a row for which
+	 * it returns 0 leaves the file without a prefix filter.  The caller
+	 * promises that every key starting with a prefix P it will ask about
+	 * (sfs_df_prefix_maybe) has prefix_of == |P|.  prefix_rule (nonzero)
+	 * names that promise in the footer. */
+	uint32_t (*prefix_of)(const void *key, size_t klen);
+	uint32_t prefix_rule;
 };
 
 /*
@@ -130,7 +152,8 @@ struct sfs_df_write_opts {
  * run spill to an unlinked scratch file beside it (created then) until
  * finish() places them after the key pages.  Memory: one key page and one
  * value page being built, a 256 KiB run of each on its way out, the
- * page directory, and 8 bytes per row (key hashes for the filter).
+ * page directory, and 8 bytes per row (key hashes for the filter; 8 more
+ * per distinct prefix with a prefix filter).
  */
 int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts,
 		       sfs_df_writer_t **out);
@@ -178,6 +201,7 @@ struct sfs_df_meta {
 	int codec;
 	const void *min_key, *max_key;  /* in the mapping: valid until close */
 	size_t min_klen, max_klen;
+	uint32_t prefix_rule;        /* the prefix filter's rule; 0: none */
 };
 
 /*
@@ -192,6 +216,8 @@ struct sfs_df_counters {
 	uint64_t probe_keys;       /* keys asked */
 	uint64_t pruned_range;     /* keys outside every page's [min, max] */
 	uint64_t pruned_filter;    /* keys the filter excluded */
+	uint64_t prefix_asks;      /* sfs_df_prefix_maybe calls that had a filter */
+	uint64_t pruned_prefix;    /* ... and were answered "absent" */
 	uint64_t page_reads;       /* key pages walked by probes */
 	uint64_t rows_walked;      /* rows of those pages visited */
 	uint64_t hash_lookups;     /* lookups into the batch's hash set */
@@ -293,6 +319,15 @@ int sfs_df_iter_range(sfs_df_reader_t *r, const void *lo, size_t lolen, const vo
  * restore/rescale clipping and level merges. */
 int sfs_df_iter_kg(sfs_df_reader_t *r, uint32_t kg_lo, uint32_t kg_hi, const uint64_t *dv,
 		   size_t dv_words, sfs_df_iter_t **out);
+
+/*
+ * sfs_df_prefix_maybe - 0 when no row's key starts with @prefix: the file
+ * has a prefix filter written under @rule and it excludes @prefix; 1 when
+ * some may (also: no such filter, another rule); < 0 when the filter's
+ * checksum fails (first use).  Cost: one hash of @prefix and one 32-byte
+ * block read.  @rule must be the writer's: see prefix_of.
+ */
+int sfs_df_prefix_maybe(sfs_df_reader_t *r, uint32_t rule, const void *prefix, size_t plen);
 
 /* Rows whose key starts with @prefix (map state: every entry of a parent
  * key): the range [prefix, prefix's successor). */

@@ -219,6 +219,13 @@ int sfs__table_store_dir(const struct sfs_seg *s, uint32_t worker, char *buf, si
 	return 0;
 }
 
+uint32_t sfs__table_map_prefix(const void *key, size_t klen)
+{
+	uint32_t p = klen <= UINT32_MAX ? sfs_map_parent_len(key, (uint32_t)klen) : 0;
+
+	return p && (size_t)p + 8 <= klen ? p + 8 : 0;
+}
+
 size_t sfs__table_enc(unsigned char *out, int map, uint32_t plen, uint64_t ns, const void *key,
 		      uint32_t klen)
 {
@@ -378,6 +385,7 @@ struct sfs_target_writer {
 };
 
 static struct table *table_at(struct sfs_target_writer *w, uint32_t sid);
+static void prefix_opts(const struct table *t, struct sfs_df_write_opts *wo);
 
 static uint64_t rand64(void)
 {
@@ -1079,6 +1087,7 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	if (rewrite) {
 		new_name(oname, t->sid, "sst");
 		snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
+		prefix_opts(t, &wo);
 		if ((rc = sfs_df_writer_open(path, &wo, &out)))
 			goto fail;
 	}
@@ -1219,6 +1228,15 @@ fail:
 static int is_map_kind(int kind)
 {
 	return kind == SFS_STATE_MAP || kind == SFS_STATE_LIST;
+}
+
+/* Writer options for a file of @t: the prefix filter on map and list tables. */
+static void prefix_opts(const struct table *t, struct sfs_df_write_opts *wo)
+{
+	if (is_map_kind(t->kind)) {
+		wo->prefix_of = sfs__table_map_prefix;
+		wo->prefix_rule = SFS_TABLE_PFX_MAP;
+	}
 }
 
 static struct table *table_get(struct sfs_target_writer *w, uint32_t sid)
@@ -1628,6 +1646,7 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 	}
 	new_name(name, t->sid, "sst");
 	snprintf(path, sizeof(path), "%s/%s", t->dir, name);
+	prefix_opts(t, &wo);
 	if ((rc = sfs_df_writer_open(path, &wo, &out)))
 		return rc;
 	for (size_t i = 0; i < t->nrows && !rc; i++) {
@@ -1904,6 +1923,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	}
 	wo.codec = level >= 2 ? SFS_DF_ZSTD : SFS_DF_LZ4;
 	wo.zstd_level = SFS_TABLE_ZSTD_LEVEL;
+	prefix_opts(t, &wo);
 	new_name(oname, t->sid, "sst");
 	snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
 	if (!rc)

@@ -11,6 +11,17 @@
 #include "shm/segment.h"
 #include "target/table.h"
 
+/*
+ * The prefix filter of a map or list table's data files (layout/datafile.h):
+ * each row's prefix is its map's  parent | ns  — what a map read asks
+ * (tv_prefix) — so a file answers "no entry of this map here" from its
+ * filter.  Rows are parent | ns | user key and the parent carries its own
+ * length (worker/keygroup.h), so every row that starts with a map's prefix
+ * has exactly that prefix: the promise prefix_of asks for.
+ */
+#define SFS_TABLE_PFX_MAP 1u
+uint32_t sfs__table_map_prefix(const void *key, size_t klen);
+
 /* Worker @worker's region; created (by the compactor) when @create, else
  * *@out stays NULL until it exists. */
 int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out);

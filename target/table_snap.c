@@ -23,6 +23,7 @@
 #include "layout/datafile.h"
 #include "layout/dvec.h"
 #include "target/table.h"
+#include "target/table_int.h"
 #include "target/table_snap.h"
 
 typedef unsigned long long ull;
@@ -596,6 +597,13 @@ static int rewrite(struct rebuild *rb, struct dtab *d, sfs_df_reader_t *r, const
 	uint64_t n = 0, rows = 0;
 	int rc;
 
+	struct sfs_df_meta m;
+
+	sfs_df_reader_meta(r, &m);
+	if (m.prefix_rule == SFS_TABLE_PFX_MAP) {	/* the clip keeps its source's filter */
+		wo.prefix_of = sfs__table_map_prefix;
+		wo.prefix_rule = SFS_TABLE_PFX_MAP;
+	}
 	if ((rc = sfs_df_iter_kg(r, rb->kg_lo, rb->kg_hi, dv, words, &it)))
 		return rc;
 	while ((rc = sfs_df_iter_next(it, &row)) == 1) {

@@ -7,6 +7,7 @@
 
 #include "common/keycmp.h"
 #include "common/merge.h"
+#include "target/table_int.h"
 #include "target/table_view.h"
 
 static int64_t get_i64(const void *p)
@@ -133,6 +134,8 @@ int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen
 		sfs_df_iter_t *it;
 		struct sfs_df_row row;
 
+		if ((rc = sfs_df_prefix_maybe(f[k].rd, SFS_TABLE_PFX_MAP, pfx, plen)) <= 0)
+			continue;	/* the file's prefix filter: no entry of this map (or an error) */
 		if ((rc = sfs_df_iter_prefix_cached(f[k].rd, pfx, plen, f[k].dv, f[k].dv_words, &it)))
 			break;
 		while ((rc = sfs_df_iter_next(it, &row)) == 1) {

@@ -63,7 +63,10 @@ struct tv_row {
  * tv_prefix - the live rows with key prefix @pfx over the view, in key
  * order, copied into @a; *@rows malloc'd (caller frees), *@n rows.  Rows
  * from every file are gathered, sorted and the newest of each key kept;
- * a level-0 tombstone hides the key.  Cost: O(m log m), m rows in range.
+ * a level-0 tombstone hides the key.  @pfx is a map's prefix (parent |
+ * ns): a file whose prefix filter (SFS_TABLE_PFX_MAP) excludes it costs
+ * one hash and one filter block; the others a range scan.  Cost:
+ * O(files + m log m), m rows in range.
  */
 int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
 	      struct sfs_bump *a, struct tv_row **rows, size_t *n);

@@ -7,9 +7,11 @@
  * retry and its clean-up on injected faults; every corruption refused
  * with the file and the byte offset named (a flipped byte in every page,
  * the filter and the footer; truncation at every page boundary and at
- * random offsets; wrong magic; unknown versions); and the batch probe's
- * work counted: one hash lookup per row of a candidate page, not one
- * comparison per (row, literal).
+ * random offsets; wrong magic; unknown versions); the prefix filter (no
+ * present prefix ever excluded, absent ones pruned, its corruption named,
+ * version 1 files read as before); and the batch probe's work counted:
+ * one hash lookup per row of a candidate page, not one comparison per
+ * (row, literal).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -837,7 +839,7 @@ static void corruption_suite(int codec)
 	spill(bad, cp, len);
 	expect_err(read_all(bad, &r), SFS_EMAGIC, bad, "header magic");
 	memcpy(cp, img, len);
-	cp[8] = 2;
+	cp[8] = SFS_DF_VERSION + 1;
 	spill(bad, cp, len);
 	expect_err(read_all(bad, &r), SFS_EVERSION, bad, "header version");
 	memcpy(cp, img, len);
@@ -945,5 +947,210 @@ Test(datafile, writer_without_sync)
 	}
 	sfs_layout_set_sync(1);
 	sfs__df_fault = NULL;
+	free_ref(&r);
+}
+
+/* ---- the prefix filter ---------------------------------------------------------------- */
+
+/* The test's prefix rule: kg (2) | n (1) | n parent bytes, then the user
+ * key: every key starting with a prefix has that prefix's length. */
+static uint32_t test_prefix_of(const void *key, size_t klen)
+{
+	const uint8_t *k = key;
+	size_t p = klen >= 3 ? 3 + (size_t)k[2] : 0;
+
+	return p && p <= klen ? (uint32_t)p : 0;
+}
+
+#define PFX_RULE 7u
+#define PFX_PARENTS 2000u
+
+/* Parent @i: kg | n | n bytes (n 1..12), in @out; its length. */
+static size_t parent_key(uint8_t *out, uint32_t i)
+{
+	size_t n = 1 + i % 12;
+
+	out[0] = (uint8_t)(i % 5);
+	out[1] = 0;
+	out[2] = (uint8_t)n;
+	for (size_t j = 0; j < n; j++)
+		out[3 + j] = (uint8_t)(i >> (8 * (j % 4)));
+	return 3 + n;
+}
+
+static int u8cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+
+	return kcmp(x->key, x->klen, y->key, y->klen);
+}
+
+/* The even parents, each with 1..4 entries (and itself as a row for every
+ * 7th: a clear's tombstone is the bare prefix), written under @rule. */
+static void write_parents(const char *path, const struct sfs_df_write_opts *o)
+{
+	struct row *rows = calloc(PFX_PARENTS * 5, sizeof(*rows));
+	size_t n = 0;
+	sfs_df_writer_t *w;
+
+	for (uint32_t i = 0; i < PFX_PARENTS; i += 2) {
+		uint8_t p[16];
+		size_t pl = parent_key(p, i);
+
+		for (uint32_t e = 0; e < 1 + i % 4 + (i % 7 == 0); e++) {
+			struct row *r = &rows[n++];
+
+			r->klen = pl + (e == 1 + i % 4 ? 0 : 1 + e % 3);
+			r->key = malloc(r->klen);
+			memcpy(r->key, p, pl);
+			memset(r->key + pl, 'a' + e, r->klen - pl);
+			r->kind = r->klen == pl ? SFS_DF_DELETE : SFS_DF_PUT;
+		}
+	}
+	qsort(rows, n, sizeof(*rows), u8cmp);
+	cr_assert_eq(sfs_df_writer_open(path, o, &w), 0, "%s", sfs_last_error());
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(sfs_df_writer_add(w, rows[i].key, rows[i].klen, rows[i].kind, "v",
+					       rows[i].kind == SFS_DF_PUT), 0, "%s", sfs_last_error());
+		free(rows[i].key);
+	}
+	cr_assert_eq(sfs_df_writer_finish(w, NULL), 0, "%s", sfs_last_error());
+	free(rows);
+}
+
+Test(datafile, prefix_filter_never_excludes_a_present_prefix_and_prunes_absent_ones)
+{
+	char path[128];
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 512,
+				       .prefix_of = test_prefix_of, .prefix_rule = PFX_RULE };
+	sfs_df_reader_t *rd;
+	struct sfs_df_meta m;
+	unsigned pruned = 0;
+
+	snprintf(path, sizeof(path), "%s/pfx.df", dir);
+	write_parents(path, &o);
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0, "%s", sfs_last_error());
+	sfs_df_reader_meta(rd, &m);
+	cr_assert_eq(m.prefix_rule, PFX_RULE);
+	for (uint32_t i = 0; i < PFX_PARENTS; i++) {
+		uint8_t p[16];
+		size_t pl = parent_key(p, i);
+		int rc = sfs_df_prefix_maybe(rd, PFX_RULE, p, pl);
+
+		cr_assert(rc == 0 || rc == 1, "%d: %s", rc, sfs_last_error());
+		if (i % 2 == 0) {
+			sfs_df_iter_t *it;
+			struct sfs_df_row row;
+
+			cr_assert_eq(rc, 1, "parent %u is in the file", i);
+			/* and the scan agrees */
+			cr_assert_eq(sfs_df_iter_prefix(rd, p, pl, NULL, 0, &it), 0);
+			cr_assert_eq(sfs_df_iter_next(it, &row), 1, "parent %u has rows", i);
+			sfs_df_iter_close(it);
+		} else {
+			pruned += rc == 0;
+		}
+		/* another rule, or none: the filter does not answer */
+		cr_assert_eq(sfs_df_prefix_maybe(rd, PFX_RULE + 1, p, pl), 1);
+		cr_assert_eq(sfs_df_prefix_maybe(rd, 0, p, pl), 1);
+	}
+	/* ~10 bits per distinct prefix: about 1 % false positives */
+	cr_assert_geq(pruned, PFX_PARENTS / 2 * 95 / 100, "absent prefixes pruned: %u of %u", pruned,
+		      PFX_PARENTS / 2);
+	cr_assert_eq(sfs_df_reader_counters(rd)->pruned_prefix, pruned);
+	cr_assert_eq(sfs_df_reader_counters(rd)->prefix_asks, PFX_PARENTS);
+	sfs_df_reader_close(rd);
+}
+
+/* A row without a prefix leaves the file without a prefix filter; a
+ * prefix function without a rule is refused. */
+Test(datafile, prefix_filter_dropped_by_a_row_without_a_prefix)
+{
+	char path[128];
+	struct sfs_df_write_opts o = { .prefix_of = test_prefix_of, .prefix_rule = PFX_RULE };
+	sfs_df_writer_t *w;
+	sfs_df_reader_t *rd;
+	struct sfs_df_meta m;
+	uint8_t k1[] = { 0, 1, 2, 'a', 'b', 'c' }, k2[] = { 0, 2, 9, 'x' };	/* k2: 9 > its bytes */
+
+	snprintf(path, sizeof(path), "%s/nopfx.df", dir);
+	cr_assert_eq(sfs_df_writer_open(path, &o, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_df_writer_add(w, k1, sizeof(k1), SFS_DF_PUT, "v", 1), 0);
+	cr_assert_eq(sfs_df_writer_add(w, k2, sizeof(k2), SFS_DF_PUT, "v", 1), 0);
+	cr_assert_eq(sfs_df_writer_finish(w, NULL), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0, "%s", sfs_last_error());
+	sfs_df_reader_meta(rd, &m);
+	cr_assert_eq(m.prefix_rule, 0);
+	cr_assert_eq(sfs_df_prefix_maybe(rd, PFX_RULE, "\0\2\5zzzzz", 8), 1);
+	sfs_df_reader_close(rd);
+
+	o.prefix_rule = 0;
+	cr_assert_eq(sfs_df_writer_open(path, &o, &w), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "prefix rule 0"), "%s", sfs_last_error());
+}
+
+/* A flipped byte of the prefix filter: the open succeeds (filters are
+ * checked at first use), the first prefix ask fails naming the file and
+ * the filter's offset. */
+Test(datafile, a_corrupt_prefix_filter_is_named_at_first_use)
+{
+	char good[128], bad[128], want[256];
+	struct sfs_df_write_opts o = { .codec = SFS_DF_ZSTD, .page_bytes = 512,
+				       .prefix_of = test_prefix_of, .prefix_rule = PFX_RULE };
+	sfs_df_reader_t *rd;
+	uint8_t *img, p[16];
+	uint64_t fo, foff;
+	uint32_t flen, blocks;
+	size_t len, pl = parent_key(p, 4);
+
+	snprintf(good, sizeof(good), "%s/pfx.df", dir);
+	snprintf(bad, sizeof(bad), "%s/pfx-bad.df", dir);
+	write_parents(good, &o);
+	img = slurp(good, &len);
+	/* the trailer's footer offset; stats: s_filter_off at 32, s_filter_len
+	 * at 48, s_pfx_blocks at 76 (the format, datafile.c) */
+	memcpy(&fo, img + len - 32, 8);
+	memcpy(&foff, img + fo + 32, 8);
+	memcpy(&flen, img + fo + 48, 4);
+	memcpy(&blocks, img + fo + 76, 4);
+	cr_assert_gt(blocks, 0);
+	img[foff + flen + 32 * (blocks / 2) + 5] ^= 0x40;
+	spill(bad, img, len);
+	cr_assert_eq(sfs_df_reader_open(bad, NULL, &rd), 0, "%s", sfs_last_error());
+	expect_err(sfs_df_prefix_maybe(rd, PFX_RULE, p, pl), SFS_ECORRUPT, bad, "prefix filter");
+	snprintf(want, sizeof(want), "%s: prefix filter at offset %llu: checksum mismatch", bad,
+		 (unsigned long long)(foff + flen));
+	cr_assert(strstr(sfs_last_error(), want), "got '%s', want '%s'", sfs_last_error(), want);
+	sfs_df_reader_close(rd);
+	free(img);
+}
+
+/* A version 1 file (no prefix filter) reads as before; a version 1 file
+ * that claims a prefix filter is refused. */
+Test(datafile, version_1_files_read_and_may_not_claim_a_prefix_filter)
+{
+	char path[128];
+	struct ref r = make_ref(41, 600, 0);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+	uint8_t *img;
+	uint32_t v1 = 1, rule = PFX_RULE;
+	uint64_t fo;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/v1.df", dir);
+	write_ref(path, &r, &o);
+	img = slurp(path, &len);
+	memcpy(img + 8, &v1, 4);
+	memcpy(img + len - 32 + 12, &v1, 4);
+	sfs__df_reseal(img, len);
+	spill(path, img, len);
+	cr_assert_eq(read_all(path, &r), 0, "%s", sfs_last_error());
+	memcpy(&fo, img + len - 32, 8);
+	memcpy(img + fo + 72, &rule, 4);
+	sfs__df_reseal(img, len);
+	spill(path, img, len);
+	expect_err(read_all(path, &r), SFS_ECORRUPT, path, "v1 with a prefix rule");
+	cr_assert(strstr(sfs_last_error(), "prefix filter fields"), "%s", sfs_last_error());
+	free(img);
 	free_ref(&r);
 }

@@ -37,7 +37,9 @@
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "shm/atomic.h"
+#include "layout/datafile.h"
 #include "target/table.h"
+#include "target/table_int.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "tests/target_keys.h"
@@ -1505,6 +1507,38 @@ static void model_check(struct sfs_target_reader *r, const struct model *m, char
 		}
 }
 
+/* The prefix rule of every data file in table @sid's directory (*@n of
+ * them): 1 when they all carry @rule. */
+static int files_carry_rule(uint32_t sid, uint32_t rule, unsigned *n)
+{
+	char path[512], f[800];
+	struct dirent *e;
+	DIR *d;
+	int ok = 1;
+
+	*n = 0;
+	table_dir(path, sizeof(path), seg.hdr->sh_data_dir, sid);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		sfs_df_reader_t *rd;
+		struct sfs_df_meta m;
+
+		if (l < 4 || strcmp(e->d_name + l - 4, ".sst"))
+			continue;
+		snprintf(f, sizeof(f), "%s/%s", path, e->d_name);
+		if (sfs_df_reader_open(f, NULL, &rd))
+			continue;	/* collected meanwhile */
+		sfs_df_reader_meta(rd, &m);
+		ok &= m.prefix_rule == rule;
+		(*n)++;
+		sfs_df_reader_close(rd);
+	}
+	closedir(d);
+	return ok;
+}
+
 static uint64_t test_seed(void)
 {
 	const char *s = getenv("SFS_TEST_SEED");
@@ -1574,6 +1608,17 @@ static void model_run(const char *knob)
 				     (unsigned long long)seed0);
 	} else {
 		cr_assert_eq(relaxed(&pub->tp_merges), 0, "shaping switched off");
+	}
+	/* a map's files answer for its prefixes (the data commit, the
+	 * round's rewrite, the merge all write the prefix filter); a value
+	 * table's have none */
+	{
+		unsigned nmap, nval;
+
+		cr_assert(files_carry_rule(r_map, SFS_TABLE_PFX_MAP, &nmap),
+			  "a map table file without the prefix filter");
+		cr_assert(files_carry_rule(r_v, 0, &nval), "a value table file with a prefix filter");
+		cr_assert(nmap > 0 && nval > 0, "files: %u map, %u value", nmap, nval);
 	}
 	/* and once more after the background's last word */
 	model_check(r, &m, why, sizeof(why));

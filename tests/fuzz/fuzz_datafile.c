@@ -88,6 +88,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		it = NULL;
 		sfs_df_iter_prefix(r, m.max_key, m.max_klen > 3 ? 3 : m.max_klen, NULL, 0, &it);
 		drain(it);
+		sfs_df_prefix_maybe(r, m.prefix_rule, m.min_key, m.min_klen > 2 ? 2 : m.min_klen);
+		sfs_df_prefix_maybe(r, m.prefix_rule, keys[3].p, keys[3].len);
 		sfs_df_reader_close(r);
 	}
 	unlink(path);

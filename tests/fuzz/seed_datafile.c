@@ -1,7 +1,7 @@
 /*
  * seed_datafile.c — writes the fuzz target's seed corpus into DIR: small
  * valid data files (every codec, tiny and default pages, every row kind,
- * an empty and a large value), each prefixed with the target's mode byte
+ * an empty and a large value, with and without a prefix filter), each prefixed with the target's mode byte
  * (once raw, once "reseal").
  *
  *   seed_datafile DIR
@@ -16,10 +16,18 @@
 #include "layout/datafile.h"
 #include "sfs.h"
 
-static int seed(const char *dir, int n, int codec, uint32_t page_bytes, int rows)
+/* The seeds' prefix rule: the key group (every key has one). */
+static uint32_t kg_prefix(const void *key, size_t klen)
+{
+	(void)key;
+	return klen >= 2 ? 2 : 0;
+}
+
+static int seed(const char *dir, int n, int codec, uint32_t page_bytes, int rows, int pfx)
 {
 	char path[512], out[600];
-	struct sfs_df_write_opts o = { .codec = codec, .page_bytes = page_bytes };
+	struct sfs_df_write_opts o = { .codec = codec, .page_bytes = page_bytes,
+				       .prefix_of = pfx ? kg_prefix : NULL, .prefix_rule = pfx ? 1 : 0 };
 	sfs_df_writer_t *w;
 	struct stat sb;
 	uint8_t *buf;
@@ -71,8 +79,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int codec = 0; codec < 3; codec++)
-		if (seed(argv[1], n++, codec, 64, 40) || seed(argv[1], n++, codec, 0, 300) ||
-		    seed(argv[1], n++, codec, 1, 3)) {
+		if (seed(argv[1], n++, codec, 64, 40, 0) || seed(argv[1], n++, codec, 0, 300, 0) ||
+		    seed(argv[1], n++, codec, 1, 3, 0) || seed(argv[1], n++, codec, 64, 40, 1)) {
 			fprintf(stderr, "seed_datafile: %s\n", sfs_last_error());
 			return 1;
 		}
