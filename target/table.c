@@ -372,9 +372,13 @@ struct sfs_target_writer {
 	pthread_mutex_t del_mu;     /* the deferred deletions */
 	struct pend {
 		char path[1024];
-		uint64_t token;
+		uint64_t seq;       /* defer order (del_seq) */
+		uint64_t token;     /* the grace period, from the first publication
+				     * after the defer (valid when published) */
+		int published;
 	} *del;
 	size_t ndel, delcap;
+	uint64_t del_seq;
 	pthread_t bg;
 	int bg_on;
 	int bg_idle;                /* background thread: runs under SCHED_IDLE now */
@@ -446,7 +450,15 @@ static int scratch_grow(struct scratch *sc, size_t n)
 	return 0;
 }
 
-/* Unlink @path once every reader that might still open it caught up. */
+/*
+ * Unlink @path once every reader that might still open it caught up.  The
+ * grace period starts at the first publication that no longer lists the
+ * file (publish), not here: a reader that passes a quiescent point after
+ * this call but before that publication still copies a set naming the
+ * file.  (Started here, a merge's inputs vanished under readers whenever
+ * the background thread ran another merge between its commit and its
+ * publication — seen once merges ran at idle priority.)
+ */
 static void defer_unlink(struct sfs_target_writer *w, const char *path)
 {
 	pthread_mutex_lock(&w->del_mu);
@@ -454,8 +466,12 @@ static void defer_unlink(struct sfs_target_writer *w, const char *path)
 		unlink(path);	/* the supervisor's adopt: no reader exists yet */
 	} else if (w->ndel < w->delcap || (w->del = realloc(w->del, (w->delcap = w->delcap ?
 						w->delcap * 2 : 16) * sizeof(*w->del)))) {
-		snprintf(w->del[w->ndel].path, sizeof(w->del[0].path), "%s", path);
-		w->del[w->ndel++].token = sfs_qsbr_start(w->seg->hdr);
+		struct pend *d = &w->del[w->ndel++];
+
+		snprintf(d->path, sizeof(d->path), "%s", path);
+		d->seq = ++w->del_seq;
+		d->token = 0;
+		d->published = 0;
 	} else {
 		w->ndel = w->delcap = 0;	/* out of memory: leak files, not memory */
 	}
@@ -468,7 +484,7 @@ static int reap(struct sfs_target_writer *w)
 
 	pthread_mutex_lock(&w->del_mu);
 	for (size_t i = 0; i < w->ndel; i++) {
-		if (sfs_qsbr_check(w->seg, w->self, w->del[i].token, 0) == 1)
+		if (w->del[i].published && sfs_qsbr_check(w->seg, w->self, w->del[i].token, 0) == 1)
 			unlink(w->del[i].path);
 		else
 			w->del[k++] = w->del[i];
@@ -824,9 +840,14 @@ static int publish(struct sfs_target_writer *w)
 	struct tfile **tmp = NULL;
 	size_t tcap = 0;
 	uint32_t nt = 0, nf = 0;
+	uint64_t dropped;
 	int rc = 0;
 
 	pthread_mutex_lock(&w->pub_mu);
+	/* files deferred so far have left the sets gathered below */
+	pthread_mutex_lock(&w->del_mu);
+	dropped = w->del_seq;
+	pthread_mutex_unlock(&w->del_mu);
 	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
 		struct table *t = table_at(w, sid);
 		struct sfs_table_pub_table *pt;
@@ -879,6 +900,14 @@ static int publish(struct sfs_target_writer *w)
 		cmm_smp_wmb();
 		sfs_store_release(&p->tp_seq, seq + 1);
 		sfs_store_release(&p->tp_published, p->tp_published + 1);
+		/* their grace period starts now that no published set names them */
+		pthread_mutex_lock(&w->del_mu);
+		for (size_t i = 0; i < w->ndel; i++)
+			if (!w->del[i].published && w->del[i].seq <= dropped) {
+				w->del[i].token = sfs_qsbr_start(w->seg->hdr);
+				w->del[i].published = 1;
+			}
+		pthread_mutex_unlock(&w->del_mu);
 	}
 	pthread_mutex_unlock(&w->pub_mu);
 	free(tmp);
