@@ -202,10 +202,28 @@ static inline int64_t next_auction(struct jrand *r, int64_t id)
 static inline size_t next_string(struct jrand *r, int32_t max, char special, char *dst)
 {
 	int32_t len = MIN_STRING_LENGTH + jr_next_int_n(r, max - MIN_STRING_LENGTH);
+	uint64_t s = r->jr_seed;
 	size_t b = 0, e;
 
-	for (int32_t i = 0; i < len; i++)
-		dst[i] = jr_next_int_n(r, 13) == 0 ? special : (char)('a' + jr_next_int_n(r, 26));
+	for (int32_t i = 0; i < len; i++) {
+		/* Both candidate next states at once: one draw past s (special?)
+		 * and two (the letter), so a character waits for one multiply
+		 * of the LCG chain instead of two. */
+		uint64_t s1 = (s * JR_MULT + JR_ADD) & JR_MASK, s2 = (s * JR_MULT2 + JR_ADD2) & JR_MASK;
+		int32_t b1 = (int32_t)(s1 >> 17), b2 = (int32_t)(s2 >> 17);
+		int32_t v1 = b1 % 13, v2 = b2 % 26;
+
+		if (__builtin_expect(jr_rejects(b1, v1, 13) || (v1 && jr_rejects(b2, v2, 26)), 0)) {
+			/* a retried draw (p ~ 1e-8): the plain way */
+			r->jr_seed = s;
+			dst[i] = jr_next_int_n(r, 13) == 0 ? special : (char)('a' + jr_next_int_n(r, 26));
+			s = r->jr_seed;
+			continue;
+		}
+		dst[i] = v1 ? (char)('a' + v2) : special;
+		s = v1 ? s2 : s1;
+	}
+	r->jr_seed = s;
 	e = (size_t)len;
 	if (special == ' ') {
 		while (b < e && dst[b] == ' ')
@@ -218,21 +236,56 @@ static inline size_t next_string(struct jrand *r, int32_t max, char special, cha
 	return e - b;
 }
 
-/* nextExactString: six letters per nextInt(), lowest base-26 digit first. */
+/*
+ * nextExactString: six letters per nextInt(), lowest base-26 digit first
+ * (Java: c = 'a' + rnd % 26; rnd /= 26).  Digits come straight from the
+ * draw — truncating division composes, for negative draws too, so rnd /
+ * 26^k % 26 is what k steps of that loop leave — two per lookup in a table
+ * of letter pairs: a draw's six letters cost three independent divisions
+ * instead of a chain of six dependent ones.  That chain was ~80 % of the
+ * generator's samples (a bid's ~100 bytes of padding), and the generator
+ * most of a q3 worker's (bench/RESULTS.md).
+ */
+static char exact_pairs[2 * 675 + 1][2];	/* see next_exact_string */
+
+__attribute__((constructor)) static void exact_pairs_build(void)
+{
+	for (int32_t v = -675; v <= 675; v++) {
+		exact_pairs[v + 675][0] = (char)('a' + v % 26);
+		exact_pairs[v + 675][1] = (char)('a' + v / 26 % 26);
+	}
+}
+
 static inline void next_exact_string(struct jrand *r, int32_t len, char *dst)
 {
-	int32_t rnd = 0;
-	int n = 0;
+	/* Digits in pairs: digits 2k and 2k+1 of rnd are the two digits of
+	 * rnd / 676^k % 676 (Java's signs: remainders -675..675 index a
+	 * table of letter pairs). */
+	for (; len >= 6; len -= 6, dst += 6) {
+		int32_t rnd = jr_next_int(r);
 
-	while (len-- > 0) {
-		if (n == 0) {
-			rnd = jr_next_int(r);
-			n = 6;	/* log_26(2^31) */
-		}
-		*dst++ = (char)('a' + rnd % 26);
-		rnd /= 26;
-		n--;
+		memcpy(dst, exact_pairs[rnd % 676 + 675], 2);
+		memcpy(dst + 2, exact_pairs[rnd / 676 % 676 + 675], 2);
+		memcpy(dst + 4, exact_pairs[rnd / 456976 % 676 + 675], 2);
 	}
+	if (len > 0) {
+		int32_t rnd = jr_next_int(r);
+
+		while (len-- > 0) {
+			*dst++ = (char)('a' + rnd % 26);
+			rnd /= 26;
+		}
+	}
+}
+
+size_t nx__next_string(struct jrand *r, int32_t max, char special, char *dst)
+{
+	return next_string(r, max, special, dst);
+}
+
+void nx__next_exact_string(struct jrand *r, int32_t len, char *dst)
+{
+	next_exact_string(r, len, dst);
 }
 
 /* nextExtra: padding so that @cur + length averages @avg, +-20%. */

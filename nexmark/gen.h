@@ -154,4 +154,11 @@ static inline enum nx_kind nx_kind_of(uint64_t id)
 /* Event time of (permuted) event number @num: Flink's timestampForEvent. */
 int64_t nx_timestamp_ms(const struct nx_config *c, uint64_t num);
 
+/* Tests only: the generator's nextString(@max, @special) and
+ * nextExactString(@len) from the Random @r, into @dst (no terminator);
+ * nextString returns its length after trim(). */
+struct jrand;
+size_t nx__next_string(struct jrand *r, int32_t max, char special, char *dst);
+void nx__next_exact_string(struct jrand *r, int32_t len, char *dst);
+
 #endif

@@ -22,6 +22,12 @@
 #define JR_ADD 0xBull
 #define JR_MASK ((1ull << 48) - 1)
 
+/* Two steps at once: seed' ' = seed * MULT2 + ADD2 (mod 2^48), what two
+ * next() calls leave; lets a caller compute both candidate next states of
+ * a data-dependent draw in parallel (next_string in gen.c). */
+#define JR_MULT2 ((JR_MULT * JR_MULT) & JR_MASK)
+#define JR_ADD2 ((JR_MULT * JR_ADD + JR_ADD) & JR_MASK)
+
 struct jrand {
 	uint64_t jr_seed;	/* the 48-bit state, already scrambled */
 };
@@ -64,6 +70,13 @@ static inline int32_t jr_next_int_n(struct jrand *r, int32_t bound)
 			return val;
 		bits = jr_next(r, 31);
 	}
+}
+
+/* Whether nextInt(@bound) retries @bits, a next(31) whose remainder is
+ * @val (the incomplete last block: Java's int overflow test). */
+static inline int jr_rejects(int32_t bits, int32_t val, int32_t bound)
+{
+	return (int32_t)((uint32_t)bits - (uint32_t)val + (uint32_t)(bound - 1)) < 0;
 }
 
 /* nextLong(): two 32-bit draws, high first, added with Java's wrap. */

@@ -307,6 +307,108 @@ Test(nexmark_jrand, matches_java_util_random)
 	}
 }
 
+/* The generator's strings drawn the plain way, one Java call at a time
+ * (what gen.c did before its shortcuts: the reference for them). */
+static size_t plain_string(struct jrand *r, int32_t max, char special, char *dst)
+{
+	int32_t len = 3 + jr_next_int_n(r, max - 3);
+	size_t b = 0, e = (size_t)len;
+
+	for (int32_t i = 0; i < len; i++)
+		dst[i] = jr_next_int_n(r, 13) == 0 ? special : (char)('a' + jr_next_int_n(r, 26));
+	if (special == ' ') {
+		while (b < e && dst[b] == ' ')
+			b++;
+		while (e > b && dst[e - 1] == ' ')
+			e--;
+		memmove(dst, dst + b, e - b);
+	}
+	return e - b;
+}
+
+static void plain_exact_string(struct jrand *r, int32_t len, char *dst)
+{
+	int32_t rnd = 0;
+	int n = 0;
+
+	while (len-- > 0) {
+		if (n == 0) {
+			rnd = jr_next_int(r);
+			n = 6;
+		}
+		*dst++ = (char)('a' + rnd % 26);
+		rnd /= 26;
+		n--;
+	}
+}
+
+/* The raw state one step before @st (MULT is odd: invertible mod 2^48,
+ * by Newton's iteration). */
+static uint64_t state_back(uint64_t st)
+{
+	uint64_t inv = JR_MULT;
+
+	for (int i = 0; i < 6; i++)
+		inv *= 2 - JR_MULT * inv;
+	return ((st - JR_ADD) * inv) & JR_MASK;
+}
+
+/* A state whose next draw is next(31) == @bits. */
+static uint64_t state_before(int32_t bits)
+{
+	return state_back((uint64_t)(uint32_t)bits << 17);
+}
+
+/* nextString draws both candidate states at once and nextExactString two
+ * digits per lookup: both must be Java's draws exactly, also where
+ * nextInt(13) or nextInt(26) retries a draw (the last incomplete block:
+ * next(31) >= 2147483636 for 13, >= 2147483634 for 26) — planted here at
+ * the first character's draws, behind the length draw. */
+Test(nexmark_jrand, string_shortcuts_draw_as_java)
+{
+	static const int32_t retry13[] = { 2147483636, 2147483641, 2147483647 };
+	static const int32_t retry26[] = { 2147483634, 2147483640, 2147483647 };
+	uint64_t s = 77;
+	int planted = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		struct jrand a, b;
+		char x[128], y[128];
+		int32_t max = i % 3 == 0 ? 100 : i % 3 == 1 ? 20 : 5, len = (int32_t)(i % 120);
+		char special = i % 2 ? ' ' : '_';
+		size_t nx, ny;
+
+		a.jr_seed = b.jr_seed = th_rand(&s) & JR_MASK;
+		if (i % 40 == 1) {
+			/* length draw, then the 13-draw retries */
+			a.jr_seed = state_back(state_before(retry13[i / 40 % 3]));
+		} else if (i % 40 == 2) {
+			/* length draw, a letter's 13-draw (bits 1: not special),
+			 * then its 26-draw retries */
+			uint64_t st = state_before(retry26[i / 40 % 3]);
+
+			a.jr_seed = state_back(state_back(st));
+			if (((st >> 17) & 0x7fffffff) % 13 == 0)
+				continue;	/* that state's own draw said special */
+			planted++;
+		}
+		b.jr_seed = a.jr_seed;
+		nx = nx__next_string(&a, max, special, x);
+		ny = plain_string(&b, max, special, y);
+		cr_assert_eq(nx, ny, "case %d: length %zu, expected %zu", i, nx, ny);
+		cr_assert(memcmp(x, y, nx) == 0, "case %d: %.*s, expected %.*s", i, (int)nx, x,
+			  (int)ny, y);
+		cr_assert_eq(a.jr_seed, b.jr_seed, "case %d: the Random moved on differently", i);
+
+		a.jr_seed = b.jr_seed = th_rand(&s) & JR_MASK;
+		nx__next_exact_string(&a, len, x);
+		plain_exact_string(&b, len, y);
+		cr_assert(memcmp(x, y, (size_t)len) == 0, "exact case %d (len %d)", i, len);
+		cr_assert_eq(a.jr_seed, b.jr_seed);
+	}
+	cr_assert_gt(planted, 100, "26-draw retries planted: %d", planted);
+}
+
 /* ---- events against the Java reference ------------------------------------- */
 
 Test(nexmark_gen, first_50_events_match_java)
