@@ -30,6 +30,13 @@ struct sfs_child {
 	uint64_t idle_ns;
 };
 
+/* A child's exit status for a failure no restart repairs (a store that
+ * does not fit the segment, a configuration the role refuses, files of
+ * another format version): the supervisor fails the group at once instead
+ * of spending its restart budget on the same failure.  Any other nonzero
+ * status is a crash to restart. */
+#define SFS_CHILD_EXIT_FATAL 3
+
 /* Set by SIGTERM/SIGINT; the loop ends at its next check. */
 extern volatile sig_atomic_t sfs_child_stop;
 

@@ -109,8 +109,10 @@ static int open_worker(struct sfs_flusher *f, uint32_t w)
 		return rc;
 	rc = f->ops->open(f->seg, w, f->self, &f->cfg, &fw->tw);
 	if (rc) {
+		if (sfs_flusher_fatal(rc))
+			return sfs__err(rc, "worker %u: cannot open its store: %s", w, sfs_last_error());
 		if (!fw->failing)
-			sfs_log("worker %u: cannot open its store: %s", w, sfs_last_error());
+			sfs_log("worker %u: cannot open its store, will retry: %s", w, sfs_last_error());
 		fw->failing = 1;
 		return rc;
 	}
@@ -126,8 +128,15 @@ static int open_worker(struct sfs_flusher *f, uint32_t w)
 	return 0;
 }
 
-/* New workers: regions named worker.<w> this compactor has not opened. */
-static void scan(struct sfs_flusher *f)
+int sfs_flusher_fatal(int rc)
+{
+	return rc == SFS_EFULL || rc == SFS_EUSAGE || rc == SFS_EVERSION;
+}
+
+/* New workers: regions named worker.<w> this compactor has not opened; a
+ * store that can never open (sfs_flusher_fatal) stops the scan with its
+ * error. */
+static int scan(struct sfs_flusher *f)
 {
 	const struct sfs_seg_hdr *h = f->seg->hdr;
 
@@ -135,6 +144,7 @@ static void scan(struct sfs_flusher *f)
 		const struct sfs_region_desc *d = &h->sh_regions[i];
 		unsigned w;
 		char tail;
+		int rc;
 
 		if (sfs_load_acquire(&d->rd_state) == SFS_REGION_FREE)
 			break;
@@ -142,9 +152,13 @@ static void scan(struct sfs_flusher *f)
 		    sscanf(d->rd_name, "worker.%u%c", &w, &tail) != 1 || w >= SFS_FLUSH_MAX_WORKERS ||
 		    f->w[w].open)
 			continue;
-		if (open_worker(f, w) == 0)
+		rc = open_worker(f, w);
+		if (rc == 0)
 			sfs_log("flushing worker %u", w);
+		else if (sfs_flusher_fatal(rc))
+			return rc;
 	}
+	return 0;
 }
 
 /* The SEALED buffer with the lowest seq, or -1. */
@@ -295,7 +309,10 @@ int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
 
 	*pending = 0;
 	if (now >= f->next_scan_ns) {
-		scan(f);
+		int rc = scan(f);
+
+		if (rc)
+			return rc;
 		f->next_scan_ns = now + SCAN_PERIOD_NS;
 	}
 	for (uint32_t w = 0; w < f->nworkers; w++) {

@@ -71,4 +71,14 @@ void sfs_flusher_fini(struct sfs_flusher *f);
  */
 int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending);
 
+/*
+ * sfs_flusher_fatal - whether a store that failed to open with @rc never
+ * will: SFS_EFULL (its region does not fit the segment), SFS_EUSAGE (a
+ * configuration it refuses), SFS_EVERSION (files of another format).  The
+ * step then returns @rc and the compactor exits SFS_CHILD_EXIT_FATAL; any
+ * other failure (I/O, memory, a corrupt file a restart may reopen) is
+ * logged once and retried.
+ */
+int sfs_flusher_fatal(int rc);
+
 #endif

@@ -53,5 +53,5 @@ int main(int argc, char **argv)
 	sfs_flusher_fini(&flusher);
 	sfs_child_finish(&c);
 	sfs_log("stopped");
-	return rc ? 1 : 0;
+	return !rc ? 0 : sfs_flusher_fatal(rc) ? SFS_CHILD_EXIT_FATAL : 1;
 }

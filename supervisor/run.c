@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -323,6 +324,12 @@ static int on_child_death(struct child *k, int status, uint64_t now)
 			"--max-recoveries allows", k->index, why);
 		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_FAILED);
 		return -2;
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == SFS_CHILD_EXIT_FATAL) {
+		sfs_log("%s %u stopped on a failure no restart repairs (its log says which): "
+			"failing the group", sfs_role_name(k->role), k->index);
+		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_FAILED);
+		return -1;
 	}
 	if (now - k->window_start_ns > cfg.window_ns) {
 		k->window_start_ns = now;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e_supervisor.sh — the supervised process group, end to end, with the
 # real binaries: arguments, start, stat, kill -9 of each role, a hung child,
-# the restart budget, SIGTERM, a killed supervisor and its stale segment.
+# the restart budget, a child's fatal exit, SIGTERM, a killed supervisor
+# and its stale segment.
 # Prints TAP-style lines; every group it starts is stopped on exit.
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
@@ -191,6 +192,21 @@ timeout 20 tail --pid="$SUP" -f /dev/null
 wait "$SUP"; rc=$?; SUP=0
 check "restart budget spent: the group fails with exit 1" [ $rc -eq 1 ]
 check "... naming the budget" grep -q "restart budget" "$OUT/run.err"
+check "... and leaves no segment" [ ! -e /dev/shm/sfs."$JOB".0 ]
+
+# ---- a child's fatal exit fails the group at once --------------------------------
+# A compactor that exits 3 (SFS_CHILD_EXIT_FATAL: its store can never open)
+# is not restarted: the group fails at its first exit, budget unspent.
+mkdir -p "$OUT/fatal-bin"
+for b in sfs-worker sfs-checkpointer; do ln -s "$BIN/$b" "$OUT/fatal-bin/$b"; done
+printf '#!/bin/sh\necho "fake compactor: cannot open its store" >&2\nexit 3\n' >"$OUT/fatal-bin/sfs-compactor"
+chmod +x "$OUT/fatal-bin/sfs-compactor"
+timeout 20 "$SFS" run --job "$JOB" --workers 1 --bin-dir "$OUT/fatal-bin" --restart-budget 5 \
+	>"$OUT/fatal.out" 2>"$OUT/fatal.err"
+rc=$?
+check "a fatal child exit (3): the group fails with exit 1" [ $rc -eq 1 ]
+check "... without a restart" sh -c "! grep -q 'restart 1 in' '$OUT/fatal.err'"
+check "... saying why" grep -q "no restart repairs" "$OUT/fatal.err"
 check "... and leaves no segment" [ ! -e /dev/shm/sfs."$JOB".0 ]
 
 # ---- --duration-ms ends the group by itself ------------------------------------

@@ -798,3 +798,33 @@ Test(state, restart_after_a_kill_between_seal_and_swap)
 	inproc_stop(&p);
 	sfs_worker_close(c);
 }
+
+/* A store that cannot fit the segment never will: the flusher's step
+ * fails with SFS_EFULL naming the worker and the region (the compactor
+ * then exits SFS_CHILD_EXIT_FATAL and the supervisor fails the group)
+ * instead of logging and retrying for ever while the job goes on. */
+Test(state, a_store_that_cannot_fit_stops_the_flusher)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_proc_slot *slot;
+	struct sfs_flusher f;
+	struct sfs_seg s;
+	sfs_ctx_t *c;
+	int pending, rc = 0;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_attach(job, 0, &s), 0);
+	cr_assert_eq(sfs_proc_register(&s, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_flusher_init(&f, &s, slot, (uint64_t)SEG_MB << 21), 0);	/* 2x the segment */
+	for (int i = 0; i < 50 && rc >= 0; i++)
+		rc = sfs_flusher_step(&f, 100, &pending);
+	cr_assert_eq(rc, SFS_EFULL, "rc %d: %s", rc, sfs_last_error());
+	cr_assert(sfs_flusher_fatal(rc));
+	cr_assert(strstr(sfs_last_error(), "worker 0: cannot open its store") &&
+		  strstr(sfs_last_error(), "left"), "%s", sfs_last_error());
+	cr_assert(!sfs_flusher_fatal(-EIO) && !sfs_flusher_fatal(SFS_ECORRUPT));
+	sfs_flusher_fini(&f);
+	sfs_proc_unregister(slot);
+	sfs_seg_detach(&s);
+	sfs_worker_close(c);
+}
