@@ -7,9 +7,10 @@
  * 256 KiB run of them is written; a smaller file keeps them in memory —
  * because the layout puts every key page before the first value page and
  * the values are the bulk of a file.  finish() appends the spilled values
- * (copy_file_range, in-kernel), the filter (built from the 8-byte key
- * hashes kept per row, sized once the row count is known) and the footer,
- * then fsync (while sfs_layout_sync(): sync.h) + rename.
+ * (copy_file_range, in-kernel), the filters (built from the 8-byte key
+ * hashes kept per row and per distinct prefix, sized once the counts are
+ * known) and the footer, then fsync (while sfs_layout_sync(): sync.h) +
+ * rename.
  *
  * Reader: the footer is read in place from the mapping (fixed-size,
  * 8-aligned entries: no decoded copy of the index); per page a verified
@@ -18,9 +19,9 @@
  * returns from compressed pages into an arena reset at each call, so the
  * pages themselves can be evicted while the call goes on.
  *
- * The filter hash (df_hash) is part of format version 1: it is a pinned
- * copy of the wyhash-structured hash of common/hash.h, so that a change
- * there can never make old files' filters answer "absent" wrongly.
+ * The filter hash (df_hash, of both filters) is part of the format: a
+ * pinned copy of the wyhash-structured hash of common/hash.h, so that a
+ * change there can never make old files' filters answer "absent" wrongly.
  */
 #include <errno.h>
 #include <fcntl.h>
