@@ -52,6 +52,13 @@ static inline int32_t jr_next_int(struct jrand *r)
 	return jr_next(r, 32);
 }
 
+/* Whether nextInt(@bound) retries @bits, a next(31) whose remainder is
+ * @val (the incomplete last block: Java's int overflow test). */
+static inline int jr_rejects(int32_t bits, int32_t val, int32_t bound)
+{
+	return (int32_t)((uint32_t)bits - (uint32_t)val + (uint32_t)(bound - 1)) < 0;
+}
+
 /*
  * nextInt(bound), bound > 0: uniform in [0, bound).  A power of two takes
  * the high bits; otherwise the remainder, rejecting the draws of the last
@@ -66,17 +73,10 @@ static inline int32_t jr_next_int_n(struct jrand *r, int32_t bound)
 		return (int32_t)(((int64_t)bound * bits) >> 31);
 	for (;;) {
 		val = bits % bound;
-		if ((int32_t)((uint32_t)bits - (uint32_t)val + (uint32_t)(bound - 1)) >= 0)
+		if (!jr_rejects(bits, val, bound))
 			return val;
 		bits = jr_next(r, 31);
 	}
-}
-
-/* Whether nextInt(@bound) retries @bits, a next(31) whose remainder is
- * @val (the incomplete last block: Java's int overflow test). */
-static inline int jr_rejects(int32_t bits, int32_t val, int32_t bound)
-{
-	return (int32_t)((uint32_t)bits - (uint32_t)val + (uint32_t)(bound - 1)) < 0;
 }
 
 /* nextLong(): two 32-bit draws, high first, added with Java's wrap. */
