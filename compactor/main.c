@@ -53,5 +53,7 @@ int main(int argc, char **argv)
 	sfs_flusher_fini(&flusher);
 	sfs_child_finish(&c);
 	sfs_log("stopped");
+	/* A store that can never open, a merge operator this process lacks
+	 * (SFS_EUSAGE from the buffer's check): no restart repairs them. */
 	return !rc ? 0 : sfs_flusher_fatal(rc) ? SFS_CHILD_EXIT_FATAL : 1;
 }

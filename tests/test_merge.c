@@ -18,6 +18,7 @@
 #include <signal.h>
 
 #include "checkpointer/coord.h"
+#include "common/child.h"
 #include "common/err.h"
 #include "common/merge.h"
 #include "compactor/flush.h"
@@ -404,8 +405,8 @@ Test(merge, compactor_binary_takes_the_plugin, .timeout = 60)
 	}
 	comp = start_compactor();
 	status = th_wait(comp, 20000);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1,
-		  "a compactor without the plugin stops: status 0x%x", status);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == SFS_CHILD_EXIT_FATAL,
+		  "a compactor without the plugin stops, for good: status 0x%x", status);
 	cr_assert(!wait_flushed(c, 1, 10), "and flushed nothing");
 	comp = start_compactor_lib(lib);
 	cr_assert(wait_flushed(c, 3, 20000), "flushed with the plugin");
