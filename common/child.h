@@ -32,7 +32,8 @@ struct sfs_child {
 
 /* A child's exit status for a failure no restart repairs (a store that
  * does not fit the segment, a configuration the role refuses, files of
- * another format version): the supervisor fails the group at once instead
+ * another format version, a merge operator the job names but the process
+ * lacks): the supervisor fails the group at once instead
  * of spending its restart budget on the same failure.  Any other nonzero
  * status is a crash to restart. */
 #define SFS_CHILD_EXIT_FATAL 3

@@ -1362,7 +1362,17 @@ static int filter_maybe(sfs_df_reader_t *r, uint64_t h, int *maybe)
 	return 0;
 }
 
+uint64_t sfs_df_prefix_hash(const void *prefix, size_t plen)
+{
+	return df_hash(prefix, plen);
+}
+
 int sfs_df_prefix_maybe(sfs_df_reader_t *r, uint32_t rule, const void *prefix, size_t plen)
+{
+	return sfs_df_prefix_maybe_h(r, rule, df_hash(prefix, plen));
+}
+
+int sfs_df_prefix_maybe_h(sfs_df_reader_t *r, uint32_t rule, uint64_t h)
 {
 	const struct df_stats *st = r->dr_st;
 	const uint8_t *f;
@@ -1378,7 +1388,7 @@ int sfs_df_prefix_maybe(sfs_df_reader_t *r, uint32_t rule, const void *prefix, s
 		r->dr_pfx_ok = 1;
 	}
 	r->dr_c.prefix_asks++;
-	if (sbbf_maybe(f, st->s_pfx_blocks, df_hash(prefix, plen)))
+	if (sbbf_maybe(f, st->s_pfx_blocks, h))
 		return 1;
 	r->dr_c.pruned_prefix++;
 	return 0;
@@ -1606,7 +1616,7 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 				}
 				if (cand[o - 1].c_hash == cand[c].c_hash &&
 				    !sfs_keycmp(keys[cand[o - 1].c_key].p, keys[cand[o - 1].c_key].len,
-					     keys[cand[c].c_key].p, keys[cand[c].c_key].len)) {
+						keys[cand[c].c_key].p, keys[cand[c].c_key].len)) {
 					dup[c] = dup[o - 1];
 					dup[o - 1] = c;
 					break;

@@ -329,6 +329,11 @@ int sfs_df_iter_kg(sfs_df_reader_t *r, uint32_t kg_lo, uint32_t kg_hi, const uin
  */
 int sfs_df_prefix_maybe(sfs_df_reader_t *r, uint32_t rule, const void *prefix, size_t plen);
 
+/* The same with the prefix hashed once by the caller (sfs_df_prefix_hash),
+ * for one prefix asked of many files. */
+uint64_t sfs_df_prefix_hash(const void *prefix, size_t plen);
+int sfs_df_prefix_maybe_h(sfs_df_reader_t *r, uint32_t rule, uint64_t h);
+
 /* Rows whose key starts with @prefix (map state: every entry of a parent
  * key): the range [prefix, prefix's successor). */
 int sfs_df_iter_prefix(sfs_df_reader_t *r, const void *prefix, size_t plen, const uint64_t *dv,

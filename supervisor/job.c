@@ -616,8 +616,8 @@ static void table_json(void)
 	       c ? cns / 1e6 / c : 0.0, cmax / 1e6, tmax / 1e6, (unsigned long long)dc,
 	       (unsigned long long)rows, (unsigned long long)rounds,
 	       rounds ? rns / 1e6 / rounds : 0.0, (unsigned long long)up,
-	       (unsigned long long)merges, (unsigned long long)idle, (unsigned long long)mrows, (unsigned long long)masked,
-	       (unsigned long long)same, (unsigned long long)files);
+	       (unsigned long long)merges, (unsigned long long)idle, (unsigned long long)mrows,
+	       (unsigned long long)masked, (unsigned long long)same, (unsigned long long)files);
 }
 
 int sup_query_finish(struct sup_query *q, int ok)

@@ -126,6 +126,7 @@ int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen
 	size_t cnt = 0, cap = 0, w = 0;
 	const void *prev = NULL;
 	uint32_t prev_len = 0;
+	uint64_t ph = sfs_df_prefix_hash(pfx, plen);	/* once, for every file's filter */
 	int rc = 0;
 
 	*rows = NULL;
@@ -134,7 +135,7 @@ int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen
 		sfs_df_iter_t *it;
 		struct sfs_df_row row;
 
-		if ((rc = sfs_df_prefix_maybe(f[k].rd, SFS_TABLE_PFX_MAP, pfx, plen)) <= 0)
+		if ((rc = sfs_df_prefix_maybe_h(f[k].rd, SFS_TABLE_PFX_MAP, ph)) <= 0)
 			continue;	/* the file's prefix filter: no entry of this map (or an error) */
 		if ((rc = sfs_df_iter_prefix_cached(f[k].rd, pfx, plen, f[k].dv, f[k].dv_words, &it)))
 			break;

@@ -64,8 +64,8 @@ struct tv_row {
  * order, copied into @a; *@rows malloc'd (caller frees), *@n rows.  Rows
  * from every file are gathered, sorted and the newest of each key kept;
  * a level-0 tombstone hides the key.  @pfx is a map's prefix (parent |
- * ns): a file whose prefix filter (SFS_TABLE_PFX_MAP) excludes it costs
- * one hash and one filter block; the others a range scan.  Cost:
+ * ns): hashed once; a file whose prefix filter (SFS_TABLE_PFX_MAP)
+ * excludes it costs one filter block, the others a range scan.  Cost:
  * O(files + m log m), m rows in range.
  */
 int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
