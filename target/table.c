@@ -1521,6 +1521,62 @@ static int cleared(const struct table *t, const unsigned char *pfx, uint32_t ple
 }
 
 /*
+ * The keys of the first @base staged rows that the map diff must probe,
+ * into sc->pk[0..*@np), their rows marked old_file PRE_UNKNOWN; the others
+ * are rows of a map (parent | namespace) that no file of the view @vf[0..nf)
+ * admits by its prefix filter — a map new to the table, which holds none
+ * of its entries — marked -1 (absent everywhere) and not probed.  Rows are
+ * sorted, so a map's rows are adjacent: one hash and one filter block per
+ * file per map instead of per row.  q4 writes the bids of auctions born
+ * since the last barrier: nearly every row of its bids map is one.
+ */
+static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t,
+				    const struct tv_file *vf, unsigned nf, size_t base, size_t *np)
+{
+	struct scratch *sc = &w->main_sc;
+	const unsigned char *prev = NULL;
+	uint32_t prev_len = 0;
+	uint64_t pruned = 0;
+	int known = 1;
+
+	*np = 0;
+	for (size_t k = 0; k < base; k++) {
+		struct srow *r = &t->rows[k];
+		const unsigned char *key = sb_at(t, r->koff);
+		uint32_t plen = sfs__table_map_prefix(key, r->klen);
+
+		if (!plen) {
+			known = 1;	/* no map prefix (not expected): probe it */
+			prev = NULL;
+		} else if (!prev || plen != prev_len || memcmp(prev, key, plen)) {
+			uint64_t ph = sfs_df_prefix_hash(key, plen);
+
+			known = 0;
+			for (unsigned f = 0; f < nf && !known; f++) {
+				int rc = sfs_df_prefix_maybe_h(vf[f].rd, SFS_TABLE_PFX_MAP, ph);
+
+				if (rc < 0)
+					return rc;
+				known = rc;
+			}
+			prev = key;
+			prev_len = plen;
+		}
+		if (!known) {
+			r->old_file = -1;
+			pruned++;
+			continue;
+		}
+		r->old_file = PRE_UNKNOWN;
+		sc->pk[*np].p = key;
+		sc->pk[(*np)++].len = r->klen;
+	}
+	if (pruned)
+		uatomic_add(&w->pub->tp_map_pruned, pruned);
+	return 0;
+}
+
+/*
  * Map and list state: the buffer's rows against the image the table
  * holds.  Clears become tombstones of the stored entries the buffer does
  * not write again; with the diff on, puts equal to the stored value and
@@ -1601,18 +1657,24 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 		free(rows);
 	}
 	if (!rc && (w->knobs & SFS_TABLE_K_MAP_DIFF) && base) {
-		/* one probe of the buffer's own rows: drop what would change nothing */
-		if (!(rc = scratch_grow(sc, base))) {
-			for (size_t k = 0; k < base; k++) {
-				sc->pk[k].p = sb_at(t, t->rows[k].koff);
-				sc->pk[k].len = t->rows[k].klen;
-			}
-			rc = tv_probe(vf, (unsigned)nv, sc->pk, base, -1,
+		/* one probe of the buffer's own rows: drop what would change
+		 * nothing; rows of maps new to the table are not probed */
+		size_t np = 0;
+
+		if (!(rc = scratch_grow(sc, base)))
+			rc = probe_keys_of_known_maps(w, t, vf, (unsigned)nv, base, &np);
+		if (!rc && np)
+			rc = tv_probe(vf, (unsigned)nv, sc->pk, np, -1,
 				      SFS_DF_PROBE_SEEK_SPARSE |
 					      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0
 										: SFS_DF_PROBE_PER_LITERAL),
 				      &sc->arena, sc->pr, sc->sk, sc->pi, sc->ph);
-		}
+		/* spread the np results over the base rows, from the end (a
+		 * probed row's result moves to an index >= its own) */
+		for (size_t k = base; !rc && k-- > 0;)
+			sc->pr[k] = t->rows[k].old_file == PRE_UNKNOWN
+					    ? sc->pr[--np]
+					    : (struct tv_res){ .state = 0, .file = -1 };
 		for (size_t k = 0; !rc && k < base; k++) {
 			const struct srow *r = &t->rows[k];
 			const struct tv_res *p = &sc->pr[k];

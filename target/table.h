@@ -120,6 +120,8 @@ struct sfs_table_pub {
 				     * round): the barrier's synchronous work per operator */
 	uint64_t tp_errors;         /* failed commits (retried) */
 	uint64_t tp_merges_idle;    /* shaping merges that ran under SCHED_IDLE */
+	uint64_t tp_map_pruned;     /* map rows the map diff did not probe: no file's
+				     * prefix filter admits their map */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };

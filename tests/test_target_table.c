@@ -764,7 +764,7 @@ Test(tblt, a_redone_older_seq_does_not_move_the_tag_back)
 /* ---- 3. the map diff's rows ------------------------------------------------------- */
 
 struct step_rows {
-	uint64_t rows, unchanged, commits;
+	uint64_t rows, unchanged, commits, pruned;
 };
 
 static struct step_rows counts(void)
@@ -774,10 +774,10 @@ static struct step_rows counts(void)
 
 	/* the flusher opens the writer (and its region) at its first step */
 	if (sfs_seg_region_find(&seg, "table.0", &off, &size))
-		return (struct step_rows){ 0, 0, 0 };
+		return (struct step_rows){ 0, 0, 0, 0 };
 	p = sfs_seg_ptr(&seg, off);
 	return (struct step_rows){ relaxed(&p->tp_rows_written), relaxed(&p->tp_map_unchanged),
-				   relaxed(&p->tp_data_commits) };
+				   relaxed(&p->tp_data_commits), relaxed(&p->tp_map_pruned) };
 }
 
 /* Barrier @b, flush it; what its data commit wrote. */
@@ -789,7 +789,7 @@ static struct step_rows flush_step(sfs_ctx_t *c, struct inproc *p, uint64_t b)
 	inproc_drain(p, c);
 	after = counts();
 	return (struct step_rows){ after.rows - before.rows, after.unchanged - before.unchanged,
-				   after.commits - before.commits };
+				   after.commits - before.commits, after.pruned - before.pruned };
 }
 
 static void expect_map(uint32_t sid, const char *want)
@@ -806,6 +806,11 @@ static void expect_map(uint32_t sid, const char *want)
 	cr_assert((s).rows == (uint64_t)(r_) && (s).unchanged == (uint64_t)(u_),             \
 		  "%s: %llu rows written, %llu entries unchanged; expected %d and %d", what, \
 		  (unsigned long long)(s).rows, (unsigned long long)(s).unchanged, (r_), (u_))
+
+/* Rows the map diff did not probe: their map is in no file (diff on only). */
+#define EXPECT_PRUNED(s, diff, p_, what)                                                     \
+	cr_assert((s).pruned == ((diff) ? (uint64_t)(p_) : 0), "%s: %llu rows not probed, "     \
+		  "expected %d", what, (unsigned long long)(s).pruned, (diff) ? (p_) : 0)
 
 /*
  * The issue's pins: one changed row of a 3-row map writes 1 row, a reverted
@@ -835,11 +840,13 @@ static void map_diff_rows(int diff)
 	s = flush_step(c, p, 1);
 	expect_map(sm, "a=1;b=2;c=3;");
 	EXPECT_STEP(s, 3, 0, "a new 3-entry map");
+	EXPECT_PRUNED(s, diff, 3, "a new 3-entry map");
 
 	mput(c, sm, 0, "k", "b", "20");
 	s = flush_step(c, p, 2);
 	expect_map(sm, "a=1;b=20;c=3;");
 	EXPECT_STEP(s, diff ? 1 : 3, 0, "one entry changed");
+	EXPECT_PRUNED(s, diff, 0, "one entry changed");
 
 	/* changed and changed back within one buffer: equal to the image */
 	mput(c, sm, 0, "k", "b", "99");
@@ -854,19 +861,30 @@ static void map_diff_rows(int diff)
 	s = flush_step(c, p, 4);
 	expect_map(sm, "a=1;b=20;c=3;");
 	EXPECT_STEP(s, diff ? 0 : 4, diff ? 1 : 0, "a removal of an absent entry");
+	EXPECT_PRUNED(s, diff, 0, "a removal of an absent entry");
+
+	/* a map no file holds, beside k: its rows are known new without a
+	 * probe — the put is written, the removal dropped; k's row is probed */
+	mput(c, sm, 0, "n", "x", "5");
+	cr_assert_eq(sfs_map_remove(c, sm, 0, "q", 1, "y", 1), 0);
+	mput(c, sm, 0, "k", "b", "20");
+	s = flush_step(c, p, 5);
+	expect_map(sm, "a=1;b=20;c=3;");
+	EXPECT_STEP(s, diff ? 1 : 5, diff ? 2 : 0, "a new map, a removal from another, k unchanged");
+	EXPECT_PRUNED(s, diff, 2, "a new map, a removal from another, k unchanged");
 
 	/* clear, then 1 of the 3 entries again with its stored value: b and c
 	 * get a tombstone each, a is unchanged */
 	cr_assert_eq(sfs_map_clear(c, sm, 0, "k", 1), 0);
 	mput(c, sm, 0, "k", "a", "1");
-	s = flush_step(c, p, 5);
+	s = flush_step(c, p, 6);
 	expect_map(sm, "a=1;");
 	EXPECT_STEP(s, diff ? 2 : 3, diff ? 1 : 0, "a clear and one entry put again");
 
 	/* clear, then a new entry: a tombstone for a, the new c */
 	cr_assert_eq(sfs_map_clear(c, sm, 0, "k", 1), 0);
 	mput(c, sm, 0, "k", "c", "7");
-	s = flush_step(c, p, 6);
+	s = flush_step(c, p, 7);
 	expect_map(sm, "c=7;");
 	EXPECT_STEP(s, 2, 0, "a clear and a new entry");
 
