@@ -695,6 +695,104 @@ Test(sorted, key_group_order_then_namespace)
 	free(offs);
 }
 
+/*
+ * The radix sort (above WB_RADIX_MIN entries) against the order: keys of
+ * the shapes it meets (few varying bytes: exact on its 64-bit key; more
+ * than 8: ties resolved by comparison; equal 24-byte prefixes: one run;
+ * lengths around the prefix; namespaces), at sizes around the threshold.
+ * The order is strict and the count is the live count, so the output is
+ * the sorted set of current entries.
+ */
+enum { SHAPE_IDS, SHAPE_MAP, SHAPE_RANDOM, SHAPE_LONG_EQUAL, SHAPE_NS_ONLY, SHAPES };
+
+static size_t shape_key(int shape, uint64_t *seed, uint8_t *key, uint64_t *ns)
+{
+	uint64_t r = th_rand(seed), id = th_rand(seed);
+	unsigned kg = (unsigned)(r % 128);
+	size_t n;
+
+	key[0] = (uint8_t)(kg >> 8);
+	key[1] = (uint8_t)kg;
+	key[2] = 0;
+	key[3] = (uint8_t)(1 + (r >> 8) % 3);	/* state */
+	*ns = 0;
+	switch (shape) {
+	case SHAPE_IDS:		/* an int64 id, big-endian, 20 bits of it varying */
+		id %= 1u << 20;
+		for (int i = 0; i < 8; i++)
+			key[4 + i] = (uint8_t)(id >> (56 - 8 * i));
+		*ns = (r >> 16) % 2;
+		return 12;
+	case SHAPE_MAP:		/* kg|state|klen|key|user key, as a map entry */
+		key[4] = 0;
+		key[5] = 8;
+		for (int i = 0; i < 8; i++)
+			key[6 + i] = (uint8_t)((id % 5000) >> (56 - 8 * i));
+		for (int i = 0; i < 8; i++)
+			key[14 + i] = (uint8_t)((id >> 20) % 100000 >> (56 - 8 * i));
+		return 22;
+	case SHAPE_RANDOM:
+		n = 4 + (r >> 16) % 40;
+		for (size_t i = 4; i < n; i++)
+			key[i] = (uint8_t)th_rand(seed);
+		*ns = (r >> 24) % 3;
+		return n;
+	case SHAPE_LONG_EQUAL:	/* one 24-byte prefix, then random tails */
+		memset(key, 'p', 24);
+		n = 24 + (r >> 16) % 10;
+		for (size_t i = 24; i < n; i++)
+			key[i] = (uint8_t)(th_rand(seed) % 4);
+		*ns = (r >> 24) % 2;
+		return n;
+	default:		/* one key, many namespaces */
+		memcpy(key, "\x00\x07kk", 4);
+		*ns = id;
+		return 4;
+	}
+}
+
+Test(sorted, radix_sort_matches_the_order_for_every_key_shape)
+{
+	static const size_t sizes[] = { 1023, 1024, 5000, 40000 };
+	uint64_t seed = 7;
+
+	for (int shape = 0; shape < 2 * SHAPES; shape++) {
+		/* the second round: the keys of a CPU without BMI2 */
+		sfs__wbuf_sort_bytes_only(shape >= SHAPES);
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+			size_t want = sizes[z], n = 0;
+			struct sfs_wbuf *b = tw_buf(want + 16, 8 * MiB);
+			uint64_t *offs = calloc(want + 16, sizeof(*offs));
+			struct sfs_wbuf_stats st = { 0 };
+			uint8_t key[64];
+
+			cr_assert_not_null(offs);
+			for (int tries = 0; st.entries < want && tries < 100 * (int)want; tries++) {
+				uint64_t ns;
+				size_t kl = shape_key(shape % SHAPES, &seed, key, &ns);
+
+				cr_assert_eq(sfs_wbuf_put(b, ns, key, kl, "v", 1), 0, "%s",
+					     sfs_last_error());
+				sfs_wbuf_stats(b, &st);
+			}
+			cr_assert_eq(st.entries, want, "shape %d: %zu keys", shape, (size_t)st.entries);
+			sfs_wbuf_seal(b, 1);
+			cr_assert_eq(sfs_wbuf_sorted(b, offs, want + 16, &n), 0, "%s", sfs_last_error());
+			cr_assert_eq(n, want);
+			for (size_t i = 1; i < n; i++) {
+				struct sfs_wbuf_view v = { 0 }, w = { 0 };
+
+				cr_assert_eq(sfs_wbuf_view_at(b, offs[i - 1], &w), 0);
+				cr_assert_eq(sfs_wbuf_view_at(b, offs[i], &v), 0);
+				cr_assert_lt(tw_cmp_view(&w, &v), 0, "shape %d, %zu keys: entries %zu "
+					     "and %zu out of order", shape, want, i - 1, i);
+			}
+			free(offs);
+			munmap(b, sfs_wbuf_size(want + 16, 8 * MiB));
+		}
+	}
+}
+
 /* ---- randomized model test ---------------------------------------------- */
 
 /* The reference: per key, what get must return, and the buffer's arena and

@@ -401,6 +401,179 @@ static void wb_sort_pairs(struct wb_pair *v, size_t n, const struct sfs_wbuf *b,
 	}
 }
 
+/*
+ * The flush's sort is the compactor's largest cost (with q4 on the table
+ * target and two workers, 40 % of its thread: ~17 compares per entry, half
+ * of them mispredicted branches).  Above WB_RADIX_MIN entries it is a
+ * radix sort instead.  A buffer's keys are kg | state | user key, and most
+ * bits of their 24-byte prefixes are equal across the buffer (the key
+ * group's high bits, the state's, a map key's length, the high bytes of
+ * int64 ids): the bits that vary somewhere — the first 64 of them — make a
+ * key in the prefixes' order (BMI2's pext gathers them; q4's buffers vary
+ * in ~50).  LSD passes of 11 bits (stable counting sorts) order {key, pair
+ * index} items; items with equal keys (equal prefixes, or prefixes that
+ * differ past the 64th varying bit) are then put in the full order by
+ * comparison, run by run.  Without BMI2 the key is the first 8 bytes that
+ * vary, which leaves more ties (q4: ~12 vary).  Cost: 2 x 16 bytes per
+ * entry besides the pairs, and a few ns per entry per pass.
+ */
+#define WB_RADIX_MIN 1024
+#define WB_DIGIT 11
+#define WB_PASSES ((64 + WB_DIGIT - 1) / WB_DIGIT)
+
+struct wb_item {
+	uint64_t k;   /* the prefix's varying bits, right-aligned */
+	uint64_t i;   /* index of the pair */
+};
+
+static int sort_bytes_only;	/* sfs__wbuf_sort_bytes_only: the fallback, for tests */
+
+void sfs__wbuf_sort_bytes_only(int on)
+{
+	sort_bytes_only = on;
+}
+
+static const struct wb_pair *rk_pairs;	/* wb_cmp_item's pairs (one thread per sort) */
+
+static int wb_cmp_item(const void *a, const void *b, void *ctx)
+{
+	const struct wb_item *x = a, *y = b;
+
+	return wb_cmp_pair(&rk_pairs[x->i], &rk_pairs[y->i], ctx);
+}
+
+/* The full order within runs of items of equal keys, at @a[0..n). */
+static void wb_radix_ties(struct wb_item *a, size_t n, const struct wb_pair *v,
+			  const struct sfs_wbuf *b)
+{
+	rk_pairs = v;
+	for (size_t s = 0, e; s < n; s = e) {
+		for (e = s + 1; e < n && a[e].k == a[s].k; e++)
+			;
+		if (e - s < 2)
+			continue;
+		if (e - s > 16) {
+			qsort_r(a + s, e - s, sizeof(*a), wb_cmp_item, (void *)b);
+			continue;
+		}
+		for (size_t i = s + 1; i < e; i++) {
+			struct wb_item t = a[i];
+			size_t k = i;
+
+			for (; k > s && wb_cmp_item(&t, &a[k - 1], (void *)b) < 0; k--)
+				a[k] = a[k - 1];
+			a[k] = t;
+		}
+	}
+}
+
+#if defined(__x86_64__)
+/* Keys of the bits @m[w] of each prefix word: word 0's highest. */
+__attribute__((target("bmi2"))) static void wb_keys_bits(const struct wb_pair *v, size_t n,
+							  const uint64_t *m, struct wb_item *a)
+{
+	unsigned c1 = (unsigned)__builtin_popcountll(m[1]);
+	unsigned c2 = (unsigned)__builtin_popcountll(m[2]);
+
+	/* (x << c) for c < 64 only: a word with no bits to give gives 0 */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k = m[0] ? __builtin_ia32_pext_di(v[i].p[0], m[0]) : 0;
+
+		if (m[1])
+			k = (c1 < 64 ? k << c1 : 0) | __builtin_ia32_pext_di(v[i].p[1], m[1]);
+		if (m[2])
+			k = (c2 < 64 ? k << c2 : 0) | __builtin_ia32_pext_di(v[i].p[2], m[2]);
+		a[i].k = k;
+		a[i].i = i;
+	}
+}
+#define WB_HAVE_PEXT() __builtin_cpu_supports("bmi2")
+#else
+#define WB_HAVE_PEXT() 0
+#define wb_keys_bits(v, n, m, a) abort()
+#endif
+
+/* Keys of the first 8 bytes that vary (@d: the varying bits); returns
+ * their bit count. */
+static unsigned wb_keys_bytes(const struct wb_pair *v, size_t n, const uint64_t *d,
+			      struct wb_item *a)
+{
+	unsigned sel[8], ns = 0;
+
+	for (unsigned j = 0; j < 8 * WB_PREFIX_WORDS && ns < 8; j++)
+		if ((d[j / 8] >> (56 - 8 * (j % 8))) & 0xffu)
+			sel[ns++] = j;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t k = 0;
+
+		for (unsigned s = 0; s < ns; s++)
+			k = k << 8 | ((v[i].p[sel[s] / 8] >> (56 - 8 * (sel[s] % 8))) & 0xffu);
+		a[i].k = k;
+		a[i].i = i;
+	}
+	return 8 * ns;
+}
+
+/* Radix sort of @v[0..n) into @offs (see above); -ENOMEM leaves @offs alone. */
+static int wb_radix_pairs(const struct wb_pair *v, size_t n, const struct sfs_wbuf *b,
+			  uint64_t *offs)
+{
+	uint64_t d[WB_PREFIX_WORDS] = { 0 }, m[WB_PREFIX_WORDS] = { 0 };
+	unsigned bits = 0, left = 64;
+	struct wb_item *a = malloc(2 * n * sizeof(*a)), *t;
+	uint32_t (*cnt)[1u << WB_DIGIT] = calloc(WB_PASSES, sizeof(*cnt));
+
+	if (!a || !cnt) {
+		free(a);
+		free(cnt);
+		return -ENOMEM;
+	}
+	t = a + n;
+	for (size_t i = 1; i < n; i++)
+		for (int w = 0; w < WB_PREFIX_WORDS; w++)
+			d[w] |= v[i].p[w] ^ v[0].p[w];
+	if (!sort_bytes_only && WB_HAVE_PEXT()) {
+		/* the first 64 varying bits, in prefix order */
+		for (int w = 0; w < WB_PREFIX_WORDS; w++) {
+			uint64_t x = d[w];
+
+			while ((unsigned)__builtin_popcountll(x) > left)
+				x &= x - 1;	/* drop the lowest */
+			m[w] = x;
+			left -= (unsigned)__builtin_popcountll(x);
+		}
+		bits = 64 - left;
+		wb_keys_bits(v, n, m, a);
+	} else {
+		bits = wb_keys_bytes(v, n, d, a);
+	}
+	for (size_t i = 0; i < n; i++)
+		for (unsigned p = 0; p * WB_DIGIT < bits; p++)
+			cnt[p][(a[i].k >> (p * WB_DIGIT)) & ((1u << WB_DIGIT) - 1)]++;
+	for (unsigned p = 0; p * WB_DIGIT < bits; p++) {
+		uint32_t sum = 0;
+		struct wb_item *x;
+
+		for (unsigned c = 0; c < 1u << WB_DIGIT; c++) {
+			uint32_t k = cnt[p][c];
+
+			cnt[p][c] = sum;
+			sum += k;
+		}
+		for (size_t i = 0; i < n; i++)
+			t[cnt[p][(a[i].k >> (p * WB_DIGIT)) & ((1u << WB_DIGIT) - 1)]++] = a[i];
+		x = a;
+		a = t;
+		t = x;
+	}
+	wb_radix_ties(a, n, v, b);
+	for (size_t i = 0; i < n; i++)
+		offs[i] = v[a[i].i].off;
+	free(a < t ? a : t);	/* the block's start */
+	free(cnt);
+	return 0;
+}
+
 static int wb_cmp_off(const void *a, const void *b, void *ctx)
 {
 	return wb_cmp_entries(wb_at(ctx, *(const uint64_t *)a), wb_at(ctx, *(const uint64_t *)b));
@@ -471,9 +644,11 @@ int sfs_wbuf_sorted(const struct sfs_wbuf *b, uint64_t *offs, size_t cap, size_t
 		wb_prefix(wb_at(b, offs[i]), &pairs[i]);
 		pairs[i].off = offs[i];
 	}
-	wb_sort_pairs(pairs, cnt, b, 2 * (64 - __builtin_clzll(cnt)));
-	for (size_t i = 0; i < cnt; i++)
-		offs[i] = pairs[i].off;
+	if (cnt < WB_RADIX_MIN || cnt > UINT32_MAX || wb_radix_pairs(pairs, cnt, b, offs)) {
+		wb_sort_pairs(pairs, cnt, b, 2 * (64 - __builtin_clzll(cnt)));
+		for (size_t i = 0; i < cnt; i++)
+			offs[i] = pairs[i].off;
+	}
 	free(pairs);
 	return 0;
 }

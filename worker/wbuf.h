@@ -338,6 +338,9 @@ int sfs_wbuf_view_at(const struct sfs_wbuf *b, uint64_t off, struct sfs_wbuf_vie
  */
 int sfs_wbuf_sorted(const struct sfs_wbuf *b, uint64_t *offs, size_t cap, size_t *n);
 
+/* Test hook: sort on the first 8 varying bytes, as on a CPU without BMI2. */
+void sfs__wbuf_sort_bytes_only(int on);
+
 /*
  * sfs_wbuf_verify - check every invariant: occupied slots point to whole
  * entries inside the used arena, tags match hashes, every key is reachable
