@@ -777,6 +777,8 @@ Test(sorted, radix_sort_matches_the_order_for_every_key_shape)
 			}
 			cr_assert_eq(st.entries, want, "shape %d: %zu keys", shape, (size_t)st.entries);
 			sfs_wbuf_seal(b, 1);
+			if (z == 2)
+				b->wb_live = 3;	/* a count that lies: the sort's pairs grow */
 			cr_assert_eq(sfs_wbuf_sorted(b, offs, want + 16, &n), 0, "%s", sfs_last_error());
 			cr_assert_eq(n, want);
 			for (size_t i = 1; i < n; i++) {

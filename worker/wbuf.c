@@ -592,23 +592,26 @@ static void wb_prefix(const struct sfs_wbuf_entry *e, struct wb_pair *p)
 		p->p[i] = __builtin_bswap64(v[i]);
 }
 
-#define WB_PF_SLOTS 16	/* prefetch distance of the slot scan, in slots */
-#define WB_PF_ENTRIES 8	/* ... and of the prefix pass, in entries */
+#define WB_PF_SLOTS 32	/* prefetch distance of the slot scan, in slots */
 
 int sfs_wbuf_sorted(const struct sfs_wbuf *b, uint64_t *offs, size_t cap, size_t *n)
 {
 	const uint64_t *slots = sfs__wbuf_slots(b);
 	uint64_t nslots = (uint64_t)1 << b->wb_bits;
 	uint64_t gen = sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_gen);
-	struct wb_pair *pairs;
-	size_t cnt = 0;
+	/* a sealed buffer's live count is exact; the pairs grow if it lies */
+	size_t pcap = (size_t)sfs_load_relaxed(&b->wb_live) + 1, cnt = 0;
+	struct wb_pair *pairs = malloc(pcap * sizeof(*pairs));
 
 	/* The slots are read in order, the entries they name at random: each
-	 * header read was a cache miss, one after the other.  The entry of the
-	 * slot WB_PF_SLOTS ahead is prefetched, so ~8 misses overlap (half the
-	 * slots are live at the index's load). */
+	 * header read is a cache miss.  The entry of the slot WB_PF_SLOTS
+	 * ahead is prefetched, so ~16 misses overlap (half the slots are live
+	 * at the index's load), and an entry is read once: its header checked
+	 * and its key's prefix taken in the same visit (two passes, one to
+	 * check and one for the prefixes, missed twice per entry). */
 	for (uint64_t i = 0; i < nslots; i++) {
 		uint64_t w = sfs_load_acquire(&((uint64_t *)slots)[i]);
+		const struct sfs_wbuf_entry *e;
 
 		if (i + WB_PF_SLOTS < nslots) {
 			uint64_t pw = sfs_load_relaxed(&((uint64_t *)slots)[i + WB_PF_SLOTS]);
@@ -618,31 +621,42 @@ int sfs_wbuf_sorted(const struct sfs_wbuf *b, uint64_t *offs, size_t cap, size_t
 		}
 		if (sfs__wbuf_slot_gen(w) != gen)
 			continue;
-		if (!sfs__wbuf_entry(b, w)) {
+		if (!(e = sfs__wbuf_entry(b, w))) {
+			free(pairs);
 			*n = 0;
 			return sfs__wbuf_corrupt(b, i, w);
 		}
 		if (cnt < cap)
 			offs[cnt] = sfs__wbuf_slot_off(w);
+		if (pairs && cnt == pcap) {
+			struct wb_pair *np = cnt < cap ? realloc(pairs, 2 * pcap * sizeof(*pairs))
+						       : NULL;
+
+			if (!np)
+				free(pairs);	/* no room to sort fast: qsort_r below */
+			pairs = np;
+			pcap *= 2;
+		}
+		if (pairs) {
+			wb_prefix(e, &pairs[cnt]);
+			pairs[cnt].off = sfs__wbuf_slot_off(w);
+		}
 		cnt++;
 	}
 	*n = cnt;
-	if (cnt > cap)
+	if (cnt > cap) {
+		free(pairs);
 		return sfs__err(SFS_EUSAGE,
 				"write buffer sorted: %zu current entries, room for %zu", cnt, cap);
-	if (cnt < 2)
+	}
+	if (cnt < 2) {
+		free(pairs);
 		return 0;
-	pairs = malloc(cnt * sizeof(*pairs));
+	}
 	if (!pairs) {
 		/* No memory for the fast sort: the slow one needs none. */
 		qsort_r(offs, cnt, sizeof(*offs), wb_cmp_off, (void *)b);
 		return 0;
-	}
-	for (size_t i = 0; i < cnt; i++) {
-		if (i + WB_PF_ENTRIES < cnt)
-			__builtin_prefetch(wb_at(b, offs[i + WB_PF_ENTRIES]) + 1);	/* its key */
-		wb_prefix(wb_at(b, offs[i]), &pairs[i]);
-		pairs[i].off = offs[i];
 	}
 	if (cnt < WB_RADIX_MIN || cnt > UINT32_MAX || wb_radix_pairs(pairs, cnt, b, offs)) {
 		wb_sort_pairs(pairs, cnt, b, 2 * (64 - __builtin_clzll(cnt)));
