@@ -50,6 +50,7 @@ uint64_t sfs_layout_fingerprint(void)
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_nchildren);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_bump);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_data_off);
+	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_regions_ready);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_qsbr_token);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_bell);
 	SFS_FP_FIELD(h, struct sfs_seg_hdr, sh_bell_sleeping);

@@ -455,6 +455,7 @@ int sfs_seg_region_create(struct sfs_seg *s, const char *name, uint64_t size,
 			 * anyway once the bump passed the end. */
 			d->rd_size = 0;
 			sfs_store_release(&d->rd_state, SFS_REGION_READY);
+			uatomic_inc(&h->sh_regions_ready);
 			return sfs__err(SFS_EFULL,
 					"segment %s: region '%s' needs %llu bytes, %llu left", s->path,
 					name, (unsigned long long)size,
@@ -465,6 +466,7 @@ int sfs_seg_region_create(struct sfs_seg *s, const char *name, uint64_t size,
 		d->rd_owner_role = owner_role;
 		snprintf(d->rd_name, sizeof(d->rd_name), "%s", name);
 		sfs_store_release(&d->rd_state, SFS_REGION_READY);
+		uatomic_inc(&h->sh_regions_ready);
 		*off = start;
 		return 0;
 	}

@@ -178,6 +178,9 @@ struct sfs_seg_hdr {
 	/* Carving state: RMW by any region creator (rare, start-up). */
 	uint64_t sh_bump __sfs_cache_aligned;  /* next free offset for a region */
 	uint64_t sh_data_off;     /* creator: first byte after the header */
+	uint64_t sh_regions_ready; /* RMW by a region creator after an entry turns
+				    * READY: a reader that found no region waits
+				    * for it to move before searching again */
 
 	/* QSBR token: RMW by updaters (full barrier), acquire by readers. */
 	uint64_t sh_qsbr_token __sfs_cache_aligned;
@@ -203,6 +206,12 @@ struct sfs_seg {
 	int fd;
 	char path[256];
 };
+
+/* Regions turned ready so far (see sh_regions_ready). */
+static inline uint64_t sfs_seg_regions_ready(const struct sfs_seg *s)
+{
+	return __atomic_load_n(&s->hdr->sh_regions_ready, __ATOMIC_ACQUIRE);
+}
 
 static inline void *sfs_seg_ptr(const struct sfs_seg *s, uint64_t off)
 {

@@ -121,14 +121,26 @@ static int check(const struct sfs_mstore *ms, uint64_t size, const char *what)
 
 int sfs_mstore_attach(struct sfs_seg *s, uint32_t w, struct sfs_mstore **out)
 {
+	uint64_t never = UINT64_MAX;
+
+	return sfs_mstore_attach_after(s, w, &never, out);
+}
+
+int sfs_mstore_attach_after(struct sfs_seg *s, uint32_t w, uint64_t *absent_at,
+			    struct sfs_mstore **out)
+{
+	uint64_t ready = sfs_seg_regions_ready(s), off, size;	/* before the search */
 	char name[SFS_REGION_NAME_MAX];
-	uint64_t off, size;
 	int rc;
 
-	sfs_mstore_name(w, name, sizeof(name));
 	*out = NULL;
-	if (sfs_seg_region_find(s, name, &off, &size))
+	if (ready == *absent_at)
+		return 0;	/* no region turned ready since the last search */
+	sfs_mstore_name(w, name, sizeof(name));
+	if (sfs_seg_region_find(s, name, &off, &size)) {
+		*absent_at = ready;
 		return 0;	/* nothing flushed yet: an empty store */
+	}
 	rc = check(sfs_seg_ptr(s, off), size, name);
 	if (rc == SFS_EMAGIC)
 		return 0;	/* being created right now: still empty */

@@ -148,6 +148,15 @@ void sfs_mstore_name(uint32_t w, char *buf, size_t n);
  * missing store reads as empty.  Checks magic, version and layout. */
 int sfs_mstore_attach(struct sfs_seg *s, uint32_t w, struct sfs_mstore **out);
 
+/* sfs_mstore_attach for a caller that asks at every quiescent point until
+ * the store exists: *@absent_at is the segment's ready-region count
+ * (sfs_seg_regions_ready) when a search last found no store (start with
+ * UINT64_MAX); while it has not moved there is nothing new to find, and
+ * the search (a formatted name, a walk of the region directory: ~800
+ * instructions) is skipped. */
+int sfs_mstore_attach_after(struct sfs_seg *s, uint32_t w, uint64_t *absent_at,
+			    struct sfs_mstore **out);
+
 /*
  * sfs_mstore_get - look up (@ns, @key) with hash @h (sfs_wbuf_hash).
  * Returns 1 and fills @v (valid until the caller's next quiescent point),

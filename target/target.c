@@ -32,6 +32,8 @@ struct sfs_target_reader {
 	struct sfs_seg *seg;
 	uint32_t worker;
 	struct sfs_mstore *ms;   /* NULL until the compactor created it */
+	uint64_t absent_at;      /* sfs_mstore_attach_after's: regions ready at the
+				  * last search that found no store */
 };
 
 int sfs_target_memory_restore(struct sfs_seg *s, uint32_t worker, uint64_t store_bytes)
@@ -301,6 +303,7 @@ static int mem_reader_open(struct sfs_seg *s, uint32_t worker, struct sfs_target
 		return -ENOMEM;
 	r->seg = s;
 	r->worker = worker;
+	r->absent_at = UINT64_MAX;	/* no search yet */
 	*out = r;
 	return 0;
 }
@@ -309,7 +312,7 @@ static int mem_reader_open(struct sfs_seg *s, uint32_t worker, struct sfs_target
 static int mem_catch_up(struct sfs_target_reader *r)
 {
 	if (!r->ms)
-		return sfs_mstore_attach(r->seg, r->worker, &r->ms);
+		return sfs_mstore_attach_after(r->seg, r->worker, &r->absent_at, &r->ms);
 	return 0;
 }
 
