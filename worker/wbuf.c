@@ -433,7 +433,7 @@ void sfs__wbuf_sort_bytes_only(int on)
 	sort_bytes_only = on;
 }
 
-static const struct wb_pair *rk_pairs;	/* wb_cmp_item's pairs (one thread per sort) */
+static __thread const struct wb_pair *rk_pairs;	/* wb_cmp_item's pairs (qsort_r has one context) */
 
 static int wb_cmp_item(const void *a, const void *b, void *ctx)
 {
