@@ -15,7 +15,10 @@
  * Reader: the footer is read in place from the mapping (fixed-size,
  * 8-aligned entries: no decoded copy of the index); per page a verified
  * bit (crc32c and structure) is set on first touch; decompressed pages
- * live in a small LRU of cache_pages slots.  A probe copies the values it
+ * live in a per-reader cache of up to cache_pages slots (CLOCK, found by
+ * page id in O(1)), which grows past two slots only while every reader of
+ * the process together holds less than the decoded-page budget
+ * (sfs_df_set_decoded_budget).  A probe copies the values it
  * returns from compressed pages into an arena reset at each call, so the
  * pages themselves can be evicted while the call goes on.
  *
@@ -59,6 +62,7 @@ typedef unsigned long long ull;
 #define DF_PAGE_MAX (SFS_DF_VALUE_MAX + 4u * DF_PAGE_BYTES_MAX)
 #define DF_FILTER_BITS 10u
 #define DF_CACHE_DEFAULT 8u
+#define DF_DECODED_BUDGET (32ull << 20)
 #define DF_ARENA_CHUNK (64u << 10)
 
 /* ---- on-disk structures ------------------------------------------------------------- */
@@ -867,8 +871,24 @@ struct df_slot {
 	int64_t sl_pid;              /* page id (key pages 0..K-1, value pages K..), -1 empty */
 	uint8_t *sl_buf;
 	size_t sl_cap;
-	uint64_t sl_tick;            /* LRU */
+	int sl_ref;                  /* CLOCK: used since the hand last passed */
 };
+
+/* Decoded bytes held by the caches of every reader of this process (slot
+ * buffers, kept across evictions), and what they may grow to: atomic,
+ * readers of several threads share them. */
+static uint64_t df_decoded_bytes;
+static uint64_t df_decoded_budget = DF_DECODED_BUDGET;
+
+void sfs_df_set_decoded_budget(uint64_t bytes)
+{
+	__atomic_store_n(&df_decoded_budget, bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t sfs_df_decoded_bytes(void)
+{
+	return __atomic_load_n(&df_decoded_bytes, __ATOMIC_RELAXED);
+}
 
 /* A decoded view of one page. */
 struct df_page {
@@ -905,8 +925,10 @@ struct sfs_df_reader {
 	int dr_filter_ok, dr_pfx_ok;       /* checksummed (first use) */
 	struct df_slot *dr_cache;
 	uint32_t dr_ncache;
-	uint64_t dr_tick;
-	ZSTD_DCtx *dr_zd;
+	uint32_t dr_nused;                 /* slots [0, dr_nused) have held a page */
+	uint32_t dr_hand;                  /* CLOCK hand over them */
+	int32_t *dr_slot_of;               /* per page: its cache slot, -1 none */
+	ZSTD_DCtx *dr_zd;                  /* made at the first ZSTD page */
 	struct df_chunk *dr_arena;         /* probe values of the current call */
 	/* probe scratch, grown to the largest batch seen */
 	struct df_cand *dr_cand;
@@ -1104,12 +1126,15 @@ int sfs_df_reader_open(const char *path, const struct sfs_df_read_opts *opts, sf
 	if (r->dr_ncache < 2)
 		r->dr_ncache = 2;   /* a key page and a value page at once */
 	if (!(r->dr_ok = calloc((npages + 7) / 8, 1)) ||
-	    !(r->dr_cache = calloc(r->dr_ncache, sizeof(*r->dr_cache))) || !(r->dr_zd = ZSTD_createDCtx())) {
+	    !(r->dr_cache = calloc(r->dr_ncache, sizeof(*r->dr_cache))) ||
+	    !(r->dr_slot_of = malloc(((size_t)npages + 1) * sizeof(*r->dr_slot_of)))) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	for (uint32_t i = 0; i < r->dr_ncache; i++)
 		r->dr_cache[i].sl_pid = -1;
+	for (uint64_t i = 0; i < npages; i++)
+		r->dr_slot_of[i] = -1;
 	*out = r;
 	return 0;
 fail_fd:
@@ -1170,8 +1195,11 @@ void sfs_df_reader_close(sfs_df_reader_t *r)
 		return;
 	if (r->dr_map)
 		munmap((void *)r->dr_map, r->dr_size);
-	for (uint32_t i = 0; r->dr_cache && i < r->dr_ncache; i++)
+	for (uint32_t i = 0; r->dr_cache && i < r->dr_ncache; i++) {
+		__atomic_sub_fetch(&df_decoded_bytes, r->dr_cache[i].sl_cap, __ATOMIC_RELAXED);
 		free(r->dr_cache[i].sl_buf);
+	}
+	free(r->dr_slot_of);
 	arena_reset(r, 1);
 	free(r->dr_cache);
 	free(r->dr_ok);
@@ -1229,6 +1257,26 @@ static int page_check(const struct df_page *pg, size_t raw, int is_key, const ch
 	return 0;
 }
 
+/* The reader's cache slot for page @pid, which it does not hold: an unused
+ * slot while the reader has fewer than two (a key page and a value page
+ * at once) or the process is under its decoded-page budget, else the
+ * first slot the CLOCK hand finds unreferenced. */
+static struct df_slot *cache_victim(sfs_df_reader_t *r)
+{
+	if (r->dr_nused < r->dr_ncache &&
+	    (r->dr_nused < 2 || __atomic_load_n(&df_decoded_bytes, __ATOMIC_RELAXED) <
+					 __atomic_load_n(&df_decoded_budget, __ATOMIC_RELAXED)))
+		return &r->dr_cache[r->dr_nused++];
+	for (;;) {
+		struct df_slot *c = &r->dr_cache[r->dr_hand];
+
+		r->dr_hand = r->dr_hand + 1 < r->dr_nused ? r->dr_hand + 1 : 0;
+		if (!c->sl_ref)
+			return c;
+		c->sl_ref = 0;
+	}
+}
+
 /*
  * page_get - page @pid (key pages 0..K-1, value pages K..K+V-1) into @pg:
  * checksummed on first touch, read in place when stored raw, else
@@ -1260,23 +1308,17 @@ static int page_get(sfs_df_reader_t *r, struct df_slot *own, uint32_t pid, struc
 		bytes = src;
 	} else {
 		if (!own) {
-			sl = NULL;
-			for (uint32_t i = 0; i < r->dr_ncache; i++) {
-				struct df_slot *c = &r->dr_cache[i];
+			int32_t s = r->dr_slot_of[pid];
 
-				if (c->sl_pid == pid) {
-					sl = c;
-					break;
-				}
-				if (!sl || (sl->sl_pid >= 0 && (c->sl_pid < 0 || c->sl_tick < sl->sl_tick)))
-					sl = c;
-			}
-			sl->sl_tick = ++r->dr_tick;
+			sl = s >= 0 ? &r->dr_cache[s] : cache_victim(r);
+			sl->sl_ref = 1;
 		}
 		if (sl->sl_pid != pid) {
 			size_t got;
 			unsigned long long zsz;
 
+			if (!own && sl->sl_pid >= 0)
+				r->dr_slot_of[sl->sl_pid] = -1;
 			sl->sl_pid = -1;
 			/* Before allocating: can @stored bytes hold @raw?  (LZ4
 			 * expands at most ~255x; a ZSTD frame states its size.) */
@@ -1290,6 +1332,9 @@ static int page_get(sfs_df_reader_t *r, struct df_slot *own, uint32_t pid, struc
 
 				if (!b)
 					return -ENOMEM;
+				if (!own)
+					__atomic_add_fetch(&df_decoded_bytes, raw - sl->sl_cap,
+							   __ATOMIC_RELAXED);
 				sl->sl_buf = b;
 				sl->sl_cap = raw;
 			}
@@ -1300,6 +1345,8 @@ static int page_get(sfs_df_reader_t *r, struct df_slot *own, uint32_t pid, struc
 
 				got = n < 0 ? (size_t)-1 : (size_t)n;
 			} else {
+				if (!r->dr_zd && !(r->dr_zd = ZSTD_createDCtx()))
+					return -ENOMEM;	/* only files with ZSTD pages need one */
 				got = ZSTD_decompressDCtx(r->dr_zd, sl->sl_buf, raw, src, stored);
 				if (ZSTD_isError(got))
 					got = (size_t)-1;
@@ -1309,6 +1356,8 @@ static int page_get(sfs_df_reader_t *r, struct df_slot *own, uint32_t pid, struc
 						"decompress (%s) to its %u bytes", r->dr_path, kindname, idx,
 						(ull)off, codec == SFS_DF_LZ4 ? "lz4" : "zstd", raw);
 			sl->sl_pid = pid;
+			if (!own)
+				r->dr_slot_of[pid] = (int32_t)(sl - r->dr_cache);
 		}
 		bytes = sl->sl_buf;
 	}
@@ -1328,6 +1377,8 @@ static int page_get(sfs_df_reader_t *r, struct df_slot *own, uint32_t pid, struc
 	}
 	if (!verified) {
 		if (page_check(pg, raw, is_key, &why)) {
+			if (sl && !own)
+				r->dr_slot_of[pid] = -1;
 			if (sl)
 				sl->sl_pid = -1;
 			return sfs__err(SFS_ECORRUPT, "%s: %s page %u at offset %llu: %s", r->dr_path,

@@ -82,8 +82,9 @@
  *  - A reader maps the file read-only (MAP_SHARED) and relies on the OS
  *    page cache for re-reads: the only application-side bytes of committed
  *    state are decompressed pages, in a per-reader cache of at most
- *    cache_pages pages (iterators own one key page and one value page
- *    each).  Pages stored uncompressed (codec none, or incompressible
+ *    cache_pages pages and, over every reader of the process, about the
+ *    decoded-page budget (iterators own one key page and one value page
+ *    each besides).  Pages stored uncompressed (codec none, or incompressible
  *    pages) are read in place from the mapping.
  *  - Returned pointers (keys, values) are valid until the next call on the
  *    same reader (probe) or iterator (next), or its close.  An iterator
@@ -191,6 +192,12 @@ typedef struct sfs_df_reader sfs_df_reader_t;
 struct sfs_df_read_opts {
 	uint32_t cache_pages;   /* decompressed pages kept per reader; 0: 8 (min 2) */
 };
+
+/* What the decompressed-page caches of all readers of this process may
+ * hold together (32 MiB unless set): a reader's cache grows past two
+ * pages only while the total is below it.  Bytes held now: the second. */
+void sfs_df_set_decoded_budget(uint64_t bytes);
+uint64_t sfs_df_decoded_bytes(void);
 
 /* File-level statistics: what the engine's manifest records. */
 struct sfs_df_meta {

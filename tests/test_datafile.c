@@ -513,6 +513,80 @@ Test(datafile, kg_scan_prunes_pages)
 	free_ref(&r);
 }
 
+/* ---- the decompressed-page cache ---------------------------------------------------- */
+
+/* Probe the PUT rows at @at[0..n), one at a time, each found with its value. */
+static void probe_rows(sfs_df_reader_t *rd, const struct ref *r, const size_t *at, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct row *w = &r->rows[at[i]];
+		struct sfs_df_key k = { w->key, w->klen };
+		struct sfs_df_hit h;
+
+		cr_assert_eq(sfs_df_probe(rd, &k, 1, NULL, 0, 0, &h), 1, "%s", sfs_last_error());
+		cr_assert(h.found && h.vlen == w->vlen && !memcmp(h.val, w->val, w->vlen),
+			  "row %zu read back wrong", at[i]);
+	}
+}
+
+/*
+ * Re-reads of pages the cache holds decompress nothing; the cache finds a
+ * page in O(1) whatever its size (64 pages here); with the process's
+ * decoded-page budget at 0 a reader keeps two pages and decompresses every
+ * other page again; closing a reader gives its bytes back to the budget.
+ */
+Test(datafile, the_page_cache_keeps_pages_within_the_process_budget)
+{
+	char path[128];
+	struct ref r = make_ref(21, 20000, 0);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_ZSTD, .page_bytes = 1024 };
+	struct sfs_df_read_opts ro = { .cache_pages = 64 };
+	size_t at[24], n = 0, step;
+	uint64_t before = sfs_df_decoded_bytes(), d1, d2, d3;
+	sfs_df_reader_t *rd;
+
+	snprintf(path, sizeof(path), "%s/cache.df", dir);
+	write_ref(path, &r, &o);
+	/* 24 PUT rows spread over the file: distinct key and value pages */
+	step = r.n / 24;
+	for (size_t i = 0; i < r.n && n < 24; i += step) {
+		size_t j = i;
+
+		while (j < r.n && r.rows[j].kind != SFS_DF_PUT)
+			j++;
+		if (j < r.n)
+			at[n++] = j;
+	}
+	cr_assert_eq(n, 24);
+
+	cr_assert_eq(sfs_df_reader_open(path, &ro, &rd), 0, "%s", sfs_last_error());
+	probe_rows(rd, &r, at, n);
+	d1 = sfs_df_reader_counters(rd)->decompressions;
+	cr_assert_geq(d1, n, "%llu pages decompressed for %zu rows on distinct pages",
+		      (unsigned long long)d1, n);
+	probe_rows(rd, &r, at, n);
+	probe_rows(rd, &r, at, n);
+	cr_assert_eq(sfs_df_reader_counters(rd)->decompressions, d1,
+		     "re-reads of %zu cached rows decompressed %llu pages", n,
+		     (unsigned long long)(sfs_df_reader_counters(rd)->decompressions - d1));
+	cr_assert_gt(sfs_df_decoded_bytes(), before, "the cache's pages are counted");
+	sfs_df_reader_close(rd);
+	cr_assert_eq(sfs_df_decoded_bytes(), before, "a closed reader's pages are given back");
+
+	sfs_df_set_decoded_budget(0);
+	cr_assert_eq(sfs_df_reader_open(path, &ro, &rd), 0, "%s", sfs_last_error());
+	probe_rows(rd, &r, at, n);
+	d2 = sfs_df_reader_counters(rd)->decompressions;
+	probe_rows(rd, &r, at, n);
+	d3 = sfs_df_reader_counters(rd)->decompressions;
+	cr_assert_geq(d3 - d2, n, "over budget: two pages kept, every row decompressed again "
+		      "(%llu pages for %zu rows)", (unsigned long long)(d3 - d2), n);
+	cr_assert_leq(sfs_df_decoded_bytes() - before, 2 * 4096u, "two slots at most");
+	sfs_df_reader_close(rd);
+	sfs_df_set_decoded_budget(32ull << 20);
+	free_ref(&r);
+}
+
 /* ---- the hash-set IN pass ----------------------------------------------------------- */
 
 Test(datafile, batch_probe_work_is_rows_plus_keys)
