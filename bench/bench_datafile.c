@@ -138,7 +138,7 @@ static struct probe_run probe(const char *path, uint64_t n, int nb, unsigned fla
 			uint64_t id = 2 * (rnd(&s) % n) + (i & 1);   /* odd: a miss */
 
 			make_key(store[i], id, n);
-			keys[i] = (struct sfs_df_key){ store[i], KLEN };
+			keys[i] = (struct sfs_df_key){ .p = store[i], .len = KLEN };
 		}
 		double t0 = now_s();
 		int f = sfs_df_probe(r, keys, BATCH, NULL, 0, flags, out);

@@ -1418,6 +1418,20 @@ uint64_t sfs_df_prefix_hash(const void *prefix, size_t plen)
 	return df_hash(prefix, plen);
 }
 
+uint64_t sfs_df_key_hash(const void *key, size_t len)
+{
+	return df_hash(key, len);
+}
+
+void sfs_df_prefetch_filter(const sfs_df_reader_t *r, uint64_t h)
+{
+	const struct df_stats *st = r->dr_st;
+
+	if (st->s_filter_blocks)
+		__builtin_prefetch(sbbf_block((uint8_t *)(uintptr_t)(r->dr_map + st->s_filter_off),
+					      st->s_filter_blocks, h));
+}
+
 int sfs_df_prefix_maybe(sfs_df_reader_t *r, uint32_t rule, const void *prefix, size_t plen)
 {
 	return sfs_df_prefix_maybe_h(r, rule, df_hash(prefix, plen));
@@ -1624,7 +1638,7 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 			r->dr_c.pruned_range++;
 			continue;
 		}
-		cand[nc].c_hash = df_hash(k, kl);
+		cand[nc].c_hash = (flags & SFS_DF_PROBE_HASHED) ? keys[i].h : df_hash(k, kl);
 		if ((rc = filter_maybe(r, cand[nc].c_hash, &maybe)))
 			return rc;
 		if (!maybe) {

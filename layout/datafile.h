@@ -255,11 +255,22 @@ void sfs_df_reader_close(sfs_df_reader_t *r);
 void sfs_df_reader_meta(const sfs_df_reader_t *r, struct sfs_df_meta *out);
 const struct sfs_df_counters *sfs_df_reader_counters(const sfs_df_reader_t *r);
 
-/* A byte string (a probe key). */
+/* A byte string (a probe key), and its sfs_df_key_hash when the probe
+ * says SFS_DF_PROBE_HASHED. */
 struct sfs_df_key {
 	const void *p;
 	size_t len;
+	uint64_t h;
 };
+
+/* The hash of the key filter (the same function as the prefix filter's):
+ * a caller probing one key in many files hashes it once. */
+uint64_t sfs_df_key_hash(const void *key, size_t len);
+
+/* Start loading the key filter's block for the key hashed @h: a reader of
+ * several files prefetches every file's block before probing any, so the
+ * filters' cache misses overlap. */
+void sfs_df_prefetch_filter(const sfs_df_reader_t *r, uint64_t h);
 
 /* One probe result. */
 struct sfs_df_hit {
@@ -279,6 +290,7 @@ struct sfs_df_hit {
 					* log2 rows < rows) is searched by bisection
 					* per key instead of walked: deep, big files
 					* probed with small batches (see the bench) */
+#define SFS_DF_PROBE_HASHED      0x8u  /* keys[i].h is sfs_df_key_hash of the key */
 
 /*
  * sfs_df_probe - the per-batch key probe: find each of @n keys (any order,

@@ -10,6 +10,9 @@
 #include "target/table_int.h"
 #include "target/table_view.h"
 
+/* A batch up to this many keys prefetches every file's filter block first. */
+#define TV_PREFETCH_KEYS 4
+
 static int64_t get_i64(const void *p)
 {
 	int64_t v;
@@ -25,6 +28,7 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 	/* counter deltas met at level 0, per key */
 	unsigned char *has_acc = NULL;
 	int64_t *acc = NULL;
+	size_t m = n;	/* keys still unresolved: sk[0..m), their indexes si[0..m) */
 	int rc = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -42,17 +46,31 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 			goto out;
 		}
 	}
-	for (unsigned k = 0; k < nf; k++) {
-		size_t m = 0;
-
+	/* Each key hashed once for every file's filter; a read of a few keys
+	 * (a worker's point read) starts every file's filter block loading
+	 * before it probes the first, so those misses overlap. */
+	for (size_t i = 0; i < n; i++) {
+		sk[i] = keys[i];
+		sk[i].h = sfs_df_key_hash(keys[i].p, keys[i].len);
+		si[i] = (uint32_t)i;
+	}
+	for (unsigned k = 0; n <= TV_PREFETCH_KEYS && k < nf; k++)
 		for (size_t i = 0; i < n; i++)
-			if (!out[i].state) {
-				sk[m] = keys[i];
-				si[m++] = (uint32_t)i;
+			sfs_df_prefetch_filter(f[k].rd, sk[i].h);
+	for (unsigned k = 0; k < nf; k++) {
+		size_t kept = 0;
+
+		/* the keys still unresolved, in order (kept <= j: in place) */
+		for (size_t j = 0; j < m; j++)
+			if (!out[si[j]].state) {
+				sk[kept] = sk[j];
+				si[kept++] = si[j];
 			}
+		m = kept;
 		if (!m)
 			break;
-		rc = sfs_df_probe(f[k].rd, sk, m, f[k].dv, f[k].dv_words, flags, hits);
+		rc = sfs_df_probe(f[k].rd, sk, m, f[k].dv, f[k].dv_words, flags | SFS_DF_PROBE_HASHED,
+				  hits);
 		if (rc < 0)
 			goto out;
 		rc = 0;

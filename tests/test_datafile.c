@@ -432,8 +432,8 @@ Test(datafile, single_row_and_one_row_pages)
 	snprintf(path, sizeof(path), "%s/one.df", dir);
 	write_ref(path, &one, NULL);
 	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0, "%s", sfs_last_error());
-	k[0] = (struct sfs_df_key){ one.rows[0].key, one.rows[0].klen };
-	k[1] = (struct sfs_df_key){ "zz", 2 };
+	k[0] = (struct sfs_df_key){ .p = one.rows[0].key, .len = one.rows[0].klen };
+	k[1] = (struct sfs_df_key){ .p = "zz", .len = 2 };
 	k[2] = k[0];
 	check_probe(rd, &one, k, 3, NULL, 0, 0);
 	cr_assert_eq(sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it), 0);
@@ -513,6 +513,60 @@ Test(datafile, kg_scan_prunes_pages)
 	free_ref(&r);
 }
 
+/* A caller's hashes (SFS_DF_PROBE_HASHED, what a reader of many files
+ * passes) give the answers of the probe's own; a wrong hash is believed
+ * (the filter then drops keys), so the flag is what decides. */
+Test(datafile, a_probe_with_the_callers_hashes_answers_as_without)
+{
+	char path[128];
+	struct ref r = make_ref(17, 6000, 0);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 2048 };
+	const size_t n = 400;
+	uint64_t s = 5;
+	uint8_t *store = malloc(1 << 20);
+	struct sfs_df_key *k = make_batch(&r, n, &s, store, 1 << 20);
+	struct sfs_df_hit *a = calloc(n, sizeof(*a)), *b = calloc(n, sizeof(*b));
+	uint8_t *va = malloc(1 << 22);
+	size_t vused = 0;
+	sfs_df_reader_t *rd;
+	int fa, fb, fw;
+
+	snprintf(path, sizeof(path), "%s/hashed.df", dir);
+	write_ref(path, &r, &o);
+	cr_assert_eq(sfs_df_reader_open(path, NULL, &rd), 0, "%s", sfs_last_error());
+	fa = sfs_df_probe(rd, k, n, NULL, 0, 0, a);
+	cr_assert_geq(fa, 0, "%s", sfs_last_error());
+	/* the values are valid until the next call: keep a copy */
+	for (size_t i = 0; i < n; i++)
+		if (a[i].found && a[i].val) {
+			memcpy(va + vused, a[i].val, a[i].vlen);
+			a[i].val = va + vused;
+			vused += a[i].vlen;
+		}
+	for (size_t i = 0; i < n; i++)
+		k[i].h = sfs_df_key_hash(k[i].p, k[i].len);
+	fb = sfs_df_probe(rd, k, n, NULL, 0, SFS_DF_PROBE_HASHED, b);
+	cr_assert_eq(fb, fa);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(b[i].found, a[i].found, "key %zu", i);
+		if (!a[i].found)
+			continue;
+		cr_assert(b[i].kind == a[i].kind && b[i].pos == a[i].pos && b[i].vlen == a[i].vlen &&
+			  (!a[i].vlen || !memcmp(b[i].val, a[i].val, a[i].vlen)), "key %zu", i);
+	}
+	for (size_t i = 0; i < n; i++)
+		k[i].h = ~k[i].h;
+	fw = sfs_df_probe(rd, k, n, NULL, 0, SFS_DF_PROBE_HASHED, b);
+	cr_assert_lt(fw, fa / 2, "wrong hashes: %d of %d found", fw, fa);
+	sfs_df_reader_close(rd);
+	free(va);
+	free(a);
+	free(b);
+	free(k);
+	free(store);
+	free_ref(&r);
+}
+
 /* ---- the decompressed-page cache ---------------------------------------------------- */
 
 /* Probe the PUT rows at @at[0..n), one at a time, each found with its value. */
@@ -520,7 +574,7 @@ static void probe_rows(sfs_df_reader_t *rd, const struct ref *r, const size_t *a
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct row *w = &r->rows[at[i]];
-		struct sfs_df_key k = { w->key, w->klen };
+		struct sfs_df_key k = { .p = w->key, .len = w->klen };
 		struct sfs_df_hit h;
 
 		cr_assert_eq(sfs_df_probe(rd, &k, 1, NULL, 0, 0, &h), 1, "%s", sfs_last_error());
@@ -785,7 +839,7 @@ static int read_all(const char *path, const struct ref *r)
 	if ((rc = sfs_df_reader_open(path, NULL, &rd)))
 		goto out;
 	for (size_t i = 0; i < r->n; i++)
-		k[i] = (struct sfs_df_key){ r->rows[i].key, r->rows[i].klen };
+		k[i] = (struct sfs_df_key){ .p = r->rows[i].key, .len = r->rows[i].klen };
 	rc = sfs_df_probe(rd, k, r->n, NULL, 0, 0, out);
 	if (rc >= 0 && !(rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it))) {
 		while ((rc = sfs_df_iter_next(it, &row)) == 1)

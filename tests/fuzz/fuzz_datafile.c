@@ -65,13 +65,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sfs_df_reader_open(path, &(struct sfs_df_read_opts){ .cache_pages = 2 }, &r) == 0) {
 		sfs_df_reader_meta(r, &m);
 		/* probe the file's own bounds, keys cut from the input, a duplicate */
-		keys[0] = (struct sfs_df_key){ m.min_key, m.min_klen };
-		keys[1] = (struct sfs_df_key){ m.max_key, m.max_klen };
+		keys[0] = (struct sfs_df_key){ .p = m.min_key, .len = m.min_klen };
+		keys[1] = (struct sfs_df_key){ .p = m.max_key, .len = m.max_klen };
 		keys[2] = keys[0];
 		for (int i = 3; i < 8; i++) {
 			size_t off = (size_t)i * 7 % size, len = (size_t)(data[off] % 24);
 
-			keys[i] = (struct sfs_df_key){ data + off, off + len <= size ? len : size - off };
+			keys[i] = (struct sfs_df_key){ .p = data + off, .len = off + len <= size ? len : size - off };
 		}
 		sfs_df_probe(r, keys, 8, NULL, 0, 0, out);
 		sfs_df_probe(r, keys, 8, dv, 2, SFS_DF_PROBE_PER_LITERAL, out);
