@@ -872,6 +872,7 @@ struct df_slot {
 	uint8_t *sl_buf;
 	size_t sl_cap;
 	int sl_ref;                  /* CLOCK: used since the hand last passed */
+	uint32_t sl_pin;             /* open cached iterators reading this page: not evicted */
 };
 
 /* Decoded bytes held by the caches of every reader of this process (slot
@@ -947,6 +948,7 @@ struct sfs_df_iter {
 	uint32_t di_row;                   /* next row in the current page */
 	int di_loaded, di_check_hi, di_seek, di_done, di_err;
 	int di_cached;                     /* pages through the reader's cache */
+	int32_t di_kpin, di_vpin;          /* ... the slots it holds pinned, -1 none */
 	struct df_page di_kpg, di_vpg;
 	int64_t di_vpid;                   /* value page in di_vpg, -1 none */
 	struct df_slot di_kslot, di_vslot;
@@ -1260,21 +1262,42 @@ static int page_check(const struct df_page *pg, size_t raw, int is_key, const ch
 /* The reader's cache slot for page @pid, which it does not hold: an unused
  * slot while the reader has fewer than two (a key page and a value page
  * at once) or the process is under its decoded-page budget, else the
- * first slot the CLOCK hand finds unreferenced. */
+ * first unpinned slot the CLOCK hand finds unreferenced — or, when open
+ * iterators pin every used slot, an unused one past the budget (pins are
+ * two per iterator).  NULL: all cache_pages slots pinned. */
 static struct df_slot *cache_victim(sfs_df_reader_t *r)
 {
 	if (r->dr_nused < r->dr_ncache &&
 	    (r->dr_nused < 2 || __atomic_load_n(&df_decoded_bytes, __ATOMIC_RELAXED) <
 					 __atomic_load_n(&df_decoded_budget, __ATOMIC_RELAXED)))
 		return &r->dr_cache[r->dr_nused++];
-	for (;;) {
+	for (uint32_t n = 0; n < 2 * r->dr_nused; n++) {
 		struct df_slot *c = &r->dr_cache[r->dr_hand];
 
 		r->dr_hand = r->dr_hand + 1 < r->dr_nused ? r->dr_hand + 1 : 0;
+		if (c->sl_pin)
+			continue;
 		if (!c->sl_ref)
 			return c;
 		c->sl_ref = 0;
 	}
+	return r->dr_nused < r->dr_ncache ? &r->dr_cache[r->dr_nused++] : NULL;
+}
+
+/* A cached iterator's hold on the cache slot of page @pid (none when the
+ * page is read in place): *@pin is the slot it holds, -1 none. */
+static void cache_unpin(sfs_df_reader_t *r, int32_t *pin)
+{
+	if (*pin >= 0)
+		r->dr_cache[*pin].sl_pin--;
+	*pin = -1;
+}
+
+static void cache_pin(sfs_df_reader_t *r, uint32_t pid, int32_t *pin)
+{
+	*pin = r->dr_slot_of[pid];
+	if (*pin >= 0)
+		r->dr_cache[*pin].sl_pin++;
 }
 
 /*
@@ -1311,6 +1334,9 @@ static int page_get(sfs_df_reader_t *r, struct df_slot *own, uint32_t pid, struc
 			int32_t s = r->dr_slot_of[pid];
 
 			sl = s >= 0 ? &r->dr_cache[s] : cache_victim(r);
+			if (!sl)
+				return sfs__err(SFS_EFULL, "%s: all %u cached pages are held by open "
+						"iterators", r->dr_path, r->dr_ncache);
 			sl->sl_ref = 1;
 		}
 		if (sl->sl_pid != pid) {
@@ -1845,6 +1871,7 @@ int sfs_df_iter_range(sfs_df_reader_t *r, const void *lo, size_t lolen, const vo
 	it->di_dvw = dv_words;
 	it->di_vpid = -1;
 	it->di_kslot.sl_pid = it->di_vslot.sl_pid = -1;
+	it->di_kpin = it->di_vpin = -1;
 	if ((lo && !(it->di_lo = malloc(lolen ? lolen : 1))) || (hi && !(it->di_hi = malloc(hilen ? hilen : 1)))) {
 		sfs_df_iter_close(it);
 		return -ENOMEM;
@@ -1937,9 +1964,13 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 				it->di_seek = 0;
 				continue;
 			}
+			if (it->di_cached)
+				cache_unpin(r, &it->di_kpin);	/* the last key page is done */
 			if ((rc = page_get(r, it->di_cached ? NULL : &it->di_kslot, it->di_page,
 					   &it->di_kpg)))
 				return it->di_err = rc;
+			if (it->di_cached)
+				cache_pin(r, it->di_page, &it->di_kpin);
 			it->di_row = 0;
 			if (it->di_seek) {
 				/* first row >= lo in the first page */
@@ -1999,10 +2030,14 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 				uint32_t vidx = vpage_of(r, pos);
 
 				it->di_vpid = -1;
+				if (it->di_cached)
+					cache_unpin(r, &it->di_vpin);
 				if ((rc = page_get(r, it->di_cached ? NULL : &it->di_vslot, K + vidx,
 						   &it->di_vpg)))
 					return it->di_err = rc;
 				it->di_vpid = K + vidx;
+				if (it->di_cached)
+					cache_pin(r, K + vidx, &it->di_vpin);
 			}
 			if ((rc = row_value(r, &it->di_vpg, (uint32_t)(it->di_vpid - K), pos, row->kind, &v,
 					    &row->vlen)))
@@ -2017,6 +2052,8 @@ void sfs_df_iter_close(sfs_df_iter_t *it)
 {
 	if (!it)
 		return;
+	cache_unpin(it->di_r, &it->di_kpin);
+	cache_unpin(it->di_r, &it->di_vpin);
 	free(it->di_kslot.sl_buf);
 	free(it->di_vslot.sl_buf);
 	free(it->di_lo);
