@@ -1171,7 +1171,7 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 		if (act)
 			for (unsigned k = 0; k < m; k++)
 				if (kb[k].key)
-					sfs_wbuf_prefetch_entry(act, kb[k].h);
+					sfs_wbuf_prefetch_entry(act, kb[k].h, kb[k].len);
 		/* 3: buffers and cache */
 		for (unsigned k = 0; k < m; k++) {
 			unsigned at = base + k;

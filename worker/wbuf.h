@@ -635,13 +635,20 @@ static inline void sfs_wbuf_prefetch(const struct sfs_wbuf *b, uint64_t h)
 
 /* Second stage of a batched lookup: once the home slot is in cache (after
  * sfs_wbuf_prefetch), prefetch the entry it points to if its tag matches,
- * so the compare of the get that follows does not wait for memory. */
-static inline void sfs_wbuf_prefetch_entry(const struct sfs_wbuf *b, uint64_t h)
+ * so the compare of the get that follows does not wait for memory: its
+ * header and the @klen key bytes after it, which cross into a second
+ * cache line whenever the entry starts past byte 64 - 24 - @klen of one
+ * (entries are 8-aligned; with 64-byte values about half of them). */
+static inline void sfs_wbuf_prefetch_entry(const struct sfs_wbuf *b, uint64_t h, size_t klen)
 {
 	uint64_t w = sfs_load_relaxed(&sfs__wbuf_slots(b)[h & (((uint64_t)1 << b->wb_bits) - 1)]);
 
-	if (sfs__wbuf_slot_gen(w) == b->wb_gen && sfs__wbuf_slot_tag(w) == sfs__wbuf_tag(h))
-		__builtin_prefetch((const char *)b + sfs__wbuf_slot_off(w));
+	if (sfs__wbuf_slot_gen(w) == b->wb_gen && sfs__wbuf_slot_tag(w) == sfs__wbuf_tag(h)) {
+		const char *e = (const char *)b + sfs__wbuf_slot_off(w);
+
+		__builtin_prefetch(e);
+		__builtin_prefetch(e + SFS_WBUF_ENTRY_HDR + klen - 1);
+	}
 }
 
 /*
