@@ -190,13 +190,14 @@ Test(state, bad_input_is_an_error_never_a_crash)
 
 	/* multiget: each key answers for itself, whatever its neighbours are:
 	 * an owned key, a foreign one, one too long for the batch's key
-	 * scratch (looked up alone), one over SFS_KEY_MAX. */
+	 * scratch (in the buffer: found by the split probe), one over
+	 * SFS_KEY_MAX, and a long one no buffer holds (looked up alone). */
 	{
-		static char lng[20000];
+		static char lng[20000], lng2[20000];
 		char own[16];
-		struct sfs_key ks[4];
-		struct sfs_view vs[4];
-		int rs[4], j = 0;
+		struct sfs_key ks[5];
+		struct sfs_view vs[5];
+		int rs[5], j = 0;
 
 		snprintf(own, sizeof(own), "%s", key);	/* the foreign one, for now */
 		do
@@ -215,13 +216,21 @@ Test(state, bad_input_is_an_error_never_a_crash)
 		ks[1] = (struct sfs_key){ .ns = 0, .key = key, .klen = strlen(key) };
 		ks[2] = (struct sfs_key){ .ns = 0, .key = lng, .klen = sizeof(lng) };
 		ks[3] = (struct sfs_key){ .ns = 0, .key = big, .klen = sizeof(big) };
-		cr_assert_eq(sfs_multiget(c, v, ks, 4, vs, rs), SFS_EUSAGE);
+		j = 0;
+		do {
+			memset(lng2, 'A' + j % 26, sizeof(lng2));
+			lng2[0] = (char)j++;
+		} while (sfs_key_group_of(c, lng2, sizeof(lng2)) >= 64);
+		ks[4] = (struct sfs_key){ .ns = 0, .key = lng2, .klen = sizeof(lng2) };
+		cr_assert_eq(sfs_multiget(c, v, ks, 5, vs, rs), SFS_EUSAGE);
 		cr_assert_eq(rs[0], 1);
 		cr_assert(vs[0].len == 2 && memcmp(vs[0].data, "ov", 2) == 0);
 		cr_assert_eq(rs[1], SFS_EUSAGE);
 		cr_assert_eq(rs[2], 1);
 		cr_assert(vs[2].len == 2 && memcmp(vs[2].data, "lv", 2) == 0);
 		cr_assert_eq(rs[3], SFS_EUSAGE);
+		cr_assert_eq(rs[4], 0, "a long key no layer holds: %d", rs[4]);
+		cr_assert(vs[4].data == NULL && vs[4].len == 0);
 	}
 
 	memset(big, 'k', sizeof(big));

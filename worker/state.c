@@ -1110,14 +1110,17 @@ int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 
 /*
  * sfs_multiget - the keys of one input batch, in chunks of MG_BATCH:
- *   1. build each composite key, hash it, prefetch its home slot in the
- *      active buffer;
- *   2. prefetch the entry each home slot points to;
- *   3. walk the buffers and the cache per key (the misses now overlap
- *      instead of queueing one behind the other);
+ *   1. check each key and hash it, prefetch its home slot in the active
+ *      buffer;
+ *   2. prefetch the entry each home slot points to (header and key);
+ *   3. walk the buffers per key with the key in two parts (prefix word,
+ *      user key: no copy; the misses now overlap instead of queueing one
+ *      behind the other); a key no buffer holds is written out whole, for
+ *      the cache and the store;
  *   4. probe the keys left over in the flushed store together (one target
  *      call: the memory store's probes, RocksDB's MultiGet, one table scan).
- * A key that does not fit the chunk's key scratch is looked up on its own.
+ * A left-over key that does not fit the chunk's key scratch is looked up
+ * on its own.
  */
 #define MG_BATCH 64
 #define MG_KEYBYTES (16u << 10)
@@ -1130,68 +1133,65 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 	struct sfs_probe_result pr[MG_BATCH];
 	struct {
 		uint64_t h;
-		const unsigned char *key;
-		uint32_t len;
+		uint32_t pfx;
+		int n;          /* buffered key length, or the key's refusal */
 	} kb[MG_BATCH];
 	unsigned idx[MG_BATCH];
 	int errors = 0;
 
 	for (unsigned base = 0; base < n;) {
 		struct sfs_wbuf *act = c->need_active ? NULL : c->buf[c->ctl->wc_active];
-		unsigned m = 0, np = 0, i;
+		unsigned m = 0, np = 0;
 		size_t used = 0;
 
-		/* 1: keys, hashes, slot prefetches */
-		for (i = base; i < n && m < MG_BATCH; i++) {
-			uint64_t h;
-			int kn, alone = keys[i].klen > MG_KEYBYTES - SFS_KEY_PREFIX - used;
+		/* 1: checks, hashes, slot prefetches */
+		for (; m < MG_BATCH && base + m < n; m++) {
+			const struct sfs_key *k = &keys[base + m];
 
-			if (alone && m)
-				break;	/* next chunk */
-			/* The buffered key goes straight to the chunk's scratch
-			 * (or to c->kbuf for a key too long for it). */
-			kn = key_prep(c, state, SFS_STATE_VALUE, keys[i].ns, keys[i].key, keys[i].klen,
-				      "multiget", alone ? c->kbuf : kstore + used, &h);
-			if (kn < 0 || alone) {
-				results[i] = kn < 0 ? kn
-						    : lookup(c, (size_t)kn, keys[i].ns, h, 0, &views[i], NULL);
-				errors += results[i] < 0;
-				kb[m++].key = NULL;
-				continue;
-			}
-			kb[m].key = kstore + used;
-			kb[m].len = (uint32_t)kn;
-			kb[m].h = h;
-			if (act)
+			kb[m].n = key_ident(c, state, SFS_STATE_VALUE, k->ns, k->key, k->klen, "multiget",
+					    &kb[m].pfx, &kb[m].h);
+			if (act && kb[m].n >= 0)
 				sfs_wbuf_prefetch(act, kb[m].h);
-			used += (size_t)kn;
-			m++;
 		}
 		/* 2: entry prefetches */
 		if (act)
 			for (unsigned k = 0; k < m; k++)
-				if (kb[k].key)
-					sfs_wbuf_prefetch_entry(act, kb[k].h, kb[k].len);
-		/* 3: buffers and cache */
+				if (kb[k].n >= 0)
+					sfs_wbuf_prefetch_entry(act, kb[k].h, (size_t)kb[k].n);
+		/* 3: buffers, then cache */
 		for (unsigned k = 0; k < m; k++) {
 			unsigned at = base + k;
+			const struct sfs_key *key = &keys[at];
+			unsigned char *bk;
 			struct walk w;
-			int rc;
+			int rc = kb[k].n;
 
-			if (!kb[k].key)
-				continue;
-			w.nd = 0;
-			rc = value_bufs(c, kb[k].key, kb[k].len, keys[at].ns, kb[k].h, &views[at]);
-			if (rc == -ENOENT && c->cache &&
-			    walk_cache(c, kb[k].key, kb[k].len, keys[at].ns, kb[k].h, &views[at], &w))
-				rc = w.res;
+			if (rc >= 0)
+				rc = value_bufs_any(c, key->key, (uint32_t)key->klen, kb[k].pfx, 1, key->ns,
+						    kb[k].h, &views[at]);
 			if (rc != -ENOENT) {
 				results[at] = rc;
 				errors += rc < 0;
 				continue;
 			}
-			probes[np] = (struct sfs_probe){ .hash = kb[k].h, .ns = keys[at].ns,
-							 .key = kb[k].key, .klen = kb[k].len };
+			if ((size_t)kb[k].n > MG_KEYBYTES - used) {
+				/* no room in the scratch: on its own */
+				key_write(c->kbuf, kb[k].pfx, key->key, key->klen);
+				results[at] = value_below(c, (size_t)kb[k].n, key->ns, kb[k].h, &views[at]);
+				errors += results[at] < 0;
+				continue;
+			}
+			bk = kstore + used;
+			key_write(bk, kb[k].pfx, key->key, key->klen);
+			used += (size_t)kb[k].n;
+			w.nd = 0;
+			if (c->cache && walk_cache(c, bk, (size_t)kb[k].n, key->ns, kb[k].h, &views[at], &w)) {
+				results[at] = w.res;
+				errors += w.res < 0;
+				continue;
+			}
+			probes[np] = (struct sfs_probe){ .hash = kb[k].h, .ns = key->ns, .key = bk,
+							 .klen = (uint32_t)kb[k].n };
 			idx[np++] = at;
 		}
 		/* 4: one batched probe of the store */
