@@ -1439,14 +1439,9 @@ static int filter_maybe(sfs_df_reader_t *r, uint64_t h, int *maybe)
 	return 0;
 }
 
-uint64_t sfs_df_prefix_hash(const void *prefix, size_t plen)
+uint64_t sfs_df_filter_hash(const void *bytes, size_t len)
 {
-	return df_hash(prefix, plen);
-}
-
-uint64_t sfs_df_key_hash(const void *key, size_t len)
-{
-	return df_hash(key, len);
+	return df_hash(bytes, len);
 }
 
 void sfs_df_prefetch_filter(const sfs_df_reader_t *r, uint64_t h)

@@ -255,7 +255,7 @@ void sfs_df_reader_close(sfs_df_reader_t *r);
 void sfs_df_reader_meta(const sfs_df_reader_t *r, struct sfs_df_meta *out);
 const struct sfs_df_counters *sfs_df_reader_counters(const sfs_df_reader_t *r);
 
-/* A byte string (a probe key), and its sfs_df_key_hash when the probe
+/* A byte string (a probe key), and its sfs_df_filter_hash when the probe
  * says SFS_DF_PROBE_HASHED. */
 struct sfs_df_key {
 	const void *p;
@@ -263,9 +263,10 @@ struct sfs_df_key {
 	uint64_t h;
 };
 
-/* The hash of the key filter (the same function as the prefix filter's):
- * a caller probing one key in many files hashes it once. */
-uint64_t sfs_df_key_hash(const void *key, size_t len);
+/* The hash of both filters (part of the format): of a key for the key
+ * filter, of a prefix for the prefix filter.  A caller asking many files
+ * about one key or prefix hashes it once. */
+uint64_t sfs_df_filter_hash(const void *bytes, size_t len);
 
 /* Start loading the key filter's block for the key hashed @h: a reader of
  * several files prefetches every file's block before probing any, so the
@@ -290,7 +291,7 @@ struct sfs_df_hit {
 					* log2 rows < rows) is searched by bisection
 					* per key instead of walked: deep, big files
 					* probed with small batches (see the bench) */
-#define SFS_DF_PROBE_HASHED      0x8u  /* keys[i].h is sfs_df_key_hash of the key */
+#define SFS_DF_PROBE_HASHED      0x8u  /* keys[i].h is sfs_df_filter_hash of the key */
 
 /*
  * sfs_df_probe - the per-batch key probe: find each of @n keys (any order,
@@ -348,9 +349,8 @@ int sfs_df_iter_kg(sfs_df_reader_t *r, uint32_t kg_lo, uint32_t kg_hi, const uin
  */
 int sfs_df_prefix_maybe(sfs_df_reader_t *r, uint32_t rule, const void *prefix, size_t plen);
 
-/* The same with the prefix hashed once by the caller (sfs_df_prefix_hash),
+/* The same with the prefix hashed once by the caller (sfs_df_filter_hash),
  * for one prefix asked of many files. */
-uint64_t sfs_df_prefix_hash(const void *prefix, size_t plen);
 int sfs_df_prefix_maybe_h(sfs_df_reader_t *r, uint32_t rule, uint64_t h);
 
 /* Rows whose key starts with @prefix (map state: every entry of a parent

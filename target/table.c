@@ -1549,7 +1549,7 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 			known = 1;	/* no map prefix (not expected): probe it */
 			prev = NULL;
 		} else if (!prev || plen != prev_len || memcmp(prev, key, plen)) {
-			uint64_t ph = sfs_df_prefix_hash(key, plen);
+			uint64_t ph = sfs_df_filter_hash(key, plen);
 
 			known = 0;
 			for (unsigned f = 0; f < nf && !known; f++) {

@@ -51,7 +51,7 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 	 * before it probes the first, so those misses overlap. */
 	for (size_t i = 0; i < n; i++) {
 		sk[i] = keys[i];
-		sk[i].h = sfs_df_key_hash(keys[i].p, keys[i].len);
+		sk[i].h = sfs_df_filter_hash(keys[i].p, keys[i].len);
 		si[i] = (uint32_t)i;
 	}
 	for (unsigned k = 0; n <= TV_PREFETCH_KEYS && k < nf; k++)
@@ -144,7 +144,7 @@ int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen
 	size_t cnt = 0, cap = 0, w = 0;
 	const void *prev = NULL;
 	uint32_t prev_len = 0;
-	uint64_t ph = sfs_df_prefix_hash(pfx, plen);	/* once, for every file's filter */
+	uint64_t ph = sfs_df_filter_hash(pfx, plen);	/* once, for every file's filter */
 	int rc = 0;
 
 	*rows = NULL;

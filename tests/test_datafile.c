@@ -544,7 +544,7 @@ Test(datafile, a_probe_with_the_callers_hashes_answers_as_without)
 			vused += a[i].vlen;
 		}
 	for (size_t i = 0; i < n; i++)
-		k[i].h = sfs_df_key_hash(k[i].p, k[i].len);
+		k[i].h = sfs_df_filter_hash(k[i].p, k[i].len);
 	fb = sfs_df_probe(rd, k, n, NULL, 0, SFS_DF_PROBE_HASHED, b);
 	cr_assert_eq(fb, fa);
 	for (size_t i = 0; i < n; i++) {
@@ -1207,7 +1207,7 @@ Test(datafile, prefix_filter_never_excludes_a_present_prefix_and_prunes_absent_o
 		int rc = sfs_df_prefix_maybe(rd, PFX_RULE, p, pl);
 
 		cr_assert(rc == 0 || rc == 1, "%d: %s", rc, sfs_last_error());
-		cr_assert_eq(sfs_df_prefix_maybe_h(rd, PFX_RULE, sfs_df_prefix_hash(p, pl)), rc);
+		cr_assert_eq(sfs_df_prefix_maybe_h(rd, PFX_RULE, sfs_df_filter_hash(p, pl)), rc);
 		if (i % 2 == 0) {
 			sfs_df_iter_t *it;
 			struct sfs_df_row row;
