@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/fingerprint.h"
+#include "common/keycmp.h"
 #include "common/merge.h"
 #include "target/memory.h"
 
@@ -173,11 +174,36 @@ static uint64_t probe(const struct sfs_mstore *ms, const struct sfs_mstore_index
 			continue;
 		e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
 		if (e->me_hash == h && e->me_ns == ns && entry_klen(e) == klen &&
-		    memcmp(e + 1, key, klen) == 0) {
+		    sfs_keyeq(e + 1, key, klen)) {
 			*found = 1;
 			*word = sw;
 			return i;
 		}
+	}
+}
+
+/* A reader's probe: the record of (ns, key) in @ix, or NULL.  probe()
+ * without what only the compactor needs (the first deleted slot, for
+ * reuse), and with the key compared inline: the flushed-store get is one
+ * call of this. */
+static inline __attribute__((always_inline)) const struct sfs_mstore_entry *
+lookup(const struct sfs_mstore *ms, const struct sfs_mstore_index *ix, uint64_t h, uint64_t ns,
+       const void *key, uint32_t klen)
+{
+	uint64_t mask = ix->mi_slots - 1;
+
+	for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+		uint64_t sw = sfs_load_acquire(&ix->mi_slot[i]);
+		const struct sfs_mstore_entry *e;
+
+		if (sw == SLOT_EMPTY)
+			return NULL;
+		if (((sw ^ h) & ~SLOT_OFF_MASK) || sw == SLOT_DELETED)
+			continue;
+		e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
+		if (e->me_hash == h && e->me_ns == ns && entry_klen(e) == klen &&
+		    sfs_keyeq(e + 1, key, klen))
+			return e;
 	}
 }
 
@@ -208,18 +234,14 @@ void sfs_mstore_prefetch_rec(const struct sfs_mstore *ms, uint64_t h)
 int sfs_mstore_get(const struct sfs_mstore *ms, uint64_t h, uint64_t ns, const void *key,
 		   uint32_t klen, struct sfs_mstore_view *v)
 {
-	uint64_t ioff = sfs_load_acquire(&ms->ms_index), sw = 0;
-	const struct sfs_mstore_index *ix;
+	uint64_t ioff = sfs_load_acquire(&ms->ms_index);
 	const struct sfs_mstore_entry *e;
-	int found;
 
 	if (!ioff)
 		return 0;
-	ix = (const struct sfs_mstore_index *)(base(ms) + ioff);
-	probe(ms, ix, h, ns, key, klen, &found, &sw);
-	if (!found)
+	e = lookup(ms, (const struct sfs_mstore_index *)(base(ms) + ioff), h, ns, key, klen);
+	if (!e)
 		return 0;
-	e = rec(ms, sw & SLOT_OFF_MASK);
 	switch (entry_kind(e)) {
 	case SFS_MSTORE_K_HEAD:
 		return 0;

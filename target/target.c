@@ -319,19 +319,25 @@ static int mem_catch_up(struct sfs_target_reader *r)
 static int mem_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
 		     struct sfs_probe_result *res)
 {
-	if (!r->ms)
+	const struct sfs_mstore *ms = r->ms;
+
+	if (__builtin_expect(!ms, 0)) {
 		mem_catch_up(r);
-	if (r->ms && n > 1)
+		if (!(ms = r->ms)) {
+			memset(res, 0, n * sizeof(*res));	/* no store yet: nothing flushed */
+			return 0;
+		}
+	}
+	if (n > 1)
 		for (unsigned i = 0; i < n; i++)	/* overlap the index misses */
-			sfs_mstore_prefetch(r->ms, keys[i].hash);
+			sfs_mstore_prefetch(ms, keys[i].hash);
 	for (unsigned i = 0; i < n; i++) {
 		struct sfs_mstore_view v;
 
-		res[i].found = r->ms && sfs_mstore_get(r->ms, keys[i].hash, keys[i].ns, keys[i].key,
-						       keys[i].klen, &v);
-		res[i].value = res[i].found ? v.value : NULL;
-		res[i].len = res[i].found ? v.len : 0;
-		res[i].tag = res[i].found ? v.tag : 0;
+		if (sfs_mstore_get(ms, keys[i].hash, keys[i].ns, keys[i].key, keys[i].klen, &v))
+			res[i] = (struct sfs_probe_result){ 1, v.value, v.len, v.tag };
+		else
+			res[i] = (struct sfs_probe_result){ 0, NULL, 0, 0 };
 	}
 	return 0;
 }

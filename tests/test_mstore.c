@@ -268,6 +268,40 @@ Test(mstore, one_changed_entry_of_a_large_map_writes_o1_bytes)
 	sfs_mstore_close(&w);
 }
 
+/* A read answers for its own key only: two keys (or one key in two
+ * namespaces) that share a 64-bit hash are told apart by the record's
+ * namespace, length and bytes -- random keys never collide, so this is
+ * the one test that reaches those compares.  Keys of 8, 20 and 40 bytes:
+ * each of the inline compare's widths and the memcmp beyond. */
+Test(mstore, a_read_answers_only_its_own_key_when_hashes_collide)
+{
+	static const uint32_t lens[] = { 8, 20, 40 };
+	struct sfs_mstore_writer w;
+	struct sfs_mstore_view v;
+	unsigned char a[40], b[40];
+	const uint64_t h = 0x1234567890abcdefull;
+
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 4u << 20, slot, &w), 0, "%s", sfs_last_error());
+	for (unsigned i = 0; i < 3; i++) {
+		uint32_t n = lens[i];
+		uint64_t hi = h + i;
+
+		memset(a, 'a' + (int)i, n);
+		memcpy(b, a, n);
+		b[n - 1] ^= 1;	/* differs in its last byte only */
+		cr_assert_eq(sfs_mstore_apply(&w, SFS_MSTORE_PUT, 0, hi, 7, a, n, "va", 2, 1), 0,
+			     "%s", sfs_last_error());
+		sfs_mstore_commit(&w, 1);
+		cr_assert_eq(sfs_mstore_get(w.ms, hi, 7, a, n, &v), 1, "len %u", n);
+		cr_assert(v.len == 2 && memcmp(v.value, "va", 2) == 0);
+		cr_assert_eq(sfs_mstore_get(w.ms, hi, 7, b, n, &v), 0, "another key, len %u", n);
+		cr_assert_eq(sfs_mstore_get(w.ms, hi, 8, a, n, &v), 0, "another namespace, len %u",
+			     n);
+		cr_assert_eq(sfs_mstore_get(w.ms, hi, 7, a, n - 1, &v), 0, "a prefix, len %u", n);
+	}
+	sfs_mstore_close(&w);
+}
+
 Test(mstore, randomized_flushes_match_a_reference_and_redo_changes_nothing)
 {
 	static struct ref r;

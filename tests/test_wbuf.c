@@ -607,10 +607,10 @@ Test(hash, inline_compare_and_copy)
 		for (size_t off = 0; off < 3; off++) {
 			for (unsigned i = 0; i < sizeof(a); i++)
 				a[i] = b[i] = (unsigned char)(i * 7 + n);
-			cr_assert(sfs__wbuf_keyeq(a + off, b + off, n), "n %zu", n);
+			cr_assert(sfs_keyeq(a + off, b + off, n), "n %zu", n);
 			for (size_t j = 0; j < n; j++) {
 				b[off + j] ^= 0x40;
-				cr_assert(!sfs__wbuf_keyeq(a + off, b + off, n), "n %zu byte %zu", n, j);
+				cr_assert(!sfs_keyeq(a + off, b + off, n), "n %zu byte %zu", n, j);
 				b[off + j] ^= 0x40;
 			}
 			memset(d, 0xee, sizeof(d));

@@ -121,6 +121,7 @@
 
 #include "sfs.h"
 #include "common/hash.h"
+#include "common/keycmp.h"
 #include "common/merge.h"
 #include "shm/atomic.h"
 
@@ -471,30 +472,6 @@ static inline const struct sfs_wbuf_entry *sfs__wbuf_entry(const struct sfs_wbuf
 	return e;
 }
 
-/*
- * Are the @n bytes at @a and @b equal?  Keys of 4..32 bytes (every key of
- * the hot paths) are compared inline with overlapping word loads that never
- * read outside either range, instead of a call to memcmp (~18 instructions
- * of call and dispatch for a 20-byte key); longer ones call memcmp.
- */
-SFS__WBUF_HOT int sfs__wbuf_keyeq(const void *a, const void *b, size_t n)
-{
-	const uint8_t *x = a, *y = b;
-
-	if (n >= 8 && n <= 16)
-		return ((sfs__hash_r64(x) ^ sfs__hash_r64(y)) |
-			(sfs__hash_r64(x + n - 8) ^ sfs__hash_r64(y + n - 8))) == 0;
-	if (n > 16 && n <= 32)
-		return ((sfs__hash_r64(x) ^ sfs__hash_r64(y)) |
-			(sfs__hash_r64(x + 8) ^ sfs__hash_r64(y + 8)) |
-			(sfs__hash_r64(x + n - 16) ^ sfs__hash_r64(y + n - 16)) |
-			(sfs__hash_r64(x + n - 8) ^ sfs__hash_r64(y + n - 8))) == 0;
-	if (n >= 4 && n < 8)
-		return ((sfs__hash_r32(x) ^ sfs__hash_r32(y)) |
-			(sfs__hash_r32(x + n - 4) ^ sfs__hash_r32(y + n - 4))) == 0;
-	return memcmp(a, b, n) == 0;
-}
-
 /* memcpy of @n bytes between ranges that do not overlap, inline for 8..32
  * bytes (overlapping word moves), a call beyond. */
 SFS__WBUF_HOT void sfs__wbuf_copy(void *dst, const void *src, size_t n)
@@ -547,7 +524,7 @@ static inline void sfs__wbuf_fill(const struct sfs_wbuf *b, const struct sfs_wbu
  * mismatch looks at the generation alone (a free slot ends the probe).  A
  * candidate's offset is bounds-checked before its header is read, its
  * length before its key is read, so a stale or foreign slot is a miss or
- * SFS_ECORRUPT, never a wild read.  Key compare inline (sfs__wbuf_keyeq).
+ * SFS_ECORRUPT, never a wild read.  Key compare inline (sfs_keyeq).
  * About 25 instructions for a hit at the home slot.
  */
 SFS__WBUF_HOT int sfs__wbuf_probe(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
@@ -589,8 +566,8 @@ SFS__WBUF_HOT int sfs__wbuf_probe(const struct sfs_wbuf *b, uint64_t h, uint64_t
 		if (__builtin_expect(kend + x->we_vlen > size - off, 0))
 			goto corrupt;
 		if (split ? (uint32_t)sfs__hash_r32((const uint8_t *)(x + 1)) == pfx &&
-				    sfs__wbuf_keyeq((const uint8_t *)(x + 1) + 4, key, klen)
-			  : sfs__wbuf_keyeq(x + 1, key, klen)) {
+				    sfs_keyeq((const uint8_t *)(x + 1) + 4, key, klen)
+			  : sfs_keyeq(x + 1, key, klen)) {
 			*e = x;
 			*slot = i;
 			return 0;
