@@ -39,6 +39,14 @@ struct sfs_ctx {
 	struct sfs_target_reader *tr;
 	uint32_t order[SFS_WCTL_MAX_BUFS];  /* read order: active, then sealed newest first */
 	uint32_t norder;
+	/* The active buffer's probe geometry (struct sfs_wbuf_geom), copied
+	 * when the read order is rebuilt: at open, at each seal and at each
+	 * activation after a stall -- the only moments this process changes
+	 * which buffer is active or resets one.  hot_on: order[0] is the
+	 * active buffer and hot is its geometry; 0 while a seal waits for a
+	 * free buffer (need_active). */
+	struct sfs_wbuf_geom hot;
+	int hot_on;
 	uint8_t kinds[SFS_MAX_STATES]; /* kinds this worker registered, 0 = not */
 	struct sfs_vcache *cache;      /* NULL: no value cache */
 	/* Cache fills found by reads, applied at the next quiescent point:

@@ -512,7 +512,40 @@ static inline void sfs__wbuf_fill(const struct sfs_wbuf *b, const struct sfs_wbu
 }
 
 /*
- * sfs__wbuf_find - probe for (@h, @ns, @key): 0 with the entry in *@e and its slot in *@slot;
+ * What a probe needs of a buffer's header: its geometry (fixed at init) and
+ * the generation of occupied slots.  sfs__wbuf_probe reads it from the
+ * header at every call, as a reader in another process must (the owner
+ * may reset the buffer between two of its probes).  The owner may keep a
+ * copy (worker/state.c keeps one of its active buffer) and probe with
+ * it directly: nothing in it changes until the owner itself resets the
+ * buffer, so its gets load nothing of the header.  A copy taken from a
+ * header that another process corrupted later is, if anything, safer: the
+ * bounds below stay the ones the buffer was made with.
+ */
+struct sfs_wbuf_geom {
+	struct sfs_wbuf *b;  /* the owner writes through it (upsert); readers only probe */
+	const uint64_t *slots;
+	uint64_t mask;  /* 2^k - 1 */
+	uint64_t gen;   /* generation of occupied slots */
+	uint64_t lo;    /* first arena byte */
+	uint64_t span;  /* size - entry header - lo: the last offset a header fits at, from lo */
+	uint64_t size;  /* end of the arena */
+};
+
+static inline void sfs_wbuf_geom_of(const struct sfs_wbuf *b, struct sfs_wbuf_geom *g)
+{
+	g->b = (struct sfs_wbuf *)(uintptr_t)b;
+	g->slots = sfs__wbuf_slots(b);
+	g->gen = sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_gen);
+	g->mask = ((uint64_t)1 << b->wb_bits) - 1;
+	g->size = b->wb_size;
+	g->lo = b->wb_arena_off;
+	g->span = g->size - SFS_WBUF_ENTRY_HDR - g->lo;
+}
+
+/*
+ * sfs__wbuf_probe_g - probe for (@h, @ns, @key) in the buffer of geometry
+ * @g: 0 with the entry in *@e and its slot in *@slot;
  * -ENOENT with the first free slot in *@slot; SFS_ECORRUPT if a slot with a
  * matching tag points outside the arena, or an entry whose header matches
  * claims bytes beyond it, or no free slot ends the probe.
@@ -527,15 +560,13 @@ static inline void sfs__wbuf_fill(const struct sfs_wbuf *b, const struct sfs_wbu
  * SFS_ECORRUPT, never a wild read.  Key compare inline (sfs_keyeq).
  * About 25 instructions for a hit at the home slot.
  */
-SFS__WBUF_HOT int sfs__wbuf_probe(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
-				  const void *key, uint32_t klen, uint32_t pfx, int split,
-				  const struct sfs_wbuf_entry **e, uint64_t *slot)
+SFS__WBUF_HOT int sfs__wbuf_probe_g(const struct sfs_wbuf_geom *g, uint64_t h, uint64_t ns,
+				    const void *key, uint32_t klen, uint32_t pfx, int split,
+				    const struct sfs_wbuf_entry **e, uint64_t *slot)
 {
-	const uint64_t *slots = sfs__wbuf_slots(b);
-	uint64_t gen = sfs_load_acquire(&((struct sfs_wbuf *)b)->wb_gen);
-	uint64_t mask = ((uint64_t)1 << b->wb_bits) - 1, size = b->wb_size;
+	const uint64_t *slots = g->slots;
+	uint64_t gen = g->gen, mask = g->mask, size = g->size, lo = g->lo, span = g->span;
 	uint64_t want = gen << SFS_WBUF_TAG_BITS | sfs__wbuf_tag(h);
-	uint64_t lo = b->wb_arena_off, span = size - SFS_WBUF_ENTRY_HDR - lo;
 	uint32_t kl = split ? klen + 4 : klen;  /* the stored key's length */
 	uint64_t kend = SFS_WBUF_ENTRY_HDR + sfs__wbuf_pad8(kl);  /* header + padded key */
 	uint64_t i = h & mask, w;
@@ -556,7 +587,7 @@ SFS__WBUF_HOT int sfs__wbuf_probe(const struct sfs_wbuf *b, uint64_t h, uint64_t
 			continue;
 		}
 		off = sfs__wbuf_slot_off(w);
-		x = (const struct sfs_wbuf_entry *)((const char *)b + off);
+		x = (const struct sfs_wbuf_entry *)((const char *)g->b + off);
 		if (__builtin_expect(off - lo > span, 0))	/* below the arena wraps too */
 			goto corrupt;
 		if (x->we_hash != h || x->we_ns != ns || sfs__wbuf_klen(x) != kl)
@@ -577,7 +608,18 @@ SFS__WBUF_HOT int sfs__wbuf_probe(const struct sfs_wbuf *b, uint64_t h, uint64_t
 corrupt:
 	*e = NULL;
 	*slot = i;
-	return sfs__wbuf_corrupt(b, i, w);
+	return sfs__wbuf_corrupt(g->b, i, w);
+}
+
+/* sfs__wbuf_probe_g with the geometry read from @b's header now. */
+SFS__WBUF_HOT int sfs__wbuf_probe(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
+				  const void *key, uint32_t klen, uint32_t pfx, int split,
+				  const struct sfs_wbuf_entry **e, uint64_t *slot)
+{
+	struct sfs_wbuf_geom g;
+
+	sfs_wbuf_geom_of(b, &g);
+	return sfs__wbuf_probe_g(&g, h, ns, key, klen, pfx, split, e, slot);
 }
 
 SFS__WBUF_HOT int sfs__wbuf_find(const struct sfs_wbuf *b, uint64_t h, uint64_t ns,
@@ -766,12 +808,15 @@ SFS__WBUF_HOT int sfs_wbuf_upsert_h(struct sfs_wbuf *b, uint64_t h, uint64_t ns,
 
 /*
  * sfs_wbuf_upsert_pk - sfs_wbuf_upsert_h of the key @pfx | @ukey (@ulen +
- * 4 bytes; see sfs__wbuf_find_pk): the two parts are copied straight into
- * the entry.  Owner only.
+ * 4 bytes; see sfs__wbuf_find_pk) into the buffer of geometry @g (the
+ * owner's copy, struct sfs_wbuf_geom): the two parts are copied straight
+ * into the entry.  Owner only.
  */
-SFS__WBUF_HOT int sfs_wbuf_upsert_pk(struct sfs_wbuf *b, uint64_t h, uint64_t ns, uint32_t pfx,
-				     const void *ukey, size_t ulen, const void *val, size_t vlen)
+SFS__WBUF_HOT int sfs_wbuf_upsert_pk(const struct sfs_wbuf_geom *g, uint64_t h, uint64_t ns,
+				     uint32_t pfx, const void *ukey, size_t ulen, const void *val,
+				     size_t vlen)
 {
+	struct sfs_wbuf *b = g->b;
 	const struct sfs_wbuf_entry *old = NULL;
 	struct sfs__wbuf_pk pk = { pfx, ukey };
 	uint64_t slot;
@@ -779,7 +824,7 @@ SFS__WBUF_HOT int sfs_wbuf_upsert_pk(struct sfs_wbuf *b, uint64_t h, uint64_t ns
 
 	if (rc)
 		return rc;
-	rc = sfs__wbuf_find_pk(b, h, ns, pfx, ukey, (uint32_t)ulen, &old, &slot);
+	rc = sfs__wbuf_probe_g(g, h, ns, ukey, (uint32_t)ulen, pfx, 1, &old, &slot);
 	if (rc && rc != -ENOENT)
 		return rc;
 	old = rc ? NULL : old;
