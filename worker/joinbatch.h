@@ -104,6 +104,7 @@
 
 #include "sfs.h"
 #include "common/hash.h"
+#include "common/keycmp.h"
 #include "shm/atomic.h"
 
 #define SFS_JB_MAGIC   0x3148424a53465304ull /* "\4SFSJBH1" little-endian */
@@ -410,7 +411,7 @@ static inline int sfs_jb_add(struct sfs_jb *jb, const void *key, size_t klen, co
 			continue;
 		kn = sfs__jb_at(jb, word & 0xffffffffu);
 		if (kn->jk_hash == h && kn->jk_klen == klen &&
-		    (klen == 0 || memcmp(kn + 1, key, klen) == 0))
+		    (klen == 0 || sfs_keyeq(kn + 1, key, klen)))
 			goto hit;
 	}
 

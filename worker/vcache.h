@@ -115,6 +115,7 @@
 
 #include "sfs.h"
 #include "common/hash.h"
+#include "common/keycmp.h"
 #include "shm/atomic.h"
 
 #define SFS_VCACHE_MAGIC   0x3143435653465304ull /* "\4SFSVCC1" little-endian */
@@ -412,7 +413,7 @@ static inline int64_t sfs__vc_find(const struct sfs_vcache *c, uint64_t h, uint3
 			const struct sfs_vcache_rec *r = sfs__vc_rec(c, sfs__vc_slot_off(w));
 
 			if (r->vr_ns == ns && r->vr_state == state && sfs__vc_klen(r) == klen &&
-			    memcmp(r + 1, key, klen) == 0) {
+			    sfs_keyeq(r + 1, key, klen)) {
 				*slot = i;
 				return (int64_t)i;
 			}
