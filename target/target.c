@@ -328,9 +328,15 @@ static int mem_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, 
 			return 0;
 		}
 	}
-	if (n > 1)
-		for (unsigned i = 0; i < n; i++)	/* overlap the index misses */
+	if (n > 1) {
+		/* Overlap the misses: every key's home slot, then the record
+		 * each slot names (its line came in while the others were
+		 * asked for). */
+		for (unsigned i = 0; i < n; i++)
 			sfs_mstore_prefetch(ms, keys[i].hash);
+		for (unsigned i = 0; i < n; i++)
+			sfs_mstore_prefetch_rec(ms, keys[i].hash);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		struct sfs_mstore_view v;
 
