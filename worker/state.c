@@ -1122,42 +1122,61 @@ static __attribute__((noinline)) int value_get_older(sfs_ctx_t *c, const void *k
 }
 
 /*
- * The active buffer is probed first with its geometry kept in the context
- * (c->hot: no load of its shared header but the live count) and the key in
- * two parts (prefix word, user key: no copy); every other layer is
- * value_get_older's.  What value_bufs_any does for the active buffer, in
- * about half the instructions of the general walk (bench/RESULTS.md).
+ * The active buffer's answer for a value-state key, probed with the
+ * buffer's geometry kept in the context (c->hot: no load of its shared
+ * header but the live count) and the key in two parts (prefix word, user
+ * key: no copy): 1 and *@out set (a PUT), 0 (a tombstone), -ENOENT when it
+ * has no answer (no active buffer, an empty one, no entry, or a MERGE,
+ * which a value state never writes: the older layers are next, from
+ * order[c->hot_on]), or an error.  What value_bufs_any does for the
+ * active buffer, in about half the instructions of the general walk.
  */
+static inline __attribute__((always_inline)) int value_active(sfs_ctx_t *c, const void *key,
+							      uint32_t klen, uint32_t pfx,
+							      uint64_t ns, uint64_t h,
+							      struct sfs_view *out)
+{
+	const struct sfs_wbuf_entry *e;
+	uint64_t slot;
+	uint32_t kind;
+	int rc;
+
+	if (!__builtin_expect(c->hot_on, 1) || sfs_load_relaxed(&c->hot.b->wb_live) == 0)
+		return -ENOENT;
+	rc = sfs__wbuf_probe_g(&c->hot, h, ns, key, klen, pfx, 1, &e, &slot);
+	if (rc == 0) {
+		kind = sfs__wbuf_kindb(e) & SFS_WBUF_KIND_MASK;
+		if (kind == SFS_WBUF_DELETE) {
+			out->data = NULL;
+			out->len = 0;
+			return 0;
+		}
+		if (kind == SFS_WBUF_MERGE)
+			return -ENOENT;
+		out->data = (const uint8_t *)(e + 1) + sfs__wbuf_pad8(klen + SFS_KEY_PREFIX);
+		out->len = e->we_vlen;
+		return 1;
+	}
+	if (__builtin_expect(rc != -ENOENT, 0)) {
+		out->data = NULL;
+		out->len = 0;
+	}
+	return rc;
+}
+
+/* The active buffer first (value_active), then value_get_older. */
 int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		  struct sfs_view *out)
 {
-	const struct sfs_wbuf_entry *e;
-	uint64_t h, slot;
-	uint32_t pfx, kind;
+	uint64_t h;
+	uint32_t pfx;
 	int n = key_ident(c, state, SFS_STATE_VALUE, ns, key, klen, "get", &pfx, &h), rc;
 
 	if (n < 0)
 		return n;
-	if (__builtin_expect(c->hot_on, 1) && sfs_load_relaxed(&c->hot.b->wb_live) != 0) {
-		rc = sfs__wbuf_probe_g(&c->hot, h, ns, key, (uint32_t)klen, pfx, 1, &e, &slot);
-		if (rc == 0) {
-			kind = sfs__wbuf_kindb(e) & SFS_WBUF_KIND_MASK;
-			if (kind == SFS_WBUF_DELETE) {
-				out->data = NULL;
-				out->len = 0;
-				return 0;
-			}
-			if (kind != SFS_WBUF_MERGE) {	/* PUT, as in value_bufs_any */
-				out->data = (const uint8_t *)(e + 1) + sfs__wbuf_pad8((uint32_t)n);
-				out->len = e->we_vlen;
-				return 1;
-			}
-		} else if (__builtin_expect(rc != -ENOENT, 0)) {
-			out->data = NULL;
-			out->len = 0;
-			return rc;
-		}
-	}
+	rc = value_active(c, key, (uint32_t)klen, pfx, ns, h, out);
+	if (rc != -ENOENT)
+		return rc;
 	return value_get_older(c, key, (uint32_t)klen, pfx, ns, h, out);
 }
 
@@ -1206,7 +1225,7 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 	int errors = 0;
 
 	for (unsigned base = 0; base < n;) {
-		struct sfs_wbuf *act = c->need_active ? NULL : c->buf[c->ctl->wc_active];
+		const struct sfs_wbuf_geom *act = c->hot_on ? &c->hot : NULL;
 		unsigned m = 0, np = 0;
 		size_t used = 0;
 
@@ -1217,13 +1236,13 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 			kb[m].n = key_ident(c, state, SFS_STATE_VALUE, k->ns, k->key, k->klen, "multiget",
 					    &kb[m].pfx, &kb[m].h);
 			if (act && kb[m].n >= 0)
-				sfs_wbuf_prefetch(act, kb[m].h);
+				sfs_wbuf_prefetch_g(act, kb[m].h);
 		}
 		/* 2: entry prefetches */
 		if (act)
 			for (unsigned k = 0; k < m; k++)
 				if (kb[k].n >= 0)
-					sfs_wbuf_prefetch_entry(act, kb[k].h, (size_t)kb[k].n);
+					sfs_wbuf_prefetch_entry_g(act, kb[k].h, (size_t)kb[k].n);
 		/* 3: buffers, then cache */
 		for (unsigned k = 0; k < m; k++) {
 			unsigned at = base + k;
@@ -1233,8 +1252,11 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 			int rc = kb[k].n;
 
 			if (rc >= 0)
-				rc = value_bufs_any(c, 0, key->key, (uint32_t)key->klen, kb[k].pfx, 1, key->ns,
-						    kb[k].h, &views[at]);
+				rc = value_active(c, key->key, (uint32_t)key->klen, kb[k].pfx, key->ns,
+						  kb[k].h, &views[at]);
+			if (rc == -ENOENT)
+				rc = value_bufs_any(c, (unsigned)c->hot_on, key->key, (uint32_t)key->klen,
+						    kb[k].pfx, 1, key->ns, kb[k].h, &views[at]);
 			if (rc != -ENOENT) {
 				results[at] = rc;
 				errors += rc < 0;

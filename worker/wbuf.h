@@ -645,25 +645,25 @@ SFS__WBUF_HOT int sfs__wbuf_find_pk(const struct sfs_wbuf *b, uint64_t h, uint64
 
 /* ---- reads (any process) ------------------------------------------------ */
 
-/* Prefetch the home slot of hash @h (batched lookups: hash all, prefetch
- * all, then probe). */
-static inline void sfs_wbuf_prefetch(const struct sfs_wbuf *b, uint64_t h)
+/* Prefetch the home slot of hash @h in the buffer of geometry @g
+ * (batched lookups: hash all, prefetch all, then probe). */
+static inline void sfs_wbuf_prefetch_g(const struct sfs_wbuf_geom *g, uint64_t h)
 {
-	__builtin_prefetch(sfs__wbuf_slots(b) + (h & (((uint64_t)1 << b->wb_bits) - 1)));
+	__builtin_prefetch(g->slots + (h & g->mask));
 }
 
 /* Second stage of a batched lookup: once the home slot is in cache (after
- * sfs_wbuf_prefetch), prefetch the entry it points to if its tag matches,
+ * sfs_wbuf_prefetch_g), prefetch the entry it points to if its tag matches,
  * so the compare of the get that follows does not wait for memory: its
  * header and the @klen key bytes after it, which cross into a second
  * cache line whenever the entry starts past byte 64 - 24 - @klen of one
  * (entries are 8-aligned; with 64-byte values about half of them). */
-static inline void sfs_wbuf_prefetch_entry(const struct sfs_wbuf *b, uint64_t h, size_t klen)
+static inline void sfs_wbuf_prefetch_entry_g(const struct sfs_wbuf_geom *g, uint64_t h, size_t klen)
 {
-	uint64_t w = sfs_load_relaxed(&sfs__wbuf_slots(b)[h & (((uint64_t)1 << b->wb_bits) - 1)]);
+	uint64_t w = sfs_load_relaxed(&g->slots[h & g->mask]);
 
-	if (sfs__wbuf_slot_gen(w) == b->wb_gen && sfs__wbuf_slot_tag(w) == sfs__wbuf_tag(h)) {
-		const char *e = (const char *)b + sfs__wbuf_slot_off(w);
+	if (sfs__wbuf_slot_gen(w) == g->gen && sfs__wbuf_slot_tag(w) == sfs__wbuf_tag(h)) {
+		const char *e = (const char *)g->b + sfs__wbuf_slot_off(w);
 
 		__builtin_prefetch(e);
 		__builtin_prefetch(e + SFS_WBUF_ENTRY_HDR + klen - 1);
