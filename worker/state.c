@@ -1009,17 +1009,17 @@ static inline __attribute__((always_inline)) int lookup(sfs_ctx_t *c, size_t n, 
 }
 
 /*
- * The buffers' answer for a value-state key with buffer hash @h: 1 and
- * *@out set (a PUT), 0 and *@out empty (a tombstone), -ENOENT when no
- * buffer holds it (the cache and the store are next), or an error.  The
- * key is @key[0..n) (@split 0), or the prefix word @pfx then @key[0..n)
- * (@split 1: sfs__wbuf_find_pk, no scratch copy); @split is a constant at
- * each call, so each gets its own code.  What walk() does for a value
- * state, without a counter's bookkeeping (the deltas array that made
- * walk() keep a 300-byte frame), and with no call: ~95 instructions of a
- * get that hits the active buffer, probe included.  A MERGE entry (a
- * value state never writes one) is skipped and any other kind reads as a
- * PUT, as in walk().
+ * The buffers' answer for a value-state key with buffer hash @h, from the
+ * read order's @first buffer on (c->hot_on when the caller has asked the
+ * active buffer already: value_active): 1 and *@out set (a PUT), 0 and
+ * *@out empty (a tombstone), -ENOENT when no buffer holds it (the cache and
+ * the store are next), or an error.  The key is @key[0..n) (@split 0), or
+ * the prefix word @pfx then @key[0..n) (@split 1: sfs__wbuf_find_pk, no
+ * scratch copy); @split is a constant at each call, so each gets its own
+ * code.  What walk() does for a value state, without a counter's
+ * bookkeeping (the deltas array that made walk() keep a 300-byte frame),
+ * and with no call.  A MERGE entry (a value state never writes one) is
+ * skipped and any other kind reads as a PUT, as in walk().
  */
 static inline __attribute__((always_inline)) int value_bufs_any(sfs_ctx_t *c, unsigned first,
 								const void *key, uint32_t n,
