@@ -9,8 +9,12 @@
  * user key the buffer touched, however often it was overwritten.  So a
  * buffer lists a map's entries in O(its user keys), without a scan: a node
  * that is still its key's current entry is read in place, and one that was
- * superseded (flag MAP_SUPERSEDED, set when it was) costs a probe for the
- * current entry.  Point reads use the buffer's hash index on P|ukey
+ * superseded (flag MAP_SUPERSEDED, set when it was) names its key's current
+ * entry in the rest of its flags word, so the walk follows one offset
+ * instead of hashing the key and probing the index (two misses in turn).
+ * An entry that replaces another in the chain's buffer is no chain node
+ * (MAP_REPLACEMENT): its link names the chain node of its user key, which
+ * the next overwrite updates.  Point reads use the buffer's hash index on P|ukey
  * directly.  A clear resets the chain and records the arena position of
  * the clear: entries of that buffer below it are shadowed, and so is every
  * older layer.
@@ -75,9 +79,14 @@ static struct sfs_wbuf *active(sfs_ctx_t *c)
 	return c->buf[c->ctl->wc_active];
 }
 
-/* Private flag of a map entry's link header: a newer entry of the same
- * user key exists in this buffer (set on the chain node in place). */
+/* Private flags of a map entry's link header.  MAP_SUPERSEDED: a chain
+ * node whose user key has a newer entry in this buffer, whose offset / 8
+ * is the flags word's bits MAP_CUR_SHIFT.. (the owner rewrites the whole
+ * word, one aligned store, at each overwrite).  MAP_REPLACEMENT: an entry
+ * that is no chain node; its me_prev is its user key's chain node. */
 #define MAP_SUPERSEDED 2u
+#define MAP_REPLACEMENT 4u
+#define MAP_CUR_SHIFT 8
 
 /* The head of map @p (length @n, hash @h) in buffer @b: 1 found, 0 not. */
 static int head_of(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const unsigned char *p, size_t n,
@@ -144,7 +153,7 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 	const struct sfs_wbuf_entry *old = NULL;
 	struct sfs_map_head *hd, nh = { 0, 0 };
 	struct sfs_map_ent me = { 0, flags };
-	uint64_t hp, he, slot = 0, at = 0;
+	uint64_t hp, he, slot = 0, at = 0, node = 0;
 	struct sfs_wbuf *b;
 	int rc, chained = 0;
 
@@ -171,19 +180,31 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 	 * at or above it came after the clear. */
 	chained = old && hd &&
 		  (uint64_t)((const char *)old - (const char *)b) >= sfs_load_relaxed(&hd->mh_clear_pos);
-	if (!chained)
+	if (chained) {
+		/* The key's chain node: the current entry itself, or the one
+		 * a replacement names. */
+		const struct sfs_map_ent *oe = (const void *)sfs__wbuf_value(old);
+
+		node = (oe->me_flags & MAP_REPLACEMENT) ? oe->me_prev
+							 : (uint64_t)((const char *)old - (const char *)b);
+		me.me_prev = node;
+		me.me_flags |= MAP_REPLACEMENT;
+	} else {
 		me.me_prev = hd ? sfs_load_relaxed(&hd->mh_latest) : 0;
+	}
 	rc = sfs__wbuf_append2(b, he, ns, c->kbuf, (uint32_t)mlen, &me, sizeof(me), val,
 			       (uint32_t)vlen, SFS_WBUF_PUT, slot, old, "put", &at);
 	if (rc)
 		return rc;
-	if (old) {
-		struct sfs_map_ent *oe = (struct sfs_map_ent *)(void *)sfs__wbuf_value(old);
+	if (chained) {
+		/* The node now names the new entry (published first, by the
+		 * append's release of its slot). */
+		struct sfs_map_ent *ne = (void *)sfs__wbuf_value((const void *)((char *)b + node));
 
-		sfs_store_relaxed(&oe->me_flags, oe->me_flags | MAP_SUPERSEDED);
-	}
-	if (chained)
+		sfs_store_release(&ne->me_flags, (ne->me_flags & SFS_MAP_REMOVED) | MAP_SUPERSEDED |
+							 at >> 3 << MAP_CUR_SHIFT);
 		return 0;
+	}
 	if (hd) {
 		sfs_store_release(&hd->mh_latest, at);
 		return 0;
@@ -402,11 +423,18 @@ static int iter_buf(sfs_ctx_t *c, struct sfs_wbuf *b, const struct sfs_map_head 
 		off = me.me_prev;
 		ce = me;
 		if (me.me_flags & MAP_SUPERSEDED) {
-			/* Overwritten in this buffer: its key's current entry. */
-			if (sfs_wbuf_get_h(b, v.hash, v.ns, v.key, v.klen, &cur) != 0 ||
-			    cur.len < sizeof(ce))
-				return sfs__err(SFS_ECORRUPT, "map entry at offset %llu: no current "
-						"version", (unsigned long long)v.off);
+			/* Overwritten in this buffer: its key's current entry,
+			 * which the node names (checked to be an entry of the
+			 * same key: a reader in another process trusts no
+			 * offset). */
+			uint64_t at = me.me_flags >> MAP_CUR_SHIFT << 3;
+
+			if (sfs_wbuf_view_at(b, at, &cur) || cur.len < sizeof(ce) ||
+			    cur.hash != v.hash || cur.ns != v.ns || cur.klen != v.klen ||
+			    !sfs_keyeq(cur.key, v.key, v.klen))
+				return sfs__err(SFS_ECORRUPT, "map entry at offset %llu: its current "
+						"version is not at %llu", (unsigned long long)v.off,
+						(unsigned long long)at);
 			memcpy(&ce, cur.value, sizeof(ce));
 			e = &cur;
 		}

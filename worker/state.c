@@ -54,6 +54,8 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_buf);
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, wb_state);
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, wb_seq);
+	SFS_FP_SIZE(h, struct sfs_map_ent);
+	h = sfs_fp(h, 2);	/* map links 2: a superseded chain node names its current entry */
 	return sfs_fp(h, SFS_WCTL_MAX_BUFS);
 }
 
