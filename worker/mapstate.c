@@ -9,19 +9,19 @@
  * user key the buffer touched, however often it was overwritten.  So a
  * buffer lists a map's entries in O(its user keys), without a scan: a node
  * that is still its key's current entry is read in place, and one that was
- * superseded (flag MAP_SUPERSEDED, set when it was) names its key's current
- * entry in the rest of its flags word, so the walk follows one offset
- * instead of hashing the key and probing the index (two misses in turn).
- * An entry that replaces another in the chain's buffer is no chain node
- * (MAP_REPLACEMENT): its link names the chain node of its user key, which
- * the next overwrite updates.  Point reads use the buffer's hash index on P|ukey
- * directly.  A clear resets the chain and records the arena position of
- * the clear: entries of that buffer below it are shadowed, and so is every
- * older layer.
+ * superseded (flag MAP_SUPERSEDED) names its key's current entry in the
+ * rest of its flags word, so the walk follows one offset instead of
+ * hashing the key and probing the index (two misses in turn).  An entry
+ * that overwrites another of this chain is no chain node
+ * (MAP_REPLACEMENT): its link names its user key's chain node, whose flags
+ * the next overwrite rewrites.  Point reads use the buffer's hash index on
+ * P|ukey directly.  A clear resets the chain and records the arena
+ * position of the clear: entries of that buffer below it are shadowed, and
+ * so is every older layer.
  *
  * Two words are written in place, by the owner, in its active buffer only:
  * the head's chain start (a new user key links in without appending a new
- * head) and the flags of a superseded entry.  Both are aligned 8-byte
+ * head) and the flags of a superseded chain node.  Both are aligned 8-byte
  * stores, so a reader in another process sees a whole word; and none of
  * them is what anyone but this file reads (the flush reads the head's clear
  * position and the current entries' REMOVED bit, of sealed buffers, which
