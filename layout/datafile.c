@@ -1781,7 +1781,7 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 				if (cand[c].c_hash != h)
 					continue;
 				r->dr_c.key_compares++;
-				if (q->len != kl || memcmp(q->p, k, kl))
+				if (q->len != kl || !sfs_keyeq(q->p, k, kl))
 					continue;
 				for (; c != UINT32_MAX; c = dup[c]) {
 					match[2 * nm] = c;
