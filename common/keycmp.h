@@ -2,7 +2,8 @@
  * keycmp.h — the bytewise order of two byte strings (memcmp's, the shorter
  * first when one is a prefix of the other), inline: eight bytes at a time
  * as big-endian words, the tail a byte at a time; and their equality, for
- * the hash probes (write buffer, memory store).
+ * the hash probes (write buffer, value cache, join batches, memory store,
+ * a data file's page walk).
  *
  * Why not memcmp: the table's keys are 12–40 bytes (key group, state,
  * key, namespace, user key), compared in binary searches over key pages,
