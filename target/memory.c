@@ -150,9 +150,28 @@ int sfs_mstore_attach_after(struct sfs_seg *s, uint32_t w, uint64_t *absent_at,
 	return rc;
 }
 
+/* The record slot word @sw names, if it is (ns, key)'s: its tag first (no
+ * record is read for another tag, nor for an empty or deleted slot), then
+ * hash, namespace, length and bytes (inline: sfs_keyeq).  NULL otherwise. */
+static inline __attribute__((always_inline)) const struct sfs_mstore_entry *
+slot_rec(const struct sfs_mstore *ms, uint64_t sw, uint64_t h, uint64_t ns, const void *key,
+	 uint32_t klen)
+{
+	const struct sfs_mstore_entry *e;
+
+	if (((sw ^ h) & ~SLOT_OFF_MASK) || sw <= SLOT_DELETED)
+		return NULL;
+	e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
+	if (e->me_hash == h && e->me_ns == ns && entry_klen(e) == klen &&
+	    sfs_keyeq(e + 1, key, klen))
+		return e;
+	return NULL;
+}
+
 /* Probe @ix for (ns, key): the slot index, *found if it holds the key, and
  * then *word the slot word it matched (read once: a concurrent writer may
- * change the slot after). */
+ * change the slot after).  The compactor's: a miss returns the first
+ * deleted slot of the run, for reuse. */
 static uint64_t probe(const struct sfs_mstore *ms, const struct sfs_mstore_index *ix, uint64_t h,
 		      uint64_t ns, const void *key, uint32_t klen, int *found, uint64_t *word)
 {
@@ -161,20 +180,12 @@ static uint64_t probe(const struct sfs_mstore *ms, const struct sfs_mstore_index
 	*found = 0;
 	for (i = h & mask;; i = (i + 1) & mask) {
 		uint64_t sw = sfs_load_acquire(&ix->mi_slot[i]);
-		const struct sfs_mstore_entry *e;
 
 		if (sw == SLOT_EMPTY)
 			return first_free != UINT64_MAX ? first_free : i;
-		if (sw == SLOT_DELETED) {
-			if (first_free == UINT64_MAX)
-				first_free = i;
-			continue;
-		}
-		if ((sw & ~SLOT_OFF_MASK) != (h & ~SLOT_OFF_MASK))
-			continue;
-		e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
-		if (e->me_hash == h && e->me_ns == ns && entry_klen(e) == klen &&
-		    sfs_keyeq(e + 1, key, klen)) {
+		if (sw == SLOT_DELETED && first_free == UINT64_MAX)
+			first_free = i;
+		if (slot_rec(ms, sw, h, ns, key, klen)) {
 			*found = 1;
 			*word = sw;
 			return i;
@@ -184,8 +195,7 @@ static uint64_t probe(const struct sfs_mstore *ms, const struct sfs_mstore_index
 
 /* A reader's probe: the record of (ns, key) in @ix, or NULL.  probe()
  * without what only the compactor needs (the first deleted slot, for
- * reuse), and with the key compared inline: the flushed-store get is one
- * call of this. */
+ * reuse): the flushed-store get is one call of this. */
 static inline __attribute__((always_inline)) const struct sfs_mstore_entry *
 lookup(const struct sfs_mstore *ms, const struct sfs_mstore_index *ix, uint64_t h, uint64_t ns,
        const void *key, uint32_t klen)
@@ -198,11 +208,7 @@ lookup(const struct sfs_mstore *ms, const struct sfs_mstore_index *ix, uint64_t 
 
 		if (sw == SLOT_EMPTY)
 			return NULL;
-		if (((sw ^ h) & ~SLOT_OFF_MASK) || sw == SLOT_DELETED)
-			continue;
-		e = (const struct sfs_mstore_entry *)(base(ms) + (sw & SLOT_OFF_MASK));
-		if (e->me_hash == h && e->me_ns == ns && entry_klen(e) == klen &&
-		    sfs_keyeq(e + 1, key, klen))
+		if ((e = slot_rec(ms, sw, h, ns, key, klen)))
 			return e;
 	}
 }
