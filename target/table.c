@@ -335,6 +335,7 @@ struct scratch {
 	uint32_t *pi;
 	struct sfs_df_hit *ph;
 	struct tv_res *pr;
+	uint64_t *pm;               /* per probe key: the files that may hold it */
 	size_t cap;
 	struct sfs_bump arena;
 };
@@ -424,6 +425,7 @@ static void scratch_free(struct scratch *sc)
 	free(sc->pi);
 	free(sc->ph);
 	free(sc->pr);
+	free(sc->pm);
 	sfs_bump_free(&sc->arena);
 	memset(sc, 0, sizeof(*sc));
 }
@@ -437,12 +439,14 @@ static int scratch_grow(struct scratch *sc, size_t n)
 	free(sc->pi);
 	free(sc->ph);
 	free(sc->pr);
+	free(sc->pm);
 	sc->pk = malloc(n * sizeof(*sc->pk));
 	sc->sk = malloc(n * sizeof(*sc->sk));
 	sc->pi = malloc(n * sizeof(*sc->pi));
 	sc->ph = malloc(n * sizeof(*sc->ph));
 	sc->pr = malloc(n * sizeof(*sc->pr));
-	if (!sc->pk || !sc->sk || !sc->pi || !sc->ph || !sc->pr) {
+	sc->pm = malloc(n * sizeof(*sc->pm));
+	if (!sc->pk || !sc->sk || !sc->pi || !sc->ph || !sc->pr || !sc->pm) {
 		sc->cap = 0;
 		return -ENOMEM;
 	}
@@ -1173,7 +1177,7 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 			}
 			rc = 0;
 		} else
-		rc = tv_probe(vf, (unsigned)nv, sc->pk, n, t->merge,
+		rc = tv_probe(vf, (unsigned)nv, sc->pk, n, NULL, t->merge,
 			      (t->merge >= 0 ? 0 : SFS_DF_PROBE_NO_VALUES) |
 				      SFS_DF_PROBE_SEEK_SPARSE |
 				      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0 : SFS_DF_PROBE_PER_LITERAL),
@@ -1522,8 +1526,9 @@ static int cleared(const struct table *t, const unsigned char *pfx, uint32_t ple
 
 /*
  * The keys of the first @base staged rows that the map diff must probe,
- * into sc->pk[0..*@np), their rows marked old_file PRE_UNKNOWN; the others
- * are rows of a map (parent | namespace) that no file of the view @vf[0..nf)
+ * into sc->pk[0..*@np) with sc->pm[] the files whose prefix filters admit
+ * their maps (tv_probe asks only those), their rows marked old_file
+ * PRE_UNKNOWN; the others are rows of a map (parent | namespace) that no file of the view @vf[0..nf)
  * admits by its prefix filter — a map new to the table, which holds none
  * of its entries — marked -1 (absent everywhere) and not probed.  Rows are
  * sorted, so a map's rows are adjacent: one hash and one filter block per
@@ -1536,8 +1541,7 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 	struct scratch *sc = &w->main_sc;
 	const unsigned char *prev = NULL;
 	uint32_t prev_len = 0;
-	uint64_t pruned = 0;
-	int known = 1;
+	uint64_t pruned = 0, admit = TV_ADMIT_ALL;
 
 	*np = 0;
 	for (size_t k = 0; k < base; k++) {
@@ -1546,28 +1550,32 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 		uint32_t plen = sfs__table_map_prefix(key, r->klen);
 
 		if (!plen) {
-			known = 1;	/* no map prefix (not expected): probe it */
+			admit = TV_ADMIT_ALL;	/* no map prefix (not expected): probe it */
 			prev = NULL;
 		} else if (!prev || plen != prev_len || memcmp(prev, key, plen)) {
+			/* every file's answer, not just the first yes: the probe
+			 * below asks only the files that admit the map */
 			uint64_t ph = sfs_df_filter_hash(key, plen);
 
-			known = 0;
-			for (unsigned f = 0; f < nf && !known; f++) {
+			admit = 0;
+			for (unsigned f = 0; f < nf; f++) {
 				int rc = sfs_df_prefix_maybe_h(vf[f].rd, SFS_TABLE_PFX_MAP, ph);
 
 				if (rc < 0)
 					return rc;
-				known = rc;
+				if (rc)
+					admit |= f < 64 ? 1ull << f : ~0ull << 63;
 			}
 			prev = key;
 			prev_len = plen;
 		}
-		if (!known) {
+		if (!admit) {
 			r->old_file = -1;
 			pruned++;
 			continue;
 		}
 		r->old_file = PRE_UNKNOWN;
+		sc->pm[*np] = admit;
 		sc->pk[*np].p = key;
 		sc->pk[(*np)++].len = r->klen;
 	}
@@ -1664,7 +1672,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 		if (!(rc = scratch_grow(sc, base)))
 			rc = probe_keys_of_known_maps(w, t, vf, (unsigned)nv, base, &np);
 		if (!rc && np)
-			rc = tv_probe(vf, (unsigned)nv, sc->pk, np, -1,
+			rc = tv_probe(vf, (unsigned)nv, sc->pk, np, sc->pm, -1,
 				      SFS_DF_PROBE_SEEK_SPARSE |
 					      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0
 										: SFS_DF_PROBE_PER_LITERAL),

@@ -402,7 +402,7 @@ int sfs__table_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, 
 			m++;
 		}
 		if (t && t->nf && m) {
-			rc = tv_probe(t->vf, t->nf, r->pk, m, t->merge, r->flags, &r->arena, r->pr,
+			rc = tv_probe(t->vf, t->nf, r->pk, m, NULL, t->merge, r->flags, &r->arena, r->pr,
 				      r->sk, r->pi, r->ph);
 			if (rc)
 				return rc;
@@ -440,7 +440,7 @@ int sfs__table_map_get(struct sfs_target_reader *r, const struct sfs_probe *pare
 	memcpy(k + el, ukey, ulen);
 	key.p = k;
 	key.len = el + ulen;
-	if ((rc = tv_probe(t->vf, t->nf, &key, 1, -1, r->flags, &r->arena, r->pr, r->sk, r->pi,
+	if ((rc = tv_probe(t->vf, t->nf, &key, 1, NULL, -1, r->flags, &r->arena, r->pr, r->sk, r->pi,
 			   r->ph)))
 		return rc;
 	fill(r, &r->pr[0], res);

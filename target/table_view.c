@@ -22,9 +22,13 @@ static int64_t get_i64(const void *p)
 }
 
 int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
-	     int merge, unsigned flags, struct sfs_bump *a, struct tv_res *out,
-	     struct sfs_df_key *sk, uint32_t *si, struct sfs_df_hit *hits)
+	     const uint64_t *admit, int merge, unsigned flags, struct sfs_bump *a,
+	     struct tv_res *out, struct sfs_df_key *sk, uint32_t *si, struct sfs_df_hit *hits)
 {
+	/* with @admit: the unresolved keys file k admits, and their places
+	 * in sk[] (the unresolved list itself stays whole for later files) */
+	struct sfs_df_key *ck = NULL;
+	uint32_t *ci = NULL;
 	/* counter deltas met at level 0, per key */
 	unsigned char *has_acc = NULL;
 	int64_t *acc = NULL;
@@ -37,6 +41,10 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 		out[i].vlen = 0;
 		out[i].file = -1;
 		out[i].pos = 0;
+	}
+	if (admit && (!(ck = malloc(n * sizeof(*ck))) || !(ci = malloc(n * sizeof(*ci))))) {
+		rc = -ENOMEM;
+		goto out;
 	}
 	if (merge >= 0 && nf && f[0].level == 0) {
 		has_acc = calloc(n, 1);
@@ -58,7 +66,9 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 		for (size_t i = 0; i < n; i++)
 			sfs_df_prefetch_filter(f[k].rd, sk[i].h);
 	for (unsigned k = 0; k < nf; k++) {
-		size_t kept = 0;
+		size_t kept = 0, nc = 0;
+		const struct sfs_df_key *pk = sk;
+		const uint32_t *pi = si;
 
 		/* the keys still unresolved, in order (kept <= j: in place) */
 		for (size_t j = 0; j < m; j++)
@@ -69,22 +79,35 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 		m = kept;
 		if (!m)
 			break;
-		rc = sfs_df_probe(f[k].rd, sk, m, f[k].dv, f[k].dv_words, flags | SFS_DF_PROBE_HASHED,
+		nc = m;
+		if (admit && k < 64) {
+			nc = 0;
+			for (size_t j = 0; j < m; j++)
+				if (admit[si[j]] >> k & 1) {
+					ck[nc] = sk[j];
+					ci[nc++] = si[j];
+				}
+			if (!nc)
+				continue;
+			pk = ck;
+			pi = ci;
+		}
+		rc = sfs_df_probe(f[k].rd, pk, nc, f[k].dv, f[k].dv_words, flags | SFS_DF_PROBE_HASHED,
 				  hits);
 		if (rc < 0)
 			goto out;
 		rc = 0;
-		for (size_t j = 0; j < m; j++) {
-			struct tv_res *r = &out[si[j]];
+		for (size_t j = 0; j < nc; j++) {
+			struct tv_res *r = &out[pi[j]];
 
 			if (!hits[j].found)
 				continue;
 			if (f[k].level == 0 && hits[j].kind == SFS_DF_MERGE) {
 				int64_t d = sfs_df_merge_delta(hits[j].val);
 
-				acc[si[j]] = has_acc[si[j]] ? sfs_merge_i64((unsigned)merge,
-									    acc[si[j]], d) : d;
-				has_acc[si[j]] = 1;
+				acc[pi[j]] = has_acc[pi[j]] ? sfs_merge_i64((unsigned)merge,
+									    acc[pi[j]], d) : d;
+				has_acc[pi[j]] = 1;
 				continue;
 			}
 			if (hits[j].kind == SFS_DF_DELETE) {
@@ -121,6 +144,8 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 		out[i].vlen = 8;
 	}
 out:
+	free(ck);
+	free(ci);
 	free(has_acc);
 	free(acc);
 	return rc;

@@ -46,10 +46,20 @@ struct tv_res {
  * operator — level-0 deltas fold over the level >= 1 value.  Scratch
  * (@scratch_keys, @scratch_idx, @hits: @n each) is the caller's.  Cost: per
  * file O(n log pages + rows of the candidate pages).
+ *
+ * @admit (NULL: every file for every key): per key, bit k set when file k
+ * may hold it (bits of files 64.. are taken as set).  The caller knows
+ * this from the files' prefix filters — a map row can only be in a file
+ * that admits its map — and a file is asked only for the keys it admits:
+ * the map diff of a join, whose maps are each in one or two of a table's
+ * dozens of files, then costs a key-filter block per admitting file, not
+ * per file (TV_ADMIT_ALL for a key with no knowledge).
  */
+#define TV_ADMIT_ALL UINT64_MAX
 int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
-	     int merge, unsigned flags, struct sfs_bump *a, struct tv_res *out,
-	     struct sfs_df_key *scratch_keys, uint32_t *scratch_idx, struct sfs_df_hit *hits);
+	     const uint64_t *admit, int merge, unsigned flags, struct sfs_bump *a,
+	     struct tv_res *out, struct sfs_df_key *scratch_keys, uint32_t *scratch_idx,
+	     struct sfs_df_hit *hits);
 
 /* One live row of a prefix scan (key: the part after the prefix). */
 struct tv_row {
