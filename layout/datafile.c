@@ -1,16 +1,18 @@
 /*
  * datafile.c — the table store's data file (format and API: datafile.h).
  *
- * Writer: rows arrive sorted; the key column is cut into key pages that go
- * straight to "<path>.tmp" after the header, while value pages (cut
- * independently) spill to an unlinked scratch file — once more than one
- * 256 KiB run of them is written; a smaller file keeps them in memory —
- * because the layout puts every key page before the first value page and
- * the values are the bulk of a file.  finish() appends the spilled values
- * (copy_file_range, in-kernel), the filters (built from the 8-byte key
- * hashes kept per row and per distinct prefix, sized once the counts are
- * known) and the footer, then fsync (while sfs_layout_sync(): sync.h) +
- * rename.
+ * Writer: rows arrive sorted; the key column is cut into key pages and the
+ * value column into value pages, independently, and each page goes to
+ * "<path>.tmp" as it is cut (version 3: key and value pages interleaved in
+ * the order they were cut; the footer names every page's offset).  Every
+ * byte is written once: versions 1 and 2 put all key pages before the
+ * first value page, so a writer had to spill the values to a scratch file
+ * and copy them after the keys — twice the value bytes through the page
+ * cache and an inode per large file, 15 % of a q20 compactor at 20M events
+ * (bench/RESULTS.md, issue 18).  finish() appends the filters (built from
+ * the 8-byte key hashes kept per row and per distinct prefix, sized once
+ * the counts are known) and the footer, then fsync (while
+ * sfs_layout_sync(): sync.h) + rename.
  *
  * Reader: the footer is read in place from the mapping (fixed-size,
  * 8-aligned entries: no decoded copy of the index); per page a verified
@@ -279,10 +281,8 @@ static void buf_free(struct df_buf *b)
 
 struct sfs_df_writer {
 	char *dw_path, *dw_tmp;
-	int dw_fd;                   /* the temp file: header, key pages, rest at finish */
-	int dw_vfd;                  /* unlinked scratch: value pages until finish
-				      * (-1 until a run of them leaves memory) */
-	uint64_t dw_off, dw_voff;    /* bytes written to each */
+	int dw_fd;                   /* the temp file: header, pages, rest at finish */
+	uint64_t dw_off;             /* bytes written to it (dw_out counted) */
 	int dw_codec, dw_zlevel;
 	uint32_t dw_page_bytes, dw_page_rows, dw_filter_bits;
 	int dw_keys_raw;
@@ -306,7 +306,7 @@ struct sfs_df_writer {
 	uint32_t dw_last_plen;       /* the previous row's prefix length */
 	struct df_buf dw_phashes;    /* u64 per distinct prefix */
 	struct df_buf dw_page, dw_zbuf;
-	struct df_buf dw_kout, dw_vout;  /* pages not yet written to dw_fd, dw_vfd */
+	struct df_buf dw_out;        /* pages not yet written to dw_fd */
 	ZSTD_CCtx *dw_zc;
 	uint64_t dw_rows, dw_puts, dw_deletes, dw_merges;
 };
@@ -331,8 +331,8 @@ static int write_all(int fd, const void *p, size_t n)
 /*
  * Pages reach their file in runs of DF_OUT_BYTES, not one write(2) each: a
  * 4 KiB page per call made ~900 writes per table commit of q4 (strace), 9 us
- * each on ext4.  @out holds what is not written yet; dw_off and dw_voff
- * count it as written (offsets are the file's once flushed).
+ * each on ext4.  @out holds what is not written yet; dw_off counts it as
+ * written (offsets are the file's once flushed).
  */
 #define DF_OUT_BYTES (256u << 10)
 
@@ -426,7 +426,7 @@ static int flush_key_page(sfs_df_writer_t *w)
 	e.k_raw = (uint32_t)w->dw_page.len;
 	e.k_rows = n;
 	e.k_crc = sfs_crc32c(0, z, zlen);
-	if ((rc = out_put(w->dw_fd, &w->dw_kout, z, zlen)))
+	if ((rc = out_put(w->dw_fd, &w->dw_out, z, zlen)))
 		return rc == -ENOMEM ? rc : sfs__err(rc, "%s: write key pages before offset %llu: %s",
 						     w->dw_tmp, (ull)w->dw_off, strerror(-rc));
 	w->dw_off += zlen;
@@ -437,8 +437,6 @@ static int flush_key_page(sfs_df_writer_t *w)
 	w->dw_krows = 0;
 	return 0;
 }
-
-static int open_scratch(sfs_df_writer_t *w);
 
 static int flush_value_page(sfs_df_writer_t *w)
 {
@@ -455,22 +453,16 @@ static int flush_value_page(sfs_df_writer_t *w)
 	    (rc = buf_put(&w->dw_page, w->dw_vdata.p, w->dw_vdata.len)))
 		return rc;
 	e.v_codec = (uint32_t)compress_page(w, w->dw_page.p, w->dw_page.len, &z, &zlen);
-	e.v_off = w->dw_voff;   /* relative to the value section until finish */
+	e.v_off = w->dw_off;
 	e.v_first_row = w->dw_vfirst;
 	e.v_stored = (uint32_t)zlen;
 	e.v_raw = (uint32_t)w->dw_page.len;
 	e.v_rows = n;
 	e.v_crc = sfs_crc32c(0, z, zlen);
-	if ((rc = buf_put(&w->dw_vout, z, zlen)))
-		return rc;
-	if (w->dw_vout.len >= DF_OUT_BYTES) {
-		if (w->dw_vfd < 0 && (rc = open_scratch(w)))
-			return rc;
-		if ((rc = out_flush(w->dw_vfd, &w->dw_vout)))
-			return sfs__err(rc, "%s: write value pages (scratch file): %s", w->dw_tmp,
-					strerror(-rc));
-	}
-	w->dw_voff += zlen;
+	if ((rc = out_put(w->dw_fd, &w->dw_out, z, zlen)))
+		return rc == -ENOMEM ? rc : sfs__err(rc, "%s: write value pages before offset %llu: %s",
+						     w->dw_tmp, (ull)w->dw_off, strerror(-rc));
+	w->dw_off += zlen;
 	if ((rc = buf_put(&w->dw_vdir, &e, sizeof(e))))
 		return rc;
 	w->dw_vend.len = w->dw_vdata.len = 0;
@@ -483,8 +475,6 @@ static void writer_free(sfs_df_writer_t *w)
 {
 	if (w->dw_fd >= 0)
 		close(w->dw_fd);
-	if (w->dw_vfd >= 0)
-		close(w->dw_vfd);
 	buf_free(&w->dw_kkind);
 	buf_free(&w->dw_kend);
 	buf_free(&w->dw_kdata);
@@ -498,8 +488,7 @@ static void writer_free(sfs_df_writer_t *w)
 	buf_free(&w->dw_phashes);
 	buf_free(&w->dw_page);
 	buf_free(&w->dw_zbuf);
-	buf_free(&w->dw_kout);
-	buf_free(&w->dw_vout);
+	buf_free(&w->dw_out);
 	ZSTD_freeCCtx(w->dw_zc);
 	free(w->dw_path);
 	free(w->dw_tmp);
@@ -538,32 +527,6 @@ static int open_tmp(sfs_df_writer_t *w)
 	return 0;
 }
 
-/* The value pages' scratch file, created when the first run of value
- * pages leaves memory: a file whose values fit one run (DF_OUT_BYTES,
- * compressed — most level-0 deltas) never has one, and writes its values
- * straight after its keys.  Each O_TMPFILE is an ext4 inode allocation,
- * one of the largest system costs of q4's table compactor (perf:
- * ext4_new_inode under openat; bench/RESULTS.md, issue 7). */
-static int open_scratch(sfs_df_writer_t *w)
-{
-	char dir[PATH_MAX];
-
-	dir_of(w->dw_path, dir, sizeof(dir));
-	w->dw_vfd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (w->dw_vfd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-		char v[PATH_MAX];
-
-		snprintf(v, sizeof(v), "%s.v", w->dw_tmp);
-		w->dw_vfd = open(v, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (w->dw_vfd >= 0)
-			unlink(v);
-	}
-	if (w->dw_vfd < 0)
-		return sfs__err(sfs__errno(), "%s: scratch file for values in %s: %s", w->dw_path, dir,
-				strerror(errno));
-	return 0;
-}
-
 int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, sfs_df_writer_t **out)
 {
 	struct sfs_df_write_opts o = opts ? *opts : (struct sfs_df_write_opts){ 0 };
@@ -578,7 +541,7 @@ int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, s
 				"prefix rule %u)", path, o.codec, o.page_bytes, o.filter_bits, o.prefix_rule);
 	if (!(w = calloc(1, sizeof(*w))))
 		return -ENOMEM;
-	w->dw_fd = w->dw_vfd = -1;
+	w->dw_fd = -1;
 	w->dw_codec = o.codec;
 	w->dw_zlevel = o.zstd_level ? o.zstd_level : 3;
 	w->dw_page_bytes = o.page_bytes ? o.page_bytes : DF_PAGE_DEFAULT;
@@ -692,45 +655,13 @@ io:
 	return rc;
 }
 
-/* Append the spilled value pages after the key pages. */
-static int copy_values(sfs_df_writer_t *w)
-{
-	loff_t in = 0;
-	uint8_t buf[1 << 16];
-
-	while ((uint64_t)in < w->dw_voff) {
-		size_t want = (size_t)(w->dw_voff - (uint64_t)in);
-		ssize_t n = df_fault("write") ? -1
-					      : copy_file_range(w->dw_vfd, &in, w->dw_fd, NULL, want, 0);
-
-		if (n > 0)
-			continue;
-		if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
-			/* No in-kernel copy here: read and write. */
-			ssize_t r = pread(w->dw_vfd, buf, want < sizeof(buf) ? want : sizeof(buf), in);
-			int rc;
-
-			if (r <= 0)
-				return sfs__err(r < 0 ? sfs__errno() : -EIO, "%s: read back values: %s",
-						w->dw_tmp, r < 0 ? strerror(errno) : "short");
-			if ((rc = write_all(w->dw_fd, buf, (size_t)r)))
-				return sfs__err(rc, "%s: write values: %s", w->dw_tmp, strerror(-rc));
-			in += r;
-			continue;
-		}
-		return sfs__err(n < 0 ? sfs__errno() : -EIO, "%s: copy values: %s", w->dw_tmp,
-				n < 0 ? strerror(errno) : "short");
-	}
-	return 0;
-}
-
 static int finish(sfs_df_writer_t *w)
 {
 	struct df_stats st = { 0 };
 	struct df_trailer t = { .t_magic = DF_MAGIC, .t_version = SFS_DF_VERSION };
 	struct df_buf filt = { 0 }, foot = { 0 };
 	const struct df_kpe *k0, *kl;
-	uint64_t base, nblocks;
+	uint64_t nblocks;
 	char dir[PATH_MAX];
 	int rc, dfd;
 
@@ -740,20 +671,8 @@ static int finish(sfs_df_writer_t *w)
 		return sfs__err(SFS_EUSAGE, "%s: no rows: a data file holds at least one", w->dw_path);
 	if ((rc = flush_key_page(w)) || (rc = flush_value_page(w)))
 		return rc;
-	base = w->dw_off;
-	/* Value pages still all in memory (no scratch file) go right after
-	 * the keys; else the last run joins the scratch file, copied after. */
-	if ((rc = out_flush(w->dw_fd, &w->dw_kout)) ||
-	    (rc = out_flush(w->dw_vfd < 0 ? w->dw_fd : w->dw_vfd, &w->dw_vout)))
+	if ((rc = out_flush(w->dw_fd, &w->dw_out)))
 		return sfs__err(rc, "%s: write pages: %s", w->dw_tmp, strerror(-rc));
-	if (w->dw_vfd >= 0 && (rc = copy_values(w)))
-		return rc;
-	w->dw_off += w->dw_voff;
-	for (size_t i = 0; i < w->dw_vdir.len / sizeof(struct df_vpe); i++) {
-		struct df_vpe *e = (struct df_vpe *)w->dw_vdir.p + i;
-
-		e->v_off += base;
-	}
 
 	/* The filter, sized now that the row count is known. */
 	nblocks = (w->dw_rows * w->dw_filter_bits + 255) / 256;
@@ -1035,7 +954,7 @@ static int check_footer(sfs_df_reader_t *r)
 		size_t al, bl;
 
 		snprintf(what, sizeof(what), "footer: entry of key page %u", i);
-		if (e->k_off != end || e->k_first_row != rows || !e->k_rows || e->k_codec > SFS_DF_ZSTD ||
+		if (e->k_off < DF_HDR || e->k_first_row != rows || !e->k_rows || e->k_codec > SFS_DF_ZSTD ||
 		    (e->k_codec == SFS_DF_NONE && e->k_stored != e->k_raw) || e->k_raw > DF_PAGE_MAX ||
 		    (uint64_t)e->k_rows * 5 > e->k_raw || e->k_off + e->k_stored > fo ||
 		    (uint64_t)e->k_min_off + e->k_min_len > st->s_keys_len ||
@@ -1052,7 +971,6 @@ static int check_footer(sfs_df_reader_t *r)
 			if (sfs_keycmp(a, al, b, bl) >= 0)
 				return corrupt(r, eo, what);
 		}
-		end += e->k_stored;
 		rows += e->k_rows;
 	}
 	if (rows != st->s_rows)
@@ -1064,15 +982,34 @@ static int check_footer(sfs_df_reader_t *r)
 			      (uint64_t)i * sizeof(*e);
 
 		snprintf(what, sizeof(what), "footer: entry of value page %u", i);
-		if (e->v_off != end || e->v_first_row != rows || !e->v_rows || e->v_codec > SFS_DF_ZSTD ||
+		if (e->v_off < DF_HDR || e->v_first_row != rows || !e->v_rows || e->v_codec > SFS_DF_ZSTD ||
 		    (e->v_codec == SFS_DF_NONE && e->v_stored != e->v_raw) || e->v_raw > DF_PAGE_MAX ||
 		    (uint64_t)e->v_rows * 4 > e->v_raw || e->v_off + e->v_stored > fo)
 			return corrupt(r, eo, what);
-		end += e->v_stored;
 		rows += e->v_rows;
 	}
 	if (rows != st->s_rows)
 		return corrupt(r, fo, "footer: value pages do not add up to the row count,");
+	/* The pages tile the data area: each starts where the one before it
+	 * ends, key and value pages each in row order, interleaved as they
+	 * were cut (version 3; before it every key page came first). */
+	for (uint32_t i = 0, j = 0; i < st->s_kpages || j < st->s_vpages;) {
+		if (i < st->s_kpages && r->dr_kp[i].k_off == end) {
+			end += r->dr_kp[i++].k_stored;
+		} else if (j < st->s_vpages && r->dr_vp[j].v_off == end &&
+			   (h->h_version >= 3 || i == st->s_kpages)) {
+			end += r->dr_vp[j++].v_stored;
+		} else {
+			uint64_t eo = fo + sizeof(*st) +
+				      (i < st->s_kpages ? (uint64_t)i * sizeof(struct df_kpe)
+							: (uint64_t)st->s_kpages * sizeof(struct df_kpe) +
+								  (uint64_t)j * sizeof(struct df_vpe));
+
+			snprintf(what, sizeof(what), "footer: no page starts at offset %llu (next: %s page %u),",
+				 (ull)end, i < st->s_kpages ? "key" : "value", i < st->s_kpages ? i : j);
+			return corrupt(r, eo, what);
+		}
+	}
 	pfx = 32ull * st->s_pfx_blocks;	/* the prefix filter (version 2) */
 	if (st->s_filter_off != end || !st->s_filter_blocks ||
 	    st->s_filter_len != 32ull * st->s_filter_blocks || end + st->s_filter_len + pfx > fo ||

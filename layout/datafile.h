@@ -8,18 +8,19 @@
  * order is the table order (key group big-endian | key | namespace | user
  * key), and it never merges files.
  *
- * File layout (format version 2; version 1 files, without the prefix
- * filter, read the same; integers little-endian):
+ * File layout (format version 3; version 2 files read the same, version 1
+ * files too, without the prefix filter; integers little-endian):
  *
  *   0            +--------------------------------------------------------+
  *                | header, 32 B: magic "SFSDATA\0", version, codec,       |
  *                |   crc32c of the header                                 |
  *   32           +--------------------------------------------------------+
- *                | key page 0 | key page 1 | ... | key page K-1           |  each compressed
- *                |   raw: kind[n] | pad to 4 | u32 end[n] | key bytes     |  (LZ4, ZSTD or
- *                +--------------------------------------------------------+   stored raw)
- *                | value page 0 | ... | value page V-1                     |
- *                |   raw: u32 end[n] | value bytes                        |
+ *                | key pages and value pages, interleaved in the order    |  each compressed
+ *                |   the writer cut them (version 3; versions 1 and 2:    |  (LZ4, ZSTD or
+ *                |   every key page, then every value page); each kind    |   stored raw)
+ *                |   in row order, together tiling this area              |
+ *                |   key page raw: kind[n] | pad to 4 | u32 end[n] | keys |
+ *                |   value page raw: u32 end[n] | value bytes             |
  *                +--------------------------------------------------------+
  *                | key filter: split-block bloom, 32-B blocks (raw)       |
  *                | prefix filter (version 2, optional): the same, over    |
@@ -98,7 +99,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SFS_DF_VERSION 2u
+#define SFS_DF_VERSION 3u
 #define SFS_DF_VERSION_MIN 1u          /* oldest version read */
 #define SFS_DF_KEY_MIN 2u              /* the key group, big-endian */
 #define SFS_DF_KEY_MAX 65535u          /* keys are small; a bigger one is a caller bug */

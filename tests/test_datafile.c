@@ -815,10 +815,25 @@ static int fault(const char *point)
 Test(datafile, writer_faults_leave_nothing)
 {
 	static const char *points[] = { "open", "write", "write", "write", "fsync", "rename" };
-	/* write #0 the header, #3 a run of pages (DF_OUT_BYTES), #6 the footer */
-	static const int after[] = { 0, 0, 3, 6, 0, 0 };
+	/* write #0 the header, #3 a run of pages (DF_OUT_BYTES), the last the
+	 * footer (counted by a run without a fault) */
+	int after[] = { 0, 0, 3, -1, 0, 0 };
 	struct ref r = make_ref(17, 3000, 5000);
 	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+
+	{
+		char path[128];
+
+		snprintf(path, sizeof(path), "%s/count.df", dir);
+		fault_point = "write";
+		fault_after = -1;
+		fault_calls = 0;
+		sfs__df_fault = fault;
+		write_ref(path, &r, &o);
+		sfs__df_fault = NULL;
+		cr_assert_gt(fault_calls, 4, "%d writes", fault_calls);
+		after[3] = fault_calls - 1;
+	}
 
 	for (size_t f = 0; f < sizeof(points) / sizeof(points[0]); f++) {
 		char path[128];
@@ -927,6 +942,21 @@ static struct layout layout_of(const uint8_t *b, size_t len)
 	return l;
 }
 
+/* Where the page at @off ends: the next page of either kind, or the
+ * filter (version 3 interleaves key and value pages). */
+static uint64_t page_end(const struct layout *l, uint64_t off)
+{
+	uint64_t end = l->filter_off;
+
+	for (uint32_t i = 0; i < l->nk; i++)
+		if (l->kp_off[i] > off && l->kp_off[i] < end)
+			end = l->kp_off[i];
+	for (uint32_t i = 0; i < l->nv; i++)
+		if (l->vp_off[i] > off && l->vp_off[i] < end)
+			end = l->vp_off[i];
+	return end;
+}
+
 static void expect_err(int rc, int code, const char *path, const char *what)
 {
 	cr_assert_eq(rc, code, "%s: rc %d (%s), expected %d; %s", what, rc, sfs_strerror(rc), code,
@@ -959,8 +989,7 @@ static void corruption_suite(int codec)
 	for (uint32_t p = 0; p < l.nk + l.nv; p++) {
 		int is_key = p < l.nk;
 		uint64_t off = is_key ? l.kp_off[p] : l.vp_off[p - l.nk];
-		uint64_t end = is_key ? (p + 1 < l.nk ? l.kp_off[p + 1] : l.vp_off[0])
-				      : (p + 1 < l.nk + l.nv ? l.vp_off[p + 1 - l.nk] : l.filter_off);
+		uint64_t end = page_end(&l, off);
 		sfs_df_reader_t *rd;
 
 		memcpy(cp, img, len);
@@ -1301,7 +1330,9 @@ Test(datafile, version_1_files_read_and_may_not_claim_a_prefix_filter)
 {
 	char path[128];
 	struct ref r = make_ref(41, 600, 0);
-	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+	/* one key page and one value page, both cut at finish, key first: the
+	 * layout of versions 1 and 2 */
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1u << 20 };
 	uint8_t *img;
 	uint32_t v1 = 1, rule = PFX_RULE;
 	uint64_t fo;
@@ -1321,6 +1352,55 @@ Test(datafile, version_1_files_read_and_may_not_claim_a_prefix_filter)
 	spill(path, img, len);
 	expect_err(read_all(path, &r), SFS_ECORRUPT, path, "v1 with a prefix rule");
 	cr_assert(strstr(sfs_last_error(), "prefix filter fields"), "%s", sfs_last_error());
+	free(img);
+	free_ref(&r);
+}
+
+/* Version 3 writes each page as it is cut, key and value pages
+ * interleaved (no value spill): such a file reads, the same bytes
+ * claiming version 2 (keys first) are refused, and a footer whose pages
+ * leave a gap or overlap is refused naming the offset. */
+Test(datafile, version_3_interleaves_pages_and_they_must_tile)
+{
+	char path[128];
+	struct ref r = make_ref(43, 2000, 400);
+	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+	uint8_t *img, *cp;
+	uint32_t v2 = 2;
+	uint64_t off;
+	size_t len;
+	struct layout l;
+	int interleaved = 0;
+
+	snprintf(path, sizeof(path), "%s/v3.df", dir);
+	write_ref(path, &r, &o);
+	img = slurp(path, &len);
+	l = layout_of(img, len);
+	for (uint32_t i = 0; i < l.nv && !interleaved; i++)
+		interleaved = l.vp_off[i] < l.kp_off[l.nk - 1];
+	cr_assert(interleaved, "no value page before the last key page (%u key, %u value pages)", l.nk,
+		  l.nv);
+	cr_assert_eq(read_all(path, &r), 0, "%s", sfs_last_error());
+
+	cp = malloc(len);
+	memcpy(cp, img, len);
+	memcpy(cp + 8, &v2, 4);
+	memcpy(cp + len - 32 + 12, &v2, 4);
+	sfs__df_reseal(cp, len);
+	spill(path, cp, len);
+	expect_err(read_all(path, &r), SFS_ECORRUPT, path, "interleaved pages claiming version 2");
+	cr_assert(strstr(sfs_last_error(), "no page starts at offset"), "%s", sfs_last_error());
+
+	/* value page 1 moved one byte on: a gap after page 0, an overlap with what follows */
+	memcpy(cp, img, len);
+	memcpy(&off, cp + l.footer_off + 96 + 56 * l.nk + 40 * 1, 8);
+	off++;
+	memcpy(cp + l.footer_off + 96 + 56 * l.nk + 40 * 1, &off, 8);
+	sfs__df_reseal(cp, len);
+	spill(path, cp, len);
+	expect_err(read_all(path, &r), SFS_ECORRUPT, path, "a page moved by a byte");
+	cr_assert(strstr(sfs_last_error(), "no page starts at offset"), "%s", sfs_last_error());
+	free(cp);
 	free(img);
 	free_ref(&r);
 }
