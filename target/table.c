@@ -454,6 +454,38 @@ static int scratch_grow(struct scratch *sc, size_t n)
 	return 0;
 }
 
+/* Bytes of the file at @path (0 if it cannot be stat'ed): the counted
+ * write volume (tp_bytes_written, tp_merge_bytes), one stat per file. */
+static uint64_t file_bytes(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+/* Keys asked and key pages walked so far by the probes of the view's
+ * readers (their counters never reset: callers diff two readings). */
+static void view_work(const struct tv_file *vf, int nv, uint64_t *keys, uint64_t *pages)
+{
+	*keys = *pages = 0;
+	for (int k = 0; k < nv; k++) {
+		const struct sfs_df_counters *c = sfs_df_reader_counters(vf[k].rd);
+
+		*keys += c->probe_keys;
+		*pages += c->page_reads;
+	}
+}
+
+static void count_probe_work(struct sfs_target_writer *w, const struct tv_file *vf, int nv,
+			     uint64_t keys0, uint64_t pages0)
+{
+	uint64_t keys, pages;
+
+	view_work(vf, nv, &keys, &pages);
+	uatomic_add(&w->pub->tp_probe_keys, keys - keys0);
+	uatomic_add(&w->pub->tp_probe_pages, pages - pages0);
+}
+
 /*
  * Unlink @path once every reader that might still open it caught up.  The
  * grace period starts at the first publication that no longer lists the
@@ -1176,12 +1208,17 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 				sc->pr[j].pos = pre[g + j].old_pos;
 			}
 			rc = 0;
-		} else
-		rc = tv_probe(vf, (unsigned)nv, sc->pk, n, NULL, t->merge,
+		} else {
+			uint64_t k0, p0;
+
+			view_work(vf, nv, &k0, &p0);
+			rc = tv_probe(vf, (unsigned)nv, sc->pk, n, NULL, t->merge,
 			      (t->merge >= 0 ? 0 : SFS_DF_PROBE_NO_VALUES) |
 				      SFS_DF_PROBE_SEEK_SPARSE |
 				      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0 : SFS_DF_PROBE_PER_LITERAL),
 			      &sc->arena, sc->pr, sc->sk, sc->pi, sc->ph);
+			count_probe_work(w, vf, nv, k0, p0);
+		}
 		if (rc)
 			goto fail;
 		for (size_t j = 0; j < n && !from_pre; j++)
@@ -1228,6 +1265,7 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 		out = NULL;
 		if (rc)
 			goto fail;
+		uatomic_add(&w->pub->tp_bytes_written, file_bytes(path));
 		fault("roundfile");
 	}
 	rc = round_commit(w, t, i, rewrite, orows ? oname : NULL, masked);
@@ -1669,6 +1707,9 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 		 * nothing; rows of maps new to the table are not probed */
 		size_t np = 0;
 
+		uint64_t k0, p0;
+
+		view_work(vf, nv, &k0, &p0);
 		if (!(rc = scratch_grow(sc, base)))
 			rc = probe_keys_of_known_maps(w, t, vf, (unsigned)nv, base, &np);
 		if (!rc && np)
@@ -1677,6 +1718,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 					      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0
 										: SFS_DF_PROBE_PER_LITERAL),
 				      &sc->arena, sc->pr, sc->sk, sc->pi, sc->ph);
+		count_probe_work(w, vf, nv, k0, p0);
 		/* spread the np results over the base rows, from the end (a
 		 * probed row's result moves to an index >= its own) */
 		for (size_t k = base; !rc && k-- > 0;)
@@ -1764,6 +1806,7 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 	}
 	if ((rc = sfs_df_writer_finish(out, NULL)))
 		return rc;
+	uatomic_add(&w->pub->tp_bytes_written, file_bytes(path));
 	fault("datafile");
 	if (!(f = file_add(t)))
 		return -ENOMEM;
@@ -2063,8 +2106,10 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	} else if (!rc) {
 		rc = sfs_df_writer_finish(out, NULL);
 		out = NULL;
-		if (!rc)
+		if (!rc) {
+			uatomic_add(&w->pub->tp_merge_bytes, file_bytes(path));
 			fault("mergefile");
+		}
 	}
 	pthread_mutex_lock(&t->mu);
 	if (!rc && t->loads != loads)

@@ -125,6 +125,15 @@ struct sfs_table_pub {
 	uint64_t tp_merges_idle;    /* shaping merges that ran under SCHED_IDLE */
 	uint64_t tp_map_pruned;     /* map rows the map diff did not probe: no file's
 				     * prefix filter admits their map */
+	/* The compactor's counted work (issue 18: cost per event, not only
+	 * time): keys asked of a file by its probes (summed over files: a key
+	 * asked of 5 files counts 5) and the key pages they walked; bytes of
+	 * the data files it wrote at barriers (level-0 deltas, round
+	 * rewrites) and in shaping merges. */
+	uint64_t tp_probe_keys;
+	uint64_t tp_probe_pages;
+	uint64_t tp_bytes_written;
+	uint64_t tp_merge_bytes;
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };
