@@ -39,8 +39,9 @@
  * The background thread (one per writer, i.e. per worker store) runs the
  * discretionary shaping merges: when a level holds FANIN files, they are
  * merged into one file of the next level (tiered, size ratio ~FANIN per
- * level; ZSTD from level 2).  Rows of level >= 1 files are disjoint once
- * masked, so a merge is a plain k-way merge, no resolution.  It reads its
+ * level; LZ4 to level 2, ZSTD from SFS_TABLE_ZSTD_FROM = 3).  Rows of
+ * level >= 1 files are disjoint once masked, so a merge is a plain k-way
+ * merge, no resolution.  It reads its
  * inputs without the table lock (files are immutable; its own readers,
  * the vectors copied); barrier rounds meanwhile may set more bits in the
  * inputs' vectors, which the merge carries over to the output by a
@@ -2063,7 +2064,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			rc = rc < 0 ? rc : 0;
 		}
 	}
-	wo.codec = level >= 2 ? SFS_DF_ZSTD : SFS_DF_LZ4;
+	wo.codec = level >= SFS_TABLE_ZSTD_FROM ? SFS_DF_ZSTD : SFS_DF_LZ4;
 	wo.zstd_level = SFS_TABLE_ZSTD_LEVEL;
 	prefix_opts(t, &wo);
 	new_name(oname, t->sid, "sst");

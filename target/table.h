@@ -47,6 +47,15 @@
  * workers on the same cores): 1, not the library's default 3; the faster
  * negative levels measured no different on q4 (bench/RESULTS.md). */
 #define SFS_TABLE_ZSTD_LEVEL 1
+/* The first level whose merges write ZSTD; above it LZ4.  Every row passes
+ * through each level's merge once, so the codec of a shallow level is paid
+ * by all the state: ZSTD-1 compresses 4 KiB pages of bids at ~210 MB/s,
+ * LZ4 at ~860 MB/s (zstd -b1 -B4096, lz4 -b1 -B4096 on bid.csv), for 1.3x
+ * the bytes.  With ZSTD from level 2 the merges were q20's largest cost at
+ * 20M events (libzstd 25 % of the compactor's samples) and fell behind
+ * (63-75 files per table); from level 3, 0.94x the group's CPU per event
+ * and 27-65 files (bench/RESULTS.md, issue 18). */
+#define SFS_TABLE_ZSTD_FROM 3u
 /* Key pages stored raw: probes read keys in place and decompress only the
  * value pages of their hits (measured: bench/RESULTS.md, issue 7). */
 #define SFS_TABLE_KEYS_RAW (!getenv("SFS_TABLE_KEYS_RAW") || atoi(getenv("SFS_TABLE_KEYS_RAW")))
