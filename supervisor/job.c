@@ -55,7 +55,7 @@ static uint64_t t_start, next_progress;
 static int progress_tty;
 
 /* The run's totals of what lives in a segment and so would go with it at a
- * recovery (sup_query_carry): the workers' sealed buffer bytes and every
+ * recovery (sup_query_carry): the bytes of the buffers flushed and every
  * checkpoint's duration in µs (grown by doubling; a run of 1 s checkpoints
  * adds 4 bytes a second). */
 static struct {
@@ -555,7 +555,13 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 			struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
 
 			if (segs[s].hdr && sfs_wctl_attach(&segs[s], w, &ctl, &ring, bufs) == 0) {
+				/* sealed, less what is still waiting for its flush
+				 * (a run ends without flushing its last buffers): the
+				 * bytes the compactor flushed */
 				carried.sealed_bytes += sfs_load_relaxed(&ctl->wc_sealed_bytes);
+				for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
+					if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) == SFS_BUF_SEALED)
+						carried.sealed_bytes -= bufs[i]->wb_top - bufs[i]->wb_arena_off;
 				break;
 			}
 		}
@@ -632,8 +638,8 @@ static void usage_json(const struct sup_usage *u)
 	for (unsigned i = 0; i < nroles; i++)
 		printf("%s\"%s\": %u", i ? ", " : "", roles[i].name, r[roles[i].role].processes);
 	/* Write amplification: what maintenance wrote to disk (flushes,
-	 * merges, checkpoint staging and copies) per byte the workers sealed
-	 * into buffers for it; undefined without buffers (rocksdb-direct). */
+	 * merges, checkpoint staging and copies) per byte of the buffers it
+	 * flushed; undefined without buffers (rocksdb-direct). */
 	maint = r[SFS_ROLE_COMPACTOR].write_bytes + r[SFS_ROLE_CHECKPOINTER].write_bytes;
 	printf("}, \"buffer_bytes\": %llu, \"write_amp\": ",
 	       (unsigned long long)carried.sealed_bytes);

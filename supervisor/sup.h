@@ -64,8 +64,8 @@ struct sup_usage {
 	uint64_t shm_reserved;   /* the segments' used bytes (regions carved) */
 };
 
-/* Fold this incarnation's counters that live in its segments (the
- * workers' sealed buffer bytes over every node's segment, the checkpoint
+/* Fold this incarnation's counters that live in its segments (the bytes of
+ * the workers' buffers flushed, over every node's segment, the checkpoint
  * durations) into the run's totals: before a recovery destroys the
  * segments, and once before sup_query_finish. */
 void sup_query_carry(struct sfs_seg *segs, int nsegs);
