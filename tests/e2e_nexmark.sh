@@ -232,7 +232,7 @@ for b in ${SFS_NEXMARK_SUMMARY-table memory}; do
 	summary "$b" "" none
 done
 if [ -n "${SFS_NEXMARK_SUMMARY-table}" ]; then
-	summary table ", the compactor killed once" compactor --max-rate 100000
+	summary table ", the compactor killed once" compactor --max-rate 50000
 fi
 
 # Bad input: a one-line error, exit 2, nothing started or overwritten.
