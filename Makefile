@@ -6,6 +6,8 @@
 #                   report, stop)
 #   make asan       the tests under AddressSanitizer + UBSan (objects in build-asan/)
 #   make bench      benchmarks; figures go to bench/RESULTS.md by hand, with the command
+#   make bench-scale  bench/scale.sh: queries x backends x 2M/20M/100M events, one run at a
+#                   time (hours; QUERIES, BACKENDS, EVENTS, TIMEOUT... narrow it, see the script)
 #   make soak       every test with SFS_SOAK=1: randomized and crash tests run 20x longer
 #   make fuzz       the table store's file readers under libFuzzer, FUZZ_TIME (60) s each
 #
@@ -54,7 +56,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test run asan bench soak clean fuzz
+.PHONY: all deps test run asan bench bench-scale soak clean fuzz
 # Keep objects make would treat as intermediates (role mains).
 .SECONDARY:
 all: $(DEPS_OK) $(LIB) $(BINS)
@@ -111,6 +113,11 @@ bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
 	@echo "== nexmark oracle, 2M events"; SFS_NEXMARK_EVENTS=2000000 SFS_BIN=$(abspath $(BIN)) bash tests/e2e_nexmark.sh
 	@echo "== bench/nexmark.sh"; SFS_BIN=$(abspath $(BIN)) bash bench/nexmark.sh
+
+# The scale bench (issue 18): its knobs are the script's environment (QUERIES, BACKENDS,
+# EVENTS, DIRECT_MAX, TIMEOUT, RESULTS, CHART, ...); gnuplot comes with scripts/deps.sh.
+bench-scale: all
+	@SFS_BIN=$(abspath $(BIN)) bash bench/scale.sh
 
 # The table store's readers under libFuzzer, FUZZ_TIME seconds each (tests/fuzz/): data files
 # (fuzz_datafile), snapshots + manifest lists + manifests (fuzz_manifest) and deletion-vector

@@ -167,7 +167,7 @@ static void drop_stage(struct ck_coord *c, uint64_t id)
 static int complete(struct ck_coord *c, uint64_t now)
 {
 	struct rt_job *job = c->job;
-	uint64_t id = c->inflight;
+	uint64_t id = c->inflight, took;
 	struct ck_split splits[RT_MAX_WORKERS];
 	struct ck_table tables[RT_MAX_WORKERS];
 	struct ck_txn_stats st;
@@ -248,8 +248,15 @@ static int complete(struct ck_coord *c, uint64_t now)
 		return rc;
 published:
 	sfs_store_release(&job->rj_ckpt_done, id);
+	took = sfs_now_ns() - c->t_begin;
+	/* every duration, for the summary's median and max (a ring of the
+	 * last RT_CKPT_DURATIONS) */
+	job->rj_ckpt_us[job->rj_ckpts % RT_CKPT_DURATIONS] =
+		took / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(took / 1000);
+	if (took > job->rj_ckpt_max_ns)
+		sfs_store_relaxed(&job->rj_ckpt_max_ns, took);
 	sfs_store_relaxed(&job->rj_ckpts, job->rj_ckpts + 1);
-	sfs_store_relaxed(&job->rj_ckpt_last_ns, sfs_now_ns() - c->t_begin);
+	sfs_store_relaxed(&job->rj_ckpt_last_ns, took);
 	sfs_store_relaxed(&job->rj_ckpt_links, job->rj_ckpt_links + st.links + st.copies);
 	sfs_store_relaxed(&job->rj_ckpt_refs, job->rj_ckpt_refs + st.referenced);
 	/* Phase two: the sinks' epochs up to id become visible. */

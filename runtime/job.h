@@ -41,11 +41,14 @@
 #define RT_JOB_REGION   "job"
 #define RT_CHAN_REGION  "chans"
 #define RT_JOB_MAGIC    0x73667320716a6f62ull /* "sfs qjob" */
-#define RT_JOB_VERSION  3u
+#define RT_JOB_VERSION  4u  /* 4: checkpoint durations (rj_ckpt_max_ns, rj_ckpt_us) */
 #define RT_MAX_WORKERS  48u
 #define RT_MAX_STAGES   3u
 #define RT_NAME_MAX     32u
 #define RT_PATH_MAX     256u
+/* Checkpoint durations kept for the summary's median: the last 4096
+ * (16 KiB; more than an hour of checkpoints at the default 1 s interval). */
+#define RT_CKPT_DURATIONS 4096u
 
 enum rt_worker_state {
 	RT_W_STARTING = 0,
@@ -118,6 +121,12 @@ struct rt_job {
 	uint64_t rj_ckpt_last_ns;   /* duration of the last one (barrier to _metadata) */
 	uint64_t rj_ckpt_links;     /* files linked or copied into storage, total */
 	uint64_t rj_ckpt_refs;      /* files riding as references, total */
+	uint64_t rj_ckpt_max_ns;    /* the longest one completed in this run */
+	/* duration of completed checkpoint i (counting from 0 in this run) in
+	 * µs, saturated, at [i % RT_CKPT_DURATIONS]: written before rj_ckpts
+	 * counts it (plain stores; read by the supervisor's summary once the
+	 * checkpointer has stopped) */
+	uint32_t rj_ckpt_us[RT_CKPT_DURATIONS];
 	/* split s's offset at its owner's last sealed barrier (the owner,
 	 * before its rw_last_barrier release) */
 	uint64_t rj_split_off[RT_MAX_WORKERS];

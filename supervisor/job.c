@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,18 @@ static struct sfs_seg *job_seg;
 static const char *job_name;
 static uint64_t t_start, next_progress;
 static int progress_tty;
+
+/* The run's totals of what lives in a segment and so would go with it at a
+ * recovery (sup_query_carry): the bytes of the buffers flushed and every
+ * checkpoint's duration in µs (grown by doubling; a run of 1 s checkpoints
+ * adds 4 bytes a second). */
+static struct {
+	int done;                /* this incarnation carried already */
+	uint64_t sealed_bytes;
+	uint32_t *ckpt_us;
+	size_t nckpt, cap;
+	uint64_t ckpt_max_ns;
+} carried;
 
 static int writable_dir(const char *dir, int create)
 {
@@ -522,7 +535,132 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 		rt_chan_init((struct rt_chan *)(chans + i * rt_chan_stride(cb)), cb);
 	t_start = sfs_now_ns();
 	progress_tty = !q->json && isatty(STDERR_FILENO);
+	carried.done = 0;
 	return 0;
+}
+
+void sup_query_carry(struct sfs_seg *segs, int nsegs)
+{
+	uint64_t n;
+
+	if (!job || carried.done)
+		return;
+	carried.done = 1;
+	for (uint32_t w = 0; w < job->rj_workers; w++) {
+		/* the worker's region is in its node's segment (none for
+		 * rocksdb-direct, whose workers write no buffers) */
+		for (int s = 0; s < nsegs; s++) {
+			struct sfs_wctl *ctl;
+			struct sfs_ring *ring;
+			struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
+
+			if (segs[s].hdr && sfs_wctl_attach(&segs[s], w, &ctl, &ring, bufs) == 0) {
+				/* sealed, less what is still waiting for its flush
+				 * (a run ends without flushing its last buffers): the
+				 * bytes the compactor flushed */
+				carried.sealed_bytes += sfs_load_relaxed(&ctl->wc_sealed_bytes);
+				for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
+					if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) == SFS_BUF_SEALED)
+						carried.sealed_bytes -= bufs[i]->wb_top - bufs[i]->wb_arena_off;
+				break;
+			}
+		}
+	}
+	if (job->rj_ckpt_max_ns > carried.ckpt_max_ns)
+		carried.ckpt_max_ns = job->rj_ckpt_max_ns;
+	n = job->rj_ckpts < RT_CKPT_DURATIONS ? job->rj_ckpts : RT_CKPT_DURATIONS;
+	if (carried.nckpt + n > carried.cap) {
+		size_t cap = carried.cap ? carried.cap : 256;
+		uint32_t *p;
+
+		while (cap < carried.nckpt + n)
+			cap *= 2;
+		p = realloc(carried.ckpt_us, cap * sizeof(*p));
+		if (!p) {
+			sfs_log("checkpoint durations: out of memory, the median leaves out %llu",
+				(unsigned long long)n);
+			return;
+		}
+		carried.ckpt_us = p;
+		carried.cap = cap;
+	}
+	for (uint64_t i = job->rj_ckpts - n; i < job->rj_ckpts; i++)
+		carried.ckpt_us[carried.nckpt++] = job->rj_ckpt_us[i % RT_CKPT_DURATIONS];
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The summary's resource fields: CPU, disk writes and peak RSS of each
+ * role, write amplification, shared memory, checkpoint median and max. */
+static void usage_json(const struct sup_usage *u)
+{
+	static const struct { const char *name; unsigned role; } roles[] = {
+		{ "worker", SFS_ROLE_WORKER }, { "compactor", SFS_ROLE_COMPACTOR },
+		{ "checkpointer", SFS_ROLE_CHECKPOINTER }, { "supervisor", SFS_ROLE_SUPERVISOR },
+	};
+	struct sup_role_usage r[SFS_ROLE_MAX];
+	const unsigned nroles = sizeof(roles) / sizeof(roles[0]);
+	struct rusage self;
+	uint64_t maint;
+
+	memcpy(r, u->role, sizeof(r));
+	/* the supervisor itself, to here: its own loop, restore and the
+	 * --output replay */
+	if (getrusage(RUSAGE_SELF, &self) == 0) {
+		struct sup_role_usage *s = &r[SFS_ROLE_SUPERVISOR];
+
+		s->cpu_ns += (uint64_t)self.ru_utime.tv_sec * 1000000000ull +
+			     (uint64_t)self.ru_utime.tv_usec * 1000ull +
+			     (uint64_t)self.ru_stime.tv_sec * 1000000000ull +
+			     (uint64_t)self.ru_stime.tv_usec * 1000ull;
+		s->write_bytes += (uint64_t)self.ru_oublock * 512;
+		s->max_rss_kb = (uint64_t)self.ru_maxrss;
+		s->processes = 1;
+	}
+	printf(", \"cpu_ms_by_role\": {");
+	for (unsigned i = 0; i < nroles; i++)
+		printf("%s\"%s\": %.1f", i ? ", " : "", roles[i].name,
+		       r[roles[i].role].cpu_ns / 1e6);
+	printf("}, \"disk_write_bytes_by_role\": {");
+	for (unsigned i = 0; i < nroles; i++)
+		printf("%s\"%s\": %llu", i ? ", " : "", roles[i].name,
+		       (unsigned long long)r[roles[i].role].write_bytes);
+	printf("}, \"peak_rss_kb_by_role\": {");
+	for (unsigned i = 0; i < nroles; i++)
+		printf("%s\"%s\": %llu", i ? ", " : "", roles[i].name,
+		       (unsigned long long)r[roles[i].role].max_rss_kb);
+	printf("}, \"processes_by_role\": {");
+	for (unsigned i = 0; i < nroles; i++)
+		printf("%s\"%s\": %u", i ? ", " : "", roles[i].name, r[roles[i].role].processes);
+	/* Write amplification: what maintenance wrote to disk (flushes,
+	 * merges, checkpoint staging and copies) per byte of the buffers it
+	 * flushed; undefined without buffers (rocksdb-direct). */
+	maint = r[SFS_ROLE_COMPACTOR].write_bytes + r[SFS_ROLE_CHECKPOINTER].write_bytes;
+	printf("}, \"buffer_bytes\": %llu, \"write_amp\": ",
+	       (unsigned long long)carried.sealed_bytes);
+	if (carried.sealed_bytes)
+		printf("%.3f", (double)maint / (double)carried.sealed_bytes);
+	else
+		printf("null");
+	printf(", \"shm_bytes\": %llu, \"shm_reserved_bytes\": %llu",
+	       (unsigned long long)u->shm_bytes, (unsigned long long)u->shm_reserved);
+	if (carried.nckpt) {
+		size_t n = carried.nckpt;
+		double med;
+
+		qsort(carried.ckpt_us, n, sizeof(*carried.ckpt_us), cmp_u32);
+		med = n % 2 ? carried.ckpt_us[n / 2] :
+			      ((double)carried.ckpt_us[n / 2 - 1] + carried.ckpt_us[n / 2]) / 2;
+		printf(", \"checkpoint_median_ms\": %.3f, \"checkpoint_max_ms\": %.3f",
+		       med / 1e3, carried.ckpt_max_ns / 1e6);
+	} else {
+		printf(", \"checkpoint_median_ms\": null, \"checkpoint_max_ms\": null");
+	}
 }
 
 static void totals(uint64_t *events, uint64_t *barriers, uint64_t *stall_ns)
@@ -630,7 +768,7 @@ static void table_json(void)
 	       (unsigned long long)wbytes, (unsigned long long)mbytes);
 }
 
-int sup_query_finish(struct sup_query *q, int ok)
+int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 {
 	const struct rt_query *rq = rt_query_find(q->query);
 	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0, seal = 0, seal_max = 0;
@@ -687,6 +825,7 @@ int sup_query_finish(struct sup_query *q, int ok)
 		       (unsigned long long)job->rj_ckpt_links, (unsigned long long)job->rj_ckpt_refs);
 		if (strcmp(q->backend, "table") == 0)
 			table_json();
+		usage_json(u);
 		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
 		       "\"recoveries\": %u, \"stall_ms\": %.3f, \"result_rows\": %llu, "
 		       "\"ok\": %s}\n", (unsigned long long)bar,

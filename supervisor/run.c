@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,6 +85,7 @@ static int nnodes;
 static struct child kids[SFS_MAX_CHILDREN];
 static unsigned nkids;
 static sigset_t old_mask;
+static struct sup_usage used;	/* every reaped child's resources, by role */
 
 static void usage(FILE *f)
 {
@@ -354,19 +357,59 @@ static int on_child_death(struct child *k, int status, uint64_t now)
 	return 0;
 }
 
+/* Add a reaped child's rusage to its role's totals.  wait4() is the only
+ * place a child's CPU time, write_bytes and peak RSS can still be read once
+ * it is gone (and it costs nothing more than the waitpid() it replaces);
+ * it covers every thread the child ran, so RocksDB's and the table
+ * target's background threads count for the compactor that started them.
+ * ru_maxrss includes the segment's pages the child touched: shared, so
+ * roles' peaks do not add up. */
+static void account(const struct child *k, const struct rusage *ru)
+{
+	struct sup_role_usage *u = &used.role[k->role < SFS_ROLE_MAX ? k->role : SFS_ROLE_NONE];
+
+	u->cpu_ns += (uint64_t)ru->ru_utime.tv_sec * 1000000000ull +
+		     (uint64_t)ru->ru_utime.tv_usec * 1000ull +
+		     (uint64_t)ru->ru_stime.tv_sec * 1000000000ull +
+		     (uint64_t)ru->ru_stime.tv_usec * 1000ull;
+	u->write_bytes += (uint64_t)ru->ru_oublock * 512;
+	if ((uint64_t)ru->ru_maxrss > u->max_rss_kb)
+		u->max_rss_kb = (uint64_t)ru->ru_maxrss;
+	u->processes++;
+}
+
+/* The segments' pages ever touched (tmpfs and hugetlbfs allocate a page at
+ * its first touch and no part of a segment is punched out, so st_blocks at
+ * the end is the run's high-water mark) and the bytes carved into regions. */
+static void account_segments(void)
+{
+	struct stat st;
+
+	used.shm_bytes = used.shm_reserved = 0;
+	for (int n = 0; n < nnodes; n++) {
+		if (!segs[n].hdr)
+			continue;
+		if (fstat(segs[n].fd, &st) == 0)
+			used.shm_bytes += (uint64_t)st.st_blocks * 512;
+		used.shm_reserved += sfs_seg_used(&segs[n]);
+	}
+}
+
 /* Reap every exited child without blocking; returns -1 when one exhausted
  * its budget, -2 when a query job must recover (only while @running). */
 static int reap(int running)
 {
 	uint64_t now = sfs_now_ns();
+	struct rusage ru;
 	int status, rc = 0;
 	pid_t pid;
 
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+	while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
 		struct child *k = child_by_pid(pid);
 
 		if (!k)
 			continue;	/* not ours (cannot happen: we fork only kids) */
+		account(k, &ru);
 		if (!running) {
 			k->pid = 0;
 			sfs_store_relaxed(&k->d->cd_pid, 0);
@@ -448,8 +491,9 @@ static void stop_role(unsigned role)
 				}
 			while (left) {
 				struct child *k;
+				struct rusage ru;
 				int status;
-				pid_t pid = waitpid(-1, &status, 0);
+				pid_t pid = wait4(-1, &status, 0, &ru);
 
 				if (pid < 0)
 					return;
@@ -457,6 +501,7 @@ static void stop_role(unsigned role)
 				if (k && k->role == role)
 					left--;
 				if (k) {
+					account(k, &ru);
 					k->pid = 0;
 					sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPED);
 				}
@@ -943,6 +988,7 @@ int sfs_cmd_run(int argc, char **argv)
 			cfg.q.recoveries = recoveries;
 			cfg.q.recover_id = sup_query_last_checkpoint();
 			cfg.q.restore = NULL;
+			sup_query_carry(segs, nnodes);
 			sfs_proc_unregister(me);
 			destroy_segments();
 			generation++;
@@ -954,8 +1000,11 @@ int sfs_cmd_run(int argc, char **argv)
 	}
 	report(cfg.q.query ? stderr : stdout);
 	fflush(stdout);
-	if (cfg.q.query)
-		rc = sup_query_finish(&cfg.q, done && !failed);
+	if (cfg.q.query) {
+		sup_query_carry(segs, nnodes);
+		account_segments();
+		rc = sup_query_finish(&cfg.q, done && !failed, &used);
+	}
 	sfs_proc_unregister(me);
 	destroy_segments();
 	sfs_log("job %s stopped", cfg.job);

@@ -46,8 +46,32 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers);
 uint64_t sup_query_last_checkpoint(void);
 /* 0 running, 1 every worker done, -1 a worker failed. */
 int sup_query_tick(struct sup_query *q, uint64_t now);
-/* Merge the result and print the summary; the exit code. */
-int sup_query_finish(struct sup_query *q, int ok);
+/* What the group's children used, summed per role over every child the
+ * supervisor reaped in this run (restarted children and earlier
+ * incarnations of a recovered job included), from wait4()'s rusage, which
+ * covers every thread of the child: run.c fills it at each reap. */
+struct sup_role_usage {
+	uint64_t cpu_ns;         /* user + system */
+	uint64_t write_bytes;    /* ru_oublock x 512: the kernel's write_bytes (/proc/PID/io) */
+	uint64_t max_rss_kb;     /* the largest ru_maxrss of one child of the role */
+	unsigned processes;      /* children reaped */
+};
+
+struct sup_usage {
+	struct sup_role_usage role[SFS_ROLE_MAX];   /* by enum sfs_role */
+	uint64_t shm_bytes;      /* the segments' allocated bytes at the end (st_blocks:
+				  * pages ever touched, as no page is given back) */
+	uint64_t shm_reserved;   /* the segments' used bytes (regions carved) */
+};
+
+/* Fold this incarnation's counters that live in its segments (the bytes of
+ * the workers' buffers flushed, over every node's segment, the checkpoint
+ * durations) into the run's totals: before a recovery destroys the
+ * segments, and once before sup_query_finish. */
+void sup_query_carry(struct sfs_seg *segs, int nsegs);
+/* Merge the result and print the summary (@u: the children's resources);
+ * the exit code. */
+int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u);
 
 /* Parse a decimal in [lo, hi] for option @opt or exit 2 with a message. */
 long sfs_arg_num(const char *cmd, const char *opt, const char *v, long lo, long hi);

@@ -10,8 +10,9 @@
 # windows and sessions mid-stream, between barriers, and state is cleaned
 # up as it goes.  q12 (processing time) cannot be checked against SQLite:
 # its counts must add up to the number of bids.  Then the bad-input rules
-# of `sfs run --query`.  TAP-style lines; SFS_NEXMARK_EVENTS sets the size
-# (200000 in make test, 2000000 in make bench).
+# of `sfs run --query`, and the --json summary's resource counts
+# (SFS_NEXMARK_SUMMARY: its backends, "" skips it).  TAP-style lines;
+# SFS_NEXMARK_EVENTS sets the size (200000 in make test, 2000000 in make bench).
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
 SFS=$BIN/sfs
@@ -129,6 +130,110 @@ for b in $BACKENDS; do
 		rm -rf "$OUT/data-q12-$b-$w"
 	done
 done
+
+# The --json summary's resource fields (issue 18), counted by the
+# supervisor from wait4() at every reap: each role's CPU time and disk
+# writes must add up to what the kernel charged the whole process tree
+# (getrusage(RUSAGE_CHILDREN) of the caller: sfs and every child it
+# reaped) — so a child left out, counted twice or not counted at all
+# fails — and the workers' sealed buffer bytes, write amplification,
+# shared memory and checkpoint median/max must be there and consistent.
+# A last run kills the compactor once: its restart is a second compactor
+# process, counted too.
+summary() { # BACKEND LABEL KILL_ROLE [sfs run options]
+	local b=$1 label=$2 kill=$3
+	shift 3
+	python3 - "$SFS" "e2e-nx-$$-sum" "$OUT/data-sum-$b" "$b" "$EVENTS" "$kill" "$@" \
+		>"$OUT/sum.out" 2>&1 <<'PY'
+import json, os, resource, subprocess, sys, time
+sfs, job, data, backend, events, kill = sys.argv[1:7]
+extra = sys.argv[7:]
+before = resource.getrusage(resource.RUSAGE_CHILDREN)
+p = subprocess.Popen([sfs, "run", "--job", job, "--query", "q20", "--events", events,
+                      "--workers", "1", "--backend", backend, "--checkpoint-interval", "50",
+                      "--data", data, "--json"] + extra,
+                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+killed = 0
+if kill != "none":
+    # after the first checkpoint: the compactor has flushed and written
+    deadline = time.time() + 30
+    while not killed and time.time() < deadline and p.poll() is None:
+        if os.path.isdir(os.path.join(data, "checkpoints")) and any(
+                n.startswith("chk-") for n in os.listdir(os.path.join(data, "checkpoints"))):
+            for pid in os.listdir("/proc"):
+                try:
+                    cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                except OSError:
+                    continue
+                if cmd[0].endswith(b"/sfs-" + kill.encode()) and job.encode() in cmd:
+                    os.kill(int(pid), 9)
+                    killed = 1
+        time.sleep(0.02)
+out, _ = p.communicate(timeout=300)
+after = resource.getrusage(resource.RUSAGE_CHILDREN)
+bad = []
+def check(what, cond):
+    if not cond: bad.append(what)
+try:
+    d = json.loads(out)
+except ValueError:
+    print("no JSON summary, exit", p.returncode, out[:200]); sys.exit(1)
+check("ok", d.get("ok") is True and p.returncode == 0)
+roles = ("worker", "compactor", "checkpointer", "supervisor")
+for f in ("cpu_ms_by_role", "disk_write_bytes_by_role", "peak_rss_kb_by_role",
+          "processes_by_role"):
+    check(f + " has every role", sorted(d.get(f, {})) == sorted(roles))
+if bad:
+    print("; ".join(bad)); sys.exit(1)
+cpu, wr, rss, procs = (d["cpu_ms_by_role"], d["disk_write_bytes_by_role"],
+                       d["peak_rss_kb_by_role"], d["processes_by_role"])
+tree_ms = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e3
+tree_wr = (after.ru_oublock - before.ru_oublock) * 512
+check(f"worker CPU {cpu['worker']} ms > 0", cpu["worker"] > 0)
+check(f"compactor CPU {cpu['compactor']} ms > 0", cpu["compactor"] > 0)
+check(f"roles' CPU {sum(cpu.values()):.0f} ms = the process tree's {tree_ms:.0f} ms",
+      abs(sum(cpu.values()) - tree_ms) <= 0.1 * tree_ms + 100)
+check(f"roles' writes {sum(wr.values())} B = the process tree's {tree_wr} B",
+      abs(sum(wr.values()) - tree_wr) <= 0.05 * tree_wr + (1 << 20))
+if backend == "table":
+    check(f"compactor writes {wr['compactor']} B > 0 on the table backend", wr["compactor"] > 0)
+check("peak RSS of every child role > 0", all(rss[r] > 0 for r in roles))
+want = {"worker": 1, "compactor": 1 + killed, "checkpointer": 1, "supervisor": 1}
+check(f"processes {procs} = {want}", procs == want)
+check(f"killed a {kill}", kill == "none" or killed)
+bb = d["buffer_bytes"]
+check(f"buffer bytes {bb} > 0", bb > 0)
+if bb:
+    wa = (wr["compactor"] + wr["checkpointer"]) / bb
+    check(f"write_amp {d['write_amp']} = maintenance writes / buffer bytes ({wa:.3f})",
+          d["write_amp"] is not None and abs(d["write_amp"] - wa) <= 0.002)
+check(f"shm bytes {d['shm_bytes']} in (0, reserved {d['shm_reserved_bytes']}]",
+      0 < d["shm_bytes"] <= d["shm_reserved_bytes"])
+med, mx = d["checkpoint_median_ms"], d["checkpoint_max_ms"]
+check(f"checkpoints completed {d['checkpoints_completed']} >= 1",
+      d["checkpoints_completed"] >= 1)
+check(f"checkpoint median {med} ms <= max {mx} ms, both > 0",
+      med is not None and mx is not None and 0 < med <= mx)
+check(f"checkpoint_last_ms {d['checkpoint_last_ms']} <= max {mx}",
+      mx is not None and d["checkpoint_last_ms"] <= mx + 0.001)
+if bad:
+    print("; ".join(bad)); sys.exit(1)
+print(f"cpu ms {cpu}, tree {tree_ms:.0f}; writes {wr}, tree {tree_wr}; write_amp "
+      f"{d['write_amp']}; checkpoints median {med} max {mx} ms")
+PY
+	if [ $? -eq 0 ]; then
+		ok "--json resources on $b$label: $(tail -n 1 "$OUT/sum.out")"
+	else
+		nok "--json resources on $b$label: $(tail -n 3 "$OUT/sum.out")"
+	fi
+	rm -rf "$OUT/data-sum-$b"
+}
+for b in ${SFS_NEXMARK_SUMMARY-table memory}; do
+	summary "$b" "" none
+done
+if [ -n "${SFS_NEXMARK_SUMMARY-table}" ]; then
+	summary table ", the compactor killed once" compactor --max-rate 50000
+fi
 
 # Bad input: a one-line error, exit 2, nothing started or overwritten.
 bad() {

@@ -50,6 +50,7 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_SIZE(h, struct sfs_flush_req);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_seq);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_list_seq);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_sealed_bytes);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_freed);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_buf);
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, wb_state);
@@ -587,6 +588,8 @@ static int seal_and_swap(sfs_ctx_t *c, uint64_t id, int spill)
 		return rc;
 	sfs_store_release(&d->wb_state, SFS_BUF_SEALED);
 	sfs_store_relaxed(&ctl->wc_seq, seq);
+	sfs_store_relaxed(&ctl->wc_sealed_bytes, ctl->wc_sealed_bytes +
+			  (c->buf[a]->wb_top - c->buf[a]->wb_arena_off));
 	if (spill)
 		sfs_store_relaxed(&ctl->wc_spills, ctl->wc_spills + 1);
 	else

@@ -96,6 +96,11 @@ struct sfs_wctl {
 	uint64_t wc_stall_ns;      /* time spent in them */
 	uint64_t wc_restarts;      /* opens that found the region (a restart) */
 	uint64_t wc_list_seq;      /* last list element sequence number */
+	uint64_t wc_sealed_bytes;  /* arena bytes of every buffer sealed (entries, map and
+				    * list records, superseded versions included): what the
+				    * compactor is handed to flush, the denominator (less the
+				    * buffers not flushed yet) of the summary's write
+				    * amplification; added once per seal */
 
 	/* Compactor-owned progress. */
 	int32_t  wc_freed __sfs_cache_aligned; /* futex word: bumped when a buffer is freed */
