@@ -65,7 +65,7 @@
  * (w->pin_wait) and so a writer that copies twice within one dump stalls
  * for the rest of it — the old cost, in that rare case only.  The pin is in
  * shared memory, so a compactor killed mid-dump leaves it, and its
- * successor redoes the dump from the same list (sfs_mstore_frozen);
+ * successor redoes the dump from the same list (memdump.h, sfs_mdump_poll);
  * sfs_mstore_thaw, after the dump file is durable, records ms_dump_done and
  * drops the pin.  Cost: the list (8 bytes per live key) in the half, and a
  * pass over the index at the freeze (~10 ms per million slots), instead of
