@@ -28,7 +28,7 @@ trap cleanup EXIT
 # Throttled so that checkpoints complete before the store fills.
 start=$(date +%s)
 timeout 120 "$SFS" run --job "$job" --query q20 --backend memory --events "$EVENTS" \
-	--store-mb "$MB" --workers 1 --checkpoint-interval 100 --max-rate 200000 \
+	--store-mb "$MB" --workers 1 --checkpoint-interval 100 --max-rate 40000 \
 	--data "$OUT/data" --json >"$OUT/run.json" 2>"$OUT/run.err"
 rc=$?
 secs=$(($(date +%s) - start))
