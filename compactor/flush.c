@@ -65,6 +65,19 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 
 	if (!job || fw->worker >= job->rj_workers)
 		return 0;
+	if (f->ops->snapshot_begin) {
+		/* The version is captured now, its files follow while newer
+		 * buffers flush; publish_snapshots() reports it when complete. */
+		snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, fw->worker,
+			 (unsigned long long)id);
+		rc = f->ops->snapshot_begin(fw->tw, dir, id);
+		if (rc && rc != SFS_ERUNNING && !fw->failing)
+			sfs_log("worker %u: snapshot of barrier %llu failed, will retry: %s",
+				fw->worker, (unsigned long long)id, sfs_last_error());
+		if (rc && rc != SFS_ERUNNING)
+			fw->failing = 1;
+		return rc;
+	}
 	if (!f->ops->snapshot) {
 		if (!f->no_snapshot_said)
 			sfs_log("the %s target cannot snapshot: checkpoints will not complete",
@@ -85,6 +98,28 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 	sfs_store_relaxed(&job->rj_ws[fw->worker].rw_snap_version, seq);
 	sfs_store_release(&job->rj_ws[fw->worker].rw_snap_barrier, id);
 	return 0;
+}
+
+/* A snapshot begun beside the flush that is now complete: publish it. */
+static int publish_snapshots(struct sfs_flusher *f, struct sfs_flush_worker *fw)
+{
+	struct rt_worker_status *ws;
+	uint64_t id, seq;
+	int rc;
+
+	if (!f->ops->snapshot_poll || !f->job || fw->worker >= f->job->rj_workers)
+		return 0;
+	rc = f->ops->snapshot_poll(fw->tw, &id, &seq);
+	if (rc < 0) {
+		sfs_log("worker %u: %s", fw->worker, sfs_last_error());
+		return 0;
+	}
+	ws = &f->job->rj_ws[fw->worker];
+	if (rc == 1 && id > sfs_load_relaxed(&ws->rw_snap_barrier)) {
+		sfs_store_relaxed(&ws->rw_snap_version, seq);
+		sfs_store_release(&ws->rw_snap_barrier, id);
+	}
+	return rc;
 }
 
 void sfs_flusher_fini(struct sfs_flusher *f)
@@ -214,6 +249,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	struct sfs_wctl_buf *d = &ctl->wc_buf[fw->cur];
 	uint64_t seq = d->wb_seq;
 	unsigned done = 0;
+	int src;
 
 	while (fw->pos < fw->n && done < budget) {
 		unsigned k = 0;
@@ -248,6 +284,12 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 		}
 		if (rc == 0)
 			rc = f->ops->apply(fw->tw, fw->views, k, seq);
+		if (rc == SFS_EFULL) {
+			/* The store cannot hold the state (memory: --store-mb):
+			 * no retry makes room, so the compactor stops (fatal;
+			 * main.c logs the error). */
+			return rc;
+		}
 		if (rc) {
 			/* Retried from fw->pos later: applies are idempotent. */
 			if (!fw->failing)
@@ -264,8 +306,8 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 		return (int)done;
 	if (f->ops->commit(fw->tw, seq))
 		return (int)done;
-	if (d->wb_at_barrier && snapshot_barrier(f, fw, d->wb_barrier, seq))
-		return (int)done;
+	if (d->wb_at_barrier && (src = snapshot_barrier(f, fw, d->wb_barrier, seq)))
+		return src == SFS_EFULL ? src : (int)done;	/* full: as an apply's */
 	fw->failing = 0;
 	d->wb_flushed_ns = sfs_now_ns();
 	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
@@ -344,10 +386,15 @@ int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
 			}
 		}
 		if (fw->cur >= 0) {
-			work += flush_some(f, fw, budget);
+			int n = flush_some(f, fw, budget);
+
+			if (n < 0)
+				return n;	/* fatal (flush_some said why) */
+			work += n;
 			if (fw->failing)
 				*pending = 1;
 		}
+		work += publish_snapshots(f, fw);
 		work += release_retired(f, fw, pending);
 		if (f->ops->busy(fw->tw))
 			*pending = 1;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make run: the main job — Nexmark q4 on 1M events with the default backend
-# (sfs on the memory target), one worker per core, a barrier every second,
+# (sfs on the table target; SFS_BACKEND=memory for the in-memory baseline),
+# one worker per core, a barrier every second,
 # as a supervised group; prints the summary.  Knobs: SFS_QUERY, SFS_EVENTS,
 # SFS_WORKERS, SFS_BACKEND.
 set -eu
@@ -8,7 +9,7 @@ BIN=${SFS_BIN:-$PWD/bin}
 QUERY=${SFS_QUERY:-q4}
 EVENTS=${SFS_EVENTS:-1000000}
 WORKERS=${SFS_WORKERS:-$(nproc)}
-BACKEND=${SFS_BACKEND:-memory}
+BACKEND=${SFS_BACKEND:-table}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 

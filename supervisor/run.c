@@ -111,9 +111,10 @@ static void usage(FILE *f)
 		"A query job (the Nexmark suite; --job defaults to nexmark-QUERY):\n"
 		"  --query qN             q3 q4 q5 q7 q8 q9 q11 q12 q15 q17 q18 q19 q20\n"
 		"  --events N             events of the stream (default 1000000)\n"
-		"  --backend NAME         memory (sfs, default), rocksdb (sfs flushing to RocksDB),\n"
-		"                         table (sfs flushing to its LSM tables) or\n"
-		"                         rocksdb-direct (baseline)\n"
+		"  --backend NAME         table (sfs flushing to its LSM tables; default: keeps\n"
+		"                         up as the state grows), memory (sfs, the in-memory\n"
+		"                         baseline: the state must fit --store-mb), rocksdb\n"
+		"                         (sfs flushing to RocksDB) or rocksdb-direct (baseline)\n"
 		"  --checkpoint-interval MS  barrier period (default 1000; 0: none)\n"
 		"  --data DIR             files of the job (default /tmp/sfs-JOB)\n"
 		"  --output FILE          the result as CSV (default: discarded)\n"
@@ -123,8 +124,9 @@ static void usage(FILE *f)
 		"  --cache-mb MB          value cache per worker (sfs backends; default 8)\n"
 		"  --buffer-mb MB         each of a worker's 4 write buffers (sfs backends;\n"
 		"                         default 16): a full one is flushed between barriers\n"
-		"  --store-mb MB          memory store per worker, sparse (default 4096;\n"
-		"                         half is usable: it compacts by copying)\n"
+		"  --store-mb MB          memory backend: its store per worker, sparse (default\n"
+		"                         4096; half is usable: it compacts by copying); a run\n"
+		"                         whose state outgrows it stops (exit 1) saying so\n"
 		"  --json                 print one summary object, no progress\n"
 		"  --restore latest|DIR   start from the newest valid checkpoint in --data\n"
 		"                         (latest) or from a checkpoint directory (chk-N or a\n"
@@ -703,7 +705,7 @@ static int parse(int argc, char **argv)
 	cfg.backoff_min_ns = 100 * MS;
 	cfg.backoff_max_ns = 5000 * MS;
 	cfg.stop_grace_ns = 5000 * MS;
-	cfg.q.backend = "memory";
+	cfg.q.backend = "table";	/* keeps up as state grows; memory must fit --store-mb */
 	cfg.q.events = 1000000;
 	cfg.q.rate = 1e7;
 	cfg.q.block_events = 1000;

@@ -53,6 +53,12 @@ uint64_t sfs_mstore_layout(void)
 	h = sfs_fp(h, sizeof(struct sfs_mstore_entry));
 	h = sfs_fp(h, offsetof(struct sfs_mstore_entry, me_vlen));
 	h = sfs_fp(h, sizeof(struct sfs_mstore_link));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_dump_list));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_dump_half));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_dump_done));
+	h = sfs_fp(h, offsetof(struct sfs_mstore, ms_dump_path));
+	h = sfs_fp(h, SFS_MSTORE_DUMP_PATH);
+	h = sfs_fp(h, sizeof(struct sfs_mstore_frozen));
 	h = sfs_fp(h, SFS_MSTORE_K_ENTRY);
 	h = sfs_fp(h, SLOT_OFF_MASK);
 	return h;
@@ -420,6 +426,17 @@ static int compact(struct sfs_mstore_writer *w)
 	struct sfs_mstore_index *old = index_at(ms, ms->ms_index), *nx;
 	uint64_t noff;
 
+	if (sfs_load_relaxed(&ms->ms_dump_list) && ms->ms_dump_half == to) {
+		/* A dump still reads the other half: it finishes first (the
+		 * second copy within one dump; see the top). */
+		int rc = w->pin_wait ? w->pin_wait(w->pin_arg) : SFS_ETIMEDOUT;
+
+		if (rc)
+			return rc;
+		if (ms->ms_dump_list && ms->ms_dump_half == to)
+			return sfs__err(SFS_ETIMEDOUT, "memory store %u: a dump pins the other half",
+					ms->ms_worker);
+	}
 	if (w->idle_token) {
 		int rc = sfs_qsbr_check(w->seg, w->self, w->idle_token, GRACE_WAIT_NS);
 
@@ -753,12 +770,15 @@ static int full(struct sfs_mstore_writer *w, int rc)
 {
 	const struct sfs_mstore *ms = w->ms;
 
+	/* The one line a run that outgrows its store stops with (the flusher
+	 * makes it fatal): what happened and what to do. */
 	return rc == SFS_EFULL ? sfs__err(SFS_EFULL,
-					  "memory store %u: full (%llu keys, %llu bytes live, "
-					  "half of %llu bytes usable)",
+					  "memory store %u is full: %llu keys, %llu bytes live "
+					  "do not fit half of its %llu MiB (--store-mb); raise "
+					  "--store-mb or use --backend table",
 					  ms->ms_worker, (unsigned long long)ms->ms_live,
 					  (unsigned long long)ms->ms_bytes,
-					  (unsigned long long)ms->ms_size)
+					  (unsigned long long)(ms->ms_size >> 20))
 			       : rc;
 }
 
@@ -964,6 +984,87 @@ int sfs_mstore_foreach(const struct sfs_mstore *ms,
 			return rc;
 	}
 	return 0;
+}
+
+int sfs_mstore_freeze(struct sfs_mstore_writer *w, uint64_t id, const char *path)
+{
+	struct sfs_mstore *ms = w->ms;
+	const struct sfs_mstore_index *ix;
+	struct sfs_mstore_frozen *fz;
+	uint64_t bytes, off, k = 0;
+	size_t plen = strlen(path);
+	int rc;
+
+	if (ms->ms_dump_list)
+		return ms->ms_dump_id == id ? 1 : SFS_ERUNNING;
+	if (plen >= SFS_MSTORE_DUMP_PATH)
+		return sfs__err(SFS_EUSAGE, "memory store %u: dump path of %zu bytes is too long",
+				ms->ms_worker, plen);
+	/* mi_used (occupied and deleted slots, counted before a slot is
+	 * stored) bounds the live words even after a kill. */
+	bytes = sizeof(*fz) + index_at(ms, ms->ms_index)->mi_used * 8;
+	rc = make_room(w, bytes, 0);	/* may copy: no pin yet */
+	if (rc)
+		return full(w, rc);
+	ix = index_at(ms, ms->ms_index);
+	bytes = sizeof(*fz) + ix->mi_used * 8;
+	if (bytes > ms->ms_half - ms->ms_top[ms->ms_active])
+		return full(w, SFS_EFULL);
+	off = bump(ms, ms->ms_active, bytes);
+	fz = (struct sfs_mstore_frozen *)(base(ms) + off);
+	for (uint64_t i = 0; i < ix->mi_slots; i++) {
+		uint64_t sw = ix->mi_slot[i];
+
+		if (sw > SLOT_DELETED)
+			fz->mf_word[k++] = sw;
+	}
+	fz->mf_n = k;
+	ms->ms_dump_id = id;
+	ms->ms_dump_seq = ms->ms_applied;
+	ms->ms_dump_bytes = bytes;
+	ms->ms_dump_half = ms->ms_active;
+	memcpy(ms->ms_dump_path, path, plen + 1);
+	sfs_store_release(&ms->ms_dump_list, off);
+	return 0;
+}
+
+const struct sfs_mstore_frozen *sfs_mstore_frozen(const struct sfs_mstore *ms)
+{
+	uint64_t off = sfs_load_acquire(&ms->ms_dump_list);
+
+	return off ? (const struct sfs_mstore_frozen *)(base(ms) + off) : NULL;
+}
+
+int sfs_mstore_frozen_foreach(const struct sfs_mstore *ms,
+			      int (*fn)(void *arg, const struct sfs_mstore_entry *e,
+					const void *key, const void *value),
+			      void *arg)
+{
+	const struct sfs_mstore_frozen *fz = sfs_mstore_frozen(ms);
+
+	if (!fz)
+		return sfs__err(SFS_EUSAGE, "memory store %u: no frozen version", ms->ms_worker);
+	for (uint64_t i = 0; i < fz->mf_n; i++) {
+		const struct sfs_mstore_entry *e = rec(ms, fz->mf_word[i] & SLOT_OFF_MASK);
+		int rc = fn(arg, e, e + 1, entry_value(e));
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void sfs_mstore_thaw(struct sfs_mstore_writer *w)
+{
+	struct sfs_mstore *ms = w->ms;
+
+	if (!ms->ms_dump_list)
+		return;
+	sfs_store_relaxed(&ms->ms_dump_done_seq, ms->ms_dump_seq);
+	sfs_store_release(&ms->ms_dump_done, ms->ms_dump_id);
+	if (ms->ms_dump_half == ms->ms_active)
+		sfs_store_relaxed(&ms->ms_garbage, ms->ms_garbage + ms->ms_dump_bytes);
+	sfs_store_release(&ms->ms_dump_list, 0);
 }
 
 int sfs_mstore_verify(const struct sfs_mstore *ms)

@@ -52,6 +52,25 @@
  * the published state, unreachable bytes above a top, an empty head (a
  * redone flush links it), or an intent the restart completes.
  *
+ * Dumps of a frozen version (a checkpoint that does not stop the flush).
+ * sfs_mstore_freeze copies the published index's live slot words into a
+ * frozen list appended to the active half (A), then publishes the pin
+ * (ms_dump_*): every record the list names is in A (a copy moves all live
+ * records into one half), and a record never changes once published except
+ * a map record's link block, which a dump does not read.  So a dump thread
+ * walks the list while the compactor keeps flushing newer buffers: appends
+ * go above A's top, slot changes go to the live index, not the list.  The
+ * one writer that could overwrite A is a semispace copy into it (the
+ * second copy after the freeze); compact() first waits for the dump
+ * (w->pin_wait) and so a writer that copies twice within one dump stalls
+ * for the rest of it — the old cost, in that rare case only.  The pin is in
+ * shared memory, so a compactor killed mid-dump leaves it, and its
+ * successor redoes the dump from the same list (memdump.h, sfs_mdump_poll);
+ * sfs_mstore_thaw, after the dump file is durable, records ms_dump_done and
+ * drops the pin.  Cost: the list (8 bytes per live key) in the half, and a
+ * pass over the index at the freeze (~10 ms per million slots), instead of
+ * a whole-store dump inside the flush.
+ *
  * Tags make flushes idempotent and reads exact.  Every record carries the
  * sequence number (tag) of the write buffer whose flush wrote it.  A flush
  * of buffer b skips a key whose record already has tag >= b (a redone flush
@@ -70,8 +89,9 @@
 #include "shm/qsbr.h"
 #include "shm/segment.h"
 
-#define SFS_MSTORE_MAGIC 0x33524f5453534d53ull /* "SMSSTOR3" */
-#define SFS_MSTORE_VERSION 3u
+#define SFS_MSTORE_MAGIC 0x34524f5453534d53ull /* "SMSSTOR4" */
+#define SFS_MSTORE_VERSION 4u
+#define SFS_MSTORE_DUMP_PATH 512
 
 struct sfs_mstore {
 	uint64_t ms_magic;      /* creator, release, last */
@@ -98,6 +118,25 @@ struct sfs_mstore {
 				 * (semispace copies not included) */
 	uint64_t ms_maps;       /* compactor, relaxed: map heads (a kill may leave it off by one) */
 	uint64_t ms_redone;     /* compactor, relaxed: intents finished at open */
+	/* The frozen version of a dump in flight (see the top).  The ms_dump_*
+	 * operands are written by the compactor's main thread before the
+	 * release store of ms_dump_list that publishes the pin, and stay fixed
+	 * until ms_dump_list returns to 0 (release, after ms_dump_done). */
+	uint64_t ms_dump_list;  /* region offset of the frozen list, 0 = no pin */
+	uint64_t ms_dump_id;    /* the caller's name for the dump (a barrier id) */
+	uint64_t ms_dump_seq;   /* ms_applied when it was frozen */
+	uint64_t ms_dump_bytes; /* bytes of the list (garbage after the thaw) */
+	uint32_t ms_dump_half;  /* the half pinned */
+	uint32_t ms_dump_pad;
+	uint64_t ms_dump_done;  /* compactor, release: id of the last dump made durable */
+	uint64_t ms_dump_done_seq; /* compactor, before ms_dump_done: its ms_dump_seq */
+	char ms_dump_path[SFS_MSTORE_DUMP_PATH]; /* the dump file */
+};
+
+/* A frozen list: the live slot words of the index at a freeze. */
+struct sfs_mstore_frozen {
+	uint64_t mf_n;
+	uint64_t mf_word[];
 };
 
 struct sfs_mstore_index {
@@ -194,6 +233,11 @@ struct sfs_mstore_writer {
 	struct sfs_mstore *ms;
 	uint64_t idle_token;    /* grace period that frees the inactive half, 0 = free */
 	uint64_t hd_ix, hd_slot, hd_off; /* the last map head used: index, slot, record */
+	/* A copy into the half a dump pins waits for it: called by compact()
+	 * (the dump finishes and sfs_mstore_thaw runs inside), 0 or an error.
+	 * NULL: such a copy fails with SFS_ETIMEDOUT. */
+	int (*pin_wait)(void *arg);
+	void *pin_arg;
 };
 
 /* Find or create the store of worker @w (@bytes for a new region); @self is
@@ -236,6 +280,29 @@ int sfs_mstore_map_clear(struct sfs_mstore_writer *w, uint64_t ph, uint64_t ns, 
 
 /* Publish: every write of buffer @seq is applied. */
 void sfs_mstore_commit(struct sfs_mstore_writer *w, uint64_t seq);
+
+/*
+ * sfs_mstore_freeze - pin the version of the last commit for a dump named
+ * @id (writer; see the top): its frozen list, @path recorded for a
+ * successor.  0; 1 when a dump of @id is already pinned (a redone flush:
+ * nothing changed); SFS_ERUNNING when another dump is pinned; SFS_EFULL
+ * when the list does not fit.  O(index slots).
+ */
+int sfs_mstore_freeze(struct sfs_mstore_writer *w, uint64_t id, const char *path);
+
+/* The pinned list, or NULL when no dump is in flight. */
+const struct sfs_mstore_frozen *sfs_mstore_frozen(const struct sfs_mstore *ms);
+
+/* Calls @fn for every record of the frozen version, like foreach: any
+ * thread of the writer's process, while the pin holds. */
+int sfs_mstore_frozen_foreach(const struct sfs_mstore *ms,
+			      int (*fn)(void *arg, const struct sfs_mstore_entry *e,
+					const void *key, const void *value),
+			      void *arg);
+
+/* The dump of the pin is durable: ms_dump_done := its id, the pin goes
+ * (its list becomes garbage).  Writer only. */
+void sfs_mstore_thaw(struct sfs_mstore_writer *w);
 
 /* True while the inactive half still waits for its grace period. */
 int sfs_mstore_pending(struct sfs_mstore_writer *w);

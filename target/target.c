@@ -26,6 +26,7 @@
 
 struct sfs_target_writer {
 	struct sfs_mstore_writer m;
+	struct sfs_mdump_job dj;  /* the checkpoint dump beside the flush */
 };
 
 struct sfs_target_reader {
@@ -89,19 +90,51 @@ int sfs_target_memory_restore(struct sfs_seg *s, uint32_t worker, uint64_t store
 	return 0;
 }
 
-/* The checkpoint of the heap baseline: the whole store, every time. */
-static int mem_snapshot(struct sfs_target_writer *w, const char *dir)
+static int stage_dir(const char *dir, char *path, size_t n)
 {
-	char path[600];
-	uint64_t recs;
 	int rc = 0;
 
 	/* the stage's parents exist after the first checkpoint: one mkdir */
 	if (mkdir(dir, 0700) && errno != EEXIST && (errno != ENOENT || (rc = sfs_mkdirs(dir))))
 		return rc ? rc : sfs__err(sfs__errno(), "directory %s: mkdir: %s", dir, strerror(errno));
-	snprintf(path, sizeof(path), "%.580s/store.dump", dir);
-	rc = sfs_mdump_write(w->m.ms, w->m.ms->ms_worker, path, &recs);
-	return rc;
+	snprintf(path, n, "%.580s/store.dump", dir);
+	return 0;
+}
+
+/* The checkpoint of the heap baseline: the whole store, every time.  The
+ * synchronous form (the flush waits); the compactor uses the next two. */
+static int mem_snapshot(struct sfs_target_writer *w, const char *dir)
+{
+	char path[600];
+	uint64_t recs;
+	int rc = stage_dir(dir, path, sizeof(path));
+
+	return rc ? rc : sfs_mdump_write(w->m.ms, w->m.ms->ms_worker, path, &recs);
+}
+
+/* The same dump of a frozen version, written by a thread while newer
+ * buffers flush (target/memdump.h). */
+static int mem_snapshot_begin(struct sfs_target_writer *w, const char *dir, uint64_t id)
+{
+	char path[600];
+	int rc;
+
+	if (w->m.ms->ms_dump_list && w->m.ms->ms_dump_id != id)
+		return SFS_ERUNNING;	/* before any mkdir: the older one finishes first */
+	rc = stage_dir(dir, path, sizeof(path));
+	return rc ? rc : sfs_mdump_start(&w->m, &w->dj, id, path);
+}
+
+static int mem_snapshot_poll(struct sfs_target_writer *w, uint64_t *id, uint64_t *seq)
+{
+	return sfs_mdump_poll(&w->m, &w->dj, id, seq);
+}
+
+static int mem_pin_wait(void *arg)
+{
+	struct sfs_target_writer *w = arg;
+
+	return sfs_mdump_wait(&w->m, &w->dj);
 }
 
 static int mem_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot *self,
@@ -117,6 +150,8 @@ static int mem_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 		free(w);
 		return rc;
 	}
+	w->m.pin_wait = mem_pin_wait;
+	w->m.pin_arg = w;
 	*out = w;
 	return 0;
 }
@@ -278,7 +313,7 @@ static int mem_commit(struct sfs_target_writer *w, uint64_t seq)
 
 static int mem_busy(struct sfs_target_writer *w)
 {
-	return sfs_mstore_pending(&w->m);
+	return sfs_mstore_pending(&w->m) | sfs_mdump_busy(&w->m, &w->dj);
 }
 
 static int mem_files(struct sfs_target_writer *w, int (*fn)(void *arg, const char *path), void *arg)
@@ -291,6 +326,7 @@ static int mem_files(struct sfs_target_writer *w, int (*fn)(void *arg, const cha
 
 static void mem_close(struct sfs_target_writer *w)
 {
+	sfs_mdump_stop(&w->m, &w->dj);
 	sfs_mstore_close(&w->m);
 	free(w);
 }
@@ -409,6 +445,8 @@ const struct sfs_target_ops sfs_target_memory = {
 	.busy = mem_busy,
 	.files = mem_files,
 	.snapshot = mem_snapshot,
+	.snapshot_begin = mem_snapshot_begin,
+	.snapshot_poll = mem_snapshot_poll,
 	.close = mem_close,
 	.reader_open = mem_reader_open,
 	.catch_up = mem_catch_up,

@@ -76,6 +76,16 @@ struct sfs_target_ops {
 	 * last commit) in @dir, which must not exist: a checkpoint's input
 	 * (checkpointer/coord.h).  NULL: the target cannot (yet). */
 	int (*snapshot)(struct sfs_target_writer *w, const char *dir);
+	/* Staging beside the flush (NULL: the compactor calls snapshot, which
+	 * holds the flush for its length).  snapshot_begin captures the current
+	 * version as snapshot @id, to be staged in @dir (created), and returns
+	 * 0 at once: newer buffers may be applied while its files are written.
+	 * SFS_ERUNNING (no message): an older one is still being written, call
+	 * again.  snapshot_poll: 1 and (@id, the version's seq) once a begun
+	 * snapshot is complete in its directory, 0 while none is, < 0 when an
+	 * attempt failed (the target retries it).  busy() is true meanwhile. */
+	int (*snapshot_begin)(struct sfs_target_writer *w, const char *dir, uint64_t id);
+	int (*snapshot_poll)(struct sfs_target_writer *w, uint64_t *id, uint64_t *seq);
 	void (*close)(struct sfs_target_writer *w);
 
 	int (*reader_open)(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out);

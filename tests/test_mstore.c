@@ -5,13 +5,17 @@
  * across flushes and semispace copies match a reference, a redone flush
  * changes nothing), and a writer killed at every step of a map write: the
  * restart finishes or drops the step, the redone flush loses and doubles
- * nothing.
+ * nothing.  Checkpoint dumps beside the flush (target/memdump.h): a dump of
+ * a frozen version is byte for byte the dump of the live store at the
+ * freeze, whatever is flushed after it; a copy into the pinned half waits
+ * for the dump; a full store says what to do.
  */
 #include <criterion/criterion.h>
 #include <signal.h>
 
 #include "common/err.h"
 #include "shm/proc.h"
+#include "target/memdump.h"
 #include "target/memory.h"
 #include "tests/helpers.h"
 #include "worker/wbuf.h"
@@ -425,4 +429,193 @@ Test(mstore, writer_killed_at_every_step_loses_and_doubles_nothing, .timeout = 3
 	}
 	cr_assert(finished);
 	cr_assert_gt(kill_at, 20, "only %d steps: the fault points are not reached", kill_at);
+}
+
+/* ---- dumps beside the flush ------------------------------------------------------ */
+
+/* Value records beside the maps: keys "m<4..7>" (parents of no map). */
+static void put_values(struct sfs_mstore_writer *w, uint64_t tag, uint64_t *seed)
+{
+	for (int m = NM; m < 2 * NM; m++) {
+		struct key k;
+		char v[24];
+
+		if (th_rand(seed) % 2)
+			continue;
+		mkkey(&k, m, -1);
+		snprintf(v, sizeof(v), "val%llu", (unsigned long long)tag);
+		cr_assert_eq(sfs_mstore_apply(w, SFS_MSTORE_PUT, 0, k.ph, 0, k.b, k.plen, v,
+					      (uint32_t)strlen(v), tag), 0, "%s", sfs_last_error());
+	}
+}
+
+/* Flushes @from..@to: random map writes and value puts. */
+static void flush_range(struct sfs_mstore_writer *w, uint64_t from, uint64_t to, uint64_t *seed)
+{
+	static struct batch b;
+
+	for (uint64_t t = from; t <= to; t++) {
+		rand_batch(&b, t, seed, 1 + (int)(th_rand(seed) % 60));
+		put_values(w, t, seed);
+		cr_assert_eq(apply(w, &b), 0, "flush %llu: %s", (unsigned long long)t,
+			     sfs_last_error());
+	}
+}
+
+static void same_file(const char *a, const char *b)
+{
+	FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
+	long n = 0;
+	int ca, cb;
+
+	cr_assert(fa && fb, "%s or %s missing", a, b);
+	do {
+		ca = fgetc(fa);
+		cb = fgetc(fb);
+		cr_assert_eq(ca, cb, "%s and %s differ at byte %ld", a, b, n);
+		n++;
+	} while (ca != EOF);
+	cr_assert_gt(n, 100, "an empty dump: the test dumps nothing");
+	fclose(fa);
+	fclose(fb);
+}
+
+static struct sfs_mdump_job dj;
+static int waits;
+
+static int test_pin_wait(void *arg)
+{
+	waits++;
+	return sfs_mdump_wait(arg, &dj);
+}
+
+/* Poll until the dump thread reports dump @id. */
+static void poll_until(struct sfs_mstore_writer *w, uint64_t id, uint64_t seq)
+{
+	uint64_t got = 0, gseq = 0;
+	int rc = 0;
+
+	for (int i = 0; i < 20000 && rc != 1; i++) {
+		rc = sfs_mdump_poll(w, &dj, &got, &gseq);
+		cr_assert_geq(rc, 0, "%s", sfs_last_error());
+		if (rc != 1)
+			usleep(1000);
+	}
+	cr_assert_eq(rc, 1, "dump %llu never reported", (unsigned long long)id);
+	cr_assert_eq(got, id);
+	cr_assert_eq(gseq, seq, "the dump's version: seq %llu, expected %llu",
+		     (unsigned long long)gseq, (unsigned long long)seq);
+	cr_assert_null(sfs_mstore_frozen(w->ms), "the pin outlived its dump");
+	cr_assert_eq(sfs_mdump_poll(w, &dj, &got, &gseq), 0, "reported twice");
+}
+
+Test(mstore, a_frozen_dump_is_its_freeze_whatever_flushes_after_and_a_successor_redoes_it)
+{
+	char dir[] = "/tmp/sfs-mdump-XXXXXX", exp[64], got[64];
+	struct sfs_mstore_writer w;
+	uint64_t seed = (uint64_t)getpid() * 3, copies;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(exp, sizeof(exp), "%s/exp.dump", dir);
+	snprintf(got, sizeof(got), "%s/got.dump", dir);
+	memset(&dj, 0, sizeof(dj));
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 512u << 10, slot, &w), 0, "%s", sfs_last_error());
+	flush_range(&w, 1, 60, &seed);
+	uint64_t recs;
+	cr_assert_eq(sfs_mdump_write(w.ms, 0, exp, &recs), 0, "%s", sfs_last_error());
+	/* The freeze without its thread: what a compactor killed right
+	 * after it leaves. */
+	cr_assert_eq(sfs_mstore_freeze(&w, 60, got), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_mstore_freeze(&w, 60, got), 1, "a redone freeze pins again");
+	cr_assert_eq(sfs_mstore_freeze(&w, 61, got), SFS_ERUNNING);
+	copies = w.ms->ms_copies;
+	/* Newer flushes, up to one semispace copy (out of the pinned half). */
+	for (uint64_t t = 61; w.ms->ms_copies == copies && t < 5000; t += 10)
+		flush_range(&w, t, t + 9, &seed);
+	cr_assert_eq(w.ms->ms_copies, copies + 1, "no copy after the freeze: the test misses it");
+	sfs_mstore_close(&w);
+	/* The successor: its first poll restarts the dump from the pin. */
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 512u << 10, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_not_null(sfs_mstore_frozen(w.ms), "the pin did not survive its writer");
+	poll_until(&w, 60, 60);
+	same_file(exp, got);
+	cr_assert_eq(sfs_mstore_verify(w.ms), 0, "%s", sfs_last_error());
+	sfs_mstore_close(&w);
+	unlink(exp);
+	unlink(got);
+	rmdir(dir);
+}
+
+Test(mstore, a_copy_into_the_pinned_half_waits_for_the_dump)
+{
+	char dir[] = "/tmp/sfs-mdump-XXXXXX", exp[64], got[64];
+	struct sfs_mstore_writer w;
+	uint64_t seed = (uint64_t)getpid() * 5, copies, recs, t;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(exp, sizeof(exp), "%s/exp.dump", dir);
+	snprintf(got, sizeof(got), "%s/got.dump", dir);
+	memset(&dj, 0, sizeof(dj));
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 512u << 10, slot, &w), 0, "%s", sfs_last_error());
+	flush_range(&w, 1, 60, &seed);
+	cr_assert_eq(sfs_mdump_write(w.ms, 0, exp, &recs), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_mstore_freeze(&w, 7, got), 0, "%s", sfs_last_error());
+	copies = w.ms->ms_copies;
+	/* Without a pin_wait the second copy is refused, not done over the
+	 * list the dump reads. */
+	for (t = 61; t < 20000; t++) {
+		static struct batch b;
+		int rc;
+
+		rand_batch(&b, t, &seed, 60);
+		rc = apply(&w, &b);
+		if (rc) {
+			cr_assert_eq(rc, SFS_ETIMEDOUT, "%s", sfs_last_error());
+			break;
+		}
+	}
+	cr_assert_eq(w.ms->ms_copies, copies + 1, "refused after %llu copies",
+		     (unsigned long long)(w.ms->ms_copies - copies));
+	/* With one (the target's): the dump finishes, then the copy. */
+	waits = 0;
+	w.pin_wait = test_pin_wait;
+	w.pin_arg = &w;
+	flush_range(&w, t, t + 400, &seed);
+	cr_assert_eq(waits, 1, "pin_wait called %d times", waits);
+	cr_assert_gt(w.ms->ms_copies, copies + 1);
+	poll_until(&w, 7, 60);
+	same_file(exp, got);
+	sfs_mstore_close(&w);
+	unlink(exp);
+	unlink(got);
+	rmdir(dir);
+}
+
+Test(mstore, a_full_store_says_what_to_do)
+{
+	struct sfs_mstore_writer w;
+	uint64_t seed = 9;
+	int rc = 0;
+	char v[200];
+
+	memset(v, 'x', sizeof(v));
+	cr_assert_eq(sfs_mstore_open(&seg, 0, 256u << 10, slot, &w), 0, "%s", sfs_last_error());
+	for (int i = 0; i < 100000 && !rc; i++) {
+		struct key k;
+		char mk[16];
+
+		mkkey(&k, 0, -1);
+		snprintf(mk, sizeof(mk), "k%07d", i);
+		memcpy(k.b + 6, mk, 8);
+		k.b[5] = 8;
+		k.plen = 14;
+		k.ph = sfs_wbuf_hash(0, k.b, k.plen);
+		rc = sfs_mstore_apply(&w, SFS_MSTORE_PUT, 0, k.ph, 0, k.b, k.plen, v, sizeof(v),
+				      1 + th_rand(&seed) % 2);
+	}
+	cr_assert_eq(rc, SFS_EFULL, "never full: %d", rc);
+	cr_assert(strstr(sfs_last_error(), "memory store 0 is full") &&
+		  strstr(sfs_last_error(), "raise --store-mb or use --backend table"), "%s",
+		  sfs_last_error());
+	sfs_mstore_close(&w);
 }
