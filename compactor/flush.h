@@ -67,7 +67,12 @@
  *  take an atomic sequence; RocksDB instances share only RocksDB's default
  *  Env (thread-safe; its background pools were shared across instances
  *  before), each has its own block cache, rate limiter and LOG; the
- *  memory target's stores are per worker.
+ *  memory target's stores are per worker.  Not made safe: the targets'
+ *  test-only fault points (SFS_TABLE_CRASH_AT, SFS_RDBT_CRASH_AT) parse
+ *  their variable lazily without a lock, as they did beside the table's
+ *  background threads.
+ * Only the main thread waits for the slowest thread's round (a long
+ * commit): the other threads keep flushing their workers meanwhile.
  * Cost: one mutex and condition-variable round trip per main step, i.e.
  * per round of every thread (a round applies up to `budget` entries of
  * each of its workers: milliseconds of work when busy).
@@ -75,7 +80,6 @@
 #ifndef SFS_COMPACTOR_FLUSH_H
 #define SFS_COMPACTOR_FLUSH_H
 
-#include <pthread.h>
 #include <stdint.h>
 
 #include "shm/proc.h"
