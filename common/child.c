@@ -128,10 +128,24 @@ int sfs_child_start(struct sfs_child *c)
 static struct sfs_child *loop_child;
 static uint64_t next_beat;
 
+/* This thread's sfs_child_progress_hook (NULL: the loop's own beat). */
+static __thread void (*progress_fn)(void *arg);
+static __thread void *progress_arg;
+
+void sfs_child_progress_hook(void (*fn)(void *arg), void *arg)
+{
+	progress_fn = fn;
+	progress_arg = arg;
+}
+
 void sfs_child_progress(void)
 {
 	uint64_t now;
 
+	if (progress_fn) {
+		progress_fn(progress_arg);
+		return;
+	}
 	if (!loop_child)
 		return;
 	now = sfs_now_ns();

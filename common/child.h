@@ -71,6 +71,15 @@ int sfs_child_loop(struct sfs_child *c, sfs_child_step_fn step);
  */
 void sfs_child_progress(void);
 
+/*
+ * sfs_child_progress_hook - for the calling thread only: sfs_child_progress
+ * calls @fn(@arg) instead of beating.  For a thread that runs part of the
+ * loop's step on the loop thread's behalf (the compactor's maintenance
+ * threads, compactor/flush.h): it tells the loop thread, which beats once
+ * every such thread has moved.  NULL: back to the default.
+ */
+void sfs_child_progress_hook(void (*fn)(void *arg), void *arg);
+
 /* Offline, unregister, detach. */
 void sfs_child_finish(struct sfs_child *c);
 

@@ -1,11 +1,15 @@
 /*
- * flush.c — the compactor's flush cycle (see flush.h).
+ * flush.c — the compactor's flush cycle and its maintenance threads (see
+ * flush.h: which thread owns which worker, and what they share).
  */
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -19,6 +23,35 @@
 #define SCAN_PERIOD_NS (50 * 1000000ull)
 
 #define APPLY_BATCH 64
+#define POLL_NS 1000000ull               /* a thread's poll of a pending grace period */
+#define MAIN_WAIT_NS (100 * 1000000ull)  /* the main step re-checks sfs_child_stop */
+
+/* One maintenance thread (process-local).  t_* under the pool's p_mu,
+ * except t_lane and t_th (the thread's own). */
+struct sfs_flush_thread {
+	struct sfs_flush_pool *t_pool;
+	pthread_t t_th;
+	struct sfs_flush_lane t_lane;
+	uint64_t t_done_kick;  /* the kick its last finished round began after */
+	uint64_t t_life;       /* sfs_child_progress calls inside a long step */
+	uint64_t t_life_seen;  /* t_life at the main step's kick (main thread) */
+	uint64_t t_work;       /* work of its rounds since the last main step */
+	int t_pending;         /* its last round left something to poll */
+	int t_rc;              /* < 0: it stopped on this error */
+};
+
+struct sfs_flush_pool {
+	struct sfs_flusher *p_f;
+	pthread_mutex_t p_mu;
+	pthread_cond_t p_kick_cv;  /* main -> threads: a kick, or stop */
+	pthread_cond_t p_done_cv;  /* threads -> main: a round done, life, an error */
+	uint64_t p_kick;           /* under p_mu: bumped by each main step */
+	unsigned p_budget;         /* under p_mu: the budget of the last kick */
+	int p_stop;                /* under p_mu */
+	uint64_t p_nap_ns;         /* an idle thread's longest wait (read-only) */
+	unsigned p_n;
+	struct sfs_flush_thread p_t[];
+};
 
 int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
 		     const struct sfs_proc_slot *self, uint64_t store_bytes)
@@ -26,6 +59,7 @@ int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
 	memset(f, 0, sizeof(*f));
 	f->seg = seg;
 	f->self = self;
+	f->lane.stride = 1;
 	f->cfg.store_bytes = store_bytes;
 	f->ops = sfs_target_of(seg);
 	if (!f->ops)
@@ -79,10 +113,9 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 		return rc;
 	}
 	if (!f->ops->snapshot) {
-		if (!f->no_snapshot_said)
+		if (!uatomic_xchg(&f->no_snapshot_said, 1))
 			sfs_log("the %s target cannot snapshot: checkpoints will not complete",
 				f->ops->name);
-		f->no_snapshot_said = 1;
 		return 0;
 	}
 	snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, fw->worker,
@@ -122,9 +155,12 @@ static int publish_snapshots(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	return rc;
 }
 
+static void pool_stop(struct sfs_flusher *f);
+
 void sfs_flusher_fini(struct sfs_flusher *f)
 {
-	for (uint32_t i = 0; i < f->nworkers; i++) {
+	pool_stop(f);
+	for (uint32_t i = 0; i < SFS_FLUSH_MAX_WORKERS; i++) {
 		if (f->w[i].open)
 			f->ops->close(f->w[i].tw);
 		free(f->w[i].offs);
@@ -134,8 +170,8 @@ void sfs_flusher_fini(struct sfs_flusher *f)
 }
 
 /* Open worker @w's region and store; RETIRING buffers left by a previous
- * compactor get a fresh grace period. */
-static int open_worker(struct sfs_flusher *f, uint32_t w)
+ * compactor get a fresh grace period.  @l: the lane that owns @w. */
+static int open_worker(struct sfs_flusher *f, struct sfs_flush_lane *l, uint32_t w)
 {
 	struct sfs_flush_worker *fw = &f->w[w];
 	int rc = sfs_wctl_attach(f->seg, w, &fw->ctl, &fw->ring, fw->buf);
@@ -158,8 +194,8 @@ static int open_worker(struct sfs_flusher *f, uint32_t w)
 		if (sfs_load_acquire(&fw->ctl->wc_buf[i].wb_state) == SFS_BUF_RETIRING)
 			fw->retire_token[i] = sfs_qsbr_start(f->seg->hdr);
 	fw->open = 1;
-	if (w + 1 > f->nworkers)
-		f->nworkers = w + 1;
+	if (w + 1 > l->nworkers)
+		l->nworkers = w + 1;
 	return 0;
 }
 
@@ -168,10 +204,10 @@ int sfs_flusher_fatal(int rc)
 	return rc == SFS_EFULL || rc == SFS_EUSAGE || rc == SFS_EVERSION;
 }
 
-/* New workers: regions named worker.<w> this compactor has not opened; a
- * store that can never open (sfs_flusher_fatal) stops the scan with its
- * error. */
-static int scan(struct sfs_flusher *f)
+/* New workers of lane @l: regions named worker.<w> this compactor has not
+ * opened; a store that can never open (sfs_flusher_fatal) stops the scan
+ * with its error. */
+static int scan(struct sfs_flusher *f, struct sfs_flush_lane *l)
 {
 	const struct sfs_seg_hdr *h = f->seg->hdr;
 
@@ -185,9 +221,9 @@ static int scan(struct sfs_flusher *f)
 			break;
 		if (sfs_load_acquire(&d->rd_state) != SFS_REGION_READY ||
 		    sscanf(d->rd_name, "worker.%u%c", &w, &tail) != 1 || w >= SFS_FLUSH_MAX_WORKERS ||
-		    f->w[w].open)
+		    w % l->stride != l->first || f->w[w].open)
 			continue;
-		rc = open_worker(f, w);
+		rc = open_worker(f, l, w);
 		if (rc == 0)
 			sfs_log("flushing worker %u", w);
 		else if (sfs_flusher_fatal(rc))
@@ -344,20 +380,24 @@ static int release_retired(struct sfs_flusher *f, struct sfs_flush_worker *fw, i
 	return freed;
 }
 
-int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
+/* One bounded round over the workers of lane @l (sfs_flusher_step's
+ * contract).  Touches only those workers' state: any thread may run it for
+ * the lane it owns. */
+static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned budget,
+		     int *pending)
 {
 	uint64_t now = sfs_now_ns();
 	int work = 0;
 
 	*pending = 0;
-	if (now >= f->next_scan_ns) {
-		int rc = scan(f);
+	if (now >= l->next_scan_ns) {
+		int rc = scan(f, l);
 
 		if (rc)
 			return rc;
-		f->next_scan_ns = now + SCAN_PERIOD_NS;
+		l->next_scan_ns = now + SCAN_PERIOD_NS;
 	}
-	for (uint32_t w = 0; w < f->nworkers; w++) {
+	for (uint32_t w = l->first; w < l->nworkers; w += l->stride) {
 		struct sfs_flush_worker *fw = &f->w[w];
 		struct sfs_flush_req req[8];
 
@@ -400,4 +440,202 @@ int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
 			*pending = 1;
 	}
 	return work;
+}
+
+/* ---- maintenance threads ------------------------------------------------------------- */
+
+static void pool_life(void *arg)
+{
+	struct sfs_flush_thread *t = arg;
+	struct sfs_flush_pool *p = t->t_pool;
+
+	pthread_mutex_lock(&p->p_mu);
+	t->t_life++;
+	pthread_cond_signal(&p->p_done_cv);
+	pthread_mutex_unlock(&p->p_mu);
+}
+
+static void abs_after(struct timespec *ts, uint64_t ns)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ns += (uint64_t)ts->tv_nsec;
+	ts->tv_sec += (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+/* A thread: rounds over its lane as long as they find work, else a wait
+ * for the next kick (or a poll of what is pending). */
+static void *pool_main(void *arg)
+{
+	struct sfs_flush_thread *t = arg;
+	struct sfs_flush_pool *p = t->t_pool;
+
+	/* sfs_child_progress() inside a long step (a memory dump) tells the
+	 * main thread this thread is alive; only the main thread beats. */
+	sfs_child_progress_hook(pool_life, t);
+	pthread_mutex_lock(&p->p_mu);
+	while (!p->p_stop) {
+		uint64_t kick = p->p_kick;
+		unsigned budget = p->p_budget;
+		int pending = 0, work;
+
+		pthread_mutex_unlock(&p->p_mu);
+		work = lane_step(p->p_f, &t->t_lane, budget, &pending);
+		pthread_mutex_lock(&p->p_mu);
+		t->t_done_kick = kick;
+		t->t_pending = pending;
+		if (work < 0) {
+			t->t_rc = work;
+			pthread_cond_signal(&p->p_done_cv);
+			while (!p->p_stop)
+				pthread_cond_wait(&p->p_kick_cv, &p->p_mu);
+			break;
+		}
+		t->t_work += (uint64_t)work;
+		pthread_cond_signal(&p->p_done_cv);
+		if (work == 0 && p->p_kick == kick && !p->p_stop) {
+			struct timespec ts;
+
+			abs_after(&ts, pending ? POLL_NS : p->p_nap_ns);
+			pthread_cond_timedwait(&p->p_kick_cv, &p->p_mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&p->p_mu);
+	return NULL;
+}
+
+/* The main thread's step with a pool: kick, then wait for one round of
+ * every thread (or its life inside a long one). */
+static int pool_step(struct sfs_flusher *f, unsigned budget, int *pending)
+{
+	struct sfs_flush_pool *p = f->pool;
+	uint64_t kick, work = 0;
+	int rc = 0, busy = 0;
+
+	*pending = 0;
+	pthread_mutex_lock(&p->p_mu);
+	kick = ++p->p_kick;
+	p->p_budget = budget;
+	pthread_cond_broadcast(&p->p_kick_cv);
+	for (unsigned i = 0; i < p->p_n; i++)
+		p->p_t[i].t_life_seen = p->p_t[i].t_life;
+	for (;;) {
+		int all = 1;
+		struct timespec ts;
+
+		for (unsigned i = 0; i < p->p_n; i++) {
+			const struct sfs_flush_thread *t = &p->p_t[i];
+
+			if (t->t_rc && !rc)
+				rc = t->t_rc;
+			if (t->t_done_kick < kick && t->t_life == t->t_life_seen)
+				all = 0;
+		}
+		if (rc || all || sfs_child_stop)
+			break;
+		abs_after(&ts, MAIN_WAIT_NS);
+		pthread_cond_timedwait(&p->p_done_cv, &p->p_mu, &ts);
+	}
+	for (unsigned i = 0; i < p->p_n; i++) {
+		struct sfs_flush_thread *t = &p->p_t[i];
+
+		work += t->t_work;
+		t->t_work = 0;
+		if (t->t_pending)
+			*pending = 1;
+		if (t->t_done_kick < kick)
+			busy = 1;	/* still inside a long step */
+	}
+	pthread_mutex_unlock(&p->p_mu);
+	if (rc)
+		return rc;
+	work += (uint64_t)busy;
+	return work > INT_MAX ? INT_MAX : (int)work;
+}
+
+int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending)
+{
+	if (f->pool)
+		return pool_step(f, budget, pending);
+	return lane_step(f, &f->lane, budget, pending);
+}
+
+unsigned sfs_flusher_nthreads(const struct sfs_flusher *f)
+{
+	return f->pool ? f->pool->p_n : 0;
+}
+
+static void pool_stop(struct sfs_flusher *f)
+{
+	struct sfs_flush_pool *p = f->pool;
+	unsigned started;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->p_mu);
+	p->p_stop = 1;
+	pthread_cond_broadcast(&p->p_kick_cv);
+	pthread_mutex_unlock(&p->p_mu);
+	started = p->p_n;
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(p->p_t[i].t_th, NULL);
+	pthread_cond_destroy(&p->p_kick_cv);
+	pthread_cond_destroy(&p->p_done_cv);
+	pthread_mutex_destroy(&p->p_mu);
+	free(p);
+	f->pool = NULL;
+}
+
+int sfs_flusher_threads(struct sfs_flusher *f, unsigned n, uint64_t nap_ns)
+{
+	struct sfs_flush_pool *p;
+	pthread_condattr_t ca;
+	sigset_t all, old;
+	int rc = 0;
+
+	if (n > SFS_FLUSH_MAX_WORKERS)
+		return sfs__err(SFS_EUSAGE, "compactor: %u maintenance threads, at most %d", n,
+				SFS_FLUSH_MAX_WORKERS);
+	if (n <= 1 || f->pool)
+		return 0;
+	/* Workers are taken over from the main thread's lane only before it
+	 * opened any: a worker has one owner for the compactor's life. */
+	if (f->lane.nworkers)
+		return sfs__err(SFS_EUSAGE, "compactor: threads started after the first step");
+	p = calloc(1, sizeof(*p) + n * sizeof(p->p_t[0]));
+	if (!p)
+		return -ENOMEM;
+	p->p_f = f;
+	p->p_nap_ns = nap_ns ? nap_ns : 100 * 1000000ull;
+	p->p_budget = 4096;	/* the first rounds, before any kick */
+	pthread_mutex_init(&p->p_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->p_kick_cv, &ca);
+	pthread_cond_init(&p->p_done_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	f->pool = p;
+	/* Signals go to the main thread (its futex wait is what SIGTERM must
+	 * interrupt); threads the targets start from a pool thread inherit
+	 * the mask. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	for (unsigned i = 0; i < n; i++) {
+		struct sfs_flush_thread *t = &p->p_t[i];
+
+		t->t_pool = p;
+		t->t_lane.first = i;
+		t->t_lane.stride = n;
+		rc = -pthread_create(&t->t_th, NULL, pool_main, t);
+		if (rc) {
+			rc = sfs__err(rc, "compactor: maintenance thread %u of %u: %s", i, n,
+				      strerror(-rc));
+			break;
+		}
+		p->p_n = i + 1;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		pool_stop(f);
+	return rc;
 }

@@ -15,6 +15,67 @@
  * A flush that fails (target full, write error) is reported loudly and
  * retried; the buffer stays SEALED and the worker back-pressures.  A flush
  * redone after a crash is idempotent (the target's tags).
+ *
+ * Maintenance threads (`sfs run --maintenance-threads N`, SFS_MAINT_THREADS
+ * in the compactor's environment).  One compactor serves every worker of
+ * its node, so on a node of 16-64 cores one thread would be what every
+ * barrier waits for.  With N = 1 no thread is started: the main thread
+ * runs every worker's step, exactly as before.  With N > 1,
+ * sfs_flusher_threads() starts N threads and worker w is owned by thread
+ * w mod N for the compactor's life (struct sfs_flush_lane: first = t,
+ * stride = N).  Who owns what:
+ *  - the owning thread alone, no lock: everything in w[w] (open, the
+ *    target writer tw and all the target keeps behind it, cur, offs,
+ *    views, retire tokens, failing), what the compactor writes in the
+ *    worker's wctl (its buffers' wb_state and wb_flushed_ns,
+ *    wc_flushed_seq, the flush counters, wc_freed and the wake), its
+ *    rj_ws[w] snapshot fields, and opening it (a thread's scan opens only
+ *    its own workers).  So each worker's buffers flush, commit, snapshot,
+ *    publish and retire in seq order exactly as with one thread, and every
+ *    target writer keeps its contract of one writing thread (target.h).
+ *  - each thread's lane (its scan clock, the highest index it opened):
+ *    that thread's.
+ *  - shared:
+ *    QSBR — the compactor's grace periods all skip its own slot (it is
+ *      an updater for what it frees, shm/qsbr.h; no other process runs a
+ *      grace period), sfs_qsbr_start is one atomic RMW and sfs_qsbr_check
+ *      only loads, so threads start and poll grace periods concurrently.
+ *      The slot's online/quiescent/offline reports stay with the main
+ *      thread's loop; nothing waits on them.
+ *    the doorbell, the idle sleep and the heartbeat — the main thread's
+ *      (common/child.c's loop).  Its step (sfs_flusher_step) kicks the
+ *      pool (p_kick, under p_mu, broadcast) and waits until every thread
+ *      has finished a round that started after the kick, or shown life
+ *      inside one long step (sfs_child_progress on a pool thread: a
+ *      memory dump), then returns their summed work.  So a beat still
+ *      proves every thread moves: one stuck thread stops the main
+ *      thread's steps and its beats, and the hang timeout restarts the
+ *      compactor as before; and the loop's re-check after it announces
+ *      sleep (sh_bell_sleeping) really re-checks every worker.  A thread
+ *      with work loops without waiting for kicks; one that found none
+ *      waits for the next kick, or 1 ms while it has a grace period or a
+ *      failed flush pending (it polls those itself).  Pool threads block
+ *      every signal: SIGTERM reaches the main thread's futex wait.
+ *    fatal errors — a thread stores its rc in its t_rc and stops stepping;
+ *      the main step returns it and the compactor stops (threads joined
+ *      by sfs_flusher_fini).
+ *    logging (one write(2) per line), errors (sfs_last_error is per
+ *      thread), no_snapshot_said (an atomic exchange).
+ *  Process-global state of the targets, checked for this: the table
+ *  target's qsort context (sort_t) is per thread; the data files' decoded
+ *  page budget is atomic (layout/datafile.c); layout's temporary names
+ *  take an atomic sequence; RocksDB instances share only RocksDB's default
+ *  Env (thread-safe; its background pools were shared across instances
+ *  before), each has its own block cache, rate limiter and LOG; the
+ *  memory target's stores are per worker.  Not made safe: the targets'
+ *  test-only fault points (SFS_TABLE_CRASH_AT, SFS_RDBT_CRASH_AT) parse
+ *  their variable lazily without a lock, as they did beside the table's
+ *  background threads.
+ * Only the main thread waits for the slowest thread's round (a long
+ * commit): the other threads keep flushing their workers meanwhile.
+ * Cost: one mutex and condition-variable round trip per main step, i.e.
+ * per round of every thread (a round applies up to `budget` entries of
+ * each of its workers: milliseconds of work when busy).
  */
 #ifndef SFS_COMPACTOR_FLUSH_H
 #define SFS_COMPACTOR_FLUSH_H
@@ -46,28 +107,52 @@ struct sfs_flush_worker {
 
 struct rt_job;
 
+/* The workers one thread steps: first, first + stride, ... (owner only). */
+struct sfs_flush_lane {
+	uint32_t first, stride;
+	uint32_t nworkers;             /* highest index it opened + 1 */
+	uint64_t next_scan_ns;
+};
+
+struct sfs_flush_pool;
+
 struct sfs_flusher {
 	struct sfs_seg *seg;
 	const struct sfs_proc_slot *self;
 	const struct sfs_target_ops *ops;
 	struct sfs_target_cfg cfg;
-	uint64_t next_scan_ns;
-	uint32_t nworkers;             /* highest open index + 1 */
+	struct sfs_flush_lane lane;    /* no pool: the main thread's, every worker */
 	struct rt_job *job;            /* a query job with checkpoints, else NULL */
-	int no_snapshot_said;
+	int no_snapshot_said;          /* atomic exchange (any thread) */
+	struct sfs_flush_pool *pool;   /* NULL: no maintenance threads */
 	struct sfs_flush_worker w[SFS_FLUSH_MAX_WORKERS];
 };
 
 /* SFS_EUSAGE if the segment names an unknown flush target. */
 int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
 		     const struct sfs_proc_slot *self, uint64_t store_bytes);
+/* Stops and joins the threads first, then closes every store. */
 void sfs_flusher_fini(struct sfs_flusher *f);
+
+/*
+ * sfs_flusher_threads - start @n maintenance threads (1: none, the main
+ * thread steps every worker).  Call after init, before the first step;
+ * @nap_ns: the longest an idle thread waits for a kick (the heartbeat).
+ * 0, or an error if a thread cannot start (none is left running).
+ */
+int sfs_flusher_threads(struct sfs_flusher *f, unsigned n, uint64_t nap_ns);
+
+/* Threads running (0 without a pool). */
+unsigned sfs_flusher_nthreads(const struct sfs_flusher *f);
 
 /*
  * sfs_flusher_step - one bounded round over every worker: at most @budget
  * entries applied per worker.  Returns > 0 if it did work, 0 if idle, 1 as
  * well while grace periods are pending (*@pending set, so the caller polls
  * instead of sleeping long), < 0 on an error that stops the compactor.
+ * With threads: kicks them and returns once each has finished a round
+ * begun after the kick (or shown life inside a long step: then > 0);
+ * threads poll their own pending grace periods.  Main thread only.
  */
 int sfs_flusher_step(struct sfs_flusher *f, unsigned budget, int *pending);
 

@@ -59,6 +59,7 @@ struct run_cfg {
 	struct sup_query q;        /* --query: a query job */
 	unsigned max_recoveries;   /* job restarts from a checkpoint */
 	int maint_spare;           /* --maintenance-cpus spare */
+	unsigned maint_threads;    /* --maintenance-threads; 0: per node, its spare cores */
 	char job_buf[64];
 	char data_buf[PATH_MAX];
 };
@@ -103,6 +104,8 @@ static void usage(FILE *f)
 		"  --restart-window-ms MS the window (default 60000)\n"
 		"  --maintenance-cpus spare|all  cores of the compactor and checkpointer:\n"
 		"                         those no worker holds (if any), or all (default)\n"
+		"  --maintenance-threads N  threads of each compactor (default: its node's\n"
+		"                         cores that no worker holds, at least 1)\n"
 		"  --duration-ms MS       stop the group after MS (default: run until signalled)\n"
 		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n"
 		"  --merge-lib PATH       shared object whose sfs_merge_init() defines user merge\n"
@@ -201,6 +204,37 @@ static void place(const struct child *k)
 		(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
+/*
+ * A compactor's maintenance threads (compactor/flush.h): --maintenance-threads,
+ * else the cores of its node that no worker is pinned to — the cores the
+ * compactor can run on without taking a worker's — at least 1.  Results
+ * are the same for any count.
+ */
+static int node_cpu(int node, unsigned i);
+
+static unsigned maint_threads(int node)
+{
+	cpu_set_t node_set, held;
+	unsigned spare = 0;
+	int cpu;
+
+	if (cfg.maint_threads)
+		return cfg.maint_threads;
+	CPU_ZERO(&node_set);
+	CPU_ZERO(&held);
+	for (unsigned i = 0; (cpu = node_cpu(node, i)) >= 0 && cpu < CPU_SETSIZE &&
+			     !CPU_ISSET(cpu, &node_set); i++)
+		CPU_SET(cpu, &node_set);	/* node_cpu wraps: stop at the first repeat */
+	for (unsigned i = 0; i < nkids; i++)
+		if (kids[i].role == SFS_ROLE_WORKER && kids[i].node == node && kids[i].cpu >= 0 &&
+		    kids[i].cpu < CPU_SETSIZE)
+			CPU_SET(kids[i].cpu, &held);
+	for (cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &node_set) && !CPU_ISSET(cpu, &held))
+			spare++;
+	return spare ? spare : 1;
+}
+
 static int spawn(struct child *k)
 {
 	char path[PATH_MAX + 32], idx[16], node[16], beat[16];
@@ -227,6 +261,12 @@ static int spawn(struct child *k)
 		if (getppid() != sup)
 			_exit(1);
 		place(k);
+		if (k->role == SFS_ROLE_COMPACTOR) {
+			char nt[16];
+
+			snprintf(nt, sizeof(nt), "%u", maint_threads(k->node));
+			setenv("SFS_MAINT_THREADS", nt, 1);
+		}
 		execv(path, argv);
 		fprintf(stderr, "sfs: exec %s: %s\n", path, strerror(errno));
 		_exit(127);
@@ -687,6 +727,7 @@ static int parse(int argc, char **argv)
 		{ "retain", required_argument, NULL, 'T' },
 		{ "max-recoveries", required_argument, NULL, 'M' },
 		{ "maintenance-cpus", required_argument, NULL, 'U' },
+		{ "maintenance-threads", required_argument, NULL, 'N' },
 		{ "merge-lib", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -782,6 +823,11 @@ static int parse(int argc, char **argv)
 				return 2;
 			}
 			cfg.maint_spare = optarg[0] == 's';
+			break;
+		case 'N':
+			/* at most SFS_FLUSH_MAX_WORKERS: a thread per worker */
+			cfg.maint_threads = (unsigned)sfs_arg_num("run", "--maintenance-threads", optarg,
+								  1, 256);
 			break;
 		case 'M':
 			cfg.max_recoveries = (unsigned)sfs_arg_num("run", "--max-recoveries", optarg, 0,

@@ -1508,7 +1508,7 @@ static const unsigned char *sb_at(const struct table *t, uint64_t off)
 	return t->sb + off;
 }
 
-static const struct table *sort_t;	/* qsort has no context argument (main thread only) */
+static __thread const struct table *sort_t;	/* qsort has no context argument (per thread) */
 
 static int srow_cmp(const void *x, const void *y)
 {

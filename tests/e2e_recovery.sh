@@ -11,7 +11,10 @@
 #    back to the newest valid checkpoint and says so; a foreign job's
 #    checkpoint and a missing directory are refused (exit 2).
 # TAP-style lines.  SFS_RECOVERY_EVENTS sets the stream size, SFS_RECOVERY_KILLS
-# the kills per run (make soak raises both).
+# the kills per run (make soak raises both).  The killed runs' compactors
+# run SFS_E2E_KILL_MTHREADS maintenance threads (default 2, one per worker:
+# compactor/flush.h), every other run SFS_E2E_MTHREADS (default: sfs run's,
+# the spare cores); SFS_E2E_MTHREADS alone sets both.
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
 SFS=$BIN/sfs
@@ -23,6 +26,8 @@ BACKENDS=${SFS_RECOVERY_BACKENDS:-rocksdb-direct memory rocksdb table}
 WORKERS=${SFS_RECOVERY_WORKERS:-2}
 RESCALE_BACKENDS=${SFS_RECOVERY_RESCALE_BACKENDS:-rocksdb-direct memory rocksdb table}
 STOP_BACKENDS=${SFS_RECOVERY_STOP_BACKENDS:-rocksdb-direct memory rocksdb table}
+MTHREADS=${SFS_E2E_MTHREADS:-}
+KILL_MTHREADS=${SFS_E2E_KILL_MTHREADS:-${MTHREADS:-2}}
 if [ -n "${SFS_SOAK:-}" ]; then
 	EVENTS=${SFS_RECOVERY_EVENTS:-2000000}
 	KILLS=${SFS_RECOVERY_KILLS:-10}
@@ -43,11 +48,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run() { # job data output [options]: one uninterrupted `sfs run`
-	local job=$1 data=$2 out=$3
+run() { # job data output [options]: one uninterrupted `sfs run` (MT: its threads)
+	local job=$1 data=$2 out=$3 mt=${MT:-$MTHREADS}
 	shift 3
 	timeout 600 "$SFS" run --job "$job" --events "$EVENTS" --workers "$WORKERS" \
-		--checkpoint-interval 50 --data "$data" --output "$out" --json "$@"
+		--checkpoint-interval 50 --data "$data" --output "$out" --json \
+		${mt:+--maintenance-threads "$mt"} "$@"
 }
 
 # kill_loop JOB N: SIGKILL N processes of JOB's group, one at a time, at
@@ -83,8 +89,8 @@ for b in $BACKENDS; do
 			continue
 		fi
 		rm -f "$OUT/kills.$job"
-		run "$job" "$OUT/kill-$q-$b" "$OUT/kill.csv" --query "$q" --backend "$b" \
-			--max-rate "$RATE" >"$OUT/kill.json" 2>"$OUT/kill.err" &
+		MT=$KILL_MTHREADS run "$job" "$OUT/kill-$q-$b" "$OUT/kill.csv" --query "$q" \
+			--backend "$b" --max-rate "$RATE" >"$OUT/kill.json" 2>"$OUT/kill.err" &
 		runner=$!
 		kill_loop "$job" "$KILLS" "$OUT/kill-$q-$b"
 		wait "$runner"
@@ -102,7 +108,7 @@ for b in $BACKENDS; do
 			nok "$q on $b with $kills kills: sfs run exit $rc"
 			grep -v '^  ' "$OUT/kill.err" | tail -n 8 | sed 's/^/# /'
 		elif cmp -s "$OUT/base.csv" "$OUT/kill.csv"; then
-			ok "$q on $b: $kills kills ($(sort "$OUT/kills.$job" 2>/dev/null | uniq -c |
+			ok "$q on $b, $(grep -o '[0-9]* maintenance thread' "$OUT/kill.err" | head -n 1)s: $kills kills ($(sort "$OUT/kills.$job" 2>/dev/null | uniq -c |
 				awk '{printf "%s %s ", $1, $2}')), $(grep -o '"recoveries": [0-9]*' \
 				"$OUT/kill.json" | awk '{print $2}') recoveries ($restored from a checkpoint), result equals the uninterrupted run"
 		else
