@@ -105,7 +105,8 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 		snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, fw->worker,
 			 (unsigned long long)id);
 		rc = f->ops->snapshot_begin(fw->tw, dir, id);
-		if (rc && rc != SFS_ERUNNING && !fw->failing)
+		/* a full store is fatal, and main.c says so once */
+		if (rc && rc != SFS_ERUNNING && rc != SFS_EFULL && !fw->failing)
 			sfs_log("worker %u: snapshot of barrier %llu failed, will retry: %s",
 				fw->worker, (unsigned long long)id, sfs_last_error());
 		if (rc && rc != SFS_ERUNNING)
@@ -122,7 +123,7 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 		 (unsigned long long)id);
 	rc = f->ops->snapshot(fw->tw, dir);
 	if (rc) {
-		if (!fw->failing)
+		if (!fw->failing && rc != SFS_EFULL)
 			sfs_log("worker %u: snapshot of barrier %llu failed, will retry: %s",
 				fw->worker, (unsigned long long)id, sfs_last_error());
 		fw->failing = 1;
