@@ -118,8 +118,11 @@
  * flush: a read per counter), SFS_RDBT_PACING (4 background jobs, no
  * rate limit, normal priority) and SFS_RDBT_UNIVERSAL (leveled compaction
  * with RocksDB's defaults; an instance opens under either shape whatever
- * shape wrote it: tests/test_target_rocksdb.c switches both ways).  The compactor publishes its knobs in its
- * region (rp_knobs, rp_ingest_min) for `sfs stat`.
+ * shape wrote it: tests/test_target_rocksdb.c switches both ways).  The
+ * compactor publishes its knobs in its region (rp_knobs, rp_ingest_min)
+ * for `sfs stat`; its closing log line counts the commits that waited for
+ * an L0 backlog and for how long, and the LOG has RocksDB's compaction
+ * stats every 30 s.
  *
  * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" (fault()).
  */
@@ -420,16 +423,16 @@ static void capped_destroy(void *st)
  * Compaction shape of a state's family (SFS_RDBT_K_UNIVERSAL): universal.
  * Every ingested SST spans the whole key space (keys lead with their key
  * group, a hash, and each SST's last key is the applied marker at 0xff
- * 0xff), so it lands in L0 and overlaps every file below (the LOG: after
- * a family's first six ingests, L6 up to L1, every one in L0).  Leveled compaction (RocksDB's
- * defaults: L1 up to 256 MiB, an L0 compaction at 4 files) then rewrites
- * all of L1 — the whole state, until it outgrows 256 MiB — at every L0
- * compaction: measured at 20M q4 events, 7.5 bytes compacted per byte
- * ingested, 68 CPU s of compaction, commits waiting 48 s for an L0
- * backlog (bench/RESULTS.md, issue 18).  Universal merges sorted runs of
- * similar size instead: 2.2 bytes per byte ingested, 37 CPU s; with a
- * compaction from 8 sorted runs (UNIV_TRIGGER) instead of 4, fewer.  The cost:
- * up to twice the state on disk before a size-amplification compaction
+ * 0xff), so it overlaps every file below it: after a family's first six
+ * ingests (L6 up to L1), every one lands in L0.  Leveled compaction
+ * (RocksDB's defaults: L1 up to 256 MiB, an L0 compaction at 4 files)
+ * then rewrites all of L1 — the whole state, until it outgrows 256 MiB —
+ * at every L0 compaction: measured at 20M q4 events, 7.9 bytes compacted
+ * per byte ingested, 68 CPU s of compaction, commits waiting 48 s for an
+ * L0 backlog (bench/RESULTS.md, issue 18).  Universal merges sorted runs
+ * of similar size instead: 2.2 bytes per byte ingested, 30 CPU s; from 8
+ * sorted runs (UNIV_TRIGGER) instead of 4, fewer still.  The cost: up to
+ * twice the state on disk before a size-amplification compaction
  * (max_size_amplification_percent 200), and a probe may look at a few
  * more sorted runs (each behind its bloom filter).  Leveled with dynamic
  * level bytes and a 32 MiB base was tried: 61 CPU s (the base level is
