@@ -10,7 +10,7 @@
 #     the RocksDB state at the end of the run (du of the instance
 #     directories) next to the worker's value cache (8 MiB by default).
 #        q4, q9  joins (map state scans): adaptive prefix, partitioned filters,
-#                LZ4 L0/L1, SST ingest, pacing
+#                LZ4 L0/L1, SST ingest, pacing, universal compaction
 #        q17     counters: merge operator, hash-linklist memtable
 #        q18     miss-heavy dedup (value state): partitioned filters,
 #                hash-linklist memtable, SST ingest
@@ -37,8 +37,8 @@ trap 'rm -rf "$OUT"' EXIT
 
 knobs_of() {
 	case $1 in
-	q4)  echo "ALL SFS_RDBT_ADAPTIVE_PREFIX=0 SFS_RDBT_PARTITIONED_FILTERS=0 SFS_RDBT_INGEST_MIN=0" ;;
-	q9)  echo "ALL SFS_RDBT_ADAPTIVE_PREFIX=0 SFS_RDBT_LZ4=0 SFS_RDBT_INGEST_MIN=0 SFS_RDBT_PACING=0" ;;
+	q4)  echo "ALL SFS_RDBT_ADAPTIVE_PREFIX=0 SFS_RDBT_PARTITIONED_FILTERS=0 SFS_RDBT_INGEST_MIN=0 SFS_RDBT_UNIVERSAL=0" ;;
+	q9)  echo "ALL SFS_RDBT_ADAPTIVE_PREFIX=0 SFS_RDBT_LZ4=0 SFS_RDBT_INGEST_MIN=0 SFS_RDBT_PACING=0 SFS_RDBT_UNIVERSAL=0" ;;
 	q17) echo "ALL SFS_RDBT_MERGE=0 SFS_RDBT_HASH_MEMTABLE=0" ;;
 	q18) echo "ALL SFS_RDBT_PARTITIONED_FILTERS=0 SFS_RDBT_HASH_MEMTABLE=0 SFS_RDBT_INGEST_MIN=0" ;;
 	*)   echo "ALL" ;;

@@ -98,10 +98,14 @@
  * counter state in the primary a hash-linklist memtable over a capped
  * 20-byte prefix (kg|state|ns + 8 key bytes), which makes the instance run
  * with concurrent memtable writes off (one writing thread: no cost).
- * Compaction is paced (SFS_RDBT_PACING): one flush and one compaction job,
- * no subcompactions and a rate limiter on compaction and flush writes
- * (SST ingest is not limited), so compaction never takes more than a core
- * and a bounded share of the disk; not a lower CPU priority, which starved
+ * Compaction is universal (SFS_RDBT_UNIVERSAL, cf_shape: every ingested
+ * SST overlaps every file, and leveled compaction rewrote all of L1 at
+ * each L0 compaction) and paced (SFS_RDBT_PACING): one flush and two
+ * compaction jobs (one long merge of a big state no longer holds up every
+ * other family's L0), no subcompactions and a rate limiter on compaction
+ * and flush writes (SST ingest is not limited), so compaction takes at
+ * most two cores at a moment, under one on average at 20M q4 events, and a
+ * bounded share of the disk; not a lower CPU priority, which starved
  * compaction (rdbt_open).  Not done: per-state prefix lengths from
  * observed key lengths.
  *
@@ -111,15 +115,21 @@
  * switches off SFS_RDBT_HASH_MEMTABLE, SFS_RDBT_PARTITIONED_FILTERS,
  * SFS_RDBT_ADAPTIVE_PREFIX (no prefix bloom at all), SFS_RDBT_LZ4 (ZSTD on
  * every level), SFS_RDBT_MERGE (counters read, folded and put at each
- * flush: a read per counter) and SFS_RDBT_PACING (4 background jobs, no
- * rate limit, normal priority).  The compactor publishes its knobs in its
- * region (rp_knobs, rp_ingest_min) for `sfs stat`.
+ * flush: a read per counter), SFS_RDBT_PACING (4 background jobs, no
+ * rate limit, normal priority) and SFS_RDBT_UNIVERSAL (leveled compaction
+ * with RocksDB's defaults; an instance opens under either shape whatever
+ * shape wrote it: tests/test_target_rocksdb.c switches both ways).  The
+ * compactor publishes its knobs in its region (rp_knobs, rp_ingest_min)
+ * for `sfs stat`; its closing log line counts the commits that waited for
+ * an L0 backlog and for how long, and the LOG has RocksDB's compaction
+ * stats every 30 s.
  *
  * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" (fault()).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,14 +182,22 @@
 /* Records written to an SST per commit step (~10 ms). */
 #define SST_STEP 32768u
 /* L0 files of a family at which commit waits for compaction: below
- * RocksDB's level0_slowdown_writes_trigger (20), where a write would stall
- * and a memtable flush request (FlushOptions.allow_write_stall is false,
- * and the C API cannot set it) blocks the caller until compaction catches
- * up — seconds with paced compaction, long enough for the supervisor to
- * take a compactor blocked there for hung. */
+ * RocksDB's level0_slowdown_writes_trigger (20 leveled; L0_BACKLOG_U + 4
+ * universal, cf_shape), where a write would stall and a memtable flush
+ * request (FlushOptions.allow_write_stall is false, and the C API cannot
+ * set it) blocks the caller until compaction catches up — seconds with
+ * paced compaction, long enough for the supervisor to take a compactor
+ * blocked there for hung. */
 #define L0_BACKLOG 16u
+/* Universal: sorted runs in L0 at which a compaction starts (RocksDB's
+ * default 4), and the backlog.  8, measured: a byte is merged about
+ * log_8 instead of log_2 times (q20 at 20M events: 5.7-6.1 instead of 8.5
+ * GB compacted, 59-75 instead of 104 CPU s); the cost is up to 8 more
+ * runs a probe may look at, each behind its bloom filter. */
+#define UNIV_TRIGGER 8
+#define L0_BACKLOG_U 24u
 /* Compaction pacing (SFS_RDBT_PACING) and the unpaced setting. */
-#define PACE_JOBS 2
+#define PACE_JOBS 3	/* RocksDB: max(1, 3/4) = 1 flush, 2 compactions */
 #define PACE_RATE_MB 128
 #define UNPACED_JOBS 4
 #define LOG_EVERY_NS (10ull * 1000000000ull)
@@ -257,21 +275,28 @@ static int cf_state(const struct sfs_seg *s, const char *name)
  * "write" (the batch is in the memtables, not yet flushed), "flush" (the
  * batch durable, the buffer not yet published), "sst" (a state's SST
  * written, not yet ingested), "ingest" (a state's SST ingested, the
- * buffer's other states not yet).  Read once per process.
+ * buffer's other states not yet).  Read once per process (pthread_once)
+ * and counted down atomically: with the reader counter below, the only
+ * process-wide mutable state of this file, so writers are safe on the
+ * compactor's flush threads (each writer used by one thread at a time).
  */
+static int fault_left;
+static char fault_want[16];
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+
+static void fault_init(void)
+{
+	const char *e = getenv("SFS_RDBT_CRASH_AT");
+
+	if (!e || sscanf(e, "%15[a-z]:%d", fault_want, &fault_left) != 2)
+		fault_left = 0;
+}
+
 static void fault(const char *point)
 {
-	static int left = -1;
-	static char want[16];
-
-	if (left < 0) {
-		const char *e = getenv("SFS_RDBT_CRASH_AT");
-
-		left = 0;
-		if (e && sscanf(e, "%15[a-z]:%d", want, &left) != 2)
-			left = 0;
-	}
-	if (left > 0 && strcmp(point, want) == 0 && --left == 0)
+	(void)pthread_once(&fault_once, fault_init);
+	if (__atomic_load_n(&fault_left, __ATOMIC_RELAXED) > 0 && strcmp(point, fault_want) == 0 &&
+	    __atomic_sub_fetch(&fault_left, 1, __ATOMIC_RELAXED) == 0)
 		raise(SIGKILL);
 }
 
@@ -295,6 +320,7 @@ static struct sfs_rdbt_knobs knobs_get(void)
 		{ "SFS_RDBT_LZ4", SFS_RDBT_K_LZ4 },
 		{ "SFS_RDBT_MERGE", SFS_RDBT_K_MERGE },
 		{ "SFS_RDBT_PACING", SFS_RDBT_K_PACING },
+		{ "SFS_RDBT_UNIVERSAL", SFS_RDBT_K_UNIVERSAL },
 	};
 	struct sfs_rdbt_knobs k = { .on = SFS_RDBT_K_ALL, .ingest_min = INGEST_MIN_DEFAULT };
 	const char *e = getenv("SFS_RDBT_INGEST_MIN");
@@ -345,11 +371,13 @@ void sfs_rdbt_tuning(const struct sfs_state_desc *d, const struct sfs_rdbt_knobs
 
 void sfs_rdbt_pacing(const struct sfs_rdbt_knobs *k, char *buf, size_t n)
 {
+	const char *style = (k->on & SFS_RDBT_K_UNIVERSAL) ? "universal" : "leveled";
+
 	if (k->on & SFS_RDBT_K_PACING)
-		snprintf(buf, n, "compaction paced: %d background jobs (1 flush, 1 compaction), "
-			 "no subcompactions, rate limit %d MiB/s", PACE_JOBS, PACE_RATE_MB);
+		snprintf(buf, n, "compaction %s, paced: %d background jobs (1 flush, 2 compactions), "
+			 "no subcompactions, rate limit %d MiB/s", style, PACE_JOBS, PACE_RATE_MB);
 	else
-		snprintf(buf, n, "compaction unpaced: %d background jobs, no rate limit",
+		snprintf(buf, n, "compaction %s, unpaced: %d background jobs, no rate limit", style,
 			 UNPACED_JOBS);
 }
 
@@ -391,6 +419,41 @@ static void capped_destroy(void *st)
 	(void)st;
 }
 
+/*
+ * Compaction shape of a state's family (SFS_RDBT_K_UNIVERSAL): universal.
+ * Every ingested SST spans the whole key space (keys lead with their key
+ * group, a hash, and each SST's last key is the applied marker at 0xff
+ * 0xff), so it overlaps every file below it: after a family's first six
+ * ingests (L6 up to L1), every one lands in L0.  Leveled compaction
+ * (RocksDB's defaults: L1 up to 256 MiB, an L0 compaction at 4 files)
+ * then rewrites all of L1 — the whole state, until it outgrows 256 MiB —
+ * at every L0 compaction: measured at 20M q4 events, 7.9 bytes compacted
+ * per byte ingested, 68 CPU s of compaction, commits waiting 48 s for an
+ * L0 backlog (bench/RESULTS.md, issue 18).  Universal merges sorted runs
+ * of similar size instead: 2.2 bytes per byte ingested, 30 CPU s; from 8
+ * sorted runs (UNIV_TRIGGER) instead of 4, fewer still.  The cost: up to
+ * twice the state on disk before a size-amplification compaction
+ * (max_size_amplification_percent 200), and a probe may look at a few
+ * more sorted runs (each behind its bloom filter).  Leveled with dynamic
+ * level bytes and a 32 MiB base was tried: 61 CPU s (the base level is
+ * still rewritten whole at every L0 compaction).  Readers open their
+ * families with the same shape (cf_options is shared).
+ */
+static void cf_shape(rocksdb_options_t *o, const struct sfs_rdbt_knobs *k)
+{
+	rocksdb_universal_compaction_options_t *u;
+
+	if (!(k->on & SFS_RDBT_K_UNIVERSAL))
+		return;
+	u = rocksdb_universal_compaction_options_create();
+	rocksdb_options_set_compaction_style(o, rocksdb_universal_compaction);
+	rocksdb_options_set_universal_compaction_options(o, u);	/* copied */
+	rocksdb_universal_compaction_options_destroy(u);
+	rocksdb_options_set_level0_file_num_compaction_trigger(o, UNIV_TRIGGER);
+	rocksdb_options_set_level0_slowdown_writes_trigger(o, (int)L0_BACKLOG_U + 4);
+	rocksdb_options_set_level0_stop_writes_trigger(o, (int)L0_BACKLOG_U + 16);
+}
+
 /* Options of a state's column family (@d NULL: an unknown family, plain
  * options).  @primary: the compactor's (the memtable rep matters only
  * where memtables are written).  Every choice here is printed in the
@@ -398,11 +461,11 @@ static void capped_destroy(void *st)
 static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cache_t *cache,
 				     const struct sfs_rdbt_knobs *k, int primary)
 {
-	static int lz4[7] = { rocksdb_lz4_compression, rocksdb_lz4_compression,
+	static const int lz4[7] = { rocksdb_lz4_compression, rocksdb_lz4_compression,
 			      rocksdb_zstd_compression, rocksdb_zstd_compression,
 			      rocksdb_zstd_compression, rocksdb_zstd_compression,
 			      rocksdb_zstd_compression };
-	static int zstd[7] = { rocksdb_zstd_compression, rocksdb_zstd_compression,
+	static const int zstd[7] = { rocksdb_zstd_compression, rocksdb_zstd_compression,
 			       rocksdb_zstd_compression, rocksdb_zstd_compression,
 			       rocksdb_zstd_compression, rocksdb_zstd_compression,
 			       rocksdb_zstd_compression };
@@ -427,6 +490,7 @@ static rocksdb_options_t *cf_options(const struct sfs_state_desc *d, rocksdb_cac
 	}
 	rocksdb_options_set_block_based_table_factory(o, t);
 	rocksdb_block_based_options_destroy(t);
+	cf_shape(o, k);
 	if (d && (d->sd_kind == SFS_STATE_MAP || d->sd_kind == SFS_STATE_LIST) &&
 	    (k->on & SFS_RDBT_K_PREFIX))
 		rocksdb_options_set_prefix_extractor(
@@ -554,6 +618,8 @@ struct sfs_target_writer {
 	int reopen;             /* a RocksDB call failed: reopen before the next try */
 	uint64_t flush_t0;      /* when it was scheduled */
 	uint64_t purge_token;   /* grace period before the next deletion window */
+	uint64_t wait_t0;       /* a commit waits for an L0 backlog since, 0 not */
+	uint64_t wait_ns;       /* ... time waited so far (backlog_wait) */
 	/* a failing commit: retried with a back-off, logged when it starts,
 	 * every LOG_EVERY_NS while it lasts, and when it ends */
 	unsigned fails;
@@ -880,13 +946,15 @@ static void rdbt_close(struct sfs_target_writer *w)
 		return;
 	if (w->pub)
 		sfs_log("rocksdb target %s: %llu commits, %llu entries (%llu skipped), write %.1f ms, "
-			"flush %.1f ms, %llu SSTs ingested (%llu entries, %.1f ms), %llu failed "
-			"commit attempts, %llu reopens, %llu deletion windows",
+			"flush %.1f ms, %llu SSTs ingested (%llu entries, %.1f ms), %llu waits for "
+			"an L0 backlog (%.1f ms), %llu failed commit attempts, %llu reopens, %llu "
+			"deletion windows",
 			w->path, (unsigned long long)w->pub->rp_commits,
 			(unsigned long long)w->pub->rp_entries,
 			(unsigned long long)w->pub->rp_skipped, w->pub->rp_write_ns / 1e6,
 			w->pub->rp_flush_ns / 1e6, (unsigned long long)w->pub->rp_ingests,
 			(unsigned long long)w->pub->rp_ingest_entries, w->pub->rp_ingest_ns / 1e6,
+			(unsigned long long)w->pub->rp_stalls, w->wait_ns / 1e6,
 			(unsigned long long)w->pub->rp_errors,
 			(unsigned long long)w->pub->rp_reopens, (unsigned long long)w->pub->rp_purges);
 	if (w->db) {
@@ -1092,6 +1160,10 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	rocksdb_options_set_atomic_flush(w->dbo, 1);
 	rocksdb_options_set_max_open_files(w->dbo, -1);
 	rocksdb_options_set_keep_log_file_num(w->dbo, 4);
+	/* Compaction stats (per level, stall counters, AddFile bytes) in the
+	 * LOG every 30 s instead of RocksDB's 600: what a run at scale is
+	 * diagnosed from, for a few KB of LOG per dump. */
+	rocksdb_options_set_stats_dump_period_sec(w->dbo, 30);
 	/* The hash-linklist memtable cannot take concurrent inserts; the
 	 * compactor is one thread, so this costs nothing (its WriteBatch is
 	 * inserted by that thread either way). */
@@ -1100,9 +1172,12 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	if (w->k.on & SFS_RDBT_K_PACING) {
 		/* Flushes and compactions run in RocksDB's threads of this
 		 * process, beside the flush loop and, on a small machine, the
-		 * workers: one flush and one compaction at a time and their
-		 * writes rate-limited, so compaction never takes more than one
-		 * core and a bounded share of the disk.  Not lower: compaction
+		 * workers: one flush and two compactions at a time and their
+		 * writes rate-limited, so compaction takes at most two cores
+		 * and a bounded share of the disk.  Two, not one: with one, a
+		 * long merge of q4's bids held up every other family, L0
+		 * filled and commits waited 6.8 s of a 37 s run; with two, 0 s
+		 * and no more CPU (bench/RESULTS.md, issue 18).  Not lower: compaction
 		 * threads at low CPU priority (tried: nice 19) starve behind a
 		 * busy worker, L0 fills and commits wait for it — measured, the
 		 * flush loop's buffers took up to 6 s instead of 0.25 s
@@ -1139,7 +1214,7 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	sfs_rdbt_pacing(&w->k, pacing, sizeof(pacing));
 	sfs_log("rocksdb target %s: %s; a state's entries of a buffer go as an SST from %llu "
 		"(0: never); tunings on: 0x%x of 0x%x (hash memtable, partitioned filters, prefix, "
-		"LZ4, merge, pacing)", w->path, pacing, (unsigned long long)w->k.ingest_min, w->k.on,
+		"LZ4, merge, pacing, universal)", w->path, pacing, (unsigned long long)w->k.ingest_min, w->k.on,
 		SFS_RDBT_K_ALL);
 	*out = w;
 	return 0;
@@ -1418,12 +1493,29 @@ static int l0_backlog(struct sfs_target_writer *w, uint32_t sid)
 
 	if (p)
 		rocksdb_free(p);
-	if (n >= L0_BACKLOG)
+	if (n >= ((w->k.on & SFS_RDBT_K_UNIVERSAL) ? L0_BACKLOG_U : L0_BACKLOG))
 		return 1;
 	/* Writes already delayed (another family's backlog): a flush
 	 * request would wait too. */
 	return rocksdb_property_int(w->db, "rocksdb.actual-delayed-write-rate", &rate) == 0 &&
 	       rate > 0;
+}
+
+/* Account a commit step deferred by an L0 backlog (@waiting) or going on
+ * (0): rp_stalls counts the deferrals, wait_ns their time (in the close
+ * line).  Returns @waiting. */
+static int backlog_wait(struct sfs_target_writer *w, int waiting)
+{
+	uint64_t now = sfs_now_ns();
+
+	if (waiting && !w->wait_t0) {
+		w->wait_t0 = now;
+		sfs_store_relaxed(&w->pub->rp_stalls, w->pub->rp_stalls + 1);
+	} else if (!waiting && w->wait_t0) {
+		w->wait_ns += now - w->wait_t0;
+		w->wait_t0 = 0;
+	}
+	return waiting;
 }
 
 /*
@@ -1484,10 +1576,8 @@ static int ingest_step(struct sfs_target_writer *w, uint32_t sid, uint64_t seq)
 
 	sst_path(w, sid, seq, file, sizeof(file));
 	if (!s->sw) {
-		if (l0_backlog(w, sid)) {
-			sfs_store_relaxed(&w->pub->rp_stalls, w->pub->rp_stalls + 1);
+		if (backlog_wait(w, l0_backlog(w, sid)))
 			return -EAGAIN;
-		}
 		stage_sort(s);
 		if (s->dup)
 			return 0;	/* two records of one key: the batch takes it */
@@ -1612,21 +1702,23 @@ static int batch_step(struct sfs_target_writer *w, uint64_t seq)
 	if (!w->batch_any)
 		return 0;
 	if (!w->written) {
-		for (unsigned i = 0; i < SFS_MAX_STATES; i++)
-			if (w->st[i].inbatch && l0_backlog(w, i)) {
-				/* Neither the write nor its flush may wait inside
-				 * RocksDB: wait here, the buffer sealed. */
-				sfs_store_relaxed(&w->pub->rp_stalls, w->pub->rp_stalls + 1);
-				return -EAGAIN;
-			}
+		int wait = 0;
+
+		/* Neither the write nor its flush may wait inside RocksDB:
+		 * wait here, the buffer sealed. */
+		for (unsigned i = 0; i < SFS_MAX_STATES && !wait; i++)
+			wait = w->st[i].inbatch && l0_backlog(w, i);
+		if (backlog_wait(w, wait))
+			return -EAGAIN;
 		t0 = sfs_now_ns();
 		rocksdb_write(w->db, w->wo, w->wb, &err);
 		if (err && strncmp(err, "Incomplete", 10) == 0) {
 			/* A write stall (no_slowdown): try again at the next step. */
 			rocksdb_free(err);
-			sfs_store_relaxed(&w->pub->rp_stalls, w->pub->rp_stalls + 1);
+			(void)backlog_wait(w, 1);
 			return -EAGAIN;
 		}
+		(void)backlog_wait(w, 0);
 		if (err) {
 			w->reopen = 1;
 			return rdbt_err(w->path, &err, "write a buffer's batch");
@@ -1825,7 +1917,7 @@ static void r_close_db(struct sfs_target_reader *r)
 
 static int rdbt_reader_open(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out)
 {
-	static unsigned nth;
+	static unsigned nth;	/* secondaries opened by this process, atomic */
 	struct sfs_target_reader *r = calloc(1, sizeof(*r));
 	int rc;
 
@@ -1839,7 +1931,7 @@ static int rdbt_reader_open(struct sfs_seg *s, uint32_t worker, struct sfs_targe
 		return rc;
 	}
 	if ((size_t)snprintf(r->spath, sizeof(r->spath), "%s.sec/%d.%u", r->path, (int)getpid(),
-			     nth++) >= sizeof(r->spath)) {
+			     __atomic_fetch_add(&nth, 1, __ATOMIC_RELAXED)) >= sizeof(r->spath)) {
 		free(r);
 		return sfs__err(SFS_EUSAGE, "rocksdb target %s: secondary path too long", r->path);
 	}

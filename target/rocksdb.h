@@ -48,7 +48,8 @@
 #define SFS_RDBT_K_LZ4           0x08u /* LZ4 at L0/L1 (else ZSTD everywhere) */
 #define SFS_RDBT_K_MERGE         0x10u /* counters as merges (else read-modify-write) */
 #define SFS_RDBT_K_PACING        0x20u /* compaction paced */
-#define SFS_RDBT_K_ALL           0x3fu
+#define SFS_RDBT_K_UNIVERSAL     0x40u /* universal compaction (else leveled) */
+#define SFS_RDBT_K_ALL           0x7fu
 
 struct sfs_rdbt_knobs {
 	uint32_t on;            /* SFS_RDBT_K_* switched on */

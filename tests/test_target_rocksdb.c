@@ -12,6 +12,7 @@
  * children report through their exit code only.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -430,6 +431,115 @@ Test(rdbt, counters_without_the_merge_operator_fold_the_same)
 	setenv("SFS_RDBT_MERGE", "0", 1);
 	counters_once();
 	unsetenv("SFS_RDBT_MERGE");
+}
+
+/* ---- compaction shape ------------------------------------------------------------ */
+
+/* The compaction_style of column family @cf in the instance's newest
+ * OPTIONS file (RocksDB rewrites it at each family's creation), or "".
+ * The file escapes a ':' in a name as "\\:". */
+static void cf_style(const char *cf, char *out, size_t n)
+{
+	char path[200], best[512] = "", line[512], sect[128];
+	unsigned long num, top = 0;
+	struct dirent *e;
+	DIR *d;
+	FILE *f;
+	int in = 0;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "%s/store/w0", dir);
+	cr_assert_not_null(d = opendir(path));
+	while ((e = readdir(d)))
+		if (sscanf(e->d_name, "OPTIONS-%lu", &num) == 1 && num >= top) {
+			top = num;
+			snprintf(best, sizeof(best), "%s/%s", path, e->d_name);
+		}
+	closedir(d);
+	cr_assert(best[0], "no OPTIONS file in %s", path);
+	cr_assert_not_null(f = fopen(best, "r"));
+	snprintf(sect, sizeof(sect), "[CFOptions \"%s\"]", cf);
+	while (fgets(line, sizeof(line), f)) {
+		if (line[0] == '[')
+			in = strncmp(line, sect, strlen(sect)) == 0;
+		else if (in && sscanf(line, " compaction_style=%63s", out) == 1)
+			break;
+	}
+	fclose(f);
+	(void)n;
+}
+
+/* Ingested SSTs of one state, every one overlapping the others (the same
+ * keys each time, the marker at the end), pile up and are compacted: the
+ * family is universal by default (leveled with SFS_RDBT_UNIVERSAL=0), the
+ * counters stay exact across the merges of their operands, and across a
+ * reopen under the other shape. */
+static void shape(int universal)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[2];
+	struct mview m[2];
+	char style[64], log[256], cmd[320];
+	uint32_t sc;
+	sfs_ctx_t *c;
+
+	use_ingest(1);
+	if (!universal)
+		setenv("SFS_RDBT_UNIVERSAL", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.reader_open(&seg, 0, &r), 0);
+	for (uint64_t seq = 1; seq <= 12; seq++) {
+		merge_view(&v[0], &m[0], sc, "a", 1);
+		merge_view(&v[1], &m[1], sc, "z", 2);
+		flush_seq(w, v, 2, seq);
+	}
+	cr_assert_geq(pub_of(0)->rp_ingests, 12);
+	/* 12 overlapping files in L0: both shapes compact them (from 8 runs
+	 * universal, 4 files leveled);
+	 * wait for one to finish, then read through it */
+	snprintf(log, sizeof(log), "%s/store/w0/LOG", dir);
+	snprintf(cmd, sizeof(cmd), "grep -q compaction_finished '%s'", log);
+	for (int i = 0; i < 200 && system(cmd) != 0; i++)
+		usleep(50000);
+	cr_assert_eq(system(cmd), 0, "no compaction in %s", log);
+	expect(r, sc, "a", 12, 12);
+	expect(r, sc, "z", 24, 12);
+	cf_style("st\\:c", style, sizeof(style));
+	cr_assert_str_eq(style, universal ? "kCompactionStyleUniversal" : "kCompactionStyleLevel");
+	/* the knob switched: the writer reopens the instance under the other
+	 * shape, and what the first one wrote stays readable and mergeable */
+	sfs_target_rocksdb.close(w);
+	setenv("SFS_RDBT_UNIVERSAL", universal ? "0" : "1", 1);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	for (uint64_t seq = 13; seq <= 18; seq++) {
+		merge_view(&v[0], &m[0], sc, "a", 1);
+		merge_view(&v[1], &m[1], sc, "z", 2);
+		flush_seq(w, v, 2, seq);
+	}
+	expect(r, sc, "a", 18, 18);
+	expect(r, sc, "z", 36, 18);
+	sfs_target_rocksdb.reader_close(r);
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+	unsetenv("SFS_RDBT_UNIVERSAL");
+}
+
+Test(rdbt, overlapping_ingests_compact_universally_and_counters_stay_exact)
+{
+	shape(1);
+}
+
+Test(rdbt, the_leveled_shape_still_compacts_them_with_the_same_counters)
+{
+	shape(0);
 }
 
 /* ---- kill -9 of the flusher ------------------------------------------------------ */
