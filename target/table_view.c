@@ -42,7 +42,7 @@ int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys
 		out[i].file = -1;
 		out[i].pos = 0;
 	}
-	if (admit && (!(ck = malloc(n * sizeof(*ck))) || !(ci = malloc(n * sizeof(*ci))))) {
+	if (admit && n && (!(ck = malloc(n * sizeof(*ck))) || !(ci = malloc(n * sizeof(*ci))))) {
 		rc = -ENOMEM;
 		goto out;
 	}
