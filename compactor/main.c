@@ -11,6 +11,7 @@
  * keeps the doorbell, the heartbeat and the QSBR slot.
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "common/child.h"
 #include "common/log.h"
@@ -63,6 +64,19 @@ int main(int argc, char **argv)
 	rc = sfs_child_loop(&c, step);
 	if (rc)
 		sfs_log("flush loop stopped: %s", sfs_last_error());
+	if (rc && sfs_flusher_fatal(rc)) {
+		/* No restart repairs it and the group stops: leave now, as a
+		 * kill -9 would, which every target survives.  An orderly
+		 * close could wait seconds for a half-written memory dump
+		 * (q20 at 20M: 1.7 GB), and a compactor silent that long is
+		 * killed as hung and restarted instead of failing the group.
+		 * The slot stays registered until the process is gone (a
+		 * dead pid frees it): released first, the seconds the kernel
+		 * takes to unmap a large segment looked to the supervisor
+		 * like a compactor that never registered, killed and
+		 * restarted instead of reaped with this status. */
+		_exit(SFS_CHILD_EXIT_FATAL);
+	}
 	sfs_flusher_fini(&flusher);
 	sfs_child_finish(&c);
 	sfs_log("stopped");
