@@ -78,6 +78,9 @@ struct child {
 	uint64_t window_start_ns;
 	unsigned window_restarts;
 	int slot;                   /* cached process-table index, -1 unknown */
+	int hang_killed;            /* SIGKILL sent for a hang: the kill is said and
+				     * counted once, not at every tend() until the
+				     * kernel has torn the process down */
 };
 
 static struct run_cfg cfg;
@@ -274,6 +277,7 @@ static int spawn(struct child *k)
 	k->pid = pid;
 	k->slot = -1;
 	k->started_ns = sfs_now_ns();
+	k->hang_killed = 0;
 	sfs_store_relaxed(&k->d->cd_pid, pid);
 	sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STARTING);
 	k->d->cd_started_ns = k->started_ns;
@@ -480,6 +484,8 @@ static void tend(uint64_t now)
 				k->d->cd_restarts++;
 			continue;
 		}
+		if (k->hang_killed)
+			continue;	/* reaped when it is gone */
 		sl = child_slot(k);
 		if (sl) {
 			uint64_t beat = child_beat(k, sl);
@@ -491,6 +497,7 @@ static void tend(uint64_t now)
 					sfs_role_name(k->role), k->index, (int)k->pid,
 					(unsigned long long)((now - beat) / MS));
 				k->d->cd_hang_kills++;
+				k->hang_killed = 1;
 				kill(k->pid, SIGKILL);
 			}
 		} else if (now - k->started_ns > cfg.start_ns) {
@@ -498,6 +505,7 @@ static void tend(uint64_t now)
 				sfs_role_name(k->role), k->index, (int)k->pid,
 				(unsigned long long)((now - k->started_ns) / MS));
 			k->d->cd_hang_kills++;
+			k->hang_killed = 1;
 			kill(k->pid, SIGKILL);
 		}
 	}
