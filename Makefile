@@ -43,8 +43,9 @@ LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -Wl,--export-dynamic-symbol=sfs_merge_define
 CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
 
 # Every subsystem's modules go into the library; each role's main.c is its binary.
-LIB_SRCS := $(filter-out %/main.c $(LIB_EXCLUDE),$(wildcard common/*.c shm/*.c layout/*.c \
-              worker/*.c compactor/*.c checkpointer/*.c target/*.c nexmark/*.c \
+LIB_SRCS := $(filter-out %/main.c $(LIB_EXCLUDE),$(wildcard common/*.c shm/*.c \
+              worker/*.c compactor/*.c checkpointer/*.c store/*.c store/*/*.c \
+              store/table/layout/*.c nexmark/*.c \
               runtime/*.c query/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfs.a
@@ -130,9 +131,9 @@ FUZZ_TIME ?= 60
 FUZZ_DIR  := $(BUILD)/fuzz
 FUZZ_TARGETS := datafile manifest dvec
 FUZZ_COMMON := common/crc32c.c common/err.c common/fs.c
-FUZZ_SRCS_datafile := layout/datafile.c layout/file.c
-FUZZ_SRCS_manifest := layout/manifest.c layout/file.c
-FUZZ_SRCS_dvec := layout/dvec.c layout/file.c
+FUZZ_SRCS_datafile := store/table/layout/datafile.c store/table/layout/file.c
+FUZZ_SRCS_manifest := store/table/layout/manifest.c store/table/layout/file.c
+FUZZ_SRCS_dvec := store/table/layout/dvec.c store/table/layout/file.c
 # UBSan findings abort (not just print), so the fuzzer stops on them as on a crash.
 FUZZ_FLAGS = -std=gnu11 -g -O1 -D_GNU_SOURCE -I include -I . -fno-omit-frame-pointer \
              -fno-sanitize-recover=undefined

@@ -28,7 +28,8 @@
 # and prints events/s off/on (median of pair ratios) with the counter that
 # shows what the point buys.
 #
-#   bench/table.sh [EVENTS] [REPS]     env: WORKERS, CKPT, QUERIES, ABLATE_QUERIES
+#   bench/table.sh [EVENTS] [REPS]     env: WORKERS, CKPT, QUERIES, BACKENDS,
+#                                      ABLATE_QUERIES (" " for none)
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
 EVENTS=${1:-2000000}
@@ -37,7 +38,7 @@ WORKERS=${WORKERS:-1}
 CKPT=${CKPT:-500}
 QUERIES=${QUERIES:-q3 q4 q5 q7 q8 q9 q11 q12 q15 q17 q18 q19 q20}
 ABLATE_QUERIES=${ABLATE_QUERIES:-q4 q20}
-BACKENDS="table memory rocksdb rocksdb-direct"
+BACKENDS=${BACKENDS:-table memory rocksdb rocksdb-direct}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 

@@ -14,8 +14,8 @@
 #include "shm/alloc.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
-#include "target/memory.h"
-#include "target/rocksdb.h"
+#include "store/memory/memory.h"
+#include "store/rocksdb/rocksdb.h"
 #include "worker/wbuf.h"
 #include "worker/wctl.h"
 

@@ -89,7 +89,7 @@
 #include "shm/proc.h"
 #include "shm/segment.h"
 #include "supervisor/sup.h"
-#include "target/memory.h"
+#include "store/memory/memory.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"
 #include "worker/wbuf.h"

@@ -39,10 +39,10 @@
 #include "runtime/query.h"
 #include "runtime/sink.h"
 #include "supervisor/sup.h"
-#include "target/rocksdb.h"
-#include "target/table.h"
-#include "target/table_snap.h"
-#include "target/target.h"
+#include "store/rocksdb/rocksdb.h"
+#include "store/table/table.h"
+#include "store/table/table_snap.h"
+#include "store/target.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"
 
@@ -225,7 +225,7 @@ static int instance_dir(const struct sup_query *q, uint32_t w, char *buf, size_t
 		return 1;
 	}
 	if (strcmp(q->backend, "memory") == 0) {
-		/* the store dumps the compactor loads (target/memdump.h); one
+		/* the store dumps the compactor loads (store/memory/memdump.h); one
 		 * node: the segment of node 0 */
 		snprintf(buf, len, "%s/sfs-memory.0/w%u", q->data_dir, w);
 		return 1;
@@ -256,7 +256,7 @@ static int adopt(const struct sup_query *q, const struct ck_meta *m, const char 
 		if ((rc = sfs_rmtree(inst)) || (rc = ck_restore_worker(m, croot, w, inst)))
 			return rc;
 		if (strcmp(q->backend, "rocksdb") == 0) {
-			/* target/rocksdb.c adopts what carries this mark */
+			/* store/rocksdb/rocksdb.c adopts what carries this mark */
 			char mark[PATH_MAX + 32];
 			int fd;
 
@@ -718,7 +718,7 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 	return done == job->rj_workers ? 1 : 0;
 }
 
-/* The table target's work over every worker (target/table.h counters). */
+/* The table target's work over every worker (store/table/table.h counters). */
 static void table_json(void)
 {
 	uint64_t c = 0, cns = 0, cmax = 0, tmax = 0, dc = 0, rounds = 0, rns = 0, up = 0, merges = 0;

@@ -923,7 +923,7 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
 				 "%s/sfs-%s.%d", cfg.q.data_dir, cfg.q.backend, n);
 		} else if (cfg.q.query && strcmp(cfg.q.backend, "memory") == 0) {
-			/* where a restore leaves the store dumps (target/memdump.h) */
+			/* where a restore leaves the store dumps (store/memory/memdump.h) */
 			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
 				 "%s/sfs-memory.%d", cfg.q.data_dir, n);
 		}

@@ -16,7 +16,7 @@
 #include "shm/proc.h"
 #include "worker/state.h"
 #include "supervisor/sup.h"
-#include "target/rocksdb.h"
+#include "store/rocksdb/rocksdb.h"
 
 #define MAX_NODES 16
 

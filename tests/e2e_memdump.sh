@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e_memdump.sh — the memory backend's checkpoint dump, written by a
-# compactor thread beside the flush (target/memdump.h), survives kill -9 of
+# compactor thread beside the flush (store/memory/memdump.h), survives kill -9 of
 # the compactor in the middle of a dump (while a store.dump.tmp exists):
 # the successor redoes the dump in flight, checkpoints go on completing
 # after the last kill without a job recovery, and the result equals an

@@ -1,5 +1,5 @@
 /*
- * test_datafile.c — the table store's data file (layout/datafile.c):
+ * test_datafile.c — the table store's data file (store/table/layout/datafile.c):
  * randomized round trips against a reference (every codec, varied key and
  * value sizes including empty and larger-than-a-page values, every row
  * kind) through batch probes with and without deletion vectors, key-group
@@ -19,8 +19,8 @@
 #include <ftw.h>
 #include <sys/stat.h>
 
-#include "layout/datafile.h"
-#include "layout/sync.h"
+#include "store/table/layout/datafile.h"
+#include "store/table/layout/sync.h"
 #include "sfs.h"
 #include "tests/helpers.h"
 

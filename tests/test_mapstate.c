@@ -9,7 +9,7 @@
 
 #include "common/err.h"
 #include "sfs.h"
-#include "target/memory.h"
+#include "store/memory/memory.h"
 #include "tests/state_helpers.h"
 
 static struct sfs_seg seg;

@@ -1,11 +1,11 @@
 /*
- * test_mstore.c — the memory target's store (target/memory.c) on its own:
+ * test_mstore.c — the memory target's store (store/memory/memory.c) on its own:
  * map state per entry (a flush of one changed entry writes O(1) bytes,
  * iteration and point reads after many overwrites, removes and clears
  * across flushes and semispace copies match a reference, a redone flush
  * changes nothing), and a writer killed at every step of a map write: the
  * restart finishes or drops the step, the redone flush loses and doubles
- * nothing.  Checkpoint dumps beside the flush (target/memdump.h): a dump of
+ * nothing.  Checkpoint dumps beside the flush (store/memory/memdump.h): a dump of
  * a frozen version is byte for byte the dump of the live store at the
  * freeze, whatever is flushed after it; a copy into the pinned half waits
  * for the dump; a full store says what to do.
@@ -15,8 +15,8 @@
 
 #include "common/err.h"
 #include "shm/proc.h"
-#include "target/memdump.h"
-#include "target/memory.h"
+#include "store/memory/memdump.h"
+#include "store/memory/memory.h"
 #include "tests/helpers.h"
 #include "worker/wbuf.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_table_snap.c — the table target's checkpoint image (target/
+ * test_table_snap.c — the table target's checkpoint image (store/table/
  * table_snap.c): TABLES round trips; every refusal of the writer and the
  * reader named (version, magic, truncation at every byte, checksum,
  * names, duplicates, malformed fields); and the rescale rebuild against an
@@ -24,10 +24,10 @@
 #include <sys/stat.h>
 
 #include "common/crc32c.h"
-#include "layout/datafile.h"
-#include "layout/dvec.h"
+#include "store/table/layout/datafile.h"
+#include "store/table/layout/dvec.h"
 #include "sfs.h"
-#include "target/table_snap.h"
+#include "store/table/table_snap.h"
 #include "tests/helpers.h"
 #include "worker/keygroup.h"
 

@@ -1,7 +1,7 @@
 /*
  * test_tablemeta.c — the table store's metadata formats: deletion-vector
- * index files (layout/dvec.c) and snapshots / manifest lists / manifests
- * (layout/manifest.c).  Random round trips against a reference (both
+ * index files (store/table/layout/dvec.c) and snapshots / manifest lists / manifests
+ * (store/table/layout/manifest.c).  Random round trips against a reference (both
  * vector encodings, boundary row counts); the live file set over 50
  * random commits equals a reference, and folding only deltas from any
  * snapshot k reaches the same set; two forked committers of one snapshot
@@ -20,9 +20,9 @@
 #include <ftw.h>
 #include <sys/stat.h>
 
-#include "layout/dvec.h"
-#include "layout/manifest.h"
-#include "layout/sync.h"
+#include "store/table/layout/dvec.h"
+#include "store/table/layout/manifest.h"
+#include "store/table/layout/sync.h"
 #include "sfs.h"
 #include "tests/helpers.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_target_rocksdb.c — the `rocksdb` flush target (target/rocksdb.c):
+ * test_target_rocksdb.c — the `rocksdb` flush target (store/rocksdb/rocksdb.c):
  * every state kind through the compactor's flush into RocksDB and back
  * through a secondary in another process; counters merged across flushes;
  * a redone flush of one seq (also after a writer restart) changes nothing;
@@ -21,7 +21,7 @@
 #include "common/err.h"
 #include "compactor/flush.h"
 #include "sfs.h"
-#include "target/rocksdb.h"
+#include "store/rocksdb/rocksdb.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "tests/target_keys.h"

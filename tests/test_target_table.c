@@ -1,6 +1,6 @@
 /*
- * test_target_table.c — the `table` flush target (target/table.c,
- * target/table_read.c): sfs's own LSM tables under <data>/w<N>/s<sid>/.
+ * test_target_table.c — the `table` flush target (store/table/table.c,
+ * store/table/table_read.c): sfs's own LSM tables under <data>/w<N>/s<sid>/.
  *
  * Every state kind through the compactor's flush loop (and the real
  * compactor binary) into the tables and back through a reader in another
@@ -37,9 +37,9 @@
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "shm/atomic.h"
-#include "layout/datafile.h"
-#include "target/table.h"
-#include "target/table_int.h"
+#include "store/table/layout/datafile.h"
+#include "store/table/table.h"
+#include "store/table/table_int.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "tests/target_keys.h"

@@ -34,7 +34,7 @@
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
-#include "target/target.h"
+#include "store/target.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"
 #include "worker/wbuf.h"

@@ -10,7 +10,7 @@
 #include "sfs.h"
 #include "shm/proc.h"
 #include "shm/ring.h"
-#include "target/target.h"
+#include "store/target.h"
 #include "worker/vcache.h"
 #include "worker/wbuf.h"
 #include "worker/wctl.h"

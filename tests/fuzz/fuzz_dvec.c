@@ -1,6 +1,6 @@
 /*
  * fuzz_dvec.c — libFuzzer target for the deletion-vector index reader
- * (layout/dvec.c): the input, less its first byte, is written to a temp
+ * (store/table/layout/dvec.c): the input, less its first byte, is written to a temp
  * file, opened, and every vector is looked up by name and decoded.  The
  * first byte picks the mode: odd = reseal every body crc and the index
  * crc first (sfs__dv_reseal), so mutations reach the index and vector
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "layout/dvec.h"
+#include "store/table/layout/dvec.h"
 
 /* Vectors of more rows are only validated (at open), not decoded: a
  * bitmap of SFS_DV_ROWS_MAX rows is 512 MiB, over libFuzzer's limit. */

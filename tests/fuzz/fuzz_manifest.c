@@ -1,6 +1,6 @@
 /*
  * fuzz_manifest.c — libFuzzer target for the table metadata readers
- * (layout/manifest.c): the input, less its first byte, is written into a
+ * (store/table/layout/manifest.c): the input, less its first byte, is written into a
  * temp table directory as snapshot-<id> (id taken from where a snapshot
  * record keeps it, so the record's id check can pass) and as LATEST, then
  * read as a snapshot, a manifest list, a manifest and the LATEST hint —
@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "layout/manifest.h"
+#include "store/table/layout/manifest.h"
 
 static char dir[64];
 

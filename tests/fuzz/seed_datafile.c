@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "layout/datafile.h"
+#include "store/table/layout/datafile.h"
 #include "sfs.h"
 
 /* The seeds' prefix rule: the key group (every key has one). */

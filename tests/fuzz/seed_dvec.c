@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "layout/dvec.h"
+#include "store/table/layout/dvec.h"
 #include "sfs.h"
 
 /* Index @n of vectors @first..@first+@count of the generator below. */

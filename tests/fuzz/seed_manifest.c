@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/fs.h"
-#include "layout/manifest.h"
+#include "store/table/layout/manifest.h"
 #include "sfs.h"
 
 static uint8_t key[1000];

@@ -44,8 +44,8 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/keycmp.h"
-#include "layout/datafile.h"
-#include "layout/sync.h"
+#include "store/table/layout/datafile.h"
+#include "store/table/layout/sync.h"
 
 /* Every integer of the format is little-endian and read in place. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "datafile: little-endian hosts only");

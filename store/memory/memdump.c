@@ -15,7 +15,7 @@
 #include "common/fs.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "target/memdump.h"
+#include "store/memory/memdump.h"
 #include "worker/keygroup.h"
 #include "worker/wbuf.h"
 

@@ -80,8 +80,8 @@
  * store value only when b > the record's tag.  Buffers are flushed in
  * sequence order.
  */
-#ifndef SFS_TARGET_MEMORY_H
-#define SFS_TARGET_MEMORY_H
+#ifndef SFS_STORE_MEMORY_H
+#define SFS_STORE_MEMORY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
 #include "common/fingerprint.h"
 #include "common/keycmp.h"
 #include "common/merge.h"
-#include "target/memory.h"
+#include "store/memory/memory.h"
 
 #define SLOT_EMPTY 0ull
 #define SLOT_DELETED 1ull

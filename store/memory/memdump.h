@@ -36,13 +36,13 @@
  * beats (child.h): a main thread that waits for it (a semispace copy into
  * the pinned half, sfs_mdump_wait) beats while it waits.
  */
-#ifndef SFS_TARGET_MEMDUMP_H
-#define SFS_TARGET_MEMDUMP_H
+#ifndef SFS_STORE_MEMDUMP_H
+#define SFS_STORE_MEMDUMP_H
 
 #include <pthread.h>
 #include <stdint.h>
 
-#include "target/memory.h"
+#include "store/memory/memory.h"
 
 /* Write @ms (worker @worker) to @path (tmp, fsync, rename). */
 int sfs_mdump_write(const struct sfs_mstore *ms, uint32_t worker, const char *path,

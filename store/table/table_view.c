@@ -7,8 +7,8 @@
 
 #include "common/keycmp.h"
 #include "common/merge.h"
-#include "target/table_int.h"
-#include "target/table_view.h"
+#include "store/table/table_int.h"
+#include "store/table/table_view.h"
 
 /* A batch up to this many keys prefetches every file's filter block first. */
 #define TV_PREFETCH_KEYS 4

@@ -1,6 +1,6 @@
 /*
  * target.c — the table of flush targets, and the memory target's entry in
- * it (target/memory.c holds the store itself).
+ * it (store/memory/memory.c holds the store itself).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,14 +15,14 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/fs.h"
-#include "target/memdump.h"
-#include "target/memory.h"
-#include "target/rocksdb.h"
-#include "target/table.h"
+#include "store/memory/memdump.h"
+#include "store/memory/memory.h"
+#include "store/rocksdb/rocksdb.h"
+#include "store/table/table.h"
 #include "worker/keygroup.h"
-#include "target/target.h"
+#include "store/target.h"
 
-/* ---- memory target: thin adapters over target/memory.c ---------------- */
+/* ---- memory target: thin adapters over store/memory/memory.c ---------------- */
 
 struct sfs_target_writer {
 	struct sfs_mstore_writer m;
@@ -113,7 +113,7 @@ static int mem_snapshot(struct sfs_target_writer *w, const char *dir)
 }
 
 /* The same dump of a frozen version, written by a thread while newer
- * buffers flush (target/memdump.h). */
+ * buffers flush (store/memory/memdump.h). */
 static int mem_snapshot_begin(struct sfs_target_writer *w, const char *dir, uint64_t id)
 {
 	char path[600];

@@ -32,7 +32,7 @@
  *    bad checksum or structure), SFS_EMAGIC, SFS_EVERSION, SFS_EUSAGE,
  *    -errno, with sfs_last_error() naming the file and, for bad bytes, the
  *    offset ("<path>: index entry 3 at offset 812: body out of bounds").
- *  - Names, writing and reading: layout/file.h (the shared file helpers;
+ *  - Names, writing and reading: store/table/layout/file.h (the shared file helpers;
  *    it also gives SFS_LAYOUT_NAME_MAX to users of this header).
  *  - An index is read whole and validated at open (every crc and every
  *    vector's structure), so lookups after a successful open cannot fail
@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "layout/file.h"
+#include "store/table/layout/file.h"
 
 #define SFS_DV_VERSION 1u
 #define SFS_DV_ROWS_MAX (1ull << 32)   /* rows of one data file; bounds a decode */

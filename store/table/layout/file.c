@@ -13,8 +13,8 @@
 
 #include "common/err.h"
 #include "common/fs.h"
-#include "layout/file.h"
-#include "layout/sync.h"
+#include "store/table/layout/file.h"
+#include "store/table/layout/sync.h"
 
 int (*sfs__layout_fault)(const char *point);
 

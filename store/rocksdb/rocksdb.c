@@ -149,7 +149,7 @@
 #include "shm/qsbr.h"
 #include "shm/segment.h"
 #include "common/rdb.h"
-#include "target/rocksdb.h"
+#include "store/rocksdb/rocksdb.h"
 #include "worker/keygroup.h"
 
 #define CF_PREFIX "st:"

@@ -5,7 +5,7 @@
  * TABLES is small metadata, read and written whole.  Its I/O is done here
  * with common/fs.h's sfs_file_commit (tmp + fsync + rename) plus a
  * directory fsync rather than layout/'s internal helpers, so this module
- * depends only on the public halves of layout/datafile.h and layout/dvec.h.
+ * depends only on the public halves of store/table/layout/datafile.h and store/table/layout/dvec.h.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,11 +20,11 @@
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "common/fs.h"
-#include "layout/datafile.h"
-#include "layout/dvec.h"
-#include "target/table.h"
-#include "target/table_int.h"
-#include "target/table_snap.h"
+#include "store/table/layout/datafile.h"
+#include "store/table/layout/dvec.h"
+#include "store/table/table.h"
+#include "store/table/table_int.h"
+#include "store/table/table_snap.h"
 
 typedef unsigned long long ull;
 

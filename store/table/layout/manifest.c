@@ -19,7 +19,7 @@
 
 #include "common/crc32c.h"
 #include "common/err.h"
-#include "layout/manifest.h"
+#include "store/table/layout/manifest.h"
 
 #define MF_MAGIC_MANIFEST 0x4d464d53u   /* "SMFM" */
 #define MF_MAGIC_LIST 0x4c464d53u       /* "SMFL" */

@@ -1,13 +1,13 @@
 /*
  * dvec.c — deletion-vector index files (format and rules in dvec.h); the
- * whole-file I/O is layout/file.c's.
+ * whole-file I/O is store/table/layout/file.c's.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/crc32c.h"
 #include "common/err.h"
-#include "layout/dvec.h"
+#include "store/table/layout/dvec.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "formats are little-endian, read in place");
 

@@ -21,7 +21,7 @@
  *
  * All three files share one frame (little-endian): header 16 B {magic,
  * version, record count, zero}, records, trailer 8 B {crc32c of all
- * before it, magic}.  Written with tmp + fsync + rename (layout/file.h);
+ * before it, magic}.  Written with tmp + fsync + rename (store/table/layout/file.h);
  * manifest and list names carry 64 random bits, so two committers racing
  * for the same snapshot id never overwrite each other's files.  Every
  * snapshot has its own two lists; a manifest is named by the lists of
@@ -52,8 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "layout/dvec.h"   /* a snapshot names an index: its readers use both */
-#include "layout/file.h"
+#include "store/table/layout/dvec.h"   /* a snapshot names an index: its readers use both */
+#include "store/table/layout/file.h"
 
 /* 2: the snapshot's watermark.  Other versions are refused (SFS_EVERSION). */
 #define SFS_MF_VERSION 2u
@@ -157,7 +157,7 @@ typedef int (*sfs_mf_keep_fn)(const char *name, void *arg);
  * snapshot-<id>, LATEST, a manifest list or manifest named by an existing
  * snapshot, the deletion-vector index a snapshot names, or a file
  * @keep(name, @arg) keeps (@keep is required: the data files are only
- * known to it).  Temp files of the writers (layout/file.h's
+ * known to it).  Temp files of the writers (store/table/layout/file.h's
  * "*.tmp.<pid>.<n>", datafile.c's "*.tmp") are asked about like any other
  * file.  Subdirectories, symlinks and other non-regular files are left
  * alone.  If any snapshot or list fails to read, nothing is removed and

@@ -72,12 +72,12 @@
  *
  * Durability comes from checkpoints, as for the rocksdb target's WAL-less
  * writes: the working tables' files are written and renamed without
- * fsync (layout/sync.h; SFS_TABLE_CKPT_SYNC=0 restores per-commit fsync
+ * fsync (store/table/layout/sync.h; SFS_TABLE_CKPT_SYNC=0 restores per-commit fsync
  * for the ablation).  A kill -9 loses nothing by it; a machine crash ends
  * the group, and what follows starts from a checkpoint.
  *
  * Checkpoints: snapshot() links each table's live files and vector index
- * into the stage, flat, and writes TABLES (target/table_snap.h); a
+ * into the stage, flat, and writes TABLES (store/table/table_snap.h); a
  * restore puts them back at <store>/ and open() adopts them (links into
  * the table directories, one COMPACT snapshot per table).
  */
@@ -104,16 +104,16 @@
 #include "common/keycmp.h"
 #include "common/log.h"
 #include "common/merge.h"
-#include "layout/datafile.h"
-#include "layout/dvec.h"
-#include "layout/manifest.h"
-#include "layout/sync.h"
+#include "store/table/layout/datafile.h"
+#include "store/table/layout/dvec.h"
+#include "store/table/layout/manifest.h"
+#include "store/table/layout/sync.h"
 #include "shm/atomic.h"
 #include "shm/qsbr.h"
-#include "target/table.h"
-#include "target/table_int.h"
-#include "target/table_snap.h"
-#include "target/table_view.h"
+#include "store/table/table.h"
+#include "store/table/table_int.h"
+#include "store/table/table_snap.h"
+#include "store/table/table_view.h"
 #include "worker/keygroup.h"
 
 #define FANIN 4u              /* files of a level that trigger a shaping merge */
@@ -2544,7 +2544,7 @@ static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 	w->knobs = sfs_table_knobs();
 	/* The working tables need no fsync of their own: the checkpointer
 	 * fsyncs each file it links, a restore rebuilds them from a
-	 * checkpoint and a new group starts them empty (layout/sync.h).
+	 * checkpoint and a new group starts them empty (store/table/layout/sync.h).
 	 * This process writes no other layout files. */
 	sfs_layout_set_sync(!(w->knobs & SFS_TABLE_K_CKPT_SYNC));
 	if ((rc = sfs__table_store_dir(s, worker, w->base, sizeof(w->base))) ||

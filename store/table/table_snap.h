@@ -3,8 +3,8 @@
  * its rescale at restore.
  *
  * A checkpoint stages a worker's table state as one FLAT directory: the
- * data files (layout/datafile.h) "t<sid>-<16 hex>.sst", at most one
- * deletion-vector index (layout/dvec.h) per table "t<sid>-<16 hex>.dvi",
+ * data files (store/table/layout/datafile.h) "t<sid>-<16 hex>.sst", at most one
+ * deletion-vector index (store/table/layout/dvec.h) per table "t<sid>-<16 hex>.dvi",
  * and the text file TABLES that says which file belongs to which table at
  * which level.  Data and index files are immutable, so the stager links
  * them and only TABLES is new; TABLES is written last and is the commit:
@@ -52,8 +52,8 @@
  * SFS_ECORRUPT, SFS_EVERSION, SFS_EMAGIC), with sfs_last_error() naming
  * the file.
  */
-#ifndef SFS_TARGET_TABLE_SNAP_H
-#define SFS_TARGET_TABLE_SNAP_H
+#ifndef SFS_STORE_TABLE_SNAP_H
+#define SFS_STORE_TABLE_SNAP_H
 
 #include <stdint.h>
 

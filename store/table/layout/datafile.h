@@ -175,7 +175,7 @@ int sfs_df_writer_add(sfs_df_writer_t *w, const void *key, size_t klen, int kind
 /*
  * sfs_df_writer_finish - write the last pages, the value pages, the filter
  * and the footer, fsync, rename "<path>.tmp" to @path and fsync the
- * directory (the fsyncs only while sfs_layout_sync(): layout/sync.h).
+ * directory (the fsyncs only while sfs_layout_sync(): store/table/layout/sync.h).
  * Consumes @w; on any error (also: no rows, SFS_EUSAGE) the
  * temporary file is removed and @path untouched.  @rows_out (may be NULL)
  * gets the row count.

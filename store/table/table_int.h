@@ -2,17 +2,17 @@
  * table_int.h — what the `table` target's writer (table.c) and readers
  * (table_read.c) share; not for other modules.
  */
-#ifndef SFS_TARGET_TABLE_INT_H
-#define SFS_TARGET_TABLE_INT_H
+#ifndef SFS_STORE_TABLE_INT_H
+#define SFS_STORE_TABLE_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "shm/segment.h"
-#include "target/table.h"
+#include "store/table/table.h"
 
 /*
- * The prefix filter of a map or list table's data files (layout/datafile.h):
+ * The prefix filter of a map or list table's data files (store/table/layout/datafile.h):
  * each row's prefix is its map's  parent | ns  — what a map read asks
  * (tv_prefix) — so a file answers "no entry of this map here" from its
  * filter.  Rows are parent | ns | user key and the parent carries its own

@@ -1,14 +1,14 @@
 /*
- * table.h — the `table` flush target (target/table.c): sfs's own
- * Paimon-style LSM tables (layout/datafile.h, layout/manifest.h,
- * layout/dvec.h), one table per registered state per worker bucket.
+ * table.h — the `table` flush target (store/table/table.c): sfs's own
+ * Paimon-style LSM tables (store/table/layout/datafile.h, store/table/layout/manifest.h,
+ * store/table/layout/dvec.h), one table per registered state per worker bucket.
  *
  * Files: <sh_data_dir>/w<N>/ is worker N's store; s<sid>/ is the table of
  * state <sid>: data files t<sid>-<16 hex>.sst, deletion-vector indexes
  * t<sid>-<16 hex>.dvi, and the metadata chain (snapshot-<id>, manifest
  * lists, manifests, LATEST).  IDENTITY names the segment the store belongs
  * to (a store of an earlier group is wiped unless a restore put TABLES
- * beside it: target/table_snap.h, adopted at open).
+ * beside it: store/table/table_snap.h, adopted at open).
  *
  * Row key of a buffered entry (kg | state | rest, worker/keygroup.h) in
  * namespace ns, so that bytewise order is the table's primary key order
@@ -22,13 +22,13 @@
  * the readers of worker w's store (struct sfs_table_pub): the live files of
  * every table at the published version, under a seqlock.
  */
-#ifndef SFS_TARGET_TABLE_H
-#define SFS_TARGET_TABLE_H
+#ifndef SFS_STORE_TABLE_H
+#define SFS_STORE_TABLE_H
 
 #include <stdint.h>
 
 #include "shm/segment.h"
-#include "target/target.h"
+#include "store/target.h"
 
 #define SFS_TABLE_MAGIC 0x314c424154534653ull /* "SFSTABL1" */
 #define SFS_TABLE_VERSION 1u
@@ -39,7 +39,7 @@
  * page per hit, so pages are small — 4 KiB pages ran q4 1.4-1.9x faster
  * than 16 KiB (bench/RESULTS.md, issue 7).  Per file the cache may hold
  * 1024 pages; what bounds it is the process's decoded-page budget
- * (layout/datafile.h, 32 MiB): q5's window reads, scattered over ZSTD
+ * (store/table/layout/datafile.h, 32 MiB): q5's window reads, scattered over ZSTD
  * pages, ran 1.8x faster than with 32 pages per file. */
 #define SFS_TABLE_PAGE_BYTES 4096u
 #define SFS_TABLE_CACHE_PAGES 1024u
@@ -74,7 +74,7 @@
 #define SFS_TABLE_K_CKPT_SYNC 0x20u /* files made durable by the checkpoints that
 				     * link them, not at each commit (else: every
 				     * file and directory fsynced as it is
-				     * committed: layout/sync.h) */
+				     * committed: store/table/layout/sync.h) */
 #define SFS_TABLE_K_BG_IDLE   0x40u /* shaping merges on idle CPU time unless a
 				     * level is in debt (else: always at the
 				     * compactor's own priority) */

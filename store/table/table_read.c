@@ -26,10 +26,10 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "layout/dvec.h"
+#include "store/table/layout/dvec.h"
 #include "shm/atomic.h"
-#include "target/table_int.h"
-#include "target/table_view.h"
+#include "store/table/table_int.h"
+#include "store/table/table_view.h"
 #include "worker/keygroup.h"
 
 #define RETRIES 8

@@ -13,14 +13,14 @@
  * it runs in the background (the ablation) — and a read folds them newest
  * first over the one level >= 1 hit.
  */
-#ifndef SFS_TARGET_TABLE_VIEW_H
-#define SFS_TARGET_TABLE_VIEW_H
+#ifndef SFS_STORE_TABLE_VIEW_H
+#define SFS_STORE_TABLE_VIEW_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/bump.h"
-#include "layout/datafile.h"
+#include "store/table/layout/datafile.h"
 
 struct tv_file {
 	sfs_df_reader_t *rd;

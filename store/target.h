@@ -34,8 +34,8 @@
  *    seq of the buffer that last wrote the key (counters fold buffered
  *    deltas of newer buffers only).
  */
-#ifndef SFS_TARGET_TARGET_H
-#define SFS_TARGET_TARGET_H
+#ifndef SFS_STORE_TARGET_H
+#define SFS_STORE_TARGET_H
 
 #include <stdint.h>
 
@@ -137,7 +137,7 @@ extern const struct sfs_target_ops sfs_target_memory;
  * create worker @worker's store and load the dumps the restore put in
  * <sh_data_dir>/w<worker>/ — "store.dump" (same parallelism) or
  * "r<lo>-<hi>.<n>.dump" (a rescale: that key-group range of an old
- * worker's dump) — then remove them.  target/memdump.h has the format.
+ * worker's dump) — then remove them.  store/memory/memdump.h has the format.
  */
 int sfs_target_memory_restore(struct sfs_seg *s, uint32_t worker, uint64_t store_bytes);
 

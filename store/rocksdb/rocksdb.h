@@ -1,5 +1,5 @@
 /*
- * rocksdb.h — the `rocksdb` flush target (target/rocksdb.c): sealed
+ * rocksdb.h — the `rocksdb` flush target (store/rocksdb/rocksdb.c): sealed
  * buffers flushed by the compactor into one RocksDB instance per worker,
  * read by workers through secondary instances.
  *
@@ -27,15 +27,15 @@
  * Shared memory: region "rdbt.<w>" (one page) holds what the compactor
  * publishes to the readers of worker w's instance; see struct sfs_rdbt_pub.
  */
-#ifndef SFS_TARGET_ROCKSDB_H
-#define SFS_TARGET_ROCKSDB_H
+#ifndef SFS_STORE_ROCKSDB_H
+#define SFS_STORE_ROCKSDB_H
 
 #include <stdint.h>
 
 #include <stddef.h>
 
 #include "shm/segment.h"
-#include "target/target.h"
+#include "store/target.h"
 
 #define SFS_RDBT_MAGIC 0x3154424452534653ull /* "SFSRDBT1" */
 #define SFS_RDBT_VERSION 2u
@@ -102,7 +102,7 @@ extern const struct sfs_target_ops sfs_target_rocksdb;
  * Rescale at restore (the supervisor, before any child starts, with the
  * checkpoint's state registry in @s): build worker @worker's instance from
  * the restored old instances @src[0..n), keeping key groups [@kg_lo,
- * @kg_hi] only.  target/rocksdb.c has the details.
+ * @kg_hi] only.  store/rocksdb/rocksdb.c has the details.
  */
 int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src, unsigned n,
 		     uint32_t kg_lo, uint32_t kg_hi);
