@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "checkpointer/ckstore.h"
+#include "store/target.h"	/* SFS_STAGE_SHARED: the stage directory's layout */
 #include "common/crc32c.h"
 #include "common/child.h"
 #include "common/err.h"
@@ -1356,22 +1357,17 @@ static int cmp_dirent(const struct dirent **a, const struct dirent **b)
 	return strcmp((*a)->d_name, (*b)->d_name);
 }
 
-int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged)
+/* Every regular file of @dir: shared (immutable, linked once) or private
+ * (copied).  Counts the private ones in *@nprivate. */
+static int add_files(struct ck_txn *t, uint32_t worker, const char *dir, int shared,
+		     uint32_t *nprivate)
 {
 	struct dirent **ents;
-	uint32_t *ws, nprivate = 0;
 	char p[PATH_MAX];
 	int n, rc = 0;
 
-	for (uint32_t i = 0; i < t->t_nw; i++)
-		if (t->t_workers[i] == worker)
-			return sfs__err(SFS_EUSAGE, "checkpoint %llu: worker %u added twice", (ull)t->t_id, worker);
-	if (!(ws = realloc(t->t_workers, (t->t_nw + 1) * sizeof(*ws))))
-		return sfs__err(-ENOMEM, "checkpoint %llu: no memory", (ull)t->t_id);
-	t->t_workers = ws;
-	if ((n = scandir(staged, &ents, NULL, cmp_dirent)) < 0)
-		return sfs__err(sfs__errno(), "staged directory %s: %s", staged, strerror(errno));
-	ws[t->t_nw++] = worker;
+	if ((n = scandir(dir, &ents, NULL, cmp_dirent)) < 0)
+		return sfs__err(sfs__errno(), "staged directory %s: %s", dir, strerror(errno));
 	for (int i = 0; i < n; i++) {
 		const char *name = ents[i]->d_name;
 		size_t len = strlen(name);
@@ -1381,20 +1377,41 @@ int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged)
 			;
 		else if (!name_ok(name, len))
 			rc = sfs__err(SFS_EUSAGE, "%s/%s: a name a checkpoint cannot carry (space, control "
-				      "byte or over %u bytes)", staged, name, CK_LOCAL_MAX);
-		else if ((rc = pjoin(p, sizeof(p), staged, name)))
+				      "byte or over %u bytes)", dir, name, CK_LOCAL_MAX);
+		else if ((rc = pjoin(p, sizeof(p), dir, name)))
 			;
 		else if (lstat(p, &st))
 			rc = sfs__err(sfs__errno(), "%s: %s", p, strerror(errno));
+		else if (!shared && S_ISDIR(st.st_mode) && !strcmp(name, SFS_STAGE_SHARED))
+			rc = add_files(t, worker, p, 1, nprivate);
 		else if (!S_ISREG(st.st_mode))
 			rc = sfs__err(SFS_EUSAGE, "%s: not a regular file", p);
-		else if (len > 4 && !strcmp(name + len - 4, ".sst"))
+		else if (shared)
 			rc = add_shared(t, worker, p, name, (uint64_t)st.st_size);
 		else if (!(rc = add_private(t, worker, p, name)))
-			nprivate++;
+			(*nprivate)++;
 		free(ents[i]);
 	}
 	free(ents);
+	return rc;
+}
+
+int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged)
+{
+	uint32_t *ws, nprivate = 0;
+	char p[PATH_MAX];
+	int rc;
+
+	for (uint32_t i = 0; i < t->t_nw; i++)
+		if (t->t_workers[i] == worker)
+			return sfs__err(SFS_EUSAGE, "checkpoint %llu: worker %u added twice", (ull)t->t_id, worker);
+	if (!(ws = realloc(t->t_workers, (t->t_nw + 1) * sizeof(*ws))))
+		return sfs__err(-ENOMEM, "checkpoint %llu: no memory", (ull)t->t_id);
+	t->t_workers = ws;
+	if (access(staged, F_OK))
+		return sfs__err(sfs__errno(), "staged directory %s: %s", staged, strerror(errno));
+	ws[t->t_nw++] = worker;
+	rc = add_files(t, worker, staged, 0, &nprivate);
 	if (!rc && nprivate) {
 		if (!(rc = fmt_path(p, sizeof(p), "%s/w%u", t->t_dir, worker)))
 			rc = fsync_path(p);

@@ -14,9 +14,10 @@
  * Input of a checkpoint: per worker, a staged directory of the files that
  * make up its state at barrier <id> (<data>/stage/w<w>/b<id>, written by the
  * compactor or the worker; see checkpointer/README in the header of
- * coord.c).  A staged file whose name ends in ".sst" is shared (immutable
- * once written; its local name is unique within the worker's instance),
- * every other file is private.
+ * coord.c).  The files in its subdirectory "shared" (SFS_STAGE_SHARED,
+ * store/target.h) are shared: the target that staged them says they are
+ * immutable once written, their local names unique within the worker's
+ * instance; every other file is private.  A restore puts both back flat.
  *
  * Incremental: the store keeps the file set of the last confirmed
  * checkpoint (the reference set) in memory, keyed by (worker, local name,
@@ -141,7 +142,8 @@ uint64_t ck_store_max_id(const struct ck_store *s);
 /* Start checkpoint @id (greater than every existing id). */
 int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out);
 
-/* Add worker @w's staged files (every regular file in @staged_dir; any
+/* Add worker @w's staged files (every regular file in @staged_dir, and in
+ * its subdirectory SFS_STAGE_SHARED as shared files; any
  * other entry, or a name with a space, control byte or over CK_LOCAL_MAX
  * bytes, is refused with SFS_EUSAGE).  Once per worker per txn.  Cost:
  * one stat per file, plus a link, fsync and crc32c read per new shared

@@ -1,6 +1,7 @@
 /*
  * rdb.c — shared RocksDB glue (rdb.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -157,5 +158,43 @@ int sfs_rdb_copy_kg_range(rocksdb_t *in, rocksdb_column_family_handle_t *hin, ro
 	rocksdb_iter_destroy(it);
 	rocksdb_readoptions_destroy(ro);
 	rocksdb_writebatch_destroy(wb);
+	return rc;
+}
+
+int sfs_rdb_checkpoint(rocksdb_t *db, const char *dir, const char *shared, const char *who,
+		       const char *path)
+{
+	char sub[PATH_MAX], from[PATH_MAX + 256], to[2 * PATH_MAX];
+	rocksdb_checkpoint_t *cp;
+	char *err = NULL;
+	struct dirent *e;
+	DIR *d;
+	int rc;
+
+	cp = rocksdb_checkpoint_object_create(db, &err);
+	if ((rc = sfs_rdb_err(who, path, &err, "checkpoint object")))
+		return rc;
+	err = NULL;
+	rocksdb_checkpoint_create(cp, dir, 0, &err);	/* 0: always flush first */
+	rocksdb_checkpoint_object_destroy(cp);
+	if ((rc = sfs_rdb_err(who, dir, &err, "checkpoint")))
+		return rc;
+	snprintf(sub, sizeof(sub), "%s/%s", dir, shared);
+	if (mkdir(sub, 0700) && errno != EEXIST)
+		return sfs__err(sfs__errno(), "%s %s: mkdir: %s", who, sub, strerror(errno));
+	if (!(d = opendir(dir)))
+		return sfs__err(sfs__errno(), "%s %s: %s", who, dir, strerror(errno));
+	while (!rc && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (n <= 4 || strcmp(e->d_name + n - 4, ".sst") != 0)
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", dir, e->d_name);
+		snprintf(to, sizeof(to), "%s/%s", sub, e->d_name);
+		if (rename(from, to))
+			rc = sfs__err(sfs__errno(), "%s: rename %s to %s: %s", who, from, to,
+				      strerror(errno));
+	}
+	closedir(d);
 	return rc;
 }

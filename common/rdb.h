@@ -44,4 +44,16 @@ int sfs_rdb_copy_kg_range(rocksdb_t *in, rocksdb_column_family_handle_t *hin, ro
 /* mkdir -p @path (mode 0700); an error names the directory. */
 int sfs_rdb_mkdirs(const char *path);
 
+/*
+ * A checkpoint of @db (the instance at @path) in @dir, which must not
+ * exist (RocksDB creates it), memtables flushed first, staged for the
+ * checkpointer: the SST files — immutable once written, their names
+ * unique within the instance — renamed into @dir/@shared (same directory
+ * tree: no byte moves), MANIFEST, CURRENT and OPTIONS left at the top
+ * (store/target.h, "Staging").  Errors name @who and the path.  Cost: the
+ * flush, a link per live SST (RocksDB's), a rename per SST.
+ */
+int sfs_rdb_checkpoint(rocksdb_t *db, const char *dir, const char *shared, const char *who,
+		       const char *path);
+
 #endif

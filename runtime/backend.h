@@ -99,6 +99,22 @@ struct rt_backend {
 extern const struct rt_backend_ops rt_backend_memory;
 extern const struct rt_backend_ops rt_backend_rocksdb_direct;
 
+/* The files half of the flush-target contract for the rocksdb-direct
+ * baseline (instance root, restore, rescale), runtime/backend_rocksdb.c. */
+struct sfs_target_ops;
+extern const struct sfs_target_ops rt_rocksdb_direct_files;
+
+/* Who owns backend @name's files on disk (store/target.h: instance root,
+ * restore, rebuild, forget), or NULL for an unknown name. */
+const struct sfs_target_ops *rt_backend_files(const char *name);
+
+/* "memory, rocksdb, ...": every backend's name, for messages. */
+const char *rt_backend_names(void);
+
+/* The flush target the compactor runs for backend @name, or NULL when the
+ * backend has none (rocksdb-direct: its workers write RocksDB themselves). */
+const struct sfs_target_ops *rt_backend_target(const char *name);
+
 /*
  * Rescale at restore (rocksdb-direct): build the instance at @dest from the
  * restored instances @src[0..n) holding key groups [@kg_lo, @kg_hi] only —

@@ -68,6 +68,7 @@
 #include "common/rdb.h"
 #include "runtime/backend.h"
 #include "shm/segment.h"	/* SFS_MAX_STATES, SFS_STATE_NAME_MAX */
+#include "store/target.h"	/* the stage directory's layout */
 #include "worker/keygroup.h"
 
 #define RDB_WRITE_BUFFER (64ull << 20)	/* Flink's default write_buffer_size */
@@ -1267,8 +1268,6 @@ out:
 static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
 {
 	struct rdb_backend *r = R(b);
-	rocksdb_checkpoint_t *cp;
-	char *err = NULL;
 	int rc;
 
 	(void)id;
@@ -1283,13 +1282,7 @@ static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
 	}
 	if ((rc = sfs_rmtree(dir)))	/* a crashed attempt's leftovers */
 		return rc;
-	cp = rocksdb_checkpoint_object_create(r->rb_db, &err);
-	if ((rc = rdb_err(r->rb_path, &err, "checkpoint object")))
-		return rc;
-	err = NULL;
-	rocksdb_checkpoint_create(cp, dir, 0, &err);	/* 0: always flush first */
-	rocksdb_checkpoint_object_destroy(cp);
-	return rdb_err(dir, &err, "checkpoint");
+	return sfs_rdb_checkpoint(r->rb_db, dir, SFS_STAGE_SHARED, "rocksdb", r->rb_path);
 }
 
 static void rdb_quiescent(struct rt_backend *b)
@@ -1333,4 +1326,46 @@ const struct rt_backend_ops rt_backend_rocksdb_direct = {
 	.idle = rdb_idle,
 	.stall_ns = rdb_stall_ns,
 	.snapshot = rdb_snapshot,
+};
+
+/* ---- the files half of the contract (store/target.h) ---------------------- */
+
+static int direct_root(const char *data_dir, int node, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/rocksdb-direct", data_dir);
+
+	(void)node;	/* one instance per worker, whatever its node */
+	return n < 0 || (size_t)n >= len ? sfs__err(SFS_EUSAGE, "%s: path too long", data_dir) : 0;
+}
+
+/* The checkpoint's files are the instance: the worker opens it as it is. */
+static int direct_restore(const struct sfs_target_env *e, uint32_t worker,
+			  int (*put)(void *arg, const char *dir), void *arg)
+{
+	char dir[PATH_MAX];
+	int rc;
+
+	if ((rc = sfs_target_instance_dir(e->root, worker, dir, sizeof(dir))) ||
+	    (rc = sfs_target_instance_reset(dir)))
+		return rc;
+	return put(arg, dir);
+}
+
+static int direct_rebuild(const struct sfs_target_env *e, uint32_t worker,
+			  const char *const *src, unsigned n, uint32_t kg_lo, uint32_t kg_hi)
+{
+	char dir[PATH_MAX];
+	int rc;
+
+	if ((rc = sfs_target_instance_dir(e->root, worker, dir, sizeof(dir))) ||
+	    (rc = sfs_rmtree(dir)))
+		return rc;
+	return rt_rocksdb_direct_rebuild(src, n, dir, kg_lo, kg_hi);
+}
+
+const struct sfs_target_ops rt_rocksdb_direct_files = {
+	.name = "rocksdb-direct",
+	.instance_root = direct_root,
+	.restore = direct_restore,
+	.rebuild = direct_rebuild,
 };

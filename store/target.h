@@ -24,6 +24,43 @@
  *  - files(w, fn, arg): the files that make up the current version, for
  *    checkpoints (a target in memory has none).
  *
+ * Staging (snapshot, snapshot_begin): a stage directory holds the files of
+ * the worker's state at the barrier, flat, with one exception: the files
+ * the target will never change again (immutable, named uniquely within
+ * the instance) go in its subdirectory SFS_STAGE_SHARED.  A checkpoint
+ * links each of those once and references it from then on; every other
+ * file is copied into each checkpoint (checkpointer/ckstore.h).  A restore
+ * puts both kinds back flat.  So the target, not a naming rule of the
+ * checkpointer, says what is shared.
+ *
+ * The instance on disk, restore and rescale (the supervisor, before any
+ * child starts, single-threaded; env->seg is the new group's segment, the
+ * checkpoint's state registry already in it).  Worker w's instance is
+ * <root>/w<w> (sfs_target_instance_dir), root being instance_root()'s; the
+ * target owns everything under it:
+ *  - instance_root(data, node, buf, len): the node's root under the job's
+ *    data directory; the supervisor puts it in the segment (sh_data_dir).
+ *  - restore(env, w, put, arg): replace worker w's instance by its files
+ *    of a checkpoint: the target empties the instance, has put(arg, dir)
+ *    place the checkpoint's files of w flat in a directory of its choice,
+ *    and adopts them, so that the group's first open finds that state (this
+ *    segment's identity; every applied marker reset: the new run's buffers
+ *    count from seq 1).  Killed midway, the next restore starts over.
+ *  - rebuild(env, w, src, n, lo, hi): a rescale: worker w's instance with
+ *    key groups [lo, hi] only, from the old workers' files restored flat
+ *    in src[0..n) (those whose ranges overlap [lo, hi]); adopted as above.
+ *  - forget(env, w): a fresh start: drop what a restore left in w's
+ *    instance and no group adopted yet (this group must not adopt it).
+ * Any of the three may be NULL: that target cannot restore (say so).
+ *
+ * Reports (NULL: none): summary_json(s, workers, out) appends the target's
+ * counters over workers [0, workers) to a run's --json summary, as
+ * `, "name": value` members; stat(s, out) adds lines to `sfs stat`.
+ *
+ * Registration: a target is one ops table in its own folder and one line
+ * in store/registry.c; sfs_target_register adds one at run time (tests,
+ * plugins): every process of a group must register the same ones.
+ *
  * Worker side (lock-free readers, any process of the node):
  *  - catch_up(r): called at a quiescent point, at most once per published
  *    version (cheap when nothing changed).
@@ -37,7 +74,9 @@
 #ifndef SFS_STORE_TARGET_H
 #define SFS_STORE_TARGET_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "shm/proc.h"
 #include "worker/wbuf.h"
@@ -61,6 +100,17 @@ struct sfs_probe_result {
 
 struct sfs_target_cfg {
 	uint64_t store_bytes;   /* memory target: region bytes per worker */
+};
+
+/* The subdirectory of a stage directory that holds its immutable files. */
+#define SFS_STAGE_SHARED "shared"
+
+/* What a restore works with (see "The instance on disk" above). */
+struct sfs_target_env {
+	struct sfs_seg *seg;                 /* the new group's segment (NULL: a
+					      * backend that keeps no state in one) */
+	const char *root;                    /* instance_root() of this node */
+	const struct sfs_target_cfg *cfg;
 };
 
 struct sfs_target_ops {
@@ -87,6 +137,18 @@ struct sfs_target_ops {
 	int (*snapshot_begin)(struct sfs_target_writer *w, const char *dir, uint64_t id);
 	int (*snapshot_poll)(struct sfs_target_writer *w, uint64_t *id, uint64_t *seq);
 	void (*close)(struct sfs_target_writer *w);
+
+	/* The instance on disk, restore and rescale (the supervisor). */
+	int (*instance_root)(const char *data_dir, int node, char *buf, size_t len);
+	int (*restore)(const struct sfs_target_env *e, uint32_t worker,
+		       int (*put)(void *arg, const char *dir), void *arg);
+	int (*rebuild)(const struct sfs_target_env *e, uint32_t worker, const char *const *src,
+		       unsigned n, uint32_t kg_lo, uint32_t kg_hi);
+	int (*forget)(const struct sfs_target_env *e, uint32_t worker);
+
+	/* Reports. */
+	void (*summary_json)(struct sfs_seg *s, uint32_t workers, FILE *out);
+	void (*stat)(const struct sfs_seg *s, FILE *out);
 
 	int (*reader_open)(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out);
 	int (*catch_up)(struct sfs_target_reader *r);
@@ -130,15 +192,15 @@ const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s);
 /* By name; NULL if unknown. */
 const struct sfs_target_ops *sfs_target_find(const char *name);
 
-extern const struct sfs_target_ops sfs_target_memory;
+/* Add @ops to the table (process-local; at most a few, before any lookup
+ * that should find them).  SFS_EEXIST: the name is taken; SFS_ENOSPC: full. */
+int sfs_target_register(const struct sfs_target_ops *ops);
 
-/*
- * A restore of the memory target, before any child starts (the supervisor):
- * create worker @worker's store and load the dumps the restore put in
- * <sh_data_dir>/w<worker>/ — "store.dump" (same parallelism) or
- * "r<lo>-<hi>.<n>.dump" (a rescale: that key-group range of an old
- * worker's dump) — then remove them.  store/memory/memdump.h has the format.
- */
-int sfs_target_memory_restore(struct sfs_seg *s, uint32_t worker, uint64_t store_bytes);
+/* <root>/w<worker>: worker @worker's instance (see the contract above). */
+int sfs_target_instance_dir(const char *root, uint32_t worker, char *buf, size_t len);
+
+/* restore()'s usual first step: @dir emptied (created 0700 if missing,
+ * with its parents). */
+int sfs_target_instance_reset(const char *dir);
 
 #endif

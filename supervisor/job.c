@@ -100,8 +100,8 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 		return 2;
 	}
 	if (!rt_backend_find(q->backend)) {
-		fprintf(stderr, "sfs run: unknown backend '%s' (known: memory, rocksdb, table, rocksdb-direct)\n",
-			q->backend);
+		fprintf(stderr, "sfs run: unknown backend '%s' (known: %s)\n", q->backend,
+			rt_backend_names());
 		return 2;
 	}
 	if (workers > RT_MAX_WORKERS) {
@@ -193,79 +193,79 @@ static void stage_reset(const struct sup_query *q)
 		sfs_log("%s", sfs_last_error());
 }
 
-/* A start from the beginning: no sink output, no staged snapshots. */
+/* The restore context of the backend's files on node 0 (one node: the
+ * segment of node 0). */
+static int files_env(const struct sup_query *q, const struct sfs_target_ops **f,
+		     struct sfs_target_env *e, char *root, size_t len,
+		     const struct sfs_target_cfg *cfg)
+{
+	int rc;
+
+	*f = rt_backend_files(q->backend);
+	if (!*f || !(*f)->instance_root)
+		return 1;
+	if ((rc = (*f)->instance_root(q->data_dir, 0, root, len)))
+		return rc;
+	*e = (struct sfs_target_env){ .seg = job_seg, .root = root, .cfg = cfg };
+	return 0;
+}
+
+/* A start from the beginning: no sink output, no staged snapshots, no
+ * restore left unadopted. */
 static int fresh(const struct sup_query *q)
 {
+	struct sfs_target_cfg tc = { .store_bytes = q->store_bytes };
+	const struct sfs_target_ops *f;
+	struct sfs_target_env e;
 	char root[PATH_MAX];
 	int rc;
 
 	snprintf(root, sizeof(root), RT_CKPT_DIR_FMT, q->data_dir);
 	job->rj_first_barrier = max_checkpoint_id(root);
 	stage_reset(q);
-	snprintf(root, sizeof(root), "%s/sfs-memory.0", q->data_dir);
-	if ((rc = sfs_rmtree(root)))	/* restore dumps of an earlier run */
+	if ((rc = files_env(q, &f, &e, root, sizeof(root), &tc)) < 0)
 		return rc;
-	for (unsigned w = 0; w < RT_MAX_WORKERS; w++) {
-		/* an earlier restore's instance not adopted yet */
-		snprintf(root, sizeof(root), "%s/sfs-rocksdb.0/w%u/SFS-RESTORED", q->data_dir, w);
-		unlink(root);
-		snprintf(root, sizeof(root), "%s/sfs-table.0/w%u/TABLES", q->data_dir, w);
-		unlink(root);
-	}
-	if ((rc = rt_sink_reset(q->data_dir)))
+	for (unsigned w = 0; rc == 0 && f->forget && w < RT_MAX_WORKERS; w++)
+		rc = f->forget(&e, w);
+	if (rc < 0 || (rc = rt_sink_reset(q->data_dir)))
 		return rc;
 	return 0;
 }
 
-/* Where a backend keeps worker @w's files (what a restore replaces). */
-static int instance_dir(const struct sup_query *q, uint32_t w, char *buf, size_t len)
+struct put_arg {
+	const struct ck_meta *m;
+	const char *croot;
+	uint32_t worker;
+};
+
+/* restore()'s put: worker's files of the checkpoint, flat, into @dir. */
+static int put_files(void *arg, const char *dir)
 {
-	if (strcmp(q->backend, "rocksdb-direct") == 0) {
-		snprintf(buf, len, "%s/rocksdb-direct/w%u", q->data_dir, w);
-		return 1;
-	}
-	if (strcmp(q->backend, "memory") == 0) {
-		/* the store dumps the compactor loads (store/memory/memdump.h); one
-		 * node: the segment of node 0 */
-		snprintf(buf, len, "%s/sfs-memory.0/w%u", q->data_dir, w);
-		return 1;
-	}
-	if (strcmp(q->backend, "rocksdb") == 0) {
-		/* the flush target's instance, adopted by the compactor */
-		snprintf(buf, len, "%s/sfs-rocksdb.0/w%u", q->data_dir, w);
-		return 1;
-	}
-	if (strcmp(q->backend, "table") == 0) {
-		/* the table store: TABLES and its files, adopted at the target's open */
-		snprintf(buf, len, "%s/sfs-table.0/w%u", q->data_dir, w);
-		return 1;
-	}
-	return 0;
+	const struct put_arg *p = arg;
+
+	return ck_restore_worker(p->m, p->croot, p->worker, dir);
 }
 
-/* Same parallelism: every worker adopts its own files wholesale (links). */
+/* Same parallelism: every worker's instance restored from its own files
+ * (links), and adopted by its target before any child starts. */
 static int adopt(const struct sup_query *q, const struct ck_meta *m, const char *croot,
 		 unsigned workers)
 {
-	char inst[PATH_MAX];
+	struct sfs_target_cfg tc = { .store_bytes = q->store_bytes };
+	const struct sfs_target_ops *f;
+	struct sfs_target_env e;
+	char root[PATH_MAX];
 	int rc;
 
+	if ((rc = files_env(q, &f, &e, root, sizeof(root), &tc)))
+		return rc < 0 ? rc : 0;
+	if (!f->restore)
+		return sfs__err(SFS_EUSAGE, "the %s backend cannot restore", f->name);
 	for (uint32_t w = 0; w < workers; w++) {
-		if (!instance_dir(q, w, inst, sizeof(inst)))
-			continue;
-		if ((rc = sfs_rmtree(inst)) || (rc = ck_restore_worker(m, croot, w, inst)))
-			return rc;
-		if (strcmp(q->backend, "rocksdb") == 0) {
-			/* store/rocksdb/rocksdb.c adopts what carries this mark */
-			char mark[PATH_MAX + 32];
-			int fd;
+		struct put_arg p = { m, croot, w };
 
-			snprintf(mark, sizeof(mark), "%s/SFS-RESTORED", inst);
-			fd = open(mark, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-			if (fd < 0)
-				return sfs__err(sfs__errno(), "%s: %s", mark, strerror(errno));
-			close(fd);
-		}
+		if ((rc = f->restore(&e, w, put_files, &p)))
+			return rc;
 	}
 	return 0;
 }
@@ -275,12 +275,17 @@ static int adopt(const struct sup_query *q, const struct ck_meta *m, const char 
 static int rescale(const struct sup_query *q, const struct ck_meta *m, const char *croot,
 		   unsigned workers)
 {
-	char tmp[PATH_MAX - 64], olds[RT_MAX_WORKERS][PATH_MAX], inst[PATH_MAX], v[32];
+	char tmp[PATH_MAX - 64], olds[RT_MAX_WORKERS][PATH_MAX], root[PATH_MAX], v[32];
+	struct sfs_target_cfg tc = { .store_bytes = q->store_bytes };
 	const char *src[RT_MAX_WORKERS];
+	const struct sfs_target_ops *f;
+	struct sfs_target_env e;
 	uint32_t maxp = 128;
-	int rc = 0;
+	int rc = files_env(q, &f, &e, root, sizeof(root), &tc);
 
-	if (!instance_dir(q, 0, inst, sizeof(inst)))
+	if (rc < 0)
+		return rc;
+	if (rc || !f->rebuild)
 		return sfs__err(SFS_EUSAGE, "rescaling the %s backend is not supported yet",
 				q->backend);
 	if (ck_meta_config(m, "max_parallelism", v, sizeof(v)) == 0)
@@ -303,28 +308,7 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 			if (sfs_kg_range_start(w, m->workers, maxp) <= hi &&
 			    sfs_kg_range_end(w, m->workers, maxp) >= lo)
 				src[n++] = olds[w];
-		instance_dir(q, nw, inst, sizeof(inst));
-		if ((rc = sfs_rmtree(inst)))
-			break;
-		if (strcmp(q->backend, "rocksdb-direct") == 0) {
-			rc = rt_rocksdb_direct_rebuild(src, n, inst, lo, hi);
-		} else if (strcmp(q->backend, "rocksdb") == 0) {
-			rc = sfs_rdbt_rebuild(job_seg, nw, src, n, lo, hi);
-		} else if (strcmp(q->backend, "table") == 0) {
-			rc = sfs_tsnap_rebuild(src, n, inst, lo, hi);
-		} else {
-			/* memory: the compactor loads each old dump's share */
-			char from[PATH_MAX + 16], to[PATH_MAX + 64];
-
-			rc = sfs_mkdirs(inst);
-			for (unsigned i = 0; i < n && !rc; i++) {
-				snprintf(from, sizeof(from), "%s/store.dump", src[i]);
-				snprintf(to, sizeof(to), "%s/r%u-%u.%u.dump", inst, lo, hi, i);
-				if (link(from, to))
-					rc = sfs__err(sfs__errno(), "link %s to %s: %s", from, to,
-						      strerror(errno));
-			}
-		}
+		rc = f->rebuild(&e, nw, src, n, lo, hi);
 		sfs_log("rescale: worker %u of %u (key groups %u..%u) rebuilt from %u of %u "
 			"old instances", nw, workers, lo, hi, n, m->workers);
 	}
@@ -430,22 +414,6 @@ static int restore(struct sup_query *q, unsigned workers)
 			rc = adopt(q, &m, croot, workers);
 		else
 			rc = rescale(q, &m, croot, workers);
-		/* the memory target's dumps are loaded now: no worker may read
-		 * its store before the restored state is in */
-		for (uint32_t w = 0; !rc && w < workers && strcmp(q->backend, "memory") == 0; w++)
-			rc = sfs_target_memory_restore(job_seg, w, q->store_bytes);
-		/* and the rocksdb and table targets' stores adopted (this segment's
-		 * identity, markers reset) before a worker's secondary reads
-		 * their markers */
-		for (uint32_t w = 0; !rc && w < workers && (strcmp(q->backend, "rocksdb") == 0 ||
-							      strcmp(q->backend, "table") == 0); w++) {
-			const struct sfs_target_ops *ops = sfs_target_of(job_seg);
-			struct sfs_target_cfg tc = { .store_bytes = q->store_bytes };
-			struct sfs_target_writer *tw;
-
-			if (!(rc = ops->open(job_seg, w, NULL, &tc, &tw)))
-				ops->close(tw);
-		}
 		if (rc) {
 			fprintf(stderr, "sfs run: restoring %s: %s\n", dir, sfs_last_error());
 			ck_meta_free(&m);
@@ -718,59 +686,10 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 	return done == job->rj_workers ? 1 : 0;
 }
 
-/* The table target's work over every worker (store/table/table.h counters). */
-static void table_json(void)
-{
-	uint64_t c = 0, cns = 0, cmax = 0, tmax = 0, dc = 0, rounds = 0, rns = 0, up = 0, merges = 0;
-	uint64_t mrows = 0, masked = 0, same = 0, pruned = 0, rows = 0, files = 0, idle = 0;
-	uint64_t pkeys = 0, ppages = 0, wbytes = 0, mbytes = 0;
-
-	for (uint32_t w = 0; w < job->rj_workers; w++) {
-		const struct sfs_table_pub *p = sfs_table_pub_of(job_seg, w);
-
-		if (!p)
-			continue;
-		c += p->tp_commits;
-		cns += p->tp_commit_ns;
-		cmax = p->tp_commit_max_ns > cmax ? p->tp_commit_max_ns : cmax;
-		tmax = p->tp_table_max_ns > tmax ? p->tp_table_max_ns : tmax;
-		dc += p->tp_data_commits;
-		rows += p->tp_rows_written;
-		rounds += p->tp_rounds;
-		rns += p->tp_round_ns;
-		up += p->tp_upgrades;
-		merges += p->tp_merges;
-		idle += p->tp_merges_idle;
-		mrows += p->tp_merge_rows;
-		masked += p->tp_rows_masked;
-		same += p->tp_map_unchanged;
-		pruned += p->tp_map_pruned;
-		files += p->tp_nfiles;
-		pkeys += p->tp_probe_keys;
-		ppages += p->tp_probe_pages;
-		wbytes += p->tp_bytes_written;
-		mbytes += p->tp_merge_bytes;
-	}
-	printf(", \"table_commit_ms\": %.3f, \"table_commit_max_ms\": %.3f, "
-	       "\"table_sync_max_ms\": %.3f, "
-	       "\"table_data_commits\": %llu, \"table_rows_written\": %llu, \"table_rounds\": %llu, "
-	       "\"table_round_ms\": %.3f, \"table_relabels\": %llu, \"table_merges\": %llu, "
-	       "\"table_merges_idle\": %llu, \"table_merge_rows\": %llu, \"table_rows_masked\": %llu, "
-	       "\"table_map_unchanged\": %llu, \"table_map_pruned\": %llu, \"table_files\": %llu, "
-	       "\"table_probe_keys\": %llu, \"table_probe_pages\": %llu, "
-	       "\"table_bytes_written\": %llu, \"table_merge_bytes\": %llu",
-	       c ? cns / 1e6 / c : 0.0, cmax / 1e6, tmax / 1e6, (unsigned long long)dc,
-	       (unsigned long long)rows, (unsigned long long)rounds,
-	       rounds ? rns / 1e6 / rounds : 0.0, (unsigned long long)up,
-	       (unsigned long long)merges, (unsigned long long)idle, (unsigned long long)mrows,
-	       (unsigned long long)masked, (unsigned long long)same, (unsigned long long)pruned,
-	       (unsigned long long)files, (unsigned long long)pkeys, (unsigned long long)ppages,
-	       (unsigned long long)wbytes, (unsigned long long)mbytes);
-}
-
 int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 {
 	const struct rt_query *rq = rt_query_find(q->query);
+	const struct sfs_target_ops *tgt = rt_backend_target(q->backend);
 	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0, seal = 0, seal_max = 0;
 	uint64_t seal_cpu = 0;
 	double secs;
@@ -823,8 +742,8 @@ int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 		       "\"checkpoint_files_referenced\": %llu",
 		       seal / 1e6, seal_cpu / 1e6, seal_max / 1e6, job->rj_ckpt_last_ns / 1e6,
 		       (unsigned long long)job->rj_ckpt_links, (unsigned long long)job->rj_ckpt_refs);
-		if (strcmp(q->backend, "table") == 0)
-			table_json();
+		if (tgt && tgt->summary_json)
+			tgt->summary_json(job_seg, job->rj_workers, stdout);
 		usage_json(u);
 		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
 		       "\"recoveries\": %u, \"stall_ms\": %.3f, \"result_rows\": %llu, "

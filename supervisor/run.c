@@ -36,6 +36,8 @@
 #include "common/merge.h"
 #include "common/procinfo.h"
 #include "shm/proc.h"
+#include "runtime/backend.h"
+#include "store/target.h"
 #include "supervisor/sup.h"
 
 #define MS 1000000ull
@@ -906,6 +908,7 @@ static int parse(int argc, char **argv)
  * group.  On failure everything it made is undone. */
 static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 {
+	const struct sfs_target_ops *tgt;
 	int rc;
 
 	for (int n = 0; n < nnodes; n++) {
@@ -915,17 +918,19 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 			destroy_segments();
 			return 1;
 		}
-		if (cfg.q.query && (strcmp(cfg.q.backend, "rocksdb") == 0 ||
-				    strcmp(cfg.q.backend, "table") == 0)) {
-			/* Before any child exists: read-only from here on. */
+		if (cfg.q.query && (tgt = rt_backend_target(cfg.q.backend))) {
+			/* Before any child exists: read-only from here on.  The
+			 * target's instance root: its files, or where a restore
+			 * leaves them (store/target.h). */
 			snprintf(segs[n].hdr->sh_backend, sizeof(segs[n].hdr->sh_backend), "%s",
-				 cfg.q.backend);
-			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
-				 "%s/sfs-%s.%d", cfg.q.data_dir, cfg.q.backend, n);
-		} else if (cfg.q.query && strcmp(cfg.q.backend, "memory") == 0) {
-			/* where a restore leaves the store dumps (store/memory/memdump.h) */
-			snprintf(segs[n].hdr->sh_data_dir, sizeof(segs[n].hdr->sh_data_dir),
-				 "%s/sfs-memory.%d", cfg.q.data_dir, n);
+				 tgt->name);
+			rc = tgt->instance_root(cfg.q.data_dir, n, segs[n].hdr->sh_data_dir,
+						sizeof(segs[n].hdr->sh_data_dir));
+			if (rc) {
+				sfs_log("%s", sfs_last_error());
+				destroy_segments();
+				return 1;
+			}
 		}
 		sfs_log("segment %s: %llu MiB on node %d, %s pages", segs[n].path,
 			(unsigned long long)(segs[n].size >> 20), n,

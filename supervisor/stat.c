@@ -16,7 +16,7 @@
 #include "shm/proc.h"
 #include "worker/state.h"
 #include "supervisor/sup.h"
-#include "store/rocksdb/rocksdb.h"
+#include "store/target.h"
 
 #define MAX_NODES 16
 
@@ -66,55 +66,16 @@ static void fill_from_slot(struct proc_row *r, const struct sfs_proc_slot *sl, u
 	r->qsbr = sfs_load_relaxed(&sl->ps_qsbr);
 }
 
-/* The flush target and, for RocksDB, what each instance's compactor
- * published (its knobs, pacing and write-path counters) and each state's
- * column-family tuning under those knobs. */
+/* The flush target, and what it reports of itself (its ops' stat). */
 static void print_target(const struct sfs_seg *s)
 {
+	const struct sfs_target_ops *t = sfs_target_of(s);
 	const struct sfs_seg_hdr *h = s->hdr;
-	const char *name = h->sh_backend[0] ? h->sh_backend : "memory";
-	struct sfs_rdbt_knobs k, *kp = NULL;
 
-	printf("\nTARGET %s%s%s\n", name, h->sh_data_dir[0] ? " at " : "", h->sh_data_dir);
-	if (strcmp(name, "rocksdb"))
-		return;
-	for (uint32_t w = 0; w < SFS_MAX_PROCS; w++) {
-		const struct sfs_rdbt_pub *p;
-		char rn[32], pacing[200];
-		uint64_t off, size;
-
-		snprintf(rn, sizeof(rn), "rdbt.%u", w);
-		if (sfs_seg_region_find(s, rn, &off, &size))
-			continue;
-		p = sfs_seg_ptr(s, off);
-		if (sfs_load_acquire(&p->rp_magic) != SFS_RDBT_MAGIC ||
-		    p->rp_version != SFS_RDBT_VERSION || p->rp_layout != sfs_rdbt_layout())
-			continue;
-		k.on = sfs_load_relaxed(&p->rp_knobs);
-		k.ingest_min = sfs_load_relaxed(&p->rp_ingest_min);
-		kp = &k;
-		sfs_rdbt_pacing(&k, pacing, sizeof(pacing));
-		printf("  w%-3u %s\n"
-		       "       commits %llu (entries %llu, skipped as applied %llu), SSTs ingested %llu "
-		       "(%llu entries, %.1f ms), batch write %.1f ms, memtable flush %.1f ms,\n"
-		       "       failed commit attempts %llu, reopens %llu, L0-backlog waits %llu, "
-		       "deletion windows %llu\n",
-		       w, pacing, (unsigned long long)p->rp_commits,
-		       (unsigned long long)p->rp_entries, (unsigned long long)p->rp_skipped,
-		       (unsigned long long)p->rp_ingests, (unsigned long long)p->rp_ingest_entries,
-		       p->rp_ingest_ns / 1e6, p->rp_write_ns / 1e6, p->rp_flush_ns / 1e6,
-		       (unsigned long long)p->rp_errors, (unsigned long long)p->rp_reopens,
-		       (unsigned long long)p->rp_stalls, (unsigned long long)p->rp_purges);
-	}
-	for (int i = 0; i < SFS_MAX_STATES; i++) {
-		const struct sfs_state_desc *d = &h->sh_states[i];
-		char tuning[320];
-
-		if (sfs_load_acquire(&d->sd_state) != SFS_SDESC_READY)
-			continue;
-		sfs_rdbt_tuning(d, kp, tuning, sizeof(tuning));
-		printf("  %-24s %s\n", d->sd_name, tuning);
-	}
+	printf("\nTARGET %s%s%s\n", t ? t->name : h->sh_backend, h->sh_data_dir[0] ? " at " : "",
+	       h->sh_data_dir);
+	if (t && t->stat)
+		t->stat(s, stdout);
 }
 
 /* Keyed state per worker region: buffers, barriers, back-pressure, flushes. */

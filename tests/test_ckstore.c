@@ -90,9 +90,15 @@ static size_t read_file(const char *path, uint8_t *buf, size_t cap)
 	return (size_t)n;
 }
 
+/* Staged as RocksDB's are (common/rdb.h: sfs_rdb_checkpoint): its SSTs,
+ * immutable, in the stage's shared/ (store/target.h, "Staging"). */
 static void stage_path(char *out, size_t cap, uint32_t w, const char *name)
 {
-	snprintf(out, cap, "%s/stage/w%u%s%s", dir, w, name ? "/" : "", name ? name : "");
+	size_t n = name ? strlen(name) : 0;
+	int sst = n > 4 && !strcmp(name + n - 4, ".sst");
+
+	snprintf(out, cap, "%s/stage/w%u%s%s%s", dir, w, name ? "/" : "", sst ? "shared/" : "",
+		 name ? name : "");
 }
 
 static void stage_dir(uint32_t w)
@@ -102,6 +108,8 @@ static void stage_dir(uint32_t w)
 	snprintf(p, sizeof(p), "%s/stage", dir);
 	mkdir(p, 0755);
 	stage_path(p, sizeof(p), w, NULL);
+	mkdir(p, 0755);
+	strcat(p, "/shared");
 	mkdir(p, 0755);
 }
 

@@ -16,6 +16,8 @@
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "tests/helpers.h"
+#include "store/memory/memory.h"
+#include "store/target.h"
 #include "tests/state_helpers.h"
 #include "worker/keygroup.h"
 #include "worker/state.h"

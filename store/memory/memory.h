@@ -331,4 +331,8 @@ int sfs_mstore_verify(const struct sfs_mstore *ms);
  */
 extern void (*sfs__mstore_fault)(const char *step);
 
+/* The `memory` flush target (store/memory/target.c). */
+struct sfs_target_ops;
+extern const struct sfs_target_ops sfs_target_memory;
+
 #endif

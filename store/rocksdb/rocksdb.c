@@ -2353,16 +2353,15 @@ out_opts:
 /*
  * A checkpoint's input: RocksDB's checkpoint of the instance at the last
  * commit (every buffer up to it is in SST files, the memtables are empty),
- * i.e. hard links of the live SSTs plus copies of MANIFEST, CURRENT and
- * OPTIONS in @dir.  The checkpointer links only the SSTs that are new
+ * i.e. hard links of the live SSTs (in @dir/shared: immutable) plus copies
+ * of MANIFEST, CURRENT and OPTIONS in @dir.  The checkpointer links only
+ * the SSTs that are new
  * since the last checkpoint into its storage.  RocksDB's checkpoint
  * disables file deletions around itself and re-enables them only down to
  * our own disable: deletion windows are unaffected.
  */
 static int rdbt_snapshot(struct sfs_target_writer *w, const char *dir)
 {
-	rocksdb_checkpoint_t *cp;
-	char *err = NULL;
 	int rc;
 
 	if (!w->db)
@@ -2378,12 +2377,122 @@ static int rdbt_snapshot(struct sfs_target_writer *w, const char *dir)
 		w->stage_ready = 1;
 	}
 	rm_tree(dir);	/* a killed compactor's attempt */
-	cp = rocksdb_checkpoint_object_create(w->db, &err);
-	if ((rc = rdbt_err(w->path, &err, "checkpoint object")))
+	return sfs_rdb_checkpoint(w->db, dir, SFS_STAGE_SHARED, "rocksdb target", w->path);
+}
+
+
+/* ---- the instance on disk, restore, rescale (the supervisor) ---------------- */
+
+static int rdbt_instance_root(const char *data_dir, int node, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/sfs-rocksdb.%d", data_dir, node);
+
+	return n < 0 || (size_t)n >= len ? sfs__err(SFS_EUSAGE, "%s: path too long", data_dir) : 0;
+}
+
+/* Opened once before any child starts: w_start adopts what carries the
+ * mark, or keeps an instance of this segment's identity. */
+static int adopt_now(const struct sfs_target_env *e, uint32_t worker)
+{
+	struct sfs_target_writer *w;
+	int rc = rdbt_open(e->seg, worker, NULL, e->cfg, &w);
+
+	if (!rc)
+		rdbt_close(w);
+	return rc;
+}
+
+/* The checkpoint's files put into the instance, marked (RESTORED_MARK: a
+ * kill before the adoption completes leaves the mark, so the next open
+ * adopts again), then adopted. */
+static int rdbt_restore(const struct sfs_target_env *e, uint32_t worker,
+			int (*put)(void *arg, const char *dir), void *arg)
+{
+	char dir[PATH_MAX], mark[PATH_MAX + 32];
+	int fd, rc;
+
+	if ((rc = inst_path(e->seg, worker, dir, sizeof(dir))) ||
+	    (rc = sfs_target_instance_reset(dir)) || (rc = put(arg, dir)))
 		return rc;
-	rocksdb_checkpoint_create(cp, dir, 0, &err);
-	rocksdb_checkpoint_object_destroy(cp);
-	return rdbt_err(dir, &err, "checkpoint");
+	snprintf(mark, sizeof(mark), "%s/" RESTORED_MARK, dir);
+	if ((fd = open(mark, O_CREAT | O_WRONLY | O_TRUNC, 0600)) < 0)
+		return sfs__err(sfs__errno(), "%s: %s", mark, strerror(errno));
+	close(fd);
+	return adopt_now(e, worker);
+}
+
+static int rdbt_rebuild_op(const struct sfs_target_env *e, uint32_t worker,
+			   const char *const *src, unsigned n, uint32_t kg_lo, uint32_t kg_hi)
+{
+	char dir[PATH_MAX];
+	int rc;
+
+	if ((rc = inst_path(e->seg, worker, dir, sizeof(dir))) || (rc = sfs_rmtree(dir)) ||
+	    (rc = sfs_rdbt_rebuild(e->seg, worker, src, n, kg_lo, kg_hi)))
+		return rc;
+	return adopt_now(e, worker);
+}
+
+/* A restore's mark no group adopted: the instance is then another group's
+ * (its identity differs) and the next open starts it empty. */
+static int rdbt_forget(const struct sfs_target_env *e, uint32_t worker)
+{
+	char dir[PATH_MAX], mark[PATH_MAX + 32];
+	int rc = sfs_target_instance_dir(e->root, worker, dir, sizeof(dir));
+
+	if (rc)
+		return rc;
+	snprintf(mark, sizeof(mark), "%s/" RESTORED_MARK, dir);
+	if (unlink(mark) && errno != ENOENT)
+		return sfs__err(sfs__errno(), "%s: %s", mark, strerror(errno));
+	return 0;
+}
+
+/* `sfs stat`: what each instance's compactor published (its knobs, pacing
+ * and write-path counters) and each state's column-family tuning under
+ * those knobs. */
+static void rdbt_stat(const struct sfs_seg *s, FILE *out)
+{
+	const struct sfs_seg_hdr *h = s->hdr;
+	struct sfs_rdbt_knobs k, *kp = NULL;
+
+	for (uint32_t w = 0; w < SFS_MAX_PROCS; w++) {
+		const struct sfs_rdbt_pub *p;
+		char rn[32], pacing[200];
+		uint64_t off, size;
+
+		snprintf(rn, sizeof(rn), "rdbt.%u", w);
+		if (sfs_seg_region_find(s, rn, &off, &size))
+			continue;
+		p = sfs_seg_ptr(s, off);
+		if (sfs_load_acquire(&p->rp_magic) != SFS_RDBT_MAGIC ||
+		    p->rp_version != SFS_RDBT_VERSION || p->rp_layout != sfs_rdbt_layout())
+			continue;
+		k.on = sfs_load_relaxed(&p->rp_knobs);
+		k.ingest_min = sfs_load_relaxed(&p->rp_ingest_min);
+		kp = &k;
+		sfs_rdbt_pacing(&k, pacing, sizeof(pacing));
+		fprintf(out, "  w%-3u %s\n"
+		       "       commits %llu (entries %llu, skipped as applied %llu), SSTs ingested %llu "
+		       "(%llu entries, %.1f ms), batch write %.1f ms, memtable flush %.1f ms,\n"
+		       "       failed commit attempts %llu, reopens %llu, L0-backlog waits %llu, "
+		       "deletion windows %llu\n",
+		       w, pacing, (unsigned long long)p->rp_commits,
+		       (unsigned long long)p->rp_entries, (unsigned long long)p->rp_skipped,
+		       (unsigned long long)p->rp_ingests, (unsigned long long)p->rp_ingest_entries,
+		       p->rp_ingest_ns / 1e6, p->rp_write_ns / 1e6, p->rp_flush_ns / 1e6,
+		       (unsigned long long)p->rp_errors, (unsigned long long)p->rp_reopens,
+		       (unsigned long long)p->rp_stalls, (unsigned long long)p->rp_purges);
+	}
+	for (int i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *d = &h->sh_states[i];
+		char tuning[320];
+
+		if (sfs_load_acquire(&d->sd_state) != SFS_SDESC_READY)
+			continue;
+		sfs_rdbt_tuning(d, kp, tuning, sizeof(tuning));
+		fprintf(out, "  %-24s %s\n", d->sd_name, tuning);
+	}
 }
 
 const struct sfs_target_ops sfs_target_rocksdb = {
@@ -2395,6 +2504,11 @@ const struct sfs_target_ops sfs_target_rocksdb = {
 	.files = rdbt_files,
 	.snapshot = rdbt_snapshot,
 	.close = rdbt_close,
+	.instance_root = rdbt_instance_root,
+	.restore = rdbt_restore,
+	.rebuild = rdbt_rebuild_op,
+	.forget = rdbt_forget,
+	.stat = rdbt_stat,
 	.reader_open = rdbt_reader_open,
 	.catch_up = rdbt_catch_up,
 	.probe = rdbt_probe,

@@ -2249,9 +2249,10 @@ static int link_or_copy(const char *from, const char *to)
 }
 
 /*
- * Stage the store's current version in @dir: every table's live files and
- * vector index linked flat (names are unique per table: t<sid>-...), and
- * TABLES (table_snap.h) describing them.  Each table is read under its
+ * Stage the store's current version in @dir: every table's live data files
+ * linked into @dir/shared (immutable; names are unique per table:
+ * t<sid>-...), its vector index linked beside TABLES (table_snap.h), which
+ * describes them: a checkpoint copies those two.  Each table is read under its
  * lock, so a shaping merge committing meanwhile is seen whole or not at
  * all; merges change no row, so tables need not be read at one instant.
  */
@@ -2264,8 +2265,11 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 
 	memset(tabs, 0, sizeof(tabs));
 	s.tables = tabs;
+	snprintf(to, sizeof(to), "%s/" SFS_STAGE_SHARED, dir);
 	if (mkdir(dir, 0700) && errno != EEXIST && (errno != ENOENT || (rc = sfs_mkdirs(dir))))
 		return rc ? rc : sfs__err(sfs__errno(), "directory %s: mkdir: %s", dir, strerror(errno));
+	if (mkdir(to, 0700) && errno != EEXIST)
+		return sfs__err(sfs__errno(), "directory %s: mkdir: %s", to, strerror(errno));
 	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
 		struct table *t = table_at(w, sid);
 		struct sfs_tsnap_table *st;
@@ -2287,7 +2291,8 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 				st->files[i].rows = t->f[i].rows;
 				st->nfiles++;
 				snprintf(from, sizeof(from), "%s/%s", t->dir, t->f[i].name);
-				snprintf(to, sizeof(to), "%s/%s", dir, t->f[i].name);
+				snprintf(to, sizeof(to), "%s/" SFS_STAGE_SHARED "/%s", dir,
+					 t->f[i].name);
 				rc = link_or_copy(from, to);
 			}
 			if (!rc && t->dvi[0]) {
@@ -2604,6 +2609,11 @@ const struct sfs_target_ops sfs_target_table = {
 	.files = tbl_files,
 	.snapshot = tbl_snapshot,
 	.close = tbl_close,
+	.instance_root = sfs__table_instance_root,
+	.restore = sfs__table_restore,
+	.rebuild = sfs__table_rebuild,
+	.forget = sfs__table_forget,
+	.summary_json = sfs__table_summary_json,
 	.reader_open = sfs__table_reader_open,
 	.catch_up = sfs__table_catch_up,
 	.probe = sfs__table_probe,

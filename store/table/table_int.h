@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "shm/segment.h"
 #include "store/table/table.h"
@@ -47,5 +48,15 @@ int sfs__table_map_iter(struct sfs_target_reader *r, const struct sfs_probe *par
 				  uint32_t vlen),
 			void *arg);
 void sfs__table_reader_close(struct sfs_target_reader *r);
+
+/* The table target's entries for the supervisor (table_admin.c). */
+struct sfs_target_env;
+int sfs__table_instance_root(const char *data_dir, int node, char *buf, size_t len);
+int sfs__table_restore(const struct sfs_target_env *e, uint32_t worker,
+		       int (*put)(void *arg, const char *dir), void *arg);
+int sfs__table_rebuild(const struct sfs_target_env *e, uint32_t worker, const char *const *src,
+		       unsigned n, uint32_t kg_lo, uint32_t kg_hi);
+int sfs__table_forget(const struct sfs_target_env *e, uint32_t worker);
+void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out);
 
 #endif
