@@ -88,6 +88,7 @@
 #include "sfs.h"
 #include "shm/proc.h"
 #include "shm/segment.h"
+#include "bench/state/bench_state.h"
 #include "supervisor/sup.h"
 #include "store/memory/memory.h"
 #include "worker/keygroup.h"
