@@ -7,7 +7,8 @@
  *            probing over 8-byte slots (tag | entry number), keys and values
  *            copied into one flat arena, values overwritten in place.  The
  *            limit: no shared memory, no layers, no key groups.
- *   rocksdb  librocksdb through its C API, one call per operation, as
+ *   rocksdb  librocksdb through its C API (common/rdb.h's error adapter and
+ *            merge operator), one call per operation, as
  *            Flink's RocksDB backend uses it: memtable only (a write buffer
  *            bigger than the data, auto compactions off; checked after each
  *            run), WAL off, in a temporary directory removed afterwards.
@@ -42,7 +43,7 @@
  *        (each map's buffer chain now holds every write; rocksdb's memtable
  *        every version).  rocksdb: rows key|user key, iterator seek + prefix.
  *   counter (N keys): blind int64 adds (raw: in place; rocksdb: Merge with
- *        a uint64-add merge operator, the design's counter flush).
+ *        counter state's add operator, the design's counter flush).
  *   seal (10K and the largest N): N counter entries in the active buffer,
  *        sfs_barrier() timed, then the flusher drains (untimed) and the
  *        buffer is refilled: median / p99 over the samples.
@@ -63,7 +64,6 @@
  * Every segment has a unique job name and is destroyed on every exit path,
  * SIGINT/SIGTERM included; so is the RocksDB directory.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -84,6 +84,9 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fs.h"
+#include "common/hash.h"
+#include "common/rdb.h"
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "shm/proc.h"
@@ -382,12 +385,10 @@ struct raw {
 static inline uint64_t raw_hash(const unsigned char *k)
 {
 	uint64_t a, b;
-	__uint128_t r;
 
 	memcpy(&a, k, 8);
 	memcpy(&b, k + 8, 8);
-	r = (__uint128_t)(a ^ 0xa0761d6478bd642full) * (b ^ 0xe7037ed1a0b428dbull);
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
+	return sfs_hash_mum(a ^ SFS_HASH_P0, b ^ SFS_HASH_P1);
 }
 
 static inline int key_eq(const unsigned char *x, const unsigned char *y)
@@ -565,80 +566,9 @@ struct rdb {
 	unsigned char *val;
 };
 
-/* The one adapter of RocksDB's errptr (it never clears it: reset before
- * every call). */
-static int rdb_err(char **err, const char *what)
-{
-	int rc;
-
-	if (!*err)
-		return 0;
-	rc = sfs__err(-EIO, "rocksdb %s: %s", what, *err);
-	rocksdb_free(*err);
-	*err = NULL;
-	return rc;
-}
-
-static char *u64add_full(void *st, const char *key, size_t klen, const char *existing,
-			 size_t elen, const char *const *ops, const size_t *oplen, int nops,
-			 unsigned char *success, size_t *newlen)
-{
-	uint64_t acc = 0, d;
-	char *r = malloc(8);
-
-	if (existing && elen == 8)
-		memcpy(&acc, existing, 8);
-	for (int i = 0; i < nops; i++)
-		if (oplen[i] == 8) {
-			memcpy(&d, ops[i], 8);
-			acc += d;
-		}
-	if (r)
-		memcpy(r, &acc, 8);
-	*success = r != NULL;
-	*newlen = 8;
-	return r;
-}
-
-static char *u64add_partial(void *st, const char *key, size_t klen, const char *const *ops,
-			    const size_t *oplen, int nops, unsigned char *success, size_t *newlen)
-{
-	return u64add_full(st, key, klen, NULL, 0, ops, oplen, nops, success, newlen);
-}
-
-static void u64add_delete(void *st, const char *v, size_t len)
-{
-	free((void *)v);
-}
-
-static void u64add_destroy(void *st)
-{
-}
-
-static const char *u64add_name(void *st)
-{
-	return "sfs.bench.u64add";
-}
-
-static void rm_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	char p[PATH_MAX];
-
-	while (d && (e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-}
-
-/* Open a fresh DB whose single memtable holds @mem_bytes; @merge: with the
- * uint64-add merge operator. */
+/* Open a fresh DB whose single memtable holds @mem_bytes; @merge: with
+ * counter state's add operator (common/rdb.h: 8-byte cells, add wraps as a
+ * uint64 add does). */
 static int rdb_open(struct rdb *r, uint64_t mem_bytes, int merge, uint32_t vs)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -663,15 +593,17 @@ static int rdb_open(struct rdb *r, uint64_t mem_bytes, int merge, uint32_t vs)
 	rocksdb_options_set_arena_block_size(r->o, MIB);
 	rocksdb_options_set_disable_auto_compactions(r->o, 1);
 	rocksdb_options_set_info_log_level(r->o, 3 /* ERROR */);
-	if (merge)
-		rocksdb_options_set_merge_operator(
-			r->o, rocksdb_mergeoperator_create(NULL, u64add_destroy, u64add_full,
-							   u64add_partial, u64add_delete,
-							   u64add_name));
+	if (merge) {
+		rocksdb_mergeoperator_t *m = sfs_rdb_i64_merge(SFS_MERGE_ADD);
+
+		if (!m)
+			return -ENOMEM;
+		rocksdb_options_set_merge_operator(r->o, m);
+	}
 	cfo[0] = r->o;
 	r->db = rocksdb_open_column_families(r->o, r->dir, 1, names, cfo, h, &err);
 	if (err || !r->db) {
-		int rc = rdb_err(&err, "open");
+		int rc = sfs_rdb_err("rocksdb", r->dir, &err, "open");
 
 		return rc ? rc : sfs__err(-EIO, "rocksdb open %s: no handle", r->dir);
 	}
@@ -716,7 +648,7 @@ static void rdb_close(struct rdb *r)
 		rocksdb_close(r->db);
 	if (r->o && r->dir[0]) {
 		rocksdb_destroy_db(r->o, r->dir, &err);
-		rdb_err(&err, "destroy");
+		sfs_rdb_err("rocksdb", r->dir, &err, "destroy");
 	}
 	if (r->wo)
 		rocksdb_writeoptions_destroy(r->wo);
@@ -725,7 +657,7 @@ static void rdb_close(struct rdb *r)
 	if (r->o)
 		rocksdb_options_destroy(r->o);
 	if (r->dir[0])
-		rm_dir(r->dir);
+		(void)sfs_rmtree(r->dir);	/* what destroy_db left (LOG files) */
 	g_rdb_dir[0] = '\0';
 	free(r->val);
 	memset(r, 0, sizeof(*r));
@@ -742,7 +674,7 @@ static int rdb_load(void *arg, const unsigned char *keys, uint64_t n)
 		rocksdb_put(r->db, r->wo, (const char *)keys + i * KLEN, KLEN, (const char *)r->val,
 			    r->vs, &err);
 		if (err)
-			return rdb_err(&err, "put");
+			return sfs_rdb_err("rocksdb", r->dir, &err, "put");
 	}
 	return 0;
 }
@@ -778,7 +710,7 @@ static int rdb_bulk(struct rdb *r, uint64_t from, int merge)
 		if (i % 1000 == 999 || i == n - 1) {
 			err = NULL;
 			rocksdb_write(r->db, r->wo, wb, &err);
-			rc = rdb_err(&err, "write batch");
+			rc = sfs_rdb_err("rocksdb", r->dir, &err, "write batch");
 			rocksdb_writebatch_clear(wb);
 		}
 	}
@@ -815,7 +747,7 @@ static int rdb_get(void *arg, const unsigned char *keys, uint64_t n)
 		size_t len;
 
 		if (err)
-			return rdb_err(&err, "get");
+			return sfs_rdb_err("rocksdb", r->dir, &err, "get");
 		if (!s)
 			return sfs__err(SFS_ECORRUPT, "rocksdb get: key %llu missing",
 					(unsigned long long)i);
@@ -848,7 +780,7 @@ static int rdb_mget(void *arg, const unsigned char *keys, uint64_t n)
 		rocksdb_batched_multi_get_cf(r->db, r->ro, r->cf, BATCH, kp, kl, vals, errs, 0);
 		for (unsigned i = 0; i < BATCH; i++) {
 			if (errs[i] && !rc)
-				rc = rdb_err(&errs[i], "multiget");
+				rc = sfs_rdb_err("rocksdb", r->dir, &errs[i], "multiget");
 			else if (errs[i])
 				rocksdb_free(errs[i]);
 			if (!vals[i]) {
@@ -880,7 +812,7 @@ static int rdb_add(void *arg, const unsigned char *keys, uint64_t n)
 		rocksdb_merge(r->db, r->wo, (const char *)keys + i * KLEN, KLEN, (const char *)&d, 8,
 			      &err);
 		if (err)
-			return rdb_err(&err, "merge");
+			return sfs_rdb_err("rocksdb", r->dir, &err, "merge");
 	}
 	return 0;
 }
@@ -1641,7 +1573,7 @@ static int rdb_mput1(struct rdb *r, const unsigned char *k, unsigned j)
 
 	rdb_map_key(mk, k, j);
 	rocksdb_put(r->db, r->wo, (const char *)mk, sizeof(mk), (const char *)r->val, r->vs, &err);
-	return rdb_err(&err, "map put");
+	return sfs_rdb_err("rocksdb", r->dir, &err, "map put");
 }
 
 static int rdb_mload(void *arg, const unsigned char *keys, uint64_t n)
@@ -1693,7 +1625,7 @@ static int rdb_bulk_map(void *arg, uint64_t from)
 		if (i % 1000 == 999 || i == n - 1) {
 			err = NULL;
 			rocksdb_write(r->db, r->wo, wb, &err);
-			rc = rdb_err(&err, "write batch");
+			rc = sfs_rdb_err("rocksdb", r->dir, &err, "write batch");
 			rocksdb_writebatch_clear(wb);
 		}
 	}
@@ -1744,7 +1676,7 @@ static int rdb_miter(void *arg, const unsigned char *keys, uint64_t n)
 		}
 		rocksdb_iter_get_error(it, &err);
 		rocksdb_iter_destroy(it);
-		rc = rdb_err(&err, "map iterate");
+		rc = sfs_rdb_err("rocksdb", r->dir, &err, "map iterate");
 		if (rc)
 			return rc;
 		if (cnt != MAP_FANOUT)
