@@ -52,6 +52,9 @@ LIB      := $(BUILD)/libsfs.a
 
 BINS := $(BIN)/sfs $(BIN)/sfs-worker $(BIN)/sfs-compactor $(BIN)/sfs-checkpointer
 SUP_SRCS := $(wildcard supervisor/*.c)
+# `sfs bench state` is a command of bin/sfs whose code lives in bench/state/ (no main of
+# its own, so not one of BENCH_BINS, which are bench/bench_*.c only).
+BENCH_STATE_SRCS := $(wildcard bench/state/*.c)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
@@ -76,7 +79,7 @@ $(BUILD)/%.o: %.c $(DEPS_OK)
 $(LIB): $(LIB_OBJS)
 	ar rcs $@ $^
 
-$(BIN)/sfs: $(SUP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+$(BIN)/sfs: $(SUP_SRCS:%.c=$(BUILD)/%.o) $(BENCH_STATE_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 $(BIN)/sfs-%: $(BUILD)/%/main.o $(LIB)

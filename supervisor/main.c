@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sfs.h"
+#include "bench/state/bench_state.h"
 #include "supervisor/sup.h"
 
 static void usage(FILE *f)

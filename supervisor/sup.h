@@ -11,7 +11,6 @@
 int sfs_cmd_run(int argc, char **argv);
 int sfs_cmd_stat(int argc, char **argv);
 int sfs_cmd_clean(int argc, char **argv);
-int sfs_cmd_bench(int argc, char **argv);
 int sfs_cmd_gen(int argc, char **argv);
 int sfs_cmd_checkpoints(int argc, char **argv);
 int sfs_cmd_savepoint(int argc, char **argv);
