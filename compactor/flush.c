@@ -12,13 +12,13 @@
 #include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "common/log.h"
 #include "common/merge.h"
 #include "compactor/flush.h"
 #include "runtime/job.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
-#include "worker/keygroup.h"
 
 #define SCAN_PERIOD_NS (50 * 1000000ull)
 

@@ -19,7 +19,7 @@
 #include "store/memory/memory.h"
 #include "store/rocksdb/rocksdb.h"
 #include "store/table/table.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 #include "store/target.h"
 
 /* ---- memory target: thin adapters over store/memory/memory.c ---------------- */

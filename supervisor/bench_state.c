@@ -90,7 +90,7 @@
 #include "shm/segment.h"
 #include "supervisor/sup.h"
 #include "store/memory/memory.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 #include "worker/state.h"
 #include "worker/wbuf.h"
 

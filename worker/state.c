@@ -30,12 +30,12 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fingerprint.h"
+#include "common/keygroup.h"
 #include "common/merge.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
 #include "store/target.h"
-#include "worker/keygroup.h"
 #include "worker/state.h"
 #include "worker/wbuf.h"
 

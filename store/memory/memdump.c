@@ -14,9 +14,9 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/hash.h"
+#include "common/keygroup.h"
 #include "common/log.h"
 #include "store/memory/memdump.h"
-#include "worker/keygroup.h"
 #include "worker/wbuf.h"
 
 static const char MAGIC[8] = "SFSMDMP1", END[8] = "SFSMEND1";
