@@ -34,11 +34,11 @@
 
 #include "checkpointer/ckstore.h"
 #include "common/crc32c.h"
-#include "common/child.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "shm/child.h"
 
 #define CK_META "_metadata"
 #define CK_META_TMP "_metadata.tmp"

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/keygroup.h"
@@ -17,6 +16,7 @@
 #include "common/merge.h"
 #include "compactor/flush.h"
 #include "runtime/job.h"
+#include "shm/child.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 

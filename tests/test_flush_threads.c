@@ -11,11 +11,11 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
-#include "common/child.h"
 #include "common/err.h"
 #include "common/keygroup.h"
 #include "compactor/flush.h"
 #include "sfs.h"
+#include "shm/child.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "worker/state.h"

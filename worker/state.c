@@ -145,6 +145,24 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 			SFS_MAX_STATES);
 }
 
+/* The compactor's check before each buffer it flushes (common/merge.h):
+ * here, beside the registry it reads, since common/ knows no segment. */
+int sfs_merge_check_states(const struct sfs_seg_hdr *h)
+{
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *d = &h->sh_states[i];
+		uint32_t st = sfs_load_acquire(&d->sd_state);
+		int rc;
+
+		/* No early stop at a FREE entry: a restored registry may have
+		 * gaps (an original's DUPLICATE entries are not restored). */
+		if (st == SFS_SDESC_READY && d->sd_kind == SFS_STATE_COUNTER &&
+		    (rc = sfs_merge_check(d->sd_merge, d->sd_merge_name, d->sd_name)))
+			return rc;
+	}
+	return 0;
+}
+
 /* ---- open / close -------------------------------------------------------------- */
 
 static void region_name(uint32_t w, char *buf, size_t n)
