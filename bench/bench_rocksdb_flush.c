@@ -39,11 +39,11 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "sfs.h"
 #include "shm/proc.h"
 #include "shm/segment.h"
 #include "store/rocksdb/rocksdb.h"
-#include "worker/keygroup.h"
 #include "worker/state.h"
 
 #define KLEN 20

@@ -35,11 +35,11 @@
 #include "checkpointer/ckstore.h"
 #include "store/target.h"	/* SFS_STAGE_SHARED: the stage directory's layout */
 #include "common/crc32c.h"
-#include "common/child.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "shm/child.h"
 
 #define CK_META "_metadata"
 #define CK_META_TMP "_metadata.tmp"

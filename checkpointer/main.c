@@ -3,7 +3,7 @@
  *
  * For a query job with --checkpoint-interval it drives the barriers and
  * completes checkpoints (coord.c over the storage of ckstore.c); otherwise
- * it does only what every child does (common/child.c): attach, register,
+ * it does only what every child does (shm/child.c): attach, register,
  * heartbeat, report quiescent states, stop on SIGTERM.  Killed, it is
  * restarted by the supervisor and completes the checkpoint in flight.
  */
@@ -11,10 +11,10 @@
 #include <stdlib.h>
 
 #include "checkpointer/coord.h"
-#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "shm/child.h"
 
 static struct ck_coord coord;
 static int coord_on;

@@ -96,7 +96,7 @@ static inline uint64_t sfs_hash_bytes(uint64_t seed, const void *key, size_t kle
 
 /*
  * sfs_hash_body - the hash of a byte string under a seed of its length
- * alone.  It is the key-group hash of a user key (worker/keygroup.h), so it
+ * alone.  It is the key-group hash of a user key (common/keygroup.h), so it
  * is part of the persisted format, and it is the "body hash" below.
  */
 static inline uint64_t sfs_hash_body(const void *body, size_t len)
@@ -110,7 +110,7 @@ static inline uint64_t sfs_hash_body(const void *body, size_t len)
  * the body's own hash @bh (sfs_hash_body): one multiply-fold of @bh (and
  * the seed) by a multiplier made of the prefix and the length.  Every
  * buffered key is such a key (key group | state | user key:
- * worker/keygroup.h), and the state layer has already hashed the user key
+ * common/keygroup.h), and the state layer has already hashed the user key
  * to find its key group, so the hash of the whole key costs one multiply
  * instead of a second pass over its bytes: the one-hash-per-key rule of
  * the hot path.  The multiplier is never 0: its low half is P2's low half

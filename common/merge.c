@@ -10,8 +10,6 @@
 
 #include "common/err.h"
 #include "common/merge.h"
-#include "shm/atomic.h"
-#include "shm/segment.h"
 
 _Static_assert(SFS_MERGE_NOPS <= SFS_MERGE_USER && SFS_MERGE_USER < SFS_MERGE_MAX_OPS,
 	       "built-in, then user indexes");
@@ -70,8 +68,10 @@ int sfs_merge_define(unsigned op, const char *name, sfs_merge_fn fn)
 					"not %u", name, i, op);
 	snprintf(names[op], sizeof(names[op]), "%s", name);
 	/* Release: a thread that sees the function sees its name (start-up
-	 * only, but the rocksdb target's threads may already run in tests). */
-	sfs_store_release(&sfs__merge_fns[op], fn);
+	 * only, but the rocksdb target's threads may already run in tests).
+	 * A process-local table: the compiler's atomics, not shm/atomic.h's
+	 * shared-memory vocabulary (common/ includes nothing above it). */
+	__atomic_store_n(&sfs__merge_fns[op], fn, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -80,7 +80,7 @@ const char *sfs_merge_name(unsigned op)
 	if (op < SFS_MERGE_NOPS)
 		return names[op];
 	if (op < SFS_MERGE_USER || op >= SFS_MERGE_MAX_OPS ||
-	    sfs_load_acquire(&sfs__merge_fns[op]) == sfs__merge_undefined)
+	    __atomic_load_n(&sfs__merge_fns[op], __ATOMIC_ACQUIRE) == sfs__merge_undefined)
 		return NULL;
 	return names[op];
 }
@@ -102,22 +102,6 @@ int sfs_merge_check(unsigned op, const char *name, const char *state)
 	if (strcmp(mine, name) != 0)
 		return sfs__err(SFS_EUSAGE, "state '%s': merge operator %u is '%s' in the segment "
 				"but '%s' in this process", state, op, name, mine);
-	return 0;
-}
-
-int sfs_merge_check_states(const struct sfs_seg_hdr *h)
-{
-	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
-		const struct sfs_state_desc *d = &h->sh_states[i];
-		uint32_t st = sfs_load_acquire(&d->sd_state);
-		int rc;
-
-		/* No early stop at a FREE entry: a restored registry may have
-		 * gaps (an original's DUPLICATE entries are not restored). */
-		if (st == SFS_SDESC_READY && d->sd_kind == SFS_STATE_COUNTER &&
-		    (rc = sfs_merge_check(d->sd_merge, d->sd_merge_name, d->sd_name)))
-			return rc;
-	}
 	return 0;
 }
 

@@ -15,7 +15,8 @@
  * counter add), so sfs_merge_i64() never validates: a process checks a
  * state's operator where it looks the state up — the worker when it
  * registers it (its reads fold only registered states), the compactor
- * before each buffer it flushes (sfs_merge_check_states, O(states)), the
+ * before each buffer it flushes (sfs_merge_check_states, worker/state.h:
+ * the segment's state registry is the worker's; O(states)), the
  * supervisor when it restores a checkpoint's registry.  An index that
  * slipped past them aborts in sfs__merge_undefined instead of folding as
  * something else.
@@ -26,8 +27,6 @@
 #include <stdint.h>
 
 #include "sfs.h"
-
-struct sfs_seg_hdr;
 
 /* This process's operators by index (merge.c): written by sfs_merge_define
  * at start-up, read-only afterwards.  Every entry not defined, and entry
@@ -64,10 +63,6 @@ static inline int sfs_merge_valid(unsigned op)
  * when @op is not valid here or is defined here under another name.
  */
 int sfs_merge_check(unsigned op, const char *name, const char *state);
-
-/* sfs_merge_check over every registered counter state of segment @h.
- * O(SFS_MAX_STATES) descriptor reads: run it per buffer, not per entry. */
-int sfs_merge_check_states(const struct sfs_seg_hdr *h);
 
 /*
  * sfs_merge_load - dlopen the shared object @path and call its

@@ -9,16 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "common/log.h"
 #include "common/merge.h"
 #include "compactor/flush.h"
 #include "runtime/job.h"
+#include "shm/child.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
-#include "worker/keygroup.h"
 
 #define SCAN_PERIOD_NS (50 * 1000000ull)
 

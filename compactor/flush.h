@@ -43,7 +43,7 @@
  *      The slot's online/quiescent/offline reports stay with the main
  *      thread's loop; nothing waits on them.
  *    the doorbell, the idle sleep and the heartbeat — the main thread's
- *      (common/child.c's loop).  Its step (sfs_flusher_step) kicks the
+ *      (shm/child.c's loop).  Its step (sfs_flusher_step) kicks the
  *      pool (p_kick, under p_mu, broadcast) and waits until every thread
  *      has finished a round that started after the kick, or shown life
  *      inside one long step (sfs_child_progress on a pool thread: a

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "common/child.h"
 #include "common/log.h"
 #include "compactor/flush.h"
+#include "shm/child.h"
 
 #define STORE_BYTES_DEFAULT (256ull << 20)
 

@@ -64,12 +64,12 @@
 
 #include "common/err.h"
 #include "common/fs.h"
+#include "common/keygroup.h"
 #include "common/merge.h"
 #include "common/rdb.h"
 #include "runtime/backend.h"
 #include "shm/segment.h"	/* SFS_MAX_STATES, SFS_STATE_NAME_MAX */
 #include "store/target.h"	/* the stage directory's layout */
-#include "worker/keygroup.h"
 
 #define RDB_WRITE_BUFFER (64ull << 20)	/* Flink's default write_buffer_size */
 #define RDB_INFO_LOG_HEADER 5		/* rocksdb::InfoLogLevel::HEADER_LEVEL */

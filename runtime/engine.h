@@ -40,8 +40,8 @@
 #ifndef SFS_RUNTIME_ENGINE_H
 #define SFS_RUNTIME_ENGINE_H
 
-#include "common/child.h"
 #include "runtime/job.h"
+#include "shm/child.h"
 
 /* Run the job described in the segment's "job" region as worker c->index
  * until SIGTERM.  0 on a clean stop, an error code when it failed (the

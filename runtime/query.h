@@ -31,9 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/keygroup.h"
 #include "nexmark/gen.h"
 #include "runtime/backend.h"
-#include "worker/keygroup.h"
 
 struct rt_engine;
 

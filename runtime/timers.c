@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "runtime/timers.h"
-#include "worker/keygroup.h"
 
 #define ANCHOR_LEN 4u
 #define ANCHOR_TRIES (1u << 26)  /* far beyond any maxp's coupon collector */

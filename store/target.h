@@ -154,7 +154,7 @@ struct sfs_target_ops {
 	int (*catch_up)(struct sfs_target_reader *r);
 	int (*probe)(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
 		     struct sfs_probe_result *res);
-	/* Map state: @parent is the map's parent key (worker/keygroup.h).
+	/* Map state: @parent is the map's parent key (common/keygroup.h).
 	 * map_get: 1 and the value of @ukey, or 0.  map_iter: @fn per entry
 	 * (stops at a non-zero return, which it passes on). */
 	int (*map_get)(struct sfs_target_reader *r, const struct sfs_probe *parent,

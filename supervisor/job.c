@@ -43,7 +43,7 @@
 #include "store/table/table.h"
 #include "store/table/table_snap.h"
 #include "store/target.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 #include "worker/state.h"
 
 #define MS 1000000ull

@@ -29,12 +29,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/merge.h"
 #include "common/procinfo.h"
+#include "shm/child.h"
 #include "shm/proc.h"
 #include "runtime/backend.h"
 #include "store/target.h"

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/keygroup.h"
 #include "sfs.h"
-#include "worker/keygroup.h"
 #include "worker/wbuf.h"
 
 static inline uint32_t vkey(unsigned char *out, uint32_t sid, const char *k)

@@ -19,7 +19,7 @@
 #include "common/err.h"
 #include "runtime/backend.h"
 #include "sfs.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 
 #include "tests/backend_fixture.h"
 

@@ -1,15 +1,15 @@
 /*
- * test_child.c — the loop every supervised child runs (common/child.h):
+ * test_child.c — the loop every supervised child runs (shm/child.h):
  * a step that outlasts several beat periods keeps the heartbeat going
  * only by calling sfs_child_progress(), and the call is a no-op outside
  * a child's loop.
  */
 #include <criterion/criterion.h>
 
-#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "shm/atomic.h"
+#include "shm/child.h"
 #include "tests/helpers.h"
 
 #define BEAT_NS (5 * 1000000ull)	/* the children's beat, shortened */

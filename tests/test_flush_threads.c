@@ -11,15 +11,15 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
-#include "common/child.h"
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "compactor/flush.h"
 #include "sfs.h"
+#include "shm/child.h"
 #include "tests/helpers.h"
 #include "store/memory/memory.h"
 #include "store/target.h"
 #include "tests/state_helpers.h"
-#include "worker/keygroup.h"
 #include "worker/state.h"
 
 #define SEG_MB 256

@@ -18,11 +18,11 @@
 #include <signal.h>
 
 #include "checkpointer/coord.h"
-#include "common/child.h"
 #include "common/err.h"
 #include "common/merge.h"
 #include "compactor/flush.h"
 #include "sfs.h"
+#include "shm/child.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "worker/state.h"

@@ -10,11 +10,11 @@
 #include <signal.h>
 
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
-#include "worker/keygroup.h"
 #include "worker/state.h"
 
 #define SEG_MB 96

@@ -29,7 +29,7 @@
 #include "sfs.h"
 #include "store/table/table_snap.h"
 #include "tests/helpers.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 
 #define MAXP 128u
 

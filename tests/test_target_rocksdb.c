@@ -19,13 +19,13 @@
 #include <sys/resource.h>
 
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "store/rocksdb/rocksdb.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "tests/target_keys.h"
-#include "worker/keygroup.h"
 #include "worker/state.h"
 
 #define SEG_MB 96

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 
 #include "common/err.h"
+#include "common/keygroup.h"
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "shm/atomic.h"
@@ -43,7 +44,6 @@
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "tests/target_keys.h"
-#include "worker/keygroup.h"
 #include "worker/state.h"
 
 #define SEG_MB 64

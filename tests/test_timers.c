@@ -18,7 +18,7 @@
 #include "runtime/backend.h"
 #include "runtime/timers.h"
 #include "sfs.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 
 #define FX_EXTRA                                                                    \
 	struct rt_op op;                                                            \

@@ -4,15 +4,15 @@
  * When the group runs a query (`sfs run --query`), the segment holds the
  * job's description and the worker runs one subtask of every operator over
  * its key-group range (runtime/engine.h).  Otherwise it does what every
- * child does (common/child.c): attach, register, heartbeat, report
+ * child does (shm/child.c): attach, register, heartbeat, report
  * quiescent states, stop on SIGTERM.
  */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "common/child.h"
 #include "common/log.h"
 #include "runtime/engine.h"
+#include "shm/child.h"
 
 int main(int argc, char **argv)
 {

@@ -44,7 +44,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 #include "worker/state.h"
 
 struct sfs_seen {

@@ -30,12 +30,12 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fingerprint.h"
+#include "common/keygroup.h"
 #include "common/merge.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
 #include "store/target.h"
-#include "worker/keygroup.h"
 #include "worker/state.h"
 #include "worker/wbuf.h"
 
@@ -143,6 +143,24 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 	}
 	return sfs__err(SFS_EFULL, "segment %s: state registry full (%d states)", c->seg.path,
 			SFS_MAX_STATES);
+}
+
+/* The compactor's check before each buffer it flushes (common/merge.h):
+ * here, beside the registry it reads, since common/ knows no segment. */
+int sfs_merge_check_states(const struct sfs_seg_hdr *h)
+{
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *d = &h->sh_states[i];
+		uint32_t st = sfs_load_acquire(&d->sd_state);
+		int rc;
+
+		/* No early stop at a FREE entry: a restored registry may have
+		 * gaps (an original's DUPLICATE entries are not restored). */
+		if (st == SFS_SDESC_READY && d->sd_kind == SFS_STATE_COUNTER &&
+		    (rc = sfs_merge_check(d->sd_merge, d->sd_merge_name, d->sd_name)))
+			return rc;
+	}
+	return 0;
 }
 
 /* ---- open / close -------------------------------------------------------------- */

@@ -80,4 +80,9 @@ void sfs__map_free(sfs_ctx_t *c);
 int sfs_wctl_attach(struct sfs_seg *s, uint32_t w, struct sfs_wctl **ctl, struct sfs_ring **ring,
 		    struct sfs_wbuf **bufs);
 
+/* sfs_merge_check (common/merge.h) over every registered counter state of
+ * segment @h (the registry sfs_state_register fills).  O(SFS_MAX_STATES)
+ * descriptor reads: run it per buffer, not per entry. */
+int sfs_merge_check_states(const struct sfs_seg_hdr *h);
+
 #endif

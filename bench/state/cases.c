@@ -35,7 +35,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "store/memory/memory.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 #include "worker/state.h"
 #include "worker/wbuf.h"
 

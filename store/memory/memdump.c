@@ -9,14 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/child.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/hash.h"
+#include "common/keygroup.h"
 #include "common/log.h"
+#include "shm/child.h"
 #include "store/memory/memdump.h"
-#include "worker/keygroup.h"
 #include "worker/wbuf.h"
 
 static const char MAGIC[8] = "SFSMDMP1", END[8] = "SFSMEND1";

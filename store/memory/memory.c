@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/child.h"
 #include "common/err.h"
 #include "common/fingerprint.h"
 #include "common/keycmp.h"
 #include "common/merge.h"
+#include "shm/child.h"
 #include "store/memory/memory.h"
 
 #define SLOT_EMPTY 0ull

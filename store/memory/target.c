@@ -21,7 +21,7 @@
 #include "common/fs.h"
 #include "store/memory/memdump.h"
 #include "store/memory/memory.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 #include "store/target.h"
 
 /* ---- memory target: thin adapters over store/memory/memory.c ---------------- */

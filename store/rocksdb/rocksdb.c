@@ -150,7 +150,7 @@
 #include "shm/segment.h"
 #include "common/rdb.h"
 #include "store/rocksdb/rocksdb.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 
 #define CF_PREFIX "st:"
 #define NS_LEN 8u

@@ -10,7 +10,7 @@
  * to (a store of an earlier group is wiped unless a restore put TABLES
  * beside it: store/table/table_snap.h, adopted at open).
  *
- * Row key of a buffered entry (kg | state | rest, worker/keygroup.h) in
+ * Row key of a buffered entry (kg | state | rest, common/keygroup.h) in
  * namespace ns, so that bytewise order is the table's primary key order
  * (key group, key, namespace, user key):
  *   value, counter:  kg | state | key | ns (8 B, big-endian)

@@ -17,7 +17,7 @@
  * each row's prefix is its map's  parent | ns  — what a map read asks
  * (tv_prefix) — so a file answers "no entry of this map here" from its
  * filter.  Rows are parent | ns | user key and the parent carries its own
- * length (worker/keygroup.h), so every row that starts with a map's prefix
+ * length (common/keygroup.h), so every row that starts with a map's prefix
  * has exactly that prefix: the promise prefix_of asks for.
  */
 #define SFS_TABLE_PFX_MAP 1u

@@ -30,7 +30,7 @@
 #include "shm/atomic.h"
 #include "store/table/table_int.h"
 #include "store/table/table_view.h"
-#include "worker/keygroup.h"
+#include "common/keygroup.h"
 
 #define RETRIES 8
 

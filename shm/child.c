@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/child.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/merge.h"
+#include "shm/child.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 

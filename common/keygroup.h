@@ -17,9 +17,13 @@
  * big-endian) | user key  — memcmp order is key-group major, then state,
  * then key: the compactor's sorted flush splits it per state table without
  * a second sort.
+ *
+ * It lives in common/ (libc only), not worker/: it is the persisted key
+ * format, read and written by every layer above shm/ — the worker, each
+ * store engine, the compactor, the runtime and the supervisor.
  */
-#ifndef SFS_WORKER_KEYGROUP_H
-#define SFS_WORKER_KEYGROUP_H
+#ifndef SFS_COMMON_KEYGROUP_H
+#define SFS_COMMON_KEYGROUP_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,9 +3,12 @@
  * parse the common arguments, attach to the job's segment, register in the
  * process table, heartbeat, and obey shutdown.  The roles' own work is
  * called from the loop in bounded steps (STYLE.md rule 6).
+ *
+ * It is in shm/, not common/: every part of it is the segment's (attach,
+ * a process-table slot, QSBR reports, the shutdown futex).
  */
-#ifndef SFS_COMMON_CHILD_H
-#define SFS_COMMON_CHILD_H
+#ifndef SFS_SHM_CHILD_H
+#define SFS_SHM_CHILD_H
 
 #include <signal.h>
 #include <stdint.h>
