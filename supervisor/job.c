@@ -72,7 +72,7 @@ static int writable_dir(const char *dir, int create)
 	struct stat st;
 	int fd;
 
-	if (create && mkdir(dir, 0755) && errno != EEXIST)
+	if (create && mkdir(dir, 0700) && errno != EEXIST)   /* the data directory: private */
 		return -errno;
 	if (stat(dir, &st))
 		return -errno;
@@ -316,13 +316,12 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 			/* memory: the compactor loads each old dump's share */
 			char from[PATH_MAX + 16], to[PATH_MAX + 64];
 
-			rc = sfs_mkdirs(inst);
+			rc = sfs_mkdirs(inst, 0700);
 			for (unsigned i = 0; i < n && !rc; i++) {
 				snprintf(from, sizeof(from), "%s/store.dump", src[i]);
 				snprintf(to, sizeof(to), "%s/r%u-%u.%u.dump", inst, lo, hi, i);
-				if (link(from, to))
-					rc = sfs__err(sfs__errno(), "link %s to %s: %s", from, to,
-						      strerror(errno));
+				/* @inst was just emptied: nothing may be there */
+				rc = sfs_link_or_copy(from, to, SFS_EXIST_FAIL, 0, NULL);
 			}
 		}
 		sfs_log("rescale: worker %u of %u (key groups %u..%u) rebuilt from %u of %u "
