@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fs.h"
 #include "shm/futex.h"
 #include "shm/ring.h"
 
@@ -70,24 +71,6 @@ static void fill(uint64_t *rec, unsigned words, uint64_t seq)
 		rec[w] = seq;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 static int producer(struct run *x)
 {
 	uint64_t buf[MAX_BATCH * MAX_ESIZE / 8], seq = 0;
@@ -103,7 +86,7 @@ static int producer(struct run *x)
 			if (sfs_ring_enqueue_wait(x->ring, buf, x->batch, 5000000000ull) !=
 			    (int)x->batch)
 				return 3;
-		} else if (write_all(x->fd[1], buf, (size_t)x->batch * x->esize)) {
+		} else if (sfs_write_all(x->fd[1], buf, (size_t)x->batch * x->esize, "pipe")) {
 			return 3;
 		}
 		seq += x->batch;
@@ -111,7 +94,7 @@ static int producer(struct run *x)
 	fill(buf, words, SENTINEL);
 	if (x->kind == RING)
 		return sfs_ring_enqueue_wait(x->ring, buf, 1, 5000000000ull) == 1 ? 0 : 3;
-	if (write_all(x->fd[1], buf, x->esize))
+	if (sfs_write_all(x->fd[1], buf, x->esize, "pipe"))
 		return 3;
 	close(x->fd[1]);
 	return 0;

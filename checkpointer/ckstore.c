@@ -119,44 +119,6 @@ static int job_ok(const char *job)
 	return job && strlen(job) < CK_JOB_MAX && name_ok(job, strlen(job));
 }
 
-static int make_dirs(const char *dir)
-{
-	char p[PATH_MAX];
-	size_t len = strlen(dir);
-
-	if (len == 0 || len >= sizeof(p))
-		return sfs__err(-ENAMETOOLONG, "%s: bad directory name", dir);
-	memcpy(p, dir, len + 1);
-	for (char *c = p + 1; *c; c++) {
-		if (*c != '/')
-			continue;
-		*c = 0;
-		if (mkdir(p, 0755) && errno != EEXIST)
-			return sfs__err(sfs__errno(), "cannot create %s: %s", p, strerror(errno));
-		*c = '/';
-	}
-	if (mkdir(p, 0755) && errno != EEXIST)
-		return sfs__err(sfs__errno(), "cannot create %s: %s", p, strerror(errno));
-	return 0;
-}
-
-/* Create @path's parent after a first miss (ENOENT); -ENOENT again if the
- * parent was there (the miss was something else). */
-static int make_parent(const char *path)
-{
-	char p[PATH_MAX];
-	char *slash;
-
-	snprintf(p, sizeof(p), "%s", path);
-	slash = strrchr(p, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = 0;
-	if (mkdir(p, 0755) == 0)
-		return 0;
-	return errno == EEXIST ? -ENOENT : -errno;
-}
-
 static int fsync_path(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
@@ -168,23 +130,9 @@ static int fsync_path(const char *path)
 	return rc;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	for (const char *b = p; n;) {
-		ssize_t w = write(fd, b, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		b += w, n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Read all of @fd (or copy it to @out when >= 0, fsynced), computing
- * crc32c and size.  Cost: O(size), one 1 MiB buffer. */
-static int stream_file(const char *path, int fd, int out, uint32_t *crc, uint64_t *size)
+/* Read all of @fd, computing crc32c and size.  Cost: O(size), one 1 MiB
+ * buffer. */
+static int stream_file(const char *path, int fd, uint32_t *crc, uint64_t *size)
 {
 	char *buf = malloc(CK_IO_BUF);
 	uint32_t c = 0;
@@ -206,14 +154,8 @@ static int stream_file(const char *path, int fd, int out, uint32_t *crc, uint64_
 			break;
 		c = ck_crc32c(c, buf, (size_t)r);
 		total += (uint64_t)r;
-		sfs_child_progress();	/* a copy grows with the file */
-		if (out >= 0 && (rc = write_all(out, buf, (size_t)r))) {
-			rc = sfs__err(rc, "write a copy of %s: %s", path, strerror(-rc));
-			break;
-		}
+		sfs_child_progress();	/* a large file takes a while */
 	}
-	if (!rc && out >= 0 && fsync(out))
-		rc = sfs__err(sfs__errno(), "fsync a copy of %s: %s", path, strerror(errno));
 	free(buf);
 	*crc = c;
 	*size = total;
@@ -227,54 +169,23 @@ static int crc_file(const char *path, int sync, uint32_t *crc, uint64_t *size)
 
 	if (fd < 0)
 		return sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
-	rc = stream_file(path, fd, -1, crc, size);
+	rc = stream_file(path, fd, crc, size);
 	if (!rc && sync && fsync(fd))
 		rc = sfs__err(sfs__errno(), "fsync %s: %s", path, strerror(errno));
 	close(fd);
 	return rc;
 }
 
-/* Copy @src to a new file @dst (never replacing one), fsynced; a missing
- * parent of @dst is created on the first miss. */
-static int copy_file(const char *src, const char *dst, uint32_t *crc, uint64_t *size)
-{
-	int in = open(src, O_RDONLY | O_CLOEXEC), out, rc;
-
-	if (in < 0)
-		return sfs__err(sfs__errno(), "%s: %s", src, strerror(errno));
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (out < 0 && errno == ENOENT && make_parent(dst) == 0)
-		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (out < 0) {
-		rc = sfs__err(sfs__errno(), "create %s: %s", dst, strerror(errno));
-		close(in);
-		return rc;
-	}
-	rc = stream_file(src, in, out, crc, size);
-	close(in);
-	if (close(out) && !rc)
-		rc = sfs__err(sfs__errno(), "close %s: %s", dst, strerror(errno));
-	if (rc)
-		unlink(dst);
-	return rc;
-}
-
-/* Hard-link @src as @dst (parent created on the first miss); across
- * filesystems copy instead (*copied = 1, crc and size filled). */
-static int link_or_copy(const char *src, const char *dst, int *copied, uint32_t *crc,
-			uint64_t *size)
-{
-	*copied = 0;
-	if (link(src, dst) == 0)
-		return 0;
-	if (errno == ENOENT && make_parent(dst) == 0 && link(src, dst) == 0)
-		return 0;
-	if (errno == EXDEV) {
-		*copied = 1;
-		return copy_file(src, dst, crc, size);
-	}
-	return sfs__err(sfs__errno(), "link %s to %s: %s", src, dst, strerror(errno));
-}
+/*
+ * Files reach a checkpoint, a restore or a savepoint through common/fs.c:
+ * sfs_link_or_copy for shared files, sfs_copy_file for private ones, both
+ * with SFS_EXIST_FAIL (a name is never reused: add_shared picks another on
+ * -EEXIST, the rest write into new directories) and CK_DIR_MODE for a
+ * missing parent, made on the first miss only.  A copy reports its crc32c
+ * and size (struct sfs_copy_info), read on the way; a link is summed by
+ * crc_file.
+ */
+#define CK_DIR_MODE 0700	/* checkpoints and savepoints hold one user's state */
 
 static void rm_tree(const char *dir)
 {
@@ -1148,7 +1059,8 @@ int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t b
 	s->st_retain = retain;
 	s->st_inc = incarnation();
 	/* The skeleton, once: chk-<id> directories are made per checkpoint. */
-	if ((rc = make_dirs(root)) || (rc = pjoin(p, sizeof(p), root, "shared")) || (rc = make_dirs(p)) ||
+	if ((rc = sfs_mkdirs(root, CK_DIR_MODE)) || (rc = pjoin(p, sizeof(p), root, "shared")) ||
+	    (rc = sfs_mkdirs(p, CK_DIR_MODE)) ||
 	    (rc = ck_ids(root, &ids, &nids)))
 		goto fail;
 	for (size_t i = nids; i-- > 0;)
@@ -1227,7 +1139,7 @@ int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out)
 	t->t_s = s;
 	t->t_id = id;
 	if (fmt_path(t->t_dir, sizeof(t->t_dir), "%s/chk-%llu", s->st_root, (ull)id) ||
-	    mkdir(t->t_dir, 0755)) {
+	    mkdir(t->t_dir, CK_DIR_MODE)) {
 		int rc = sfs__err(sfs__errno(), "cannot create %s: %s", t->t_dir, strerror(errno));
 
 		free(t);
@@ -1276,9 +1188,10 @@ static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char 
 {
 	struct ck_store *s = t->t_s;
 	struct ck_sf *sf = key_find(s, w, name, size);
+	struct sfs_copy_info ci = { .progress = sfs_child_progress };
 	char dst[PATH_MAX];
 	uint64_t got = 0;
-	int copied = 0, rc;
+	int rc;
 
 	if (sf) {
 		t->t_st.referenced++;
@@ -1303,7 +1216,7 @@ static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char 
 				   (ull)s->st_inc, name)) ||
 		    (rc = pjoin(dst, sizeof(dst), s->st_root, sf->sf_f.path)))
 			break;
-		rc = link_or_copy(src, dst, &copied, &sf->sf_f.crc, &got);
+		rc = sfs_link_or_copy(src, dst, SFS_EXIST_FAIL, CK_DIR_MODE, &ci);
 		if (rc != -EEXIST || tries == 4)
 			break;
 		s->st_inc = incarnation();	/* taken (a name reused after a restore) */
@@ -1312,8 +1225,10 @@ static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char 
 		free(sf);
 		return rc;
 	}
-	if (!copied)
+	if (!ci.copied)
 		rc = crc_file(dst, 1, &sf->sf_f.crc, &got);
+	else
+		sf->sf_f.crc = ci.crc, got = ci.size;
 	if (!rc && got != size)
 		rc = sfs__err(SFS_ECORRUPT, "%s: %llu bytes when listed, %llu when linked (still being written?)",
 			      src, (ull)size, (ull)got);
@@ -1326,7 +1241,7 @@ static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char 
 		return rc;
 	}
 	t->t_new_shared = 1;
-	if (copied)
+	if (ci.copied)
 		t->t_st.copies++;
 	else
 		t->t_st.links++;
@@ -1336,6 +1251,7 @@ static int add_shared(struct ck_txn *t, uint32_t w, const char *src, const char 
 
 static int add_private(struct ck_txn *t, uint32_t w, const char *src, const char *name)
 {
+	struct sfs_copy_info ci = { .progress = sfs_child_progress };
 	struct ck_file f;
 	char dst[PATH_MAX];
 	int rc;
@@ -1345,8 +1261,10 @@ static int add_private(struct ck_txn *t, uint32_t w, const char *src, const char
 	snprintf(f.local, sizeof(f.local), "%s", name);
 	if ((rc = fmt_path(f.path, sizeof(f.path), "chk-%llu/w%u/%s", (ull)t->t_id, w, name)) ||
 	    (rc = pjoin(dst, sizeof(dst), t->t_s->st_root, f.path)) ||
-	    (rc = copy_file(src, dst, &f.crc, &f.size)))
+	    (rc = sfs_copy_file(src, dst, SFS_EXIST_FAIL, CK_DIR_MODE, &ci)))
 		return rc;
+	f.crc = ci.crc;
+	f.size = ci.size;
 	t->t_st.copies++;
 	t->t_st.new_bytes += f.size;
 	return txn_push(t, &f, NULL);
@@ -1458,8 +1376,8 @@ static int write_meta(struct ck_txn *t, const struct ck_meta *w)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		rc = sfs__err(sfs__errno(), "create %s: %s", tmp, strerror(errno));
-	else if ((rc = write_all(fd, buf, len)) || fsync(fd))
-		rc = sfs__err(rc ? rc : sfs__errno(), "write %s: %s", tmp, strerror(rc ? -rc : errno));
+	else if (!(rc = sfs_write_all(fd, buf, len, tmp)) && fsync(fd))
+		rc = sfs__err(sfs__errno(), "fsync %s: %s", tmp, strerror(errno));
 	if (fd >= 0 && close(fd) && !rc)
 		rc = sfs__err(sfs__errno(), "close %s: %s", tmp, strerror(errno));
 	free(buf);
@@ -1632,23 +1550,23 @@ int ck_list(const char *root, FILE *out)
 int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
 {
 	char src[PATH_MAX], dst[PATH_MAX];
-	int rc = make_dirs(dest);
+	int rc = sfs_mkdirs(dest, CK_DIR_MODE);   /* a data directory: private */
 
 	for (uint32_t i = 0; !rc && i < m->nfiles; i++) {
 		const struct ck_file *f = &m->files[i];
-		uint64_t size = f->size;
-		uint32_t crc = f->crc;
-		int copied = 1;
+		struct sfs_copy_info ci = { .progress = sfs_child_progress };
 
 		if (f->worker != w)
 			continue;
 		if ((rc = pjoin(src, sizeof(src), root, f->path)) || (rc = pjoin(dst, sizeof(dst), dest, f->local)))
 			break;
-		rc = f->shared ? link_or_copy(src, dst, &copied, &crc, &size) : copy_file(src, dst, &crc, &size);
+		rc = f->shared ? sfs_link_or_copy(src, dst, SFS_EXIST_FAIL, CK_DIR_MODE, &ci)
+			       : sfs_copy_file(src, dst, SFS_EXIST_FAIL, CK_DIR_MODE, &ci);
 		/* A copy read every byte anyway: check it on the way. */
-		if (!rc && copied && (crc != f->crc || size != f->size))
+		if (!rc && ci.copied && (ci.crc != f->crc || ci.size != f->size))
 			rc = sfs__err(SFS_ECORRUPT, "%s: crc32c 0x%08x and %llu bytes, checkpoint %llu says "
-				      "0x%08x and %llu", src, crc, (ull)size, (ull)m->id, f->crc, (ull)f->size);
+				      "0x%08x and %llu", src, ci.crc, (ull)ci.size, (ull)m->id, f->crc,
+				      (ull)f->size);
 	}
 	return rc ? rc : fsync_path(dest);
 }
@@ -1670,10 +1588,9 @@ static int dir_empty(const char *path)
 int ck_savepoint(const char *root, const char *src, const char *dest)
 {
 	char sdir[PATH_MAX], ddir[PATH_MAX], s[PATH_MAX], d[PATH_MAX];
+	struct sfs_copy_info ci = { .progress = sfs_child_progress };
 	struct ck_meta m, check;
-	int rc, copied;
-	uint64_t size;
-	uint32_t crc;
+	int rc;
 
 	if (strchr(src, '/'))
 		snprintf(sdir, sizeof(sdir), "%s", src);
@@ -1681,20 +1598,21 @@ int ck_savepoint(const char *root, const char *src, const char *dest)
 		return rc;
 	if ((rc = ck_read(sdir, NULL, 1, &m)))
 		return rc;
-	if (mkdir(dest, 0755) && (errno != EEXIST || !dir_empty(dest))) {
+	if (mkdir(dest, CK_DIR_MODE) && (errno != EEXIST || !dir_empty(dest))) {
 		rc = errno == EEXIST ? sfs__err(-EEXIST, "savepoint %s: exists and is not empty", dest)
-				     : make_dirs(dest);
+				     : sfs_mkdirs(dest, CK_DIR_MODE);
 		if (rc)
 			goto out;
 	}
 	snprintf(ddir, sizeof(ddir), "%s/chk-%llu", dest, (ull)m.id);
-	if ((rc = pjoin(d, sizeof(d), dest, "shared")) || (rc = make_dirs(d)) || (rc = make_dirs(ddir)))
+	if ((rc = pjoin(d, sizeof(d), dest, "shared")) || (rc = sfs_mkdirs(d, CK_DIR_MODE)) ||
+	    (rc = sfs_mkdirs(ddir, CK_DIR_MODE)))
 		goto out;
 	for (uint32_t i = 0; !rc && i < m.nfiles; i++) {
 		const struct ck_file *f = &m.files[i];
 
 		if ((rc = pjoin(s, sizeof(s), root, f->path)) || (rc = pjoin(d, sizeof(d), dest, f->path)) ||
-		    (rc = link_or_copy(s, d, &copied, &crc, &size)))
+		    (rc = sfs_link_or_copy(s, d, SFS_EXIST_FAIL, CK_DIR_MODE, &ci)))
 			break;
 		/* Files are grouped by worker: sync a private directory once. */
 		if (!f->shared && (i + 1 == m.nfiles || m.files[i + 1].worker != f->worker ||
@@ -1704,7 +1622,7 @@ int ck_savepoint(const char *root, const char *src, const char *dest)
 		}
 	}
 	if (rc || (rc = pjoin(s, sizeof(s), sdir, CK_META)) || (rc = pjoin(d, sizeof(d), ddir, CK_META_TMP)) ||
-	    (rc = copy_file(s, d, &crc, &size)))
+	    (rc = sfs_copy_file(s, d, SFS_EXIST_FAIL, CK_DIR_MODE, &ci)))
 		goto out;
 	if ((rc = pjoin(s, sizeof(s), ddir, CK_META)))
 		goto out;

@@ -12,7 +12,6 @@
 
 #include "sfs.h"
 #include "common/err.h"
-#include "common/fs.h"
 #include "common/merge.h"
 #include "common/rdb.h"
 
@@ -117,11 +116,6 @@ rocksdb_mergeoperator_t *sfs_rdb_i64_merge(unsigned op)
 		 name);
 	return rocksdb_mergeoperator_create(m, i64_destroy, i64_full, i64_partial, i64_free,
 					    i64_name);
-}
-
-int sfs_rdb_mkdirs(const char *path)
-{
-	return sfs_mkdirs(path);
 }
 
 int sfs_rdb_copy_kg_range(rocksdb_t *in, rocksdb_column_family_handle_t *hin, rocksdb_t *out,

@@ -1,7 +1,7 @@
 /*
  * rdb.h — what every RocksDB user in sfs shares: the one adapter of the C
  * API's error strings into sfs errors, the int64 merge operators of counter
- * state, and `mkdir -p` for instance directories.  Used by the rocksdb flush
+ * state.  Used by the rocksdb flush
  * target (store/rocksdb/rocksdb.c) and the rocksdb-direct baseline
  * (runtime/backend_rocksdb.c), so both refuse and fold alike.
  */
@@ -40,9 +40,6 @@ rocksdb_mergeoperator_t *sfs_rdb_i64_merge(unsigned op);
 int sfs_rdb_copy_kg_range(rocksdb_t *in, rocksdb_column_family_handle_t *hin, rocksdb_t *out,
 			  rocksdb_column_family_handle_t *hout, const rocksdb_writeoptions_t *wo,
 			  uint32_t kg_lo, uint32_t kg_hi, const char *who, const char *path);
-
-/* mkdir -p @path (mode 0700); an error names the directory. */
-int sfs_rdb_mkdirs(const char *path);
 
 /*
  * A checkpoint of @db (the instance at @path) in @dir, which must not

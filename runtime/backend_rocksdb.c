@@ -392,12 +392,6 @@ static int rdb_get_view(struct rdb_backend *r, uint32_t st, size_t n, struct sfs
 
 /* ---- open / close / register ---------------------------------------------------- */
 
-/* mkdir -p @path (0700 for what it creates). */
-static int rdb_mkdirs(const char *path)
-{
-	return sfs_rdb_mkdirs(path);
-}
-
 static void rdb_close_parts(struct rdb_backend *r)
 {
 	for (uint32_t i = 0; i < r->rb_nstates; i++)
@@ -591,7 +585,7 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 		goto fail;
 	}
 	/* DestroyDB needs the directory to take its LOCK in. */
-	rc = rdb_mkdirs(r->rb_path);
+	rc = sfs_mkdirs(r->rb_path, 0700);   /* data: private */
 	if (rc)
 		goto fail;
 
@@ -1197,7 +1191,7 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 	rocksdb_options_set_info_log_level(o.rb_opts, RDB_INFO_LOG_HEADER);
 	o.rb_wo = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_disable_WAL(o.rb_wo, 1);
-	if ((rc = sfs_rdb_mkdirs(dest)))
+	if ((rc = sfs_mkdirs(dest, 0700)))
 		goto out;
 	rc = rdb_open_fresh(&o, rocksdb_snappy_compression);
 	if (rc == SFS_EUSAGE && strstr(sfs_last_error(), "ompression"))
@@ -1276,7 +1270,7 @@ static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
 
 		snprintf(parent, sizeof(parent), "%s", dir);
 		*strrchr(parent, '/') = '\0';
-		if ((rc = sfs_rdb_mkdirs(parent)))
+		if ((rc = sfs_mkdirs(parent, 0700)))
 			return rc;
 		r->rb_stage_ready = 1;
 	}

@@ -290,12 +290,13 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "w");
 	if (!f && errno == ENOENT) {
-		/* the directory on the first miss only */
+		/* the directory on the first miss only (fs.h's mkdir-once rule);
+		 * 0700: it lives in the data directory, which is private */
 		char dir[4096];
 
 		sink_dir(dir, sizeof(dir), data_dir);
-		if (mkdir(dir, 0755) && errno != EEXIST)
-			return sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+		if ((rc = sfs_mkdirs(dir, 0700)))
+			return rc;
 		f = fopen(tmp, "w");
 	}
 	if (!f)

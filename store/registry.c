@@ -70,5 +70,5 @@ int sfs_target_instance_reset(const char *dir)
 {
 	int rc = sfs_rmtree(dir);
 
-	return rc ? rc : sfs_mkdirs(dir);
+	return rc ? rc : sfs_mkdirs(dir, 0700);	/* a data directory: private */
 }

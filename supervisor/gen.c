@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "sfs.h"
+#include "common/fs.h"
 #include "nexmark/csv.h"
 #include "nexmark/gen.h"
 #include "supervisor/sup.h"
@@ -38,28 +40,6 @@ static void usage(FILE *f)
 		"  --rate R          events per second of event time (10000000)\n"
 		"  --first-event K   start at event number K: the lines K.. of a longer run (0)\n"
 		"  --base-time MS    epoch ms of event 0 (1436918400000, 2015-07-15 UTC)\n");
-}
-
-/* mkdir -p: each missing component of @dir, 0755. */
-static int make_dirs(const char *dir)
-{
-	char path[PATH_MAX];
-	size_t len = strlen(dir);
-
-	if (len == 0 || len >= sizeof(path))
-		return -ENAMETOOLONG;
-	memcpy(path, dir, len + 1);
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(path, 0755) && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(path, 0755) && errno != EEXIST)
-		return -errno;
-	return 0;
 }
 
 static FILE *open_out(const char *dir, const char *name, char *path, size_t cap, char **buf)
@@ -148,9 +128,11 @@ int sfs_cmd_gen(int argc, char **argv)
 		fprintf(stderr, "sfs gen: --first-event + --events must stay below 2^53\n");
 		return 2;
 	}
-	rc = make_dirs(out);
+	/* 0755, not the 0700 of job state: generated input is meant to be read
+	 * by other users and tools (the engines it is compared with). */
+	rc = sfs_mkdirs(out, 0755);
 	if (rc) {
-		fprintf(stderr, "sfs gen: cannot create directory '%s': %s\n", out, strerror(-rc));
+		fprintf(stderr, "sfs gen: %s\n", sfs_last_error());
 		return 2;
 	}
 	for (int k = 0; k < 3; k++) {

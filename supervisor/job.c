@@ -72,7 +72,7 @@ static int writable_dir(const char *dir, int create)
 	struct stat st;
 	int fd;
 
-	if (create && mkdir(dir, 0755) && errno != EEXIST)
+	if (create && mkdir(dir, 0700) && errno != EEXIST)   /* the data directory: private */
 		return -errno;
 	if (stat(dir, &st))
 		return -errno;

@@ -83,7 +83,7 @@ static int toy_snapshot(struct sfs_target_writer *w, const char *dir)
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s/" SFS_STAGE_SHARED, dir);
-	if (sfs_mkdirs(path))
+	if (sfs_mkdirs(path, 0700))
 		return -1;
 	snprintf(path, sizeof(path), "%s/" SFS_STAGE_SHARED "/run-%llu", dir,
 		 (unsigned long long)w->seq);

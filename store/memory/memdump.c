@@ -121,7 +121,7 @@ static void *dump_main(void *arg)
 	if ((slash = strrchr(dir, '/')) && slash != dir) {
 		*slash = 0;
 		if (access(dir, F_OK))
-			rc = sfs_mkdirs(dir);
+			rc = sfs_mkdirs(dir, 0700);
 	}
 	if (!rc)
 		rc = write_file(ms, ms->ms_worker, ms->ms_dump_path, 1, 0, &j->dj_stop, &recs);

@@ -150,11 +150,11 @@ static int mem_forget(const struct sfs_target_env *e, uint32_t worker)
 
 static int stage_dir(const char *dir, char *path, size_t n)
 {
-	int rc = 0;
+	/* the stage's parents exist after the first checkpoint: one mkdir(2) */
+	int rc = sfs_mkdirs(dir, 0700);
 
-	/* the stage's parents exist after the first checkpoint: one mkdir */
-	if (mkdir(dir, 0700) && errno != EEXIST && (errno != ENOENT || (rc = sfs_mkdirs(dir))))
-		return rc ? rc : sfs__err(sfs__errno(), "directory %s: mkdir: %s", dir, strerror(errno));
+	if (rc)
+		return rc;
 	snprintf(path, n, "%.580s/store.dump", dir);
 	return 0;
 }

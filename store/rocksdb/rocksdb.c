@@ -225,11 +225,6 @@ static int rdbt_err(const char *path, char **err, const char *op)
 	return sfs_rdb_err("rocksdb target", path, err, op);
 }
 
-static int mkdirs(const char *path)
-{
-	return sfs_mkdirs(path);
-}
-
 static void rm_tree(const char *path)
 {
 	(void)sfs_rmtree(path);	/* best effort: a reader's LOG files */
@@ -1133,7 +1128,7 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	w->self = self;
 	w->worker = worker;
 	w->k = knobs_get();
-	if ((rc = inst_path(s, worker, w->path, sizeof(w->path))) || (rc = mkdirs(w->path)))
+	if ((rc = inst_path(s, worker, w->path, sizeof(w->path))) || (rc = sfs_mkdirs(w->path, 0700)))
 		goto fail;
 	/* SSTs are written beside the instance (its directory is RocksDB's),
 	 * on the same file system (ingest moves them by a link); what a
@@ -1144,7 +1139,7 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 		goto fail;
 	}
 	rm_tree(w->ipath);
-	if ((rc = mkdirs(w->ipath)))
+	if ((rc = sfs_mkdirs(w->ipath, 0700)))
 		goto fail;
 	if ((rc = pub_find(s, worker, 1, &w->pub)))
 		goto fail;
@@ -1956,7 +1951,7 @@ static int r_open_db(struct sfs_target_reader *r)
 	rocksdb_column_family_handle_t **ch;
 
 	r_close_db(r);
-	if ((rc = mkdirs(r->spath)))
+	if ((rc = sfs_mkdirs(r->spath, 0700)))
 		return rc;
 	names = rocksdb_list_column_families(r->dbo, r->path, &ncf, &err);
 	if (err) {
@@ -2372,7 +2367,7 @@ static int rdbt_snapshot(struct sfs_target_writer *w, const char *dir)
 		snprintf(parent, sizeof(parent), "%s", dir);
 		if (strrchr(parent, '/'))
 			*strrchr(parent, '/') = '\0';
-		if ((rc = mkdirs(parent)))
+		if ((rc = sfs_mkdirs(parent, 0700)))
 			return rc;
 		w->stage_ready = 1;
 	}

@@ -2239,15 +2239,6 @@ static void *bg_main(void *arg)
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
-/* A file of the store into a stage or a table directory; already there
- * (a retried snapshot or adoption) is fine. */
-static int link_or_copy(const char *from, const char *to)
-{
-	int rc = sfs_link_or_copy(from, to);
-
-	return rc == -EEXIST ? 0 : rc;
-}
-
 /*
  * Stage the store's current version in @dir: every table's live data files
  * linked into @dir/shared (immutable; names are unique per table:
@@ -2266,10 +2257,8 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 	memset(tabs, 0, sizeof(tabs));
 	s.tables = tabs;
 	snprintf(to, sizeof(to), "%s/" SFS_STAGE_SHARED, dir);
-	if (mkdir(dir, 0700) && errno != EEXIST && (errno != ENOENT || (rc = sfs_mkdirs(dir))))
-		return rc ? rc : sfs__err(sfs__errno(), "directory %s: mkdir: %s", dir, strerror(errno));
-	if (mkdir(to, 0700) && errno != EEXIST)
-		return sfs__err(sfs__errno(), "directory %s: mkdir: %s", to, strerror(errno));
+	if ((rc = sfs_mkdirs(to, 0700)))	/* one mkdir(2) once the parents exist */
+		return rc;
 	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
 		struct table *t = table_at(w, sid);
 		struct sfs_tsnap_table *st;
@@ -2293,12 +2282,13 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 				snprintf(from, sizeof(from), "%s/%s", t->dir, t->f[i].name);
 				snprintf(to, sizeof(to), "%s/" SFS_STAGE_SHARED "/%s", dir,
 					 t->f[i].name);
-				rc = link_or_copy(from, to);
+				/* already staged (a retried snapshot): fine if the same */
+				rc = sfs_link_or_copy(from, to, SFS_EXIST_SAME, 0, NULL);
 			}
 			if (!rc && t->dvi[0]) {
 				snprintf(from, sizeof(from), "%s/%s", t->dir, t->dvi);
 				snprintf(to, sizeof(to), "%s/%s", dir, t->dvi);
-				rc = link_or_copy(from, to);
+				rc = sfs_link_or_copy(from, to, SFS_EXIST_SAME, 0, NULL);
 			}
 		}
 		pthread_mutex_unlock(&t->mu);
@@ -2401,7 +2391,7 @@ static int adopt(struct sfs_target_writer *w, const char *tables, const char *id
 		}
 		memset(&tt, 0, sizeof(tt));
 		snprintf(tt.dir, sizeof(tt.dir), "%.490s/s%u", w->base, st->sid);
-		if ((rc = sfs_mkdirs(tt.dir)))
+		if ((rc = sfs_mkdirs(tt.dir, 0700)))
 			break;
 		if (!(e = calloc(st->nfiles + 1, sizeof(*e))) ||
 		    !(tt.f = calloc(st->nfiles + 1, sizeof(*tt.f)))) {
@@ -2415,13 +2405,15 @@ static int adopt(struct sfs_target_writer *w, const char *tables, const char *id
 			snprintf(from, sizeof(from), "%s/%s", w->base, st->files[i].name);
 			snprintf(to, sizeof(to), "%s/%s", tt.dir, st->files[i].name);
 			if (!(rc = name_set(f->name, st->files[i].name, tables)) &&
-			    !(rc = link_or_copy(from, to)) && !(rc = file_open(&tt, f)))
+			    /* already there (a retried adoption): fine if the same */
+			    !(rc = sfs_link_or_copy(from, to, SFS_EXIST_SAME, 0, NULL)) &&
+			    !(rc = file_open(&tt, f)))
 				entry_of(f, SFS_MF_ADD, st->files[i].level, &e[i]);
 		}
 		if (!rc && st->dvi[0]) {
 			snprintf(from, sizeof(from), "%s/%s", w->base, st->dvi);
 			snprintf(to, sizeof(to), "%s/%s", tt.dir, st->dvi);
-			rc = link_or_copy(from, to);
+			rc = sfs_link_or_copy(from, to, SFS_EXIST_SAME, 0, NULL);
 			c.dv_index = st->dvi;
 		}
 		if (!rc) {
@@ -2468,7 +2460,7 @@ static int store_prepare(struct sfs_target_writer *w)
 	snprintf(ident, sizeof(ident), "%s/%llu/%llu\n", w->seg->hdr->sh_job,
 		 (unsigned long long)w->seg->hdr->sh_created_ns,
 		 (unsigned long long)w->seg->hdr->sh_generation);
-	if ((rc = sfs_mkdirs(w->base)))
+	if ((rc = sfs_mkdirs(w->base, 0700)))
 		return rc;
 	snprintf(path, sizeof(path), "%s/TABLES", w->base);
 	if (stat(path, &st) == 0)

@@ -569,18 +569,6 @@ static int new_name(const struct rebuild *rb, uint32_t sid, const char *ext, cha
 	return sfs__err(-EEXIST, "%s: no free random file name", rb->dst);
 }
 
-/* Put the immutable file @from into @dst as @to: a hard link (O(1), no
- * bytes moved), or a copy where the file system refuses links. */
-static int place(const char *from, const char *to)
-{
-	int rc = sfs_link_or_copy(from, to);
-
-	if (rc == -EEXIST)
-		return sfs__err(SFS_ECORRUPT, "%s: already placed (two sources hold this name; "
-				"from %s)", to, from);
-	return rc;
-}
-
 /* Rows of @r in range and not masked into a new file at @level (none if
  * nothing survives).  O(rows in range): each one decoded and re-encoded. */
 static int rewrite(struct rebuild *rb, struct dtab *d, sfs_df_reader_t *r, const char *from,
@@ -675,8 +663,15 @@ static int one_file(struct rebuild *rb, struct dtab *d, const char *srcdir,
 			goto out;
 	}
 	if (m.kg_lo >= rb->kg_lo && m.kg_hi <= rb->kg_hi) {
-		/* Wholly inside: the file and its vector are still right as they are. */
-		if ((rc = join(to, sizeof(to), rb->dst, f->name)) || (rc = place(from, to)))
+		/* Wholly inside: the file and its vector are still right as they
+		 * are, linked (O(1)) or copied.  @dst started empty, so a name
+		 * already there came from another source: a corrupt checkpoint. */
+		if ((rc = join(to, sizeof(to), rb->dst, f->name)))
+			goto out;
+		if ((rc = sfs_link_or_copy(from, to, SFS_EXIST_FAIL, 0, NULL)) == -EEXIST)
+			rc = sfs__err(SFS_ECORRUPT, "%s: already placed (two sources hold this name; "
+				      "from %s)", to, from);
+		if (rc)
 			goto out;
 		if (bits && !d->dv && (rc = sfs_dv_builder_new(&d->dv)))
 			goto out;
@@ -791,7 +786,7 @@ static int prepare(const char *dst, int *created)
 	if (stat(dst, &st)) {
 		if (errno != ENOENT)
 			return sfs__err(sfs__errno(), "%s: stat: %s", dst, strerror(errno));
-		if ((rc = sfs_mkdirs(dst)))
+		if ((rc = sfs_mkdirs(dst, 0700)))
 			return rc;
 		*created = 1;
 		dir_of(dst, parent, sizeof(parent));

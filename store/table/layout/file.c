@@ -54,21 +54,11 @@ static void dir_of(const char *path, char *out, size_t cap)
 	snprintf(out, cap, "%.*s", s ? (s == path ? 1 : (int)(s - path)) : 1, s ? path : ".");
 }
 
+/* The fault point, then the one write loop (common/fs.c), which also
+ * refuses a write(2) that returns 0.  The caller names the file. */
 static int write_all(int fd, const void *p, size_t n)
 {
-	const uint8_t *c = p;
-
-	while (n) {
-		ssize_t w = fault("write") ? -1 : write(fd, c, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? sfs__errno() : -EIO;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return fault("write") ? sfs__errno() : sfs_write_all(fd, p, n, NULL);
 }
 
 int sfs__layout_sync_dir(const char *dir)
@@ -102,7 +92,7 @@ int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
 			break;
 		if (errno != ENOENT || tries)
 			return sfs__err(sfs__errno(), "%s: create: %s", tmp, strerror(errno));
-		if ((rc = sfs_mkdirs(dir)))   /* the first miss only */
+		if ((rc = sfs_mkdirs(dir, 0700)))   /* the first miss only; data: private */
 			return rc;
 	}
 	if ((rc = write_all(fd, buf, len))) {
