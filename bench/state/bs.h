@@ -227,9 +227,14 @@ struct rdb {
 	unsigned char *val;
 };
 
+/* A fresh DB in a temporary directory whose one memtable holds @mem_bytes;
+ * @merge: counters, with counter state's add operator.  A failure is said
+ * on stderr.  bs_rdb_close destroys the DB and removes the directory. */
 int bs_rdb_open(struct rdb *r, uint64_t mem_bytes, int merge, uint32_t vs);
 void bs_rdb_close(struct rdb *r);
+/* A numeric property of the DB (0 if it has none). */
 uint64_t bs_rdb_prop(struct rdb *r, const char *name);
+/* Warn (and mark the report) when a run left the memtable. */
 void bs_rdb_check(struct rdb *r, const char *what);
 
 /* sfs.c: a worker on a segment of its own, and an in-process flusher */
@@ -249,12 +254,18 @@ struct sfsb {
 	struct sfs_flusher *f;
 };
 
+/* A segment "bench-state-PID-@tag" of @seg_bytes, a worker with options @o
+ * and one state of @kind; with @store_bytes, a flusher of that store too.
+ * A failure is said on stderr; bs_sfsb_close undoes what was done. */
 int bs_sfsb_open(struct sfsb *b, const char *tag, uint64_t seg_bytes,
 		 const struct sfs_worker_opts *o, int kind, uint32_t vs, uint64_t store_bytes);
 void bs_sfsb_close(struct sfsb *b);
 struct sfs_wbuf *bs_sfsb_active(struct sfsb *b);
+/* Touch the first @bytes of the active buffer's free arena. */
 void bs_sfsb_prefault(struct sfsb *b, uint64_t bytes);
+/* Step the flusher until every sealed buffer is flushed and free. */
 int bs_sfsb_drain(struct sfsb *b);
+/* Bytes of the active buffer per live entry: arena used + its index. */
 void bs_sfsb_bytes_per_entry(struct sfsb *b, double *total, double *arena);
 
 /* ---- the case table and its runner (cases.c, run.c) --------------------------------- */

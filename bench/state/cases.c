@@ -148,13 +148,8 @@ int bs_phase_value(const struct bs_cfg *cfg, uint64_t n, uint32_t vs)
 	rc = bs_raw_open(&raw, n, vs);
 	if (rc)
 		goto out;
-	if (!cfg->no_rocksdb) {
-		rc = bs_rdb_open(&rdb, rdb_mem, 0, vs);
-		if (rc) {
-			bs_fail("open rocksdb", rc);
-			goto out;
-		}
-	}
+	if (!cfg->no_rocksdb && (rc = bs_rdb_open(&rdb, rdb_mem, 0, vs)))
+		goto out;
 
 	/* A: everything in the active buffer. */
 	o = (struct sfs_worker_opts){ .buffers = 2, .buffer_keys = n, .buffer_bytes = arena_a };
@@ -282,13 +277,8 @@ int bs_phase_map(const struct bs_cfg *cfg, uint64_t n, uint32_t vs)
 	rc = bs_rawmap_open(&raw, maps, vs);
 	if (rc)
 		goto out;
-	if (!cfg->no_rocksdb) {
-		rc = bs_rdb_open(&rdb, rdb_mem, 0, vs);
-		if (rc) {
-			bs_fail("open rocksdb", rc);
-			goto out;
-		}
-	}
+	if (!cfg->no_rocksdb && (rc = bs_rdb_open(&rdb, rdb_mem, 0, vs)))
+		goto out;
 	o = (struct sfs_worker_opts){ .buffers = 2, .buffer_keys = entries + maps + 1,
 				      .buffer_bytes = arena };
 	rc = bs_sfsb_open(&sm, "m", worker_seg_bytes(&o, 0), &o, SFS_STATE_MAP, vs, 0);
@@ -380,13 +370,8 @@ int bs_phase_counter(const struct bs_cfg *cfg, uint64_t n, int seal)
 	rc = bs_raw_open(&raw, n, 8);
 	if (rc)
 		goto out;
-	if (!cfg->no_rocksdb) {
-		rc = bs_rdb_open(&rdb, rdb_mem, 1, 8);
-		if (rc) {
-			bs_fail("open rocksdb", rc);
-			goto out;
-		}
-	}
+	if (!cfg->no_rocksdb && (rc = bs_rdb_open(&rdb, rdb_mem, 1, 8)))
+		goto out;
 	o = (struct sfs_worker_opts){ .buffers = 2, .buffer_keys = n, .buffer_bytes = arena };
 	rc = bs_sfsb_open(&sc, "c", worker_seg_bytes(&o, store), &o, SFS_STATE_COUNTER, 8, store);
 	if (rc)

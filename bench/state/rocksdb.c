@@ -21,7 +21,7 @@
 /* Open a fresh DB whose single memtable holds @mem_bytes; @merge: with
  * counter state's add operator (common/rdb.h: 8-byte cells, add wraps as a
  * uint64 add does). */
-int bs_rdb_open(struct rdb *r, uint64_t mem_bytes, int merge, uint32_t vs)
+static int rdb_open(struct rdb *r, uint64_t mem_bytes, int merge, uint32_t vs)
 {
 	const char *tmp = getenv("TMPDIR");
 	const char *names[1] = { "default" };
@@ -64,6 +64,14 @@ int bs_rdb_open(struct rdb *r, uint64_t mem_bytes, int merge, uint32_t vs)
 	rocksdb_writeoptions_disable_WAL(r->wo, 1);
 	r->ro = rocksdb_readoptions_create();
 	return 0;
+}
+
+/* rdb_open, its failure said on stderr (as bs_sfsb_open's). */
+int bs_rdb_open(struct rdb *r, uint64_t mem_bytes, int merge, uint32_t vs)
+{
+	int rc = rdb_open(r, mem_bytes, merge, vs);
+
+	return rc ? bs_fail("open rocksdb", rc) : 0;
 }
 
 uint64_t bs_rdb_prop(struct rdb *r, const char *name)
@@ -136,28 +144,29 @@ static int cmp_key(const void *a, const void *b)
 	return memcmp(a, b, KLEN);
 }
 
-/* Keys @from.. of bs_keys in key order, by write batches of 1000 (Put, or
- * Merge of 1 for counters): the untimed rest of a --quick load. */
-static int rdb_bulk(struct rdb *r, uint64_t from, int merge)
+static int cmp_mkey(const void *a, const void *b)
 {
-	uint64_t n = bs_nkeys - from, one = 1;
-	unsigned char *k = malloc(n * KLEN);
+	return memcmp(a, b, KLEN + ULEN);
+}
+
+/* Write the @n keys of @klen bytes at @k (KLEN: value or counter rows,
+ * KLEN + ULEN: map rows) in key order by write batches of 1000 (Put, or
+ * Merge of 1 for counters); @k is sorted in place and freed.  The untimed
+ * rest of a --quick load. */
+static int rdb_bulk_write(struct rdb *r, unsigned char *k, uint64_t n, size_t klen, int merge)
+{
 	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+	uint64_t one = 1;
 	char *err = NULL;
 	int rc = 0;
 
-	if (!k) {
-		rocksdb_writebatch_destroy(wb);
-		return -ENOMEM;
-	}
-	memcpy(k, bs_keys + from * KLEN, n * KLEN);
-	qsort(k, n, KLEN, cmp_key);
+	qsort(k, n, klen, klen == KLEN ? cmp_key : cmp_mkey);
 	for (uint64_t i = 0; i < n && rc == 0; i++) {
 		if (merge)
-			rocksdb_writebatch_merge(wb, (const char *)k + i * KLEN, KLEN,
+			rocksdb_writebatch_merge(wb, (const char *)k + i * klen, klen,
 						 (const char *)&one, 8);
 		else
-			rocksdb_writebatch_put(wb, (const char *)k + i * KLEN, KLEN,
+			rocksdb_writebatch_put(wb, (const char *)k + i * klen, klen,
 					       (const char *)r->val, r->vs);
 		if (i % 1000 == 999 || i == n - 1) {
 			err = NULL;
@@ -169,6 +178,18 @@ static int rdb_bulk(struct rdb *r, uint64_t from, int merge)
 	rocksdb_writebatch_destroy(wb);
 	free(k);
 	return rc;
+}
+
+/* Keys @from.. of bs_keys (Put, or Merge of 1 for counters). */
+static int rdb_bulk(struct rdb *r, uint64_t from, int merge)
+{
+	uint64_t n = bs_nkeys - from;
+	unsigned char *k = malloc(n * KLEN);
+
+	if (!k)
+		return -ENOMEM;
+	memcpy(k, bs_keys + from * KLEN, n * KLEN);
+	return rdb_bulk_write(r, k, n, KLEN, merge);
 }
 
 static int rdb_bulk_put(void *arg, uint64_t from)
@@ -304,45 +325,21 @@ static int rdb_mload(void *arg, const unsigned char *keys, uint64_t n)
 	return 0;
 }
 
-static int cmp_mkey(const void *a, const void *b)
-{
-	return memcmp(a, b, KLEN + ULEN);
-}
-
-/* The untimed rest of a --quick map load, in key order by write batches. */
+/* The untimed rest of a --quick map load: entries @from.. in load order. */
 static int rdb_bulk_map(void *arg, uint64_t from)
 {
-	struct rdb *r = arg;
 	uint64_t n = bs_nkeys * MAP_FANOUT - from;
 	unsigned char *k = malloc(n * (KLEN + ULEN));
-	rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-	char *err = NULL;
-	int rc = 0;
 
-	if (!k) {
-		rocksdb_writebatch_destroy(wb);
+	if (!k)
 		return -ENOMEM;
-	}
 	for (uint64_t i = 0; i < n; i++) {
 		unsigned j;
 		const unsigned char *mk = load_map_key(from + i, &j);
 
 		rdb_map_key(k + i * (KLEN + ULEN), mk, j);
 	}
-	qsort(k, n, KLEN + ULEN, cmp_mkey);
-	for (uint64_t i = 0; i < n && rc == 0; i++) {
-		rocksdb_writebatch_put(wb, (const char *)k + i * (KLEN + ULEN), KLEN + ULEN,
-				       (const char *)r->val, r->vs);
-		if (i % 1000 == 999 || i == n - 1) {
-			err = NULL;
-			rocksdb_write(r->db, r->wo, wb, &err);
-			rc = sfs_rdb_err("rocksdb", r->dir, &err, "write batch");
-			rocksdb_writebatch_clear(wb);
-		}
-	}
-	rocksdb_writebatch_destroy(wb);
-	free(k);
-	return rc;
+	return rdb_bulk_write(arg, k, n, KLEN + ULEN, 0);
 }
 
 static int rdb_mput(void *arg, const unsigned char *keys, uint64_t n)
