@@ -448,12 +448,12 @@ const struct sfs_target_ops sfs_target_memory = {
 	.snapshot_begin = mem_snapshot_begin,
 	.snapshot_poll = mem_snapshot_poll,
 	.close = mem_close,
-	.reader_open = mem_reader_open,
-	.catch_up = mem_catch_up,
-	.probe = mem_probe,
-	.map_get = mem_map_get,
-	.map_iter = mem_map_iter,
-	.reader_close = mem_reader_close,
+	.rd.reader_open = mem_reader_open,
+	.rd.catch_up = mem_catch_up,
+	.rd.probe = mem_probe,
+	.rd.map_get = mem_map_get,
+	.rd.map_iter = mem_map_iter,
+	.rd.reader_close = mem_reader_close,
 };
 
 /* ---- the table ---------------------------------------------------------------- */
@@ -474,4 +474,11 @@ const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s)
 	const char *b = s->hdr->sh_backend;
 
 	return sfs_target_find(b[0] ? b : "memory");
+}
+
+const struct sfs_target_read_ops *sfs_target_read_of(const struct sfs_seg *s)
+{
+	const struct sfs_target_ops *t = sfs_target_of(s);
+
+	return t ? &t->rd : NULL;
 }

@@ -24,7 +24,9 @@
  *  - files(w, fn, arg): the files that make up the current version, for
  *    checkpoints (a target in memory has none).
  *
- * Worker side (lock-free readers, any process of the node):
+ * Worker side (lock-free readers, any process of the node; the ops are
+ * struct sfs_target_read_ops, member rd, declared in worker/target_read.h
+ * so the worker need not include this header):
  *  - catch_up(r): called at a quiescent point, at most once per published
  *    version (cheap when nothing changed).
  *  - map_get / map_iter: one entry, or every entry, of a map key.
@@ -40,24 +42,10 @@
 #include <stdint.h>
 
 #include "shm/proc.h"
+#include "worker/target_read.h"
 #include "worker/wbuf.h"
 
 struct sfs_target_writer;
-struct sfs_target_reader;
-
-struct sfs_probe {
-	uint64_t hash;          /* sfs_wbuf_hash(ns, key) */
-	uint64_t ns;
-	const void *key;        /* kg | state | user key */
-	uint32_t klen;
-};
-
-struct sfs_probe_result {
-	int found;
-	const void *value;
-	uint32_t len;
-	uint64_t tag;
-};
 
 struct sfs_target_cfg {
 	uint64_t store_bytes;   /* memory target: region bytes per worker */
@@ -88,20 +76,7 @@ struct sfs_target_ops {
 	int (*snapshot_poll)(struct sfs_target_writer *w, uint64_t *id, uint64_t *seq);
 	void (*close)(struct sfs_target_writer *w);
 
-	int (*reader_open)(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out);
-	int (*catch_up)(struct sfs_target_reader *r);
-	int (*probe)(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
-		     struct sfs_probe_result *res);
-	/* Map state: @parent is the map's parent key (common/keygroup.h).
-	 * map_get: 1 and the value of @ukey, or 0.  map_iter: @fn per entry
-	 * (stops at a non-zero return, which it passes on). */
-	int (*map_get)(struct sfs_target_reader *r, const struct sfs_probe *parent,
-		       const void *ukey, uint32_t ulen, struct sfs_probe_result *res);
-	int (*map_iter)(struct sfs_target_reader *r, const struct sfs_probe *parent,
-			int (*fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
-				  uint32_t vlen),
-			void *arg);
-	void (*reader_close)(struct sfs_target_reader *r);
+	struct sfs_target_read_ops rd;  /* the worker side (worker/target_read.h) */
 };
 
 /*
