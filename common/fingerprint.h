@@ -3,7 +3,8 @@
  * FNV-1a over the sizes and offsets of a shared struct's fields (and the
  * constants that fix its layout).  Every module with a struct in shared
  * memory keeps one; attach refuses a mismatch, and the segment's own
- * fingerprint (shm/layout.c) folds them all in.
+ * fingerprint (shm/layout.c) folds them all in (the parts above shm/ from
+ * store/layout.c's list, shm/layout.h).
  */
 #ifndef SFS_COMMON_FINGERPRINT_H
 #define SFS_COMMON_FINGERPRINT_H

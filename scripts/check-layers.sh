@@ -11,9 +11,9 @@
 #   store/                 the rest of store/: the registry over the engines
 #   compactor/ checkpointer/
 #   runtime/ query/
-#   supervisor/
-#   bin                    the role mains (worker/main.c, compactor/main.c,
-#                          checkpointer/main.c): binaries, not in libsfs.a
+#   supervisor/ bench/state/  the CLI's commands (`sfs bench state` among them)
+#   bin                    the mains (worker/main.c, compactor/main.c,
+#                          checkpointer/main.c, supervisor/main.c): binaries
 #   tests/ bench/
 # Folders of one layer may include each other, but not in a cycle.
 #
@@ -40,7 +40,8 @@ KNOWN=(
 node() {
 	case $1 in
 	store/target.h) echo store/target ;;
-	worker/main.c | compactor/main.c | checkpointer/main.c) echo bin ;;
+	worker/main.c | compactor/main.c | checkpointer/main.c | supervisor/main.c) echo bin ;;
+	bench/state/*) echo bench/state ;;
 	store/table/*) echo store/table ;;
 	store/*/*) echo "${1%/*}" ;;
 	*/*) echo "${1%%/*}" ;;
@@ -58,7 +59,7 @@ rank() {
 	store) echo 5 ;;
 	compactor | checkpointer) echo 6 ;;
 	runtime | query) echo 7 ;;
-	supervisor) echo 8 ;;
+	supervisor | bench/state) echo 8 ;;
 	bin) echo 9 ;;
 	tests | bench) echo 10 ;;
 	*) echo -1 ;;

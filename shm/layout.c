@@ -3,21 +3,21 @@
  * memory, as LMDB fingerprints its lock file: a hash over sizeof and offsetof
  * of each field.  A segment created by a build with another layout is
  * refused at attach ("layout fingerprint differs") instead of misread.
- * Add every new shared struct and field here (or fold in its module's own
- * fingerprint, as ring and alloc do); the _Static_asserts pin the
- * properties the code relies on (one cache line per slot, etc.).
+ * shm/'s own structs are hashed here field by field (add new fields
+ * here), shm's region structs by their module's fingerprint (ring,
+ * alloc); the structs of the modules above shm/ come in as parts, from the
+ * one list in store/layout.c (shm/layout.h says why a list and not
+ * constructors), so shm/ includes nothing above it.  The _Static_asserts
+ * pin the properties the code relies on (one cache line per slot, etc.).
  */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/fingerprint.h"
 #include "shm/alloc.h"
+#include "shm/layout.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
-#include "store/memory/memory.h"
-#include "store/rocksdb/rocksdb.h"
-#include "worker/wbuf.h"
-#include "worker/wctl.h"
 
 _Static_assert(sizeof(struct sfs_proc_slot) == SFS_CACHE_LINE, "a process slot is one cache line");
 _Static_assert(sizeof(struct sfs_child_desc) == SFS_CACHE_LINE, "a child entry is one cache line");
@@ -27,7 +27,7 @@ _Static_assert(offsetof(struct sfs_seg_hdr, sh_qsbr_token) % SFS_CACHE_LINE == 0
 	       "QSBR token on its own line");
 
 
-uint64_t sfs_layout_fingerprint(void)
+uint64_t sfs_layout_fingerprint_of(const struct sfs_layout_part *parts)
 {
 	uint64_t h = SFS_FP_INIT;
 
@@ -100,9 +100,12 @@ uint64_t sfs_layout_fingerprint(void)
 	 * differ is refused up front too. */
 	h = sfs_fp(h, sfs_alloc_layout());
 	h = sfs_fp(h, sfs_ring_layout());
-	h = sfs_fp(h, sfs_wbuf_layout());
-	h = sfs_fp(h, sfs_wctl_layout());
-	h = sfs_fp(h, sfs_mstore_layout());
-	h = sfs_fp(h, sfs_rdbt_layout());
+	for (const struct sfs_layout_part *p = parts; p->fp; p++)
+		h = sfs_fp(h, p->fp());
 	return h;
+}
+
+uint64_t sfs_layout_fingerprint(void)
+{
+	return sfs_layout_fingerprint_of(sfs_layout_parts);
 }

@@ -224,7 +224,9 @@ static inline uint64_t sfs_seg_off(const struct sfs_seg *s, const void *p)
 }
 
 /* Fingerprint of this build's shared layout: sizes and offsets of every
- * shared struct (shm/layout.c).  Two builds that disagree refuse to share. */
+ * shared struct (shm/layout.c, with the parts above shm/ that
+ * store/layout.c lists: shm/layout.h).  Two builds that disagree refuse to
+ * share. */
 uint64_t sfs_layout_fingerprint(void);
 
 /* Path of the segment of @job on @node; -ENAMETOOLONG / SFS_EUSAGE on a bad

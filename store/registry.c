@@ -72,3 +72,10 @@ int sfs_target_instance_reset(const char *dir)
 
 	return rc ? rc : sfs_mkdirs(dir, 0700);	/* a data directory: private */
 }
+
+const struct sfs_target_read_ops *sfs_target_read_of(const struct sfs_seg *s)
+{
+	const struct sfs_target_ops *t = sfs_target_of(s);
+
+	return t ? &t->rd : NULL;
+}

@@ -61,7 +61,9 @@
  * in store/registry.c; sfs_target_register adds one at run time (tests,
  * plugins): every process of a group must register the same ones.
  *
- * Worker side (lock-free readers, any process of the node):
+ * Worker side (lock-free readers, any process of the node; the ops are
+ * struct sfs_target_read_ops, member rd, declared in worker/target_read.h
+ * so the worker need not include this header):
  *  - catch_up(r): called at a quiescent point, at most once per published
  *    version (cheap when nothing changed).
  *  - map_get / map_iter: one entry, or every entry, of a map key.
@@ -79,24 +81,10 @@
 #include <stdio.h>
 
 #include "shm/proc.h"
+#include "worker/target_read.h"
 #include "worker/wbuf.h"
 
 struct sfs_target_writer;
-struct sfs_target_reader;
-
-struct sfs_probe {
-	uint64_t hash;          /* sfs_wbuf_hash(ns, key) */
-	uint64_t ns;
-	const void *key;        /* kg | state | user key */
-	uint32_t klen;
-};
-
-struct sfs_probe_result {
-	int found;
-	const void *value;
-	uint32_t len;
-	uint64_t tag;
-};
 
 struct sfs_target_cfg {
 	uint64_t store_bytes;   /* memory target: region bytes per worker */
@@ -150,20 +138,7 @@ struct sfs_target_ops {
 	void (*summary_json)(struct sfs_seg *s, uint32_t workers, FILE *out);
 	void (*stat)(const struct sfs_seg *s, FILE *out);
 
-	int (*reader_open)(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out);
-	int (*catch_up)(struct sfs_target_reader *r);
-	int (*probe)(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
-		     struct sfs_probe_result *res);
-	/* Map state: @parent is the map's parent key (common/keygroup.h).
-	 * map_get: 1 and the value of @ukey, or 0.  map_iter: @fn per entry
-	 * (stops at a non-zero return, which it passes on). */
-	int (*map_get)(struct sfs_target_reader *r, const struct sfs_probe *parent,
-		       const void *ukey, uint32_t ulen, struct sfs_probe_result *res);
-	int (*map_iter)(struct sfs_target_reader *r, const struct sfs_probe *parent,
-			int (*fn)(void *arg, const void *ukey, uint32_t ulen, const void *val,
-				  uint32_t vlen),
-			void *arg);
-	void (*reader_close)(struct sfs_target_reader *r);
+	struct sfs_target_read_ops rd;  /* the worker side (worker/target_read.h) */
 };
 
 /*

@@ -10,6 +10,7 @@
 
 #include "sfs.h"
 #include "bench/state/bench_state.h"
+#include "shm/segment.h"
 #include "supervisor/sup.h"
 
 static void usage(FILE *f)
@@ -52,7 +53,9 @@ int sfs_node_count(void)
 	return numa_max_node() + 1;
 }
 
-/* jemalloc is linked as every sfs process's malloc; prove it by asking it. */
+/* jemalloc is linked as every sfs process's malloc; prove it by asking it.
+ * The layout fingerprint is the one this build writes into and demands of
+ * a segment (tests/test_segment.c compares it with a test binary's). */
 static int cmd_version(void)
 {
 	int (*mallctl)(const char *, void *, size_t *, void *, size_t) =
@@ -62,6 +65,7 @@ static int cmd_version(void)
 	size_t len = sizeof(jv);
 
 	printf("sfs %d.%d\n", SFS_VERSION_MAJOR, SFS_VERSION_MINOR);
+	printf("layout fingerprint %#018llx\n", (unsigned long long)sfs_layout_fingerprint());
 	if (mallctl && mallctl("version", &jv, &len, NULL, 0) == 0)
 		printf("allocator jemalloc %s\n", jv);
 	else

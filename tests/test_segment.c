@@ -1,7 +1,8 @@
 /*
  * test_segment.c — segments: create, attach from another process, the
  * checks that refuse a foreign or mismatched segment (each naming its
- * field), regions, stale detection, destroy.
+ * field), regions, stale detection, destroy; the layout fingerprint's
+ * parts (shm/layout.h) and that bin/sfs computes the same fingerprint.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "common/err.h"
+#include "shm/layout.h"
 #include "shm/segment.h"
 #include "tests/helpers.h"
 
@@ -345,4 +347,107 @@ Test(segment, memory_is_bound_to_its_node)
 	cr_assert_eq(mask[0] & 1ul, 1ul, "node 0 in the mask");
 	sfs_seg_detach(&s);
 	sfs_seg_destroy(job, 0);
+}
+
+/* ---- the layout fingerprint's parts (shm/layout.h) ---------------------- */
+
+static uint64_t (*bumped_of)(void);
+static uint64_t bumped(void)
+{
+	return bumped_of() + 1;
+}
+
+/* Every module above shm/ with structs in the segment is in the one list,
+ * and each part counts: one part's layout changing (its fingerprint moving)
+ * or one part missing changes the segment's fingerprint. */
+Test(segment, layout_parts_each_counted)
+{
+	static const char *const want[] = { "wbuf", "wctl", "mstore", "rdbt" };
+	struct sfs_layout_part copy[16];
+	unsigned n = 0;
+	uint64_t fp = sfs_layout_fingerprint();
+
+	while (sfs_layout_parts[n].fp)
+		n++;
+	cr_assert_eq(n, sizeof(want) / sizeof(want[0]), "%u parts listed", n);
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_str_eq(sfs_layout_parts[i].name, want[i]);
+	cr_assert_eq(sfs_layout_fingerprint_of(sfs_layout_parts), fp);
+	for (unsigned i = 0; i < n; i++) {
+		memcpy(copy, sfs_layout_parts, (n + 1) * sizeof(copy[0]));
+		bumped_of = copy[i].fp;
+		copy[i].fp = bumped;
+		cr_assert_neq(sfs_layout_fingerprint_of(copy), fp, "part %s changed",
+			      sfs_layout_parts[i].name);
+		memcpy(copy, sfs_layout_parts, (n + 1) * sizeof(copy[0]));
+		memmove(&copy[i], &copy[i + 1], (n - i) * sizeof(copy[0]));
+		cr_assert_neq(sfs_layout_fingerprint_of(copy), fp, "part %s missing",
+			      sfs_layout_parts[i].name);
+	}
+}
+
+struct run_arg {
+	char *const *argv;
+	const char *out;        /* stdout and stderr go here */
+};
+
+static int run_exec(void *p)
+{
+	const struct run_arg *r = p;
+	int fd = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+		return 98;
+	execv(r->argv[0], r->argv);
+	return 97;
+}
+
+/* Run @argv (20 s at most) with its output in @out (@n bytes); its exit code. */
+static int run_bin(char *const *argv, char *out, size_t n)
+{
+	char path[] = "/tmp/sfs-test-seg-XXXXXX";
+	int fd = mkstemp(path), code;
+	struct run_arg r = { argv, path };
+	ssize_t got;
+
+	cr_assert(fd >= 0);
+	code = th_exit_code(th_wait(th_fork(run_exec, &r), 20000));
+	got = pread(fd, out, n - 1, 0);
+	out[got > 0 ? got : 0] = '\0';
+	close(fd);
+	unlink(path);
+	return code;
+}
+
+/* Another binary, bin/sfs (built from other objects of libsfs.a than this
+ * test), computes the same fingerprint: it prints it, and it attaches a
+ * segment this process created (sfs stat).  Fails when the two link
+ * different part lists or different layouts. */
+Test(segment, same_fingerprint_in_sfs_binary, .timeout = 60)
+{
+	const char *bin = getenv("SFS_BIN") && *getenv("SFS_BIN") ? getenv("SFS_BIN") : "bin";
+	char sfs[512], job[64], out[4096], want[64];
+	struct sfs_seg segs[64];
+	int nodes = numa_available() < 0 ? 1 : numa_max_node() + 1, code;
+
+	snprintf(sfs, sizeof(sfs), "%s/sfs", bin);
+	cr_assert_eq(access(sfs, X_OK), 0, "%s: build it first (make)", sfs);
+	snprintf(want, sizeof(want), "layout fingerprint %#018llx",
+		 (unsigned long long)sfs_layout_fingerprint());
+	code = run_bin((char *const[]){ sfs, "version", NULL }, out, sizeof(out));
+	cr_assert_eq(code, 0, "sfs version: %s", out);
+	cr_assert(strstr(out, want), "this test has '%s', sfs version says:\n%s", want, out);
+
+	th_job(job, sizeof(job), "fp");
+	cr_assert_leq(nodes, 64);
+	for (int i = 0; i < nodes; i++)
+		cr_assert_eq(sfs_seg_create(job, i, SEG_SIZE, 1, &segs[i]), 0, "%s",
+			     sfs_last_error());
+	code = run_bin((char *const[]){ sfs, "stat", "--job", job, NULL }, out, sizeof(out));
+	for (int i = 0; i < nodes; i++) {
+		sfs_seg_detach(&segs[i]);
+		sfs_seg_destroy(job, i);
+	}
+	cr_assert(!strstr(out, "fingerprint"), "sfs stat: %s", out);
+	cr_assert_eq(code, 0, "sfs stat: %s", out);
 }

@@ -98,7 +98,7 @@ static int probe_str(struct sfs_target_reader *r, uint32_t sid, uint64_t ns, con
 	struct sfs_probe p = { .ns = ns, .key = kb, .klen = vkey(kb, sid, k) };
 	struct sfs_probe_result res;
 
-	if (sfs_target_rocksdb.probe(r, &p, 1, &res))
+	if (sfs_target_rocksdb.rd.probe(r, &p, 1, &res))
 		return 0;
 	if (!want)
 		return !res.found;
@@ -112,7 +112,7 @@ static int probe_i64(struct sfs_target_reader *r, uint32_t sid, const char *k, i
 	struct sfs_probe_result res;
 	int64_t v;
 
-	if (sfs_target_rocksdb.probe(r, &p, 1, &res) || !res.found || res.len != 8)
+	if (sfs_target_rocksdb.rd.probe(r, &p, 1, &res) || !res.found || res.len != 8)
 		return 0;
 	memcpy(&v, res.value, 8);
 	return v == want;
@@ -126,7 +126,7 @@ static int map_is(struct sfs_target_reader *r, uint32_t sid, uint64_t ns, const 
 	struct cat c = { .n = 0 };
 
 	c.s[0] = '\0';
-	if (sfs_target_rocksdb.map_iter(r, &p, list ? cat_vals : cat_fn, &c))
+	if (sfs_target_rocksdb.rd.map_iter(r, &p, list ? cat_vals : cat_fn, &c))
 		return 0;
 	return strcmp(c.s, want) == 0;
 }
@@ -141,9 +141,9 @@ static int reader_checks(void *arg)
 	struct sfs_probe p;
 
 	(void)arg;
-	if (sfs_seg_attach(job, 0, &s) || sfs_target_rocksdb.reader_open(&s, 0, &r))
+	if (sfs_seg_attach(job, 0, &s) || sfs_target_rocksdb.rd.reader_open(&s, 0, &r))
 		return 10;
-	if (sfs_target_rocksdb.catch_up(r))
+	if (sfs_target_rocksdb.rd.catch_up(r))
 		return 11;
 	if (!probe_str(r, s_v, 0, "a", "A0") || !probe_str(r, s_v, 7, "a", "A7"))
 		return 12;
@@ -158,12 +158,12 @@ static int reader_checks(void *arg)
 	if (!map_is(r, s_l, 0, "k", "x;y;z;", 1))
 		return 17;
 	p = (struct sfs_probe){ .ns = 5, .key = kb, .klen = pkey(kb, s_m, "k") };
-	if (sfs_target_rocksdb.map_get(r, &p, "a", 1, &res) != 1 || res.len != 2 ||
+	if (sfs_target_rocksdb.rd.map_get(r, &p, "a", 1, &res) != 1 || res.len != 2 ||
 	    memcmp(res.value, "51", 2) != 0)
 		return 18;
-	if (sfs_target_rocksdb.map_get(r, &p, "b", 1, &res) != 0)
+	if (sfs_target_rocksdb.rd.map_get(r, &p, "b", 1, &res) != 0)
 		return 19;
-	sfs_target_rocksdb.reader_close(r);
+	sfs_target_rocksdb.rd.reader_close(r);
 	sfs_seg_detach(&s);
 	return 0;
 }
@@ -332,8 +332,8 @@ static void expect(struct sfs_target_reader *r, uint32_t sid, const char *k, int
 	struct sfs_probe_result res;
 	int64_t v;
 
-	cr_assert_eq(sfs_target_rocksdb.catch_up(r), 0, "%s", sfs_last_error());
-	cr_assert_eq(sfs_target_rocksdb.probe(r, &p, 1, &res), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.rd.catch_up(r), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.rd.probe(r, &p, 1, &res), 0, "%s", sfs_last_error());
 	cr_assert(res.found && res.len == 8, "%s found", k);
 	memcpy(&v, res.value, 8);
 	cr_assert_eq(v, want, "%s = %lld, expected %lld", k, (long long)v, (long long)want);
@@ -360,7 +360,7 @@ static void counters_once(void)
 	cr_assert_eq(sfs_state_register_merge(c, "mx", SFS_MERGE_MAX, &smx), 0);
 	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
 	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
-	cr_assert_eq(sfs_target_rocksdb.reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &r), 0);
 
 	/* sorted as the flush gives them: state c, then mx */
 	merge_view(&v[0], &m[0], sc, "x", 5);
@@ -404,7 +404,7 @@ static void counters_once(void)
 	expect(r, sc, "x", 13, 3);
 	expect(r, smx, "z", 11, 4);
 
-	sfs_target_rocksdb.reader_close(r);
+	sfs_target_rocksdb.rd.reader_close(r);
 	sfs_target_rocksdb.close(w);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
@@ -494,7 +494,7 @@ static void shape(int universal)
 	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
 	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
 	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
-	cr_assert_eq(sfs_target_rocksdb.reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &r), 0);
 	for (uint64_t seq = 1; seq <= 12; seq++) {
 		merge_view(&v[0], &m[0], sc, "a", 1);
 		merge_view(&v[1], &m[1], sc, "z", 2);
@@ -525,7 +525,7 @@ static void shape(int universal)
 	}
 	expect(r, sc, "a", 18, 18);
 	expect(r, sc, "z", 36, 18);
-	sfs_target_rocksdb.reader_close(r);
+	sfs_target_rocksdb.rd.reader_close(r);
 	sfs_target_rocksdb.close(w);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);

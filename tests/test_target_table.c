@@ -170,7 +170,7 @@ static int probe_str(struct sfs_target_reader *r, uint32_t sid, uint64_t ns, con
 	struct sfs_probe p = { .ns = ns, .key = kb, .klen = vkey(kb, sid, k) };
 	struct sfs_probe_result res;
 
-	if (T->probe(r, &p, 1, &res))
+	if (T->rd.probe(r, &p, 1, &res))
 		return 0;
 	if (!want)
 		return !res.found;
@@ -184,7 +184,7 @@ static int probe_i64(struct sfs_target_reader *r, uint32_t sid, uint64_t ns, con
 	unsigned char kb[64];
 	struct sfs_probe p = { .ns = ns, .key = kb, .klen = vkey(kb, sid, k) };
 	struct sfs_probe_result res;
-	int rc = T->probe(r, &p, 1, &res);
+	int rc = T->rd.probe(r, &p, 1, &res);
 
 	if (rc)
 		return rc;
@@ -206,7 +206,7 @@ static int map_is(struct sfs_target_reader *r, uint32_t sid, uint64_t ns, const 
 	struct cat c = { .n = 0 };
 
 	c.s[0] = '\0';
-	if (T->map_iter(r, &p, list ? cat_vals : cat_fn, &c))
+	if (T->rd.map_iter(r, &p, list ? cat_vals : cat_fn, &c))
 		return 0;
 	return strcmp(c.s, want) == 0;
 }
@@ -381,9 +381,9 @@ static int reader_checks(void *arg)
 	uint64_t tag = 0;
 
 	(void)arg;
-	if (sfs_seg_attach(job, 0, &s) || T->reader_open(&s, 0, &r))
+	if (sfs_seg_attach(job, 0, &s) || T->rd.reader_open(&s, 0, &r))
 		return 10;
-	if (T->catch_up(r))
+	if (T->rd.catch_up(r))
 		return 11;
 	if (!probe_str(r, s_v, 0, "a", "A0") || !probe_str(r, s_v, 7, "a", "A7"))
 		return 12;
@@ -406,11 +406,11 @@ static int reader_checks(void *arg)
 	if (!map_is(r, s_l, 0, "k", "x;y;z;", 1) || !map_is(r, s_l, 0, "k2", "q;", 1))
 		return 21;
 	p = (struct sfs_probe){ .ns = 5, .key = kb, .klen = pkey(kb, s_m, "k") };
-	if (T->map_get(r, &p, "a", 1, &res) != 1 || res.len != 2 || memcmp(res.value, "51", 2) != 0)
+	if (T->rd.map_get(r, &p, "a", 1, &res) != 1 || res.len != 2 || memcmp(res.value, "51", 2) != 0)
 		return 22;
-	if (T->map_get(r, &p, "b", 1, &res) != 0)
+	if (T->rd.map_get(r, &p, "b", 1, &res) != 0)
 		return 23;
-	T->reader_close(r);
+	T->rd.reader_close(r);
 	sfs_seg_detach(&s);
 	return 0;
 }
@@ -612,7 +612,7 @@ static void expect(struct sfs_target_reader *r, uint32_t sid, const char *k, int
 	uint64_t got_tag = 0;
 	int rc;
 
-	cr_assert_eq(T->catch_up(r), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
 	rc = probe_i64(r, sid, 0, k, &v, &got_tag);
 	cr_assert_eq(rc, 1, "%s: probe %d (%s)", k, rc, rc < 0 ? sfs_last_error() : "absent");
 	cr_assert_eq(v, want, "%s = %lld, expected %lld", k, (long long)v, (long long)want);
@@ -641,7 +641,7 @@ static void counters_once(void)
 	cr_assert_eq(sfs_state_register_merge(c, "mn", SFS_MERGE_MIN, &smn), 0);
 	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
 	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
-	cr_assert_eq(T->reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
 
 	/* sorted as the flush gives them: state c, then mx, then mn */
 	merge_view(&v[0], &m[0], sc, "x", 5);
@@ -695,7 +695,7 @@ static void counters_once(void)
 	expect(r, sc, "x", 13 + (4 + 11) * 8 / 2, 11);
 	expect(r, sc, "y", 1, 11);
 
-	T->reader_close(r);
+	T->rd.reader_close(r);
 	writer_close(w);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
@@ -738,7 +738,7 @@ Test(tblt, a_redone_older_seq_does_not_move_the_tag_back)
 	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
 	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
 	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
-	cr_assert_eq(T->reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
 	merge_view(&v[0], &m[0], sc, "x", 5);
 	flush_seq(w, v, 1, 1);
 	merge_view(&v[0], &m[0], sc, "x", 7);
@@ -746,12 +746,12 @@ Test(tblt, a_redone_older_seq_does_not_move_the_tag_back)
 	expect(r, sc, "x", 12, 2);
 	merge_view(&v[0], &m[0], sc, "x", 5);
 	flush_seq(w, v, 1, 1);
-	cr_assert_eq(T->catch_up(r), 0);
+	cr_assert_eq(T->rd.catch_up(r), 0);
 	got = probe_i64(r, sc, 0, "x", &x, &tag);
 	applied = sfs_load_acquire(&pub_of(&seg, 0)->tp_applied);
 	/* closed before the verdict: a failed assert must not leave the
 	 * writer's thread running into the fixture's teardown */
-	T->reader_close(r);
+	T->rd.reader_close(r);
 	writer_close(w);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
@@ -796,10 +796,10 @@ static void expect_map(uint32_t sid, const char *want)
 {
 	struct sfs_target_reader *r;
 
-	cr_assert_eq(T->reader_open(&seg, 0, &r), 0);
-	cr_assert_eq(T->catch_up(r), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
 	cr_assert(map_is(r, sid, 0, "k", want, 0), "map k should read %s", want);
-	T->reader_close(r);
+	T->rd.reader_close(r);
 }
 
 #define EXPECT_STEP(s, r_, u_, what)                                                          \
@@ -1281,7 +1281,7 @@ Test(tblt, a_reader_never_fails_while_the_writer_commits_a_large_table)
 	cr_assert_eq(sfs_state_register(c, "small", SFS_STATE_COUNTER, &small), 0);
 	cr_assert_eq(sfs_state_register(c, "big", SFS_STATE_VALUE, &big), 0);
 	cr_assert_lt(small, big, "the small table is committed first");
-	cr_assert_eq(T->reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
 	fl = spawn_flusher(NULL);
 	for (int round = 0; round < 12; round++) {
 		uint64_t deadline;
@@ -1306,7 +1306,7 @@ Test(tblt, a_reader_never_fails_while_the_writer_commits_a_large_table)
 			int rc;
 
 			sfs_ctx_quiescent(c);
-			rc = T->catch_up(r);
+			rc = T->rd.catch_up(r);
 			if (!rc)
 				rc = probe_i64(r, small, 0, "s", &n, NULL);
 			reads++;
@@ -1319,7 +1319,7 @@ Test(tblt, a_reader_never_fails_while_the_writer_commits_a_large_table)
 		cr_assert(flushed, "barrier %llu flushed", (unsigned long long)b);
 	}
 	stop_flusher(fl);
-	T->reader_close(r);
+	T->rd.reader_close(r);
 	sfs_worker_close(c);
 	cr_assert_eq(failed, 0, "%llu of %llu reads failed, the first: %s",
 		     (unsigned long long)failed, (unsigned long long)reads, fail_msg);
@@ -1424,7 +1424,7 @@ static void model_check(struct sfs_target_reader *r, const struct model *m, char
 	int rc;
 
 	why[0] = '\0';
-	if ((rc = T->catch_up(r))) {
+	if ((rc = T->rd.catch_up(r))) {
 		snprintf(why, wn, "catch_up %d: %s", rc, sfs_last_error());
 		return;
 	}
@@ -1447,7 +1447,7 @@ static void model_check(struct sfs_target_reader *r, const struct model *m, char
 			}
 		}
 	}
-	if ((rc = T->probe(r, p, n, res))) {
+	if ((rc = T->rd.probe(r, p, n, res))) {
 		snprintf(why, wn, "probe %d: %s", rc, sfs_last_error());
 		return;
 	}
@@ -1499,7 +1499,7 @@ static void model_check(struct sfs_target_reader *r, const struct model *m, char
 							       (int)m->m[s][k][u].len, m->m[s][k][u].b);
 			snprintf(key, sizeof(key), "m%u", k);
 			pp = (struct sfs_probe){ .ns = m_ns[s], .key = pk, .klen = pkey(pk, r_map, key) };
-			if ((rc = T->map_iter(r, &pp, cat_fn, &got))) {
+			if ((rc = T->rd.map_iter(r, &pp, cat_fn, &got))) {
 				snprintf(why, wn, "map_iter %d: %s", rc, sfs_last_error());
 				return;
 			}
@@ -1514,7 +1514,7 @@ static void model_check(struct sfs_target_reader *r, const struct model *m, char
 				char uk[8];
 
 				snprintf(uk, sizeof(uk), "u%u", u);
-				rc = T->map_get(r, &pp, uk, (uint32_t)strlen(uk), &g);
+				rc = T->rd.map_get(r, &pp, uk, (uint32_t)strlen(uk), &g);
 				if (rc < 0 || rc != e->has ||
 				    (e->has && (g.len != e->len || memcmp(g.value, e->b, e->len)))) {
 					snprintf(why, wn, "map_get m%u/u%u in ns %u: %d, expected %d", k,
@@ -1595,7 +1595,7 @@ static void model_run(const char *knob)
 	cr_assert_eq(sfs_state_register_merge(c, "max", SFS_MERGE_MAX, &r_max), 0);
 	cr_assert_eq(sfs_state_register(c, "map", SFS_STATE_MAP, &r_map), 0);
 	flusher_start();
-	cr_assert_eq(T->reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
 	for (unsigned i = 1; i <= ops; i++) {
 		model_op(c, &m, &seed);
 		if (i % every)
@@ -1643,7 +1643,7 @@ static void model_run(const char *knob)
 	cr_assert(!why[0], "seed %llu, %s off, at the end: %s", (unsigned long long)seed0,
 		  knob ? knob : "nothing", why);
 	cr_assert_eq(relaxed(&pub->tp_errors), 0);
-	T->reader_close(r);
+	T->rd.reader_close(r);
 	flusher_stop();
 	sfs_worker_close(c);
 }
@@ -1811,19 +1811,19 @@ Test(tblt, a_flipped_page_byte_in_a_data_file_fails_the_read_naming_the_file)
 		return;
 	}
 	writer_close(w);
-	cr_assert_eq(T->reader_open(&seg, 0, &r), 0);
-	cr_assert_eq(T->catch_up(r), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
 	for (int k = 0; k < 300; k++) {
 		char key[16];
 
 		snprintf(key, sizeof(key), "key%d", k);
 		p[k] = (struct sfs_probe){ .ns = 0, .key = kb[k], .klen = vkey(kb[k], sid, key) };
 	}
-	rc = T->probe(r, p, 300, res);
+	rc = T->rd.probe(r, p, 300, res);
 	cr_assert_lt(rc, 0, "a probe over a corrupt page answered");
 	cr_assert_not_null(strstr(sfs_last_error(), name), "the error names %s: %s", name,
 			   sfs_last_error());
-	T->reader_close(r);
+	T->rd.reader_close(r);
 }
 
 Test(tblt, a_corrupt_snapshot_file_fails_the_open_naming_it)
@@ -1872,8 +1872,8 @@ static void store_image(struct sfs_seg *s, char *out, size_t n)
 	struct sfs_target_reader *r;
 	size_t l = 0;
 
-	cr_assert_eq(T->reader_open(s, 0, &r), 0);
-	cr_assert_eq(T->catch_up(r), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(s, 0, &r), 0);
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
 	for (int k = 0; k < 60; k++) {
 		unsigned char kb[32];
 		char key[16];
@@ -1882,11 +1882,11 @@ static void store_image(struct sfs_seg *s, char *out, size_t n)
 
 		snprintf(key, sizeof(key), "k%d", k);
 		p[0] = (struct sfs_probe){ .ns = 0, .key = kb, .klen = vkey(kb, q_v, key) };
-		cr_assert_eq(T->probe(r, p, 1, res), 0, "%s", sfs_last_error());
+		cr_assert_eq(T->rd.probe(r, p, 1, res), 0, "%s", sfs_last_error());
 		l += (size_t)snprintf(out + l, n - l, "v%s=%.*s;", key, res[0].found ? (int)res[0].len : 1,
 				      res[0].found ? (const char *)res[0].value : "-");
 		p[1] = (struct sfs_probe){ .ns = 0, .key = kb, .klen = vkey(kb, q_c, key) };
-		cr_assert_eq(T->probe(r, &p[1], 1, &res[1]), 0, "%s", sfs_last_error());
+		cr_assert_eq(T->rd.probe(r, &p[1], 1, &res[1]), 0, "%s", sfs_last_error());
 		if (res[1].found)
 			l += (size_t)snprintf(out + l, n - l, "c%s=%lld;", key,
 					      (long long)*(const int64_t *)res[1].value);
@@ -1900,13 +1900,13 @@ static void store_image(struct sfs_seg *s, char *out, size_t n)
 		cm.s[0] = cl.s[0] = '\0';
 		snprintf(key, sizeof(key), "m%d", k);
 		pp = (struct sfs_probe){ .ns = 0, .key = pk, .klen = pkey(pk, q_m, key) };
-		cr_assert_eq(T->map_iter(r, &pp, cat_fn, &cm), 0);
+		cr_assert_eq(T->rd.map_iter(r, &pp, cat_fn, &cm), 0);
 		pp = (struct sfs_probe){ .ns = 0, .key = pk, .klen = pkey(pk, q_l, key) };
-		cr_assert_eq(T->map_iter(r, &pp, cat_vals, &cl), 0);
+		cr_assert_eq(T->rd.map_iter(r, &pp, cat_vals, &cl), 0);
 		l += (size_t)snprintf(out + l, n - l, "m%s{%s}l{%s}", key, cm.s, cl.s);
 	}
 	cr_assert_lt(l, n - 1, "the image fits");
-	T->reader_close(r);
+	T->rd.reader_close(r);
 }
 
 static int exists(const char *path)
@@ -2010,15 +2010,15 @@ Test(tblt, a_snapshot_restored_into_a_new_segment_reads_the_same_and_keeps_count
 	cr_assert_str_eq(after, before);
 
 	/* the restored tables take commits: a counter keeps counting */
-	cr_assert_eq(T->reader_open(&seg2, 0, &r), 0);
+	cr_assert_eq(T->rd.reader_open(&seg2, 0, &r), 0);
 	cr_assert_eq(probe_i64(r, q_c, 0, "k7", &k7, NULL), 1);
 	merge_view(&v[0], &mv[0], q_c, "k7", 1000);
 	cr_assert_eq(T->apply(w, v, 1, 1), 0, "%s", sfs_last_error());
 	commit(w, 1);
-	cr_assert_eq(T->catch_up(r), 0);
+	cr_assert_eq(T->rd.catch_up(r), 0);
 	cr_assert_eq(probe_i64(r, q_c, 0, "k7", &n, &tag), 1);
 	cr_assert_eq(n, k7 + 1000, "k7 = %lld, expected %lld", (long long)n, (long long)k7 + 1000);
-	T->reader_close(r);
+	T->rd.reader_close(r);
 	writer_close(w);
 
 	/* and a worker of the new group reads them too */

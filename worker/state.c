@@ -35,8 +35,8 @@
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
-#include "store/target.h"
 #include "worker/state.h"
+#include "worker/target_read.h"
 #include "worker/wbuf.h"
 
 #define MB (1024ull * 1024)
@@ -418,7 +418,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 			goto fail_slot;
 		}
 	}
-	c->tops = sfs_target_of(&c->seg);
+	c->tops = sfs_target_read_of(&c->seg);
 	if (!c->tops) {
 		rc = sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", c->seg.path,
 			      c->seg.hdr->sh_backend);

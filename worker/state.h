@@ -10,7 +10,7 @@
 #include "sfs.h"
 #include "shm/proc.h"
 #include "shm/ring.h"
-#include "store/target.h"
+#include "worker/target_read.h"
 #include "worker/vcache.h"
 #include "worker/wbuf.h"
 #include "worker/wctl.h"
@@ -35,7 +35,7 @@ struct sfs_ctx {
 	struct sfs_wctl *ctl;
 	struct sfs_ring *ring;
 	struct sfs_wbuf *buf[SFS_WCTL_MAX_BUFS];
-	const struct sfs_target_ops *tops;  /* the flush target below the buffers */
+	const struct sfs_target_read_ops *tops;  /* the flush target below the buffers */
 	struct sfs_target_reader *tr;
 	uint32_t order[SFS_WCTL_MAX_BUFS];  /* read order: active, then sealed newest first */
 	uint32_t norder;
