@@ -213,6 +213,7 @@ static void read_env_locked(void)
 	e = getenv("SFS_FAULT");
 	if (e && *e && arm_locked("SFS_FAULT", e)) {
 		fprintf(stderr, "sfs[%d]: %s\n", (int)getpid(), sfs_last_error());
+		fflush(stderr);
 		abort();
 	}
 	__atomic_store_n(&env_read, 1, __ATOMIC_RELEASE);
@@ -233,6 +234,7 @@ int sfs__fault_hit(const char *point)
 	if (!known(point)) {
 		fprintf(stderr, "sfs[%d]: fault point '%s' is not listed in common/fault.h\n",
 			(int)getpid(), point);
+		fflush(stderr);
 		abort();
 	}
 	fn = __atomic_load_n(&hook_fn, __ATOMIC_ACQUIRE);
