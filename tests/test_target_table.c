@@ -10,8 +10,9 @@
  * changed entry of a 3-entry map writes 1 row, a reverted change none, a
  * clear tombstones only what it removes), and the whole-map ablation's;
  * a flusher killed at every injected crash point (barrier data file, data
- * commit, round file, round commit, shaping-merge file and commit), then
- * a healthy one: nothing lost, nothing doubled, no orphan file left; a
+ * commit, round file, round commit, shaping-merge file and commit, and
+ * the compactor's flush cycle: before an apply, before the commit, before
+ * the publication), then a healthy one: nothing lost, nothing doubled, no orphan file left; a
  * randomized model of value, counter and map operations checked after
  * every flush, with each design point switched off in turn; the writer's
  * background thread publishing beside the barrier commits (a counter
@@ -20,9 +21,9 @@
  * of a new segment reads the same and keeps counting.
  *
  * Forked children report through their exit code only, are waited for
- * with a timeout and reaped (helpers.h).  Knobs (SFS_TABLE_*) and crash
- * points are read when a writer opens, so each test sets them first (a
- * test is its own process).
+ * with a timeout and reaped (helpers.h).  Knobs (SFS_TABLE_*) are read
+ * when a writer opens, so each test sets them first (a test is its own
+ * process); a flusher child arms its crash point (common/fault.h).
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -1050,6 +1051,17 @@ Test(tblt, a_flusher_dying_at_each_barrier_step_loses_and_doubles_nothing)
 					      "table.roundfile:1", "table.round:1" };
 
 	each_point(points, 4);
+}
+
+/* The compactor's flush cycle (compactor/flush.c) around the same target:
+ * killed before an apply, with everything applied but not committed, and
+ * committed but not published. */
+Test(tblt, a_compactor_dying_at_each_flush_cycle_step_loses_and_doubles_nothing)
+{
+	static const char *const points[] = { "flush.apply:1", "flush.commit:1",
+					      "flush.publish:1" };
+
+	each_point(points, 3);
 }
 
 /*
