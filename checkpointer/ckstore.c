@@ -36,6 +36,7 @@
 #include "store/target.h"	/* SFS_STAGE_SHARED: the stage directory's layout */
 #include "common/crc32c.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fs.h"
 #include "common/hash.h"
 #include "common/log.h"
@@ -48,20 +49,6 @@
 #define CK_IO_BUF (1u << 20)
 
 typedef unsigned long long ull;
-
-void (*ck__crash_hook)(const char *point);
-
-/* A named point where tests (ck__crash_hook) or an e2e script
- * (SFS_CK_CRASH=<point>) kill the writer. */
-static void crash_point(const char *point)
-{
-	const char *env = getenv("SFS_CK_CRASH");
-
-	if (ck__crash_hook)
-		ck__crash_hook(point);
-	if (env && !strcmp(env, point))
-		raise(SIGKILL);
-}
 
 /* ---- crc32c -------------------------------------------------------------------- */
 
@@ -869,7 +856,7 @@ static int drop_kept(struct ck_store *s, uint32_t k)
 		sfs_log("retention: cannot remove %s (%s); chk-%llu stays", p, strerror(errno), (ull)kp.k_id);
 		return -1;
 	}
-	crash_point("retention");
+	sfs_fault("ck.retention");
 	rm_tree(dir);
 	for (uint32_t i = 0; i < kp.k_n; i++) {
 		struct ck_sf *sf = kp.k_sf[i];
@@ -1383,12 +1370,12 @@ static int write_meta(struct ck_txn *t, const struct ck_meta *w)
 	free(buf);
 	if (rc)
 		return rc;
-	crash_point("meta-tmp");
+	sfs_fault("ck.commit.meta-tmp");
 	if (rename(tmp, file))
 		return sfs__err(sfs__errno(), "rename %s: %s", tmp, strerror(errno));
 	if ((rc = fsync_path(t->t_dir)) || (rc = fsync_path(t->t_s->st_root)))
 		return rc;
-	crash_point("renamed");
+	sfs_fault("ck.commit.renamed");
 	return 0;
 }
 
@@ -1425,7 +1412,7 @@ int ck_txn_commit(struct ck_txn *t, const struct ck_meta *m, struct ck_txn_stats
 		goto fail;
 	if ((rc = fsync_path(t->t_dir)))
 		goto fail;
-	crash_point("linked");
+	sfs_fault("ck.commit.linked");
 	if ((rc = write_meta(t, &w)))
 		goto fail;
 

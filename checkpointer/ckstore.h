@@ -207,13 +207,12 @@ uint32_t ck_crc32c(uint32_t crc, const void *p, size_t n);
 
 /* ---- internal: tests --------------------------------------------------------------- */
 
-/* Called at each named point of a commit ("linked": new files durable,
- * before _metadata; "meta-tmp": _metadata.tmp durable, before the rename;
- * "renamed": the checkpoint exists, before retention; "retention": an old
- * checkpoint's _metadata removed, before its files).  A test sets it in a
- * forked child to die there; SFS_CK_CRASH=<point> does the same with
- * SIGKILL for end-to-end scripts. */
-extern void (*ck__crash_hook)(const char *point);
+/* A commit passes kill points (common/fault.h) at each of its steps:
+ * ck.commit.linked (new files durable, before _metadata), ck.commit.meta-tmp
+ * (_metadata.tmp durable, before the rename), ck.commit.renamed (the
+ * checkpoint exists, before retention), ck.retention (an old checkpoint's
+ * _metadata removed, before its files).  A test arms one in a forked child
+ * (sfs_fault_arm), an end-to-end script with SFS_FAULT. */
 
 /* The table implementation, to test the SSE4.2 one against. */
 uint32_t ck__crc32c_table(uint32_t crc, const void *p, size_t n);

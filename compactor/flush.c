@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/keygroup.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/merge.h"
 #include "compactor/flush.h"
@@ -319,7 +320,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 			rc = sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos + k], &fw->views[k]);
 			k++;
 		}
-		if (rc == 0)
+		if (rc == 0 && !(rc = sfs_fault("flush.apply")))
 			rc = f->ops->apply(fw->tw, fw->views, k, seq);
 		if (rc == SFS_EFULL) {
 			/* The store cannot hold the state (memory: --store-mb):
@@ -341,11 +342,12 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	}
 	if (fw->pos < fw->n)
 		return (int)done;
-	if (f->ops->commit(fw->tw, seq))
+	if (sfs_fault("flush.commit") || f->ops->commit(fw->tw, seq))
 		return (int)done;
 	if (d->wb_at_barrier && (src = snapshot_barrier(f, fw, d->wb_barrier, seq)))
 		return src == SFS_EFULL ? src : (int)done;	/* full: as an apply's */
 	fw->failing = 0;
+	sfs_fault("flush.publish");
 	d->wb_flushed_ns = sfs_now_ns();
 	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
 	sfs_store_relaxed(&ctl->wc_flush_entries, ctl->wc_flush_entries + fw->n);

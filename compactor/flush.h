@@ -67,10 +67,9 @@
  *  take an atomic sequence; RocksDB instances share only RocksDB's default
  *  Env (thread-safe; its background pools were shared across instances
  *  before), each has its own block cache, rate limiter and LOG; the
- *  memory target's stores are per worker.  Not made safe: the targets'
- *  test-only fault points (SFS_TABLE_CRASH_AT, SFS_RDBT_CRASH_AT) parse
- *  their variable lazily without a lock, as they did beside the table's
- *  background threads.
+ *  memory target's stores are per worker; the fault points
+ *  (common/fault.h) read SFS_FAULT once under a lock and count hits
+ *  atomically.
  * Only the main thread waits for the slowest thread's round (a long
  * commit): the other threads keep flushing their workers meanwhile.
  * Cost: one mutex and condition-variable round trip per main step, i.e.

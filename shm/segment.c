@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/procinfo.h"
 #include "shm/segment.h"
@@ -201,11 +202,15 @@ int sfs_seg_create(const char *job, int node, size_t size, uint64_t generation,
 		return rc;
 	size = round_up(size, page);
 
+	if ((rc = sfs_fault("seg.create.open")))
+		return sfs__err(rc, "segment %s: create: %s", s.path, strerror(-rc));
 	s.fd = open(s.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (s.fd < 0)
 		return sfs__err(sfs__errno(), "segment %s: create: %s", s.path, strerror(errno));
 	/* The mode must be 0600 whatever the umask. */
-	if (fchmod(s.fd, 0600) != 0 || ftruncate(s.fd, (off_t)size) != 0) {
+	if ((rc = sfs_fault("seg.create.size")))
+		errno = -rc;
+	if (rc || fchmod(s.fd, 0600) != 0 || ftruncate(s.fd, (off_t)size) != 0) {
 		rc = sfs__err(sfs__errno(), "segment %s: size %zu: %s", s.path, size, strerror(errno));
 		goto fail;
 	}

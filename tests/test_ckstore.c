@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "checkpointer/ckstore.h"
+#include "common/fault.h"
 #include "common/hash.h"
 #include "sfs.h"
 #include "tests/helpers.h"
@@ -741,21 +742,15 @@ Test(ckstore, tmp_metadata_is_not_a_checkpoint_and_is_collected)
 	check_store(3);
 }
 
-static const char *crash_at;
-
-static void crash_hook(const char *point)
-{
-	if (!strcmp(point, crash_at))
-		raise(SIGKILL);
-}
-
-/* A writer that dies at crash_at while committing chk-3 (retain 2). */
+/* A writer that dies at point @arg while committing chk-3 (retain 2). */
 static int crash_child(void *arg)
 {
 	struct ck_store *s;
+	char rule[64];
 
-	crash_at = arg;
-	ck__crash_hook = crash_hook;
+	snprintf(rule, sizeof(rule), "%s:1", (const char *)arg);
+	if (sfs_fault_arm(rule))
+		return 12;
 	if (ck_store_open(root, job, 2, UINT64_MAX, &s))
 		return 10;
 	if (commit(s, 3, 1, NULL))
@@ -809,22 +804,22 @@ static void crash_at_point(const char *point, uint64_t want_latest)
 
 Test(ckstore, crash_after_linking)
 {
-	crash_at_point("linked", 2);
+	crash_at_point("ck.commit.linked", 2);
 }
 
 Test(ckstore, crash_between_metadata_write_and_rename)
 {
-	crash_at_point("meta-tmp", 2);
+	crash_at_point("ck.commit.meta-tmp", 2);
 }
 
 Test(ckstore, crash_after_rename_before_retention)
 {
-	crash_at_point("renamed", 3);
+	crash_at_point("ck.commit.renamed", 3);
 }
 
 Test(ckstore, crash_during_retention)
 {
-	crash_at_point("retention", 3);
+	crash_at_point("ck.retention", 3);
 }
 
 /* ---- savepoints and the commands --------------------------------------------------- */

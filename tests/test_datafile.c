@@ -19,6 +19,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 
+#include "common/fault.h"
 #include "store/table/layout/datafile.h"
 #include "store/table/layout/sync.h"
 #include "sfs.h"
@@ -39,7 +40,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	sfs__df_fault = NULL;
+	sfs_fault_reset();
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -800,16 +801,6 @@ Test(datafile, writer_refuses_bad_rows)
 	cr_assert_neq(access(path, F_OK), 0);
 }
 
-static const char *fault_point;
-static int fault_after, fault_calls;
-
-static int fault(const char *point)
-{
-	if (strcmp(point, fault_point))
-		return 0;
-	return fault_calls++ == fault_after ? EIO : 0;
-}
-
 /* A failing write, fsync or rename: an error naming the file, and
  * neither the temporary nor the final file left. */
 Test(datafile, writer_faults_leave_nothing)
@@ -820,19 +811,19 @@ Test(datafile, writer_faults_leave_nothing)
 	int after[] = { 0, 0, 3, -1, 0, 0 };
 	struct ref r = make_ref(17, 3000, 5000);
 	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
+	char rule[80], pt[48];
+	int writes;
 
 	{
 		char path[128];
 
 		snprintf(path, sizeof(path), "%s/count.df", dir);
-		fault_point = "write";
-		fault_after = -1;
-		fault_calls = 0;
-		sfs__df_fault = fault;
+		cr_assert_eq(sfs_fault_arm("layout.df.write:0"), 0, "%s", sfs_last_error());
 		write_ref(path, &r, &o);
-		sfs__df_fault = NULL;
-		cr_assert_gt(fault_calls, 4, "%d writes", fault_calls);
-		after[3] = fault_calls - 1;
+		writes = (int)sfs_fault_hits("layout.df.write");
+		sfs_fault_reset();
+		cr_assert_gt(writes, 4, "%d writes", writes);
+		after[3] = writes - 1;
 	}
 
 	for (size_t f = 0; f < sizeof(points) / sizeof(points[0]); f++) {
@@ -841,10 +832,9 @@ Test(datafile, writer_faults_leave_nothing)
 		int rc = 0;
 
 		snprintf(path, sizeof(path), "%s/fault%zu.df", dir, f);
-		fault_point = points[f];
-		fault_after = after[f];
-		fault_calls = 0;
-		sfs__df_fault = fault;
+		snprintf(pt, sizeof(pt), "layout.df.%s", points[f]);
+		snprintf(rule, sizeof(rule), "%s:%d:fail=EIO", pt, after[f] + 1);
+		cr_assert_eq(sfs_fault_arm(rule), 0, "%s", sfs_last_error());
 		rc = sfs_df_writer_open(path, &o, &w);
 		for (size_t i = 0; !rc && i < r.n; i++)
 			rc = sfs_df_writer_add(w, r.rows[i].key, r.rows[i].klen, r.rows[i].kind, r.rows[i].val,
@@ -854,7 +844,9 @@ Test(datafile, writer_faults_leave_nothing)
 
 			rc = rc ? rc : rc2;
 		}
-		sfs__df_fault = NULL;
+		cr_assert_eq(sfs_fault_hits(pt), (uint64_t)after[f] + 1,
+			     "%s: the point was not reached", rule);
+		sfs_fault_reset();
 		cr_assert_eq(rc, -EIO, "%s #%d: rc %d", points[f], after[f], rc);
 		cr_assert(strstr(sfs_last_error(), path), "%s", sfs_last_error());
 		cr_assert(no_tmp(path), "%s left its temp file", points[f]);
@@ -1125,14 +1117,6 @@ Test(datafile, resealed_mutations_never_crash)
 	free_ref(&r);
 }
 
-static int fsync_points;
-
-static int count_fsync(const char *point)
-{
-	fsync_points += strcmp(point, "fsync") == 0;
-	return 0;
-}
-
 /* With sfs_layout_sync(0) (the table target's setting) the writer reaches
  * no fsync point, and the file reads back whole. */
 Test(datafile, writer_without_sync)
@@ -1141,17 +1125,20 @@ Test(datafile, writer_without_sync)
 	struct sfs_df_write_opts o = { .codec = SFS_DF_LZ4, .page_bytes = 1024 };
 	char path[128];
 
-	sfs__df_fault = count_fsync;
 	for (int sync = 1; sync >= 0; sync--) {
+		uint64_t fsyncs;
+
 		snprintf(path, sizeof(path), "%s/sync%d.df", dir, sync);
 		sfs_layout_set_sync(sync);
-		fsync_points = 0;
+		cr_assert_eq(sfs_fault_arm("layout.df.fsync:0"), 0, "%s", sfs_last_error());
 		write_ref(path, &r, &o);
-		cr_assert_eq(fsync_points, sync, "sync %d: %d fsync points", sync, fsync_points);
+		fsyncs = sfs_fault_hits("layout.df.fsync");
+		sfs_fault_reset();
+		cr_assert_eq(fsyncs, (uint64_t)sync, "sync %d: %llu fsync points", sync,
+			     (unsigned long long)fsyncs);
 		cr_assert_eq(read_all(path, &r), 0, "%s", sfs_last_error());
 	}
 	sfs_layout_set_sync(1);
-	sfs__df_fault = NULL;
 	free_ref(&r);
 }
 

@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include "common/err.h"
+#include "common/fault.h"
 #include "shm/proc.h"
 #include "store/memory/memdump.h"
 #include "store/memory/memory.h"
@@ -345,25 +346,22 @@ Test(mstore, randomized_flushes_match_a_reference_and_redo_changes_nothing)
 
 /* ---- kill -9 at every step ------------------------------------------------------ */
 
-static int kill_at, steps;
-
-static void die_at_step(const char *step)
-{
-	(void)step;
-	if (++steps == kill_at)
-		raise(SIGKILL);
-}
+static int kill_at;
 
 static struct batch pre[6], last;
 
+/* The flush under test, killed at the kill_at-th step of any kind. */
 static int child_flush(void *arg)
 {
 	struct sfs_mstore_writer w;
+	char rule[32];
 
 	(void)arg;
 	if (sfs_mstore_open(&seg, 0, 4u << 20, slot, &w))
 		return 2;
-	sfs__mstore_fault = die_at_step;
+	snprintf(rule, sizeof(rule), "memory.*:%d", kill_at);
+	if (sfs_fault_arm(rule))
+		return 4;
 	return apply(&w, &last) ? 3 : 0;
 }
 
@@ -411,7 +409,6 @@ Test(mstore, writer_killed_at_every_step_loses_and_doubles_nothing, .timeout = 3
 		check(w.ms, &r0, "before");
 		sfs_mstore_close(&w);
 
-		steps = 0;
 		status = th_wait(th_fork(child_flush, NULL), 20000);
 		if (WIFEXITED(status)) {
 			cr_assert_eq(th_exit_code(status), 0, "the flush failed without a kill");

@@ -14,6 +14,7 @@
 
 #include "common/err.h"
 #include "shm/layout.h"
+#include "common/fault.h"
 #include "shm/segment.h"
 #include "tests/helpers.h"
 
@@ -57,6 +58,32 @@ Test(segment, create_attach_destroy)
 	cr_assert_eq(sfs_seg_destroy(job, 0), 0);
 	cr_assert_eq(sfs_seg_attach(job, 0, &b), -ENOENT);
 	cr_assert(strstr(sfs_last_error(), "not running") || strstr(sfs_last_error(), "open"));
+}
+
+/* A create that fails (an injected ENOSPC before the file is made, and
+ * after it is made but before it is sized) says which segment and why,
+ * and leaves no file behind: the next create of the job succeeds. */
+Test(segment, a_failed_create_is_named_and_leaves_no_file)
+{
+	static const char *const points[] = { "seg.create.open", "seg.create.size" };
+	struct sfs_seg a;
+	char job[64], path[256], rule[64];
+
+	th_job(job, sizeof(job), "segf");
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(rule, sizeof(rule), "%s:1:fail=ENOSPC", points[i]);
+		cr_assert_eq(sfs_fault_arm(rule), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &a), -ENOSPC, "%s", points[i]);
+		cr_assert_eq(sfs_fault_hits(points[i]), 1, "%s not reached", points[i]);
+		sfs_fault_reset();
+		cr_assert(strstr(sfs_last_error(), job) && strstr(sfs_last_error(), strerror(ENOSPC)),
+			  "%s: %s", points[i], sfs_last_error());
+		cr_assert_eq(sfs_seg_path(job, 0, path, sizeof(path)), 0);
+		cr_assert_neq(access(path, F_OK), 0, "%s left %s", points[i], path);
+	}
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &a), 0, "%s", sfs_last_error());
+	sfs_seg_detach(&a);
+	cr_assert_eq(sfs_seg_destroy(job, 0), 0);
 }
 
 Test(segment, bad_job_names)

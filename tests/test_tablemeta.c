@@ -20,6 +20,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 
+#include "common/fault.h"
 #include "store/table/layout/dvec.h"
 #include "store/table/layout/manifest.h"
 #include "store/table/layout/sync.h"
@@ -41,6 +42,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	sfs_fault_reset();
 	nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -578,13 +580,6 @@ Test(tablemeta, latest_hint_is_only_a_hint)
 
 /* ---- injected I/O faults ----------------------------------------------------------------- */
 
-static int fail_at, io_calls;
-
-static int fail_nth(const char *point)
-{
-	return ++io_calls == fail_at ? EIO : 0;
-}
-
 static int dir_entries(const char *tmp_only)
 {
 	char cmd[160];
@@ -605,18 +600,20 @@ Test(tablemeta, commit_faults_leave_nothing)
 {
 	struct sfs_mf_entry e = mk(SFS_MF_ADD, 1);
 	struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .entries = &e, .n = 1 };
-	int done = 0, failures = 0;
+	int done = 0, failures = 0, fail_at;
 
 	cr_assert_eq(sfs_mf_commit(dir, 1, &c), 0);
 	for (fail_at = 1; !done && fail_at < 100; fail_at++) {
 		int before = dir_entries(NULL), rc;
-		uint64_t id;
+		uint64_t id, io_calls;
+		char rule[64];
 
-		io_calls = 0;
 		e = mk(SFS_MF_ADD, 2);
-		sfs__layout_fault = fail_nth;
+		snprintf(rule, sizeof(rule), "layout.file.*:%d:fail=EIO", fail_at);
+		cr_assert_eq(sfs_fault_arm(rule), 0, "%s", sfs_last_error());
 		rc = sfs_mf_commit(dir, 2, &c);
-		sfs__layout_fault = NULL;
+		io_calls = sfs_fault_hits("layout.file.*");
+		sfs_fault_reset();
 		cr_assert_eq(dir_entries("\\.tmp\\."), 0, "fault %d left a temp file", fail_at);
 		cr_assert_eq(sfs_mf_latest(dir, &id), 0);
 		if (rc) {
@@ -628,21 +625,13 @@ Test(tablemeta, commit_faults_leave_nothing)
 			/* only the hint's four I/O points (the last) may fail without
 			 * failing the commit: LATEST is verified by probing */
 			cr_assert_eq(id, 2);
-			cr_assert(fail_at > 16 || io_calls < fail_at, "fault %d ignored", fail_at);
+			cr_assert(fail_at > 16 || io_calls < (uint64_t)fail_at, "fault %d ignored", fail_at);
 			done = 1;
 		}
 	}
 	/* 4 files (manifest, two lists, snapshot) x 4 points (open, write, fsync,
 	 * rename or link) */
 	cr_assert_eq(failures, 16);
-}
-
-static int fsync_points;
-
-static int count_fsync(const char *point)
-{
-	fsync_points += strcmp(point, "fsync") == 0;
-	return 0;
 }
 
 /* With sfs_layout_sync(0) (the table target's setting) a commit reaches no
@@ -653,16 +642,17 @@ Test(tablemeta, commit_without_sync)
 	struct sfs_mf_commit c = { .kind = SFS_MF_DATA, .entries = &e, .n = 1 };
 	uint64_t id;
 
-	sfs__layout_fault = count_fsync;
+	cr_assert_eq(sfs_fault_arm("layout.file.fsync:0"), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_mf_commit(dir, 1, &c), 0);
 	/* manifest, two lists, snapshot, the LATEST hint */
-	cr_assert_eq(fsync_points, 5, "%d", fsync_points);
+	cr_assert_eq(sfs_fault_hits("layout.file.fsync"), 5);
 	sfs_layout_set_sync(0);
 	e = mk(SFS_MF_ADD, 2);
 	cr_assert_eq(sfs_mf_commit(dir, 2, &c), 0, "%s", sfs_last_error());
 	sfs_layout_set_sync(1);
-	sfs__layout_fault = NULL;
-	cr_assert_eq(fsync_points, 5, "%d", fsync_points);
+	cr_assert_eq(sfs_fault_hits("layout.file.fsync"), 5, "%llu",
+		     (unsigned long long)sfs_fault_hits("layout.file.fsync"));
+	sfs_fault_reset();
 	cr_assert_eq(sfs_mf_latest(dir, &id), 0);
 	cr_assert_eq(id, 2);
 	cr_assert_eq(dir_entries("\\.tmp\\."), 0);

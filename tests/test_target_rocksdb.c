@@ -20,6 +20,7 @@
 
 #include "common/err.h"
 #include "common/keygroup.h"
+#include "common/fault.h"
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "store/rocksdb/rocksdb.h"
@@ -574,7 +575,7 @@ static int flusher_child(void *arg)
 static int spawn_req[2], spawn_resp[2];
 
 struct spawn {
-	char crash[16];         /* SFS_RDBT_CRASH_AT, "" none */
+	char crash[32];         /* a fault rule (sfs_fault_arm), "" none */
 	char ingest;            /* SFS_RDBT_INGEST_MIN=1 (else 0: batches) */
 	int fsize_kb;           /* > 0: RLIMIT_FSIZE (soft) until SIGUSR1 lifts it */
 	char log[192];          /* "" or where the child's stderr goes */
@@ -602,10 +603,9 @@ static int spawner(void *arg)
 
 		if (pid == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			if (q.crash[0])
-				setenv("SFS_RDBT_CRASH_AT", q.crash, 1);
-			else
-				unsetenv("SFS_RDBT_CRASH_AT");
+			sfs_fault_reset();
+			if (q.crash[0] && sfs_fault_arm(q.crash))
+				_exit(33);
 			setenv("SFS_RDBT_INGEST_MIN", q.ingest ? "1" : "0", 1);
 			if (q.log[0] && !freopen(q.log, "a", stderr))
 				_exit(30);
@@ -653,7 +653,7 @@ static pid_t spawn_flusher_at(const char *crash, int ingest)
 	struct spawn q = { .ingest = (char)ingest };
 
 	if (crash)
-		snprintf(q.crash, sizeof(q.crash), "%s:1", crash);
+		snprintf(q.crash, sizeof(q.crash), "rocksdb.%s:1", crash);
 	return spawn_req_send(&q);
 }
 

@@ -10,8 +10,9 @@
  * changed entry of a 3-entry map writes 1 row, a reverted change none, a
  * clear tombstones only what it removes), and the whole-map ablation's;
  * a flusher killed at every injected crash point (barrier data file, data
- * commit, round file, round commit, shaping-merge file and commit), then
- * a healthy one: nothing lost, nothing doubled, no orphan file left; a
+ * commit, round file, round commit, shaping-merge file and commit, and
+ * the compactor's flush cycle: before an apply, before the commit, before
+ * the publication), then a healthy one: nothing lost, nothing doubled, no orphan file left; a
  * randomized model of value, counter and map operations checked after
  * every flush, with each design point switched off in turn; the writer's
  * background thread publishing beside the barrier commits (a counter
@@ -20,9 +21,9 @@
  * of a new segment reads the same and keeps counting.
  *
  * Forked children report through their exit code only, are waited for
- * with a timeout and reaped (helpers.h).  Knobs (SFS_TABLE_*) and crash
- * points are read when a writer opens, so each test sets them first (a
- * test is its own process).
+ * with a timeout and reaped (helpers.h).  Knobs (SFS_TABLE_*) are read
+ * when a writer opens, so each test sets them first (a test is its own
+ * process); a flusher child arms its crash point (common/fault.h).
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -35,6 +36,7 @@
 
 #include "common/err.h"
 #include "common/keygroup.h"
+#include "common/fault.h"
 #include "compactor/flush.h"
 #include "sfs.h"
 #include "shm/atomic.h"
@@ -907,19 +909,18 @@ Test(tblt, without_the_map_diff_a_touched_map_is_rewritten_whole_and_a_clear_sti
 /* ---- 4. kill -9 of the flusher at each crash point ---------------------------------- */
 
 /* A flusher in a forked child: steps until killed, by the test or by its
- * crash point @arg (SFS_TABLE_CRASH_AT, NULL: none).  The test process
- * never opens a writer in these tests, so the child's fault counter and
- * the background thread start fresh. */
+ * fault rule @arg (sfs_fault_arm, NULL: none).  The test process never
+ * opens a writer in these tests, so the child's background thread starts
+ * fresh; its rules are reset (SFS_FAULT included) before they are armed. */
 static int flusher_child(void *arg)
 {
 	static struct sfs_flusher f;
 	struct sfs_proc_slot *slot;
 	struct sfs_seg s;
 
-	if (arg)
-		setenv("SFS_TABLE_CRASH_AT", (const char *)arg, 1);
-	else
-		unsetenv("SFS_TABLE_CRASH_AT");
+	sfs_fault_reset();
+	if (arg && sfs_fault_arm((const char *)arg))
+		return 22;
 	if (sfs_seg_attach(job, 0, &s) || sfs_proc_register(&s, SFS_ROLE_COMPACTOR, 0, &slot) ||
 	    sfs_flusher_init(&f, &s, slot, 16u << 20))
 		return 20;
@@ -1046,10 +1047,21 @@ static void each_point(const char *const *points, unsigned npoints)
 
 Test(tblt, a_flusher_dying_at_each_barrier_step_loses_and_doubles_nothing)
 {
-	static const char *const points[] = { "datafile:1", "datacommit:1", "roundfile:1",
-					      "round:1" };
+	static const char *const points[] = { "table.datafile:1", "table.datacommit:1",
+					      "table.roundfile:1", "table.round:1" };
 
 	each_point(points, 4);
+}
+
+/* The compactor's flush cycle (compactor/flush.c) around the same target:
+ * killed before an apply, with everything applied but not committed, and
+ * committed but not published. */
+Test(tblt, a_compactor_dying_at_each_flush_cycle_step_loses_and_doubles_nothing)
+{
+	static const char *const points[] = { "flush.apply:1", "flush.commit:1",
+					      "flush.publish:1" };
+
+	each_point(points, 3);
 }
 
 /*
@@ -1138,12 +1150,12 @@ static void merge_point(const char *point)
 
 Test(tblt, a_flusher_dying_after_writing_a_merged_file_loses_and_doubles_nothing)
 {
-	merge_point("mergefile:1");
+	merge_point("table.mergefile:1");
 }
 
 Test(tblt, a_flusher_dying_after_committing_a_merge_loses_and_doubles_nothing)
 {
-	merge_point("merge:1");
+	merge_point("table.merge:1");
 }
 
 /*

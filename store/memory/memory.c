@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fingerprint.h"
 #include "common/keycmp.h"
 #include "common/merge.h"
@@ -29,13 +30,6 @@ enum {
 	I_CLEAR = 3,	/* ms_intent_rec: a head whose map is dropped */
 };
 
-void (*sfs__mstore_fault)(const char *step);
-
-static inline void fault(const char *step)
-{
-	if (__builtin_expect(sfs__mstore_fault != NULL, 0))
-		sfs__mstore_fault(step);
-}
 
 uint64_t sfs_mstore_layout(void)
 {
@@ -601,10 +595,10 @@ static void redo_link(struct sfs_mstore *ms, uint64_t off, const struct hint *hn
 	const struct sfs_mstore_link *l = link_of(rec(ms, off));
 
 	sfs_store_release(&link_of(rec(ms, l->ml_prev))->ml_next, off);
-	fault("link");
+	sfs_fault("memory.link");
 	if (l->ml_next)
 		link_of(rec(ms, l->ml_next))->ml_prev = off;
-	fault("index");
+	sfs_fault("memory.index");
 	publish(ms, off, hn);
 }
 
@@ -616,10 +610,10 @@ static void redo_unlink(struct sfs_mstore *ms, uint64_t off)
 	uint64_t prev = l->ml_prev, next = l->ml_next;
 
 	sfs_store_release(&link_of(rec(ms, prev))->ml_next, next);
-	fault("unlink");
+	sfs_fault("memory.unlink");
 	if (next)
 		link_of(rec(ms, next))->ml_prev = prev;
-	fault("index");
+	sfs_fault("memory.index");
 	unpublish(ms, off);
 	if (entry_kind(rec(ms, prev)) == SFS_MSTORE_K_HEAD && !link_of(rec(ms, prev))->ml_next &&
 	    unpublish(ms, prev))
@@ -632,7 +626,7 @@ static void redo_clear(struct sfs_mstore *ms, uint64_t off)
 {
 	for (uint64_t at = link_of(rec(ms, off))->ml_next; at; at = link_of(rec(ms, at))->ml_next) {
 		unpublish(ms, at);
-		fault("clear");
+		sfs_fault("memory.clear");
 	}
 	if (unpublish(ms, off))
 		sfs_store_relaxed(&ms->ms_maps, ms->ms_maps - 1);
@@ -660,12 +654,12 @@ static void intent(struct sfs_mstore *ms, uint32_t op, uint64_t off, const struc
 	cmm_barrier();
 	ms->ms_intent = op;
 	cmm_barrier();
-	fault("intent");
+	sfs_fault("memory.intent");
 	redo(ms, hn);
 	cmm_barrier();
 	ms->ms_intent = 0;
 	cmm_barrier();
-	fault("done");
+	sfs_fault("memory.done");
 }
 
 /* ---- open and close ------------------------------------------------------ */
@@ -908,13 +902,13 @@ int sfs_mstore_map_put(struct sfs_mstore_writer *w, uint64_t h, uint64_t ph, uin
 		sfs_store_relaxed(&ms->ms_maps, ms->ms_maps + 1);
 		hd = rec(ms, hoff);
 		hn.ix = 0;	/* the head may have taken the entry's free slot */
-		fault("head");
+		sfs_fault("memory.head");
 	}
 	hoff = (uint64_t)((char *)hd - base(ms));
 	/* In the old version's place, or first. */
 	l = x ? *link_of(x) : (struct sfs_mstore_link){ link_of(hd)->ml_next, hoff };
 	off = append(ms, h, tag, ns, SFS_MSTORE_K_ENTRY, key, klen, &l, value, vlen);
-	fault("append");
+	sfs_fault("memory.append");
 	intent(ms, I_LINK, off, &hn);
 	return 0;
 }

@@ -324,12 +324,11 @@ int sfs_mstore_foreach(const struct sfs_mstore *ms,
 int sfs_mstore_verify(const struct sfs_mstore *ms);
 
 /*
- * Fault injection (tests): when set, the writer calls it at each named step
- * of a map write ("append", "intent", "link", "unlink", "index", "clear",
- * "done"); a test makes it kill the process to check that a restart loses
- * and doubles nothing.  Process-local, NULL in production.
+ * Fault injection (tests): the writer passes a kill point at each step of
+ * a map write (memory.head, .append, .intent, .link, .unlink, .index,
+ * .clear, .done: common/fault.h); a test kills the process there to check
+ * that a restart loses and doubles nothing.
  */
-extern void (*sfs__mstore_fault)(const char *step);
 
 /* The `memory` flush target (store/memory/target.c). */
 struct sfs_target_ops;

@@ -124,7 +124,7 @@
  * an L0 backlog and for how long, and the LOG has RocksDB's compaction
  * stats every 30 s.
  *
- * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" (fault()).
+ * Fault injection (tests): kill points rocksdb.* (common/fault.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -142,6 +142,7 @@
 #include "common/bump.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fs.h"
 #include "common/fingerprint.h"
 #include "common/log.h"
@@ -265,35 +266,16 @@ static int cf_state(const struct sfs_seg *s, const char *name)
 }
 
 /*
- * Fault injection (tests): SFS_RDBT_CRASH_AT="POINT:N" kills this process
- * with SIGKILL the Nth time it reaches POINT: "apply" (a piece staged),
- * "write" (the batch is in the memtables, not yet flushed), "flush" (the
- * batch durable, the buffer not yet published), "sst" (a state's SST
- * written, not yet ingested), "ingest" (a state's SST ingested, the
- * buffer's other states not yet).  Read once per process (pthread_once)
- * and counted down atomically: with the reader counter below, the only
- * process-wide mutable state of this file, so writers are safe on the
- * compactor's flush threads (each writer used by one thread at a time).
+ * Fault injection (tests): kill points (common/fault.h) rocksdb.apply (a
+ * piece staged), rocksdb.write (the batch is in the memtables, not yet
+ * flushed), rocksdb.flush (the batch durable, the buffer not yet
+ * published), rocksdb.sst (a state's SST written, not yet ingested),
+ * rocksdb.ingest (a state's SST ingested, the buffer's other states not
+ * yet).  The facility is thread-safe; with the reader counter below the
+ * only process-wide mutable state this file touches, so writers are safe
+ * on the compactor's flush threads (each writer used by one thread at a
+ * time).
  */
-static int fault_left;
-static char fault_want[16];
-static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
-
-static void fault_init(void)
-{
-	const char *e = getenv("SFS_RDBT_CRASH_AT");
-
-	if (!e || sscanf(e, "%15[a-z]:%d", fault_want, &fault_left) != 2)
-		fault_left = 0;
-}
-
-static void fault(const char *point)
-{
-	(void)pthread_once(&fault_once, fault_init);
-	if (__atomic_load_n(&fault_left, __ATOMIC_RELAXED) > 0 && strcmp(point, fault_want) == 0 &&
-	    __atomic_sub_fetch(&fault_left, 1, __ATOMIC_RELAXED) == 0)
-		raise(SIGKILL);
-}
 
 /* ---- tuning ----------------------------------------------------------------- */
 
@@ -1418,7 +1400,7 @@ static int rdbt_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v
 	w->staged = 1;
 	sfs_store_relaxed(&w->pub->rp_skipped, w->pub->rp_skipped + skipped);
 	sfs_store_relaxed(&w->pub->rp_entries, w->pub->rp_entries + written);
-	fault("apply");
+	sfs_fault("rocksdb.apply");
 	return 0;
 }
 
@@ -1629,7 +1611,7 @@ static int ingest_step(struct sfs_target_writer *w, uint32_t sid, uint64_t seq)
 		return sst_fail(w, s, file, &err, "finish an SST");
 	rocksdb_sstfilewriter_destroy(s->sw);
 	s->sw = NULL;
-	fault("sst");
+	sfs_fault("rocksdb.sst");
 	rocksdb_ingest_external_file_cf(w->db, w->cf[sid].h, files, 1, w->io, &err);
 	if (err) {
 		w->reopen = 1;
@@ -1641,7 +1623,7 @@ static int ingest_step(struct sfs_target_writer *w, uint32_t sid, uint64_t seq)
 	sfs_store_relaxed(&w->pub->rp_ingest_entries, w->pub->rp_ingest_entries + s->n);
 	sfs_store_relaxed(&w->pub->rp_ingest_ns,
 			  w->pub->rp_ingest_ns + (sfs_now_ns() - s->sst_t0));
-	fault("ingest");
+	sfs_fault("rocksdb.ingest");
 	return 0;
 }
 
@@ -1720,7 +1702,7 @@ static int batch_step(struct sfs_target_writer *w, uint64_t seq)
 		}
 		w->written = 1;
 		sfs_store_relaxed(&w->pub->rp_write_ns, w->pub->rp_write_ns + (sfs_now_ns() - t0));
-		fault("write");
+		sfs_fault("rocksdb.write");
 	}
 	if (!w->flushing) {
 		/* Switch every batched family's memtable and schedule the
@@ -1747,7 +1729,7 @@ static int batch_step(struct sfs_target_writer *w, uint64_t seq)
 	if (rc == 0)
 		return -EAGAIN;
 	w->flushing = 0;
-	fault("flush");
+	sfs_fault("rocksdb.flush");
 	sfs_store_relaxed(&w->pub->rp_flush_ns,
 			  w->pub->rp_flush_ns + (sfs_now_ns() - w->flush_t0));
 	return 0;

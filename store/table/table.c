@@ -99,6 +99,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fingerprint.h"
 #include "common/fs.h"
 #include "common/keycmp.h"
@@ -241,27 +242,12 @@ size_t sfs__table_enc(unsigned char *out, int map, uint32_t plen, uint64_t ns, c
 }
 
 /*
- * Fault injection (tests): SFS_TABLE_CRASH_AT="POINT:N" kills the process
- * at the Nth pass through POINT: datafile (a level-0 file written, not
- * committed), datacommit (committed, not up-levelled), roundfile (the
- * round's rewrite written, not committed), round (the round committed,
- * not published), mergefile, merge (the same for a shaping merge).
+ * Fault injection (tests): kill points (common/fault.h) table.datafile (a
+ * level-0 file written, not committed), table.datacommit (committed, not
+ * up-levelled), table.roundfile (the round's rewrite written, not
+ * committed), table.round (the round committed, not published),
+ * table.mergefile, table.merge (the same for a shaping merge).
  */
-static void fault(const char *point)
-{
-	static int left = -1;
-	static char want[16];
-
-	if (left < 0) {
-		const char *e = getenv("SFS_TABLE_CRASH_AT");
-
-		left = 0;
-		if (e && sscanf(e, "%15[a-z]:%d", want, &left) != 2)
-			left = 0;
-	}
-	if (left > 0 && strcmp(point, want) == 0 && __atomic_sub_fetch(&left, 1, __ATOMIC_RELAXED) == 0)
-		raise(SIGKILL);
-}
 
 /* ---- the writer's state -------------------------------------------------------------- */
 
@@ -1267,12 +1253,12 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 		if (rc)
 			goto fail;
 		uatomic_add(&w->pub->tp_bytes_written, file_bytes(path));
-		fault("roundfile");
+		sfs_fault("table.roundfile");
 	}
 	rc = round_commit(w, t, i, rewrite, orows ? oname : NULL, masked);
 	if (rc)
 		goto fail;
-	fault("round");
+	sfs_fault("table.round");
 	uatomic_add(&w->pub->tp_rounds, 1);
 	uatomic_add(&w->pub->tp_rows_masked, masked);
 	uatomic_add(&w->pub->tp_round_ns, (sfs_now_ns() - t0));
@@ -1808,7 +1794,7 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 	if ((rc = sfs_df_writer_finish(out, NULL)))
 		return rc;
 	uatomic_add(&w->pub->tp_bytes_written, file_bytes(path));
-	fault("datafile");
+	sfs_fault("table.datafile");
 	if (!(f = file_add(t)))
 		return -ENOMEM;
 	snprintf(f->name, sizeof(f->name), "%s", name);
@@ -1824,7 +1810,7 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 		table_recover(w, t, "data commit");
 		return rc;
 	}
-	fault("datacommit");
+	sfs_fault("table.datacommit");
 	uatomic_add(&w->pub->tp_data_commits, 1);
 	uatomic_add(&w->pub->tp_rows_written, t->nrows);
 	if (w->knobs & SFS_TABLE_K_ROUND) {
@@ -2109,7 +2095,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		out = NULL;
 		if (!rc) {
 			uatomic_add(&w->pub->tp_merge_bytes, file_bytes(path));
-			fault("mergefile");
+			sfs_fault("table.mergefile");
 		}
 	}
 	pthread_mutex_lock(&t->mu);
@@ -2155,7 +2141,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		}
 		free(odv);
 		if (!rc) {
-			fault("merge");
+			sfs_fault("table.merge");
 			uatomic_add(&w->pub->tp_merges, 1);
 			if (idle)
 				uatomic_add(&w->pub->tp_merges_idle, 1);

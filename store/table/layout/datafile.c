@@ -42,6 +42,7 @@
 
 #include "common/crc32c.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fs.h"
 #include "common/keycmp.h"
 #include "store/table/layout/datafile.h"
@@ -124,15 +125,14 @@ _Static_assert(sizeof(struct df_vpe) == 40, "value page entry layout");
 _Static_assert(sizeof(struct df_trailer) == DF_TRAILER, "trailer layout");
 _Static_assert(offsetof(struct df_trailer, t_crc) == 20, "trailer crc covers 20 bytes");
 
-int (*sfs__df_fault)(const char *point);
-
-/* A fault injected at @point: -1 with errno set, as the syscall would. */
+/* A fault injected at @point (common/fault.h): -1 with errno set, as the
+ * syscall would. */
 static int df_fault(const char *point)
 {
-	int e;
+	int e = sfs_fault(point);
 
-	if (sfs__df_fault && (e = sfs__df_fault(point))) {
-		errno = e;
+	if (e) {
+		errno = -e;
 		return -1;
 	}
 	return 0;
@@ -315,7 +315,7 @@ struct sfs_df_writer {
  * refuses a write(2) that returns 0.  Callers name the file. */
 static int write_all(int fd, const void *p, size_t n)
 {
-	return df_fault("write") ? sfs__errno() : sfs_write_all(fd, p, n, NULL);
+	return df_fault("layout.df.write") ? sfs__errno() : sfs_write_all(fd, p, n, NULL);
 }
 
 /*
@@ -504,7 +504,7 @@ static int open_tmp(sfs_df_writer_t *w)
 	int rc;
 
 	for (int tries = 0;; tries++) {
-		w->dw_fd = df_fault("open") ? -1 : open(w->dw_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		w->dw_fd = df_fault("layout.df.open") ? -1 : open(w->dw_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (w->dw_fd >= 0)
 			break;
 		if (errno != ENOENT || tries)
@@ -730,11 +730,11 @@ static int finish(sfs_df_writer_t *w)
 		rc = rc == -ENOMEM ? rc : sfs__err(rc, "%s: write footer: %s", w->dw_tmp, strerror(-rc));
 		goto out;
 	}
-	if (sfs_layout_sync() && (df_fault("fsync") || fsync(w->dw_fd))) {
+	if (sfs_layout_sync() && (df_fault("layout.df.fsync") || fsync(w->dw_fd))) {
 		rc = sfs__err(sfs__errno(), "%s: fsync: %s", w->dw_tmp, strerror(errno));
 		goto out;
 	}
-	if (df_fault("rename") || rename(w->dw_tmp, w->dw_path)) {
+	if (df_fault("layout.df.rename") || rename(w->dw_tmp, w->dw_path)) {
 		rc = sfs__err(sfs__errno(), "rename %s -> %s: %s", w->dw_tmp, w->dw_path, strerror(errno));
 		goto out;
 	}

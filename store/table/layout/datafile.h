@@ -384,9 +384,9 @@ static inline int64_t sfs_df_merge_delta(const void *val)
 
 /* ---- internal: tests and the fuzz target ---------------------------------------------- */
 
-/* Called at the writer's I/O points ("open", "write", "fsync", "rename");
- * a non-zero return is taken as that call failing with -return as errno. */
-extern int (*sfs__df_fault)(const char *point);
+/* The writer passes a fault point (common/fault.h) before each of its
+ * system calls: layout.df.open, .write, .fsync, .rename; a fail=ERR rule
+ * fails that call with ERR as errno. */
 
 /* Recompute every checksum of a data file image @buf of @len bytes in
  * place, as far as its (possibly mutated) structure can be followed: the

@@ -1,7 +1,8 @@
 /*
  * file.c — whole-file reads and atomic whole-file writes for the table
  * store's metadata (rules in file.h).  Every system call of the writer
- * passes the fault hook first, so tests can fail each one in turn.
+ * passes a fault point first (layout.file.*, common/fault.h), so tests can
+ * fail each one in turn.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -12,11 +13,10 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fs.h"
 #include "store/table/layout/file.h"
 #include "store/table/layout/sync.h"
-
-int (*sfs__layout_fault)(const char *point);
 
 static int layout_sync = 1;	/* sync.h */
 
@@ -30,12 +30,14 @@ int sfs_layout_sync(void)
 	return __atomic_load_n(&layout_sync, __ATOMIC_RELAXED);
 }
 
+/* Fault point @point: non-zero with errno set when a failure is injected,
+ * as the system call it stands before would. */
 static int fault(const char *point)
 {
-	int e = sfs__layout_fault ? sfs__layout_fault(point) : 0;
+	int e = sfs_fault(point);
 
 	if (e)
-		errno = e;
+		errno = -e;
 	return e;
 }
 
@@ -58,7 +60,7 @@ static void dir_of(const char *path, char *out, size_t cap)
  * refuses a write(2) that returns 0.  The caller names the file. */
 static int write_all(int fd, const void *p, size_t n)
 {
-	return fault("write") ? sfs__errno() : sfs_write_all(fd, p, n, NULL);
+	return fault("layout.file.write") ? sfs__errno() : sfs_write_all(fd, p, n, NULL);
 }
 
 int sfs__layout_sync_dir(const char *dir)
@@ -87,7 +89,7 @@ int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
 		return sfs__err(SFS_EUSAGE, "%s: path too long", path);
 	dir_of(path, dir, sizeof(dir));
 	for (int tries = 0;; tries++) {
-		fd = fault("open") ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		fd = fault("layout.file.open") ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			break;
 		if (errno != ENOENT || tries)
@@ -97,15 +99,15 @@ int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
 	}
 	if ((rc = write_all(fd, buf, len))) {
 		rc = sfs__err(rc, "%s: write: %s", tmp, strerror(-rc));
-	} else if (sfs_layout_sync() && (fault("fsync") || fsync(fd))) {
+	} else if (sfs_layout_sync() && (fault("layout.file.fsync") || fsync(fd))) {
 		rc = sfs__err(sfs__errno(), "%s: fsync: %s", tmp, strerror(errno));
 	} else if (excl) {
 		/* link(2) fails if @path exists: the atomic create-if-absent that
 		 * rename(2), which replaces, cannot give. */
-		if (fault("link") || link(tmp, path))
+		if (fault("layout.file.link") || link(tmp, path))
 			rc = errno == EEXIST ? -EEXIST
 					     : sfs__err(sfs__errno(), "link %s -> %s: %s", tmp, path, strerror(errno));
-	} else if (fault("rename") || rename(tmp, path)) {
+	} else if (fault("layout.file.rename") || rename(tmp, path)) {
 		rc = sfs__err(sfs__errno(), "rename %s -> %s: %s", tmp, path, strerror(errno));
 	}
 	close(fd);

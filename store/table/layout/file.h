@@ -2,7 +2,7 @@
  * file.h — the whole-file I/O that the table store's metadata formats
  * share (deletion-vector indexes in dvec.c; snapshots, manifest lists and
  * manifests in manifest.c): one naming rule, one writer discipline and
- * one fault hook for all of them.  Internal to layout/.
+ * one set of fault points for all of them.  Internal to layout/.
  *
  *  - Names (data files, manifests, indexes) are 1..SFS_LAYOUT_NAME_MAX
  *    bytes, contain no '/' and are not "." or "..": they are files of the
@@ -40,8 +40,8 @@ int sfs__layout_read(const char *path, uint8_t **buf, size_t *len);
  * durable (and ordered before what the caller does next). */
 int sfs__layout_sync_dir(const char *dir);
 
-/* Called at the I/O points of sfs__layout_write ("open", "write", "fsync",
- * "rename"/"link"); a non-zero return fails that call with it as errno. */
-extern int (*sfs__layout_fault)(const char *point);
+/* sfs__layout_write passes a fault point (common/fault.h) before each of
+ * its system calls: layout.file.open, .write, .fsync, .rename or .link; a
+ * fail=ERR rule fails that call with ERR as errno. */
 
 #endif
