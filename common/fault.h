@@ -146,7 +146,8 @@ uint64_t sfs_fault_hits(const char *pattern);
  * sfs_fault_hook - call @fn(point, @arg) at every point passed (NULL:
  * none), before the rules; a non-zero return is what the point returns
  * (ignored at a kill-only point).  For a test that must act at a point
- * (corrupt a file, stop a peer); set it as sfs_fault_reset's precondition.
+ * (corrupt a file, stop a peer).  Call when no other thread passes a
+ * point, as sfs_fault_reset.
  */
 void sfs_fault_hook(int (*fn)(const char *point, void *arg), void *arg);
 
