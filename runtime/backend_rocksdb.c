@@ -1337,12 +1337,8 @@ static int direct_restore(const struct sfs_target_env *e, uint32_t worker,
 			  int (*put)(void *arg, const char *dir), void *arg)
 {
 	char dir[PATH_MAX];
-	int rc;
 
-	if ((rc = sfs_target_instance_dir(e->root, worker, dir, sizeof(dir))) ||
-	    (rc = sfs_target_instance_reset(dir)))
-		return rc;
-	return put(arg, dir);
+	return sfs_target_instance_put(e, worker, put, arg, dir, sizeof(dir));
 }
 
 static int direct_rebuild(const struct sfs_target_env *e, uint32_t worker,

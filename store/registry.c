@@ -79,3 +79,15 @@ const struct sfs_target_read_ops *sfs_target_read_of(const struct sfs_seg *s)
 
 	return t ? &t->rd : NULL;
 }
+
+int sfs_target_instance_put(const struct sfs_target_env *e, uint32_t worker,
+			    int (*put)(void *arg, const char *dir), void *arg, char *dir,
+			    size_t len)
+{
+	int rc;
+
+	if ((rc = sfs_target_instance_dir(e->root, worker, dir, len)) ||
+	    (rc = sfs_target_instance_reset(dir)))
+		return rc;
+	return put(arg, dir);
+}

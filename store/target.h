@@ -178,4 +178,10 @@ int sfs_target_instance_dir(const char *root, uint32_t worker, char *buf, size_t
  * with its parents). */
 int sfs_target_instance_reset(const char *dir);
 
+/* restore()'s usual first two steps: worker @worker's instance emptied,
+ * then put(arg, dir) — its path left in @dir. */
+int sfs_target_instance_put(const struct sfs_target_env *e, uint32_t worker,
+			    int (*put)(void *arg, const char *dir), void *arg, char *dir,
+			    size_t len);
+
 #endif

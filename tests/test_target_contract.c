@@ -108,12 +108,9 @@ static int toy_restore(const struct sfs_target_env *e, uint32_t worker,
 		       int (*put)(void *arg, const char *dir), void *arg)
 {
 	char dir[PATH_MAX];
-	int rc;
 
-	if ((rc = sfs_target_instance_dir(e->root, worker, dir, sizeof(dir))) ||
-	    (rc = sfs_target_instance_reset(dir)))
-		return rc;
-	return put(arg, dir);	/* open() adopts what CURRENT names */
+	/* open() adopts what CURRENT names */
+	return sfs_target_instance_put(e, worker, put, arg, dir, sizeof(dir));
 }
 
 static const struct sfs_target_ops toy = {

@@ -1943,7 +1943,7 @@ Test(tblt, a_snapshot_restored_into_a_new_segment_reads_the_same_and_keeps_count
 	struct sfs_wbuf_view v[1];
 	struct mview mv[1];
 	static char before[16384], after[16384];
-	char stage[256], store2[256], cmd[1024], path[512];
+	char stage[256], store2[256], cmd[2048], path[512];
 	struct sfs_seg seg2;
 	struct inproc *p = &live_flusher;
 	sfs_ctx_t *c, *c2;
@@ -2003,7 +2003,10 @@ Test(tblt, a_snapshot_restored_into_a_new_segment_reads_the_same_and_keeps_count
 		cr_assert(ids[0] == q_v && ids[1] == q_c && ids[2] == q_m && ids[3] == q_l,
 			  "the same state ids in the new segment");
 	}
-	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/w0' && cp -a '%s/.' '%s/w0/'", store2, stage, store2);
+	/* as a restore puts a checkpoint back: the stage's shared/ flat beside TABLES */
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s/w0' && cp -a '%s/.' '%s/w0/' && mv '%s/w0/shared/'* '%s/w0/' && "
+		 "rmdir '%s/w0/shared'", store2, stage, store2, store2, store2, store2);
 	cr_assert_eq(system(cmd), 0, "%s", cmd);
 
 	/* a corrupt TABLES first: refused by name, nothing adopted */

@@ -2388,8 +2388,7 @@ static int rdbt_restore(const struct sfs_target_env *e, uint32_t worker,
 	char dir[PATH_MAX], mark[PATH_MAX + 32];
 	int fd, rc;
 
-	if ((rc = inst_path(e->seg, worker, dir, sizeof(dir))) ||
-	    (rc = sfs_target_instance_reset(dir)) || (rc = put(arg, dir)))
+	if ((rc = sfs_target_instance_put(e, worker, put, arg, dir, sizeof(dir))))
 		return rc;
 	snprintf(mark, sizeof(mark), "%s/" RESTORED_MARK, dir);
 	if ((fd = open(mark, O_CREAT | O_WRONLY | O_TRUNC, 0600)) < 0)

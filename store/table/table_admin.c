@@ -46,8 +46,7 @@ int sfs__table_restore(const struct sfs_target_env *e, uint32_t worker,
 	char dir[PATH_MAX];
 	int rc;
 
-	if ((rc = sfs_target_instance_dir(e->root, worker, dir, sizeof(dir))) ||
-	    (rc = sfs_target_instance_reset(dir)) || (rc = put(arg, dir)))
+	if ((rc = sfs_target_instance_put(e, worker, put, arg, dir, sizeof(dir))))
 		return rc;
 	return adopt_now(e, worker);
 }
