@@ -238,6 +238,9 @@ int ck_ids(const char *root, uint64_t **ids, size_t *n)
 void ck_meta_free(struct ck_meta *m)
 {
 	free(m->splits);
+	for (uint32_t i = 0; m->sources && i < m->nsources; i++)
+		free(m->sources[i].bytes);
+	free(m->sources);
 	free(m->tables);
 	free(m->files);
 	memset(m, 0, sizeof(*m));
@@ -272,10 +275,14 @@ static int meta_format(const struct ck_meta *m, char **buf, size_t *len)
 	if (!f)
 		return sfs__err(-ENOMEM, "_metadata: no memory");
 	fprintf(f, "sfs-checkpoint %u\nid %llu\ntime_ms %llu\njob %s\nworkers %u\nconfig %s\n"
-		   "sink_epoch %llu\nsplits %u\n", CK_FORMAT_VERSION, (ull)m->id, (ull)m->time_ms,
-		m->job, m->workers, m->config, (ull)m->sink_epoch, m->nsplits);
-	for (uint32_t i = 0; i < m->nsplits; i++)
-		fprintf(f, "split %u %llu\n", m->splits[i].split, (ull)m->splits[i].offset);
+		   "sink_epoch %llu\nsources %u\n", CK_FORMAT_VERSION, (ull)m->id, (ull)m->time_ms,
+		m->job, m->workers, m->config, (ull)m->sink_epoch, m->nsources);
+	for (uint32_t i = 0; i < m->nsources; i++) {
+		fprintf(f, "source %u %u ", m->sources[i].worker, m->sources[i].len);
+		for (uint32_t k = 0; k < m->sources[i].len; k++)
+			fprintf(f, "%02x", m->sources[i].bytes[k]);
+		fputs(m->sources[i].len ? "\n" : "-\n", f);
+	}
 	fprintf(f, "tables %u\n", m->ntables);
 	for (uint32_t i = 0; i < m->ntables; i++)
 		fprintf(f, "table %u %llu\n", m->tables[i].worker, (ull)m->tables[i].version);
@@ -453,9 +460,76 @@ static int parse_file_line(struct mp *c, const struct ck_meta *m, struct ck_file
 	return strcmp(want, f->path) ? mp_bad(c, "private path must be chk-<id>/w<worker>/<local>") : 0;
 }
 
-static int meta_parse_body(struct mp *c, struct ck_meta *m)
+/* Format 1: "splits N", then N "split INDEX OFFSET". */
+static int parse_splits(struct mp *c, struct ck_meta *m)
 {
-	uint64_t v, sum = 0;
+	uint64_t v;
+	int rc;
+
+	if ((rc = mp_count(c, "splits", &m->nsplits)))
+		return rc;
+	if (m->nsplits && !(m->splits = calloc(m->nsplits, sizeof(*m->splits))))
+		return sfs__err(-ENOMEM, "%s: no memory", c->file);
+	for (uint32_t i = 0; i < m->nsplits; i++) {
+		if ((rc = mp_next(c, 3, 0)))
+			return rc;
+		if (c->ntok != 3 || !tok_eq(c, 0, "split") || tok_u64(c, 1, UINT32_MAX, &v) ||
+		    tok_u64(c, 2, UINT64_MAX, &m->splits[i].offset))
+			return mp_bad(c, "expected 'split INDEX OFFSET'");
+		m->splits[i].split = (uint32_t)v;
+	}
+	return 0;
+}
+
+static int hexval(char ch)
+{
+	return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* Format 2: "sources N", then N "source WORKER LEN HEX" (HEX "-" when LEN
+ * is 0), each worker at most once. */
+static int parse_sources(struct mp *c, struct ck_meta *m)
+{
+	uint64_t w, len;
+	int rc;
+
+	if ((rc = mp_count(c, "sources", &m->nsources)))
+		return rc;
+	if (m->nsources > m->workers)
+		return mp_bad(c, "more sources than workers");
+	if (m->nsources && !(m->sources = calloc(m->nsources, sizeof(*m->sources))))
+		return sfs__err(-ENOMEM, "%s: no memory", c->file);
+	for (uint32_t i = 0; i < m->nsources; i++) {
+		struct ck_source *x = &m->sources[i];
+
+		if ((rc = mp_next(c, 4, 0)))
+			return rc;
+		if (c->ntok != 4 || !tok_eq(c, 0, "source") || tok_u64(c, 1, m->workers - 1, &w) ||
+		    tok_u64(c, 2, CK_SOURCE_MAX, &len) ||
+		    (len ? c->tl[3] != 2 * len : !tok_eq(c, 3, "-")))
+			return mp_bad(c, "expected 'source WORKER LEN HEX' (WORKER < workers, "
+				      "LEN <= 4096, 2*LEN hex digits or '-')");
+		for (uint32_t k = 0; k < i; k++)
+			if (m->sources[k].worker == w)
+				return mp_bad(c, "a worker's source twice");
+		x->worker = (uint32_t)w;
+		x->len = (uint32_t)len;
+		if (len && !(x->bytes = malloc(len)))
+			return sfs__err(-ENOMEM, "%s: no memory", c->file);
+		for (uint64_t k = 0; k < len; k++) {
+			int hi = hexval(c->tok[3][2 * k]), lo = hexval(c->tok[3][2 * k + 1]);
+
+			if (hi < 0 || lo < 0)
+				return mp_bad(c, "a source's bytes: lowercase hex digits");
+			x->bytes[k] = (uint8_t)(hi << 4 | lo);
+		}
+	}
+	return 0;
+}
+
+static int meta_parse_head(struct mp *c, struct ck_meta *m)
+{
+	uint64_t v;
 	int rc;
 
 	if ((rc = mp_kv(c, "id", UINT64_MAX, &m->id)) || (rc = mp_kv(c, "time_ms", UINT64_MAX, &m->time_ms)))
@@ -476,18 +550,18 @@ static int meta_parse_body(struct mp *c, struct ck_meta *m)
 	if (c->ntok != 2 || !tok_eq(c, 0, "config") || c->tl[1] >= CK_CONFIG_MAX)
 		return mp_bad(c, "expected 'config KEY=VALUE ...'");
 	memcpy(m->config, c->tok[1], c->tl[1]);
-	if ((rc = mp_kv(c, "sink_epoch", UINT64_MAX, &m->sink_epoch)) || (rc = mp_count(c, "splits", &m->nsplits)))
+	if ((rc = mp_kv(c, "sink_epoch", UINT64_MAX, &m->sink_epoch)))
 		return rc;
-	if (m->nsplits && !(m->splits = calloc(m->nsplits, sizeof(*m->splits))))
-		return sfs__err(-ENOMEM, "%s: no memory", c->file);
-	for (uint32_t i = 0; i < m->nsplits; i++) {
-		if ((rc = mp_next(c, 3, 0)))
-			return rc;
-		if (c->ntok != 3 || !tok_eq(c, 0, "split") || tok_u64(c, 1, UINT32_MAX, &v) ||
-		    tok_u64(c, 2, UINT64_MAX, &m->splits[i].offset))
-			return mp_bad(c, "expected 'split INDEX OFFSET'");
-		m->splits[i].split = (uint32_t)v;
-	}
+	if (m->version == 1)
+		return parse_splits(c, m);
+	return parse_sources(c, m);
+}
+
+static int meta_parse_rest(struct mp *c, struct ck_meta *m)
+{
+	uint64_t v, sum = 0;
+	int rc;
+
 	if ((rc = mp_count(c, "tables", &m->ntables)))
 		return rc;
 	if (m->ntables && !(m->tables = calloc(m->ntables, sizeof(*m->tables))))
@@ -543,9 +617,9 @@ static int meta_parse(const char *file, const char *buf, size_t len, struct ck_m
 		return rc;
 	if (c.ntok != 2 || tok_u64(&c, 1, UINT32_MAX, &v))
 		return mp_bad(&c, "expected 'sfs-checkpoint VERSION'");
-	if (v != CK_FORMAT_VERSION)
-		return sfs__err(SFS_EVERSION, "%s: format version %llu, this build reads version %u", file,
-				(ull)v, CK_FORMAT_VERSION);
+	if (v < 1 || v > CK_FORMAT_VERSION)
+		return sfs__err(SFS_EVERSION, "%s: format version %llu, this build reads versions 1 to %u",
+				file, (ull)v, CK_FORMAT_VERSION);
 	m->version = (uint32_t)v;
 	if (buf[len - 1] != '\n')
 		return sfs__err(SFS_ECORRUPT, "%s: truncated (no final newline)", file);
@@ -559,7 +633,9 @@ static int meta_parse(const char *file, const char *buf, size_t len, struct ck_m
 		return sfs__err(SFS_ECORRUPT, "%s: checksum mismatch (stored 0x%08x, computed 0x%08x)",
 				file, stored, crc);
 	c.end = last;
-	rc = meta_parse_body(&c, m);
+	rc = meta_parse_head(&c, m);
+	if (!rc)
+		rc = meta_parse_rest(&c, m);
 	if (rc)
 		ck_meta_free(m);
 	return rc;
@@ -1336,11 +1412,17 @@ static int meta_check(const struct ck_txn *t, const struct ck_meta *m)
 		what = "workers must be in [1, 65536]";
 	else if (strnlen(m->config, CK_CONFIG_MAX) == CK_CONFIG_MAX)
 		what = "config too long";
-	else if (m->nsplits > CK_LIST_MAX || m->ntables > CK_LIST_MAX)
-		what = "too many splits or tables";
+	else if (m->nsplits)
+		what = "source offsets per split are format 1's: write sources";
+	else if (m->nsources > m->workers || m->ntables > CK_LIST_MAX)
+		what = "more sources than workers, or too many tables";
 	for (const char *c = m->config; !what && *c; c++)
 		if ((unsigned char)*c < ' ' || (unsigned char)*c >= 0x7f)
 			what = "config has a control or non-ASCII byte";
+	for (uint32_t i = 0; !what && i < m->nsources; i++)
+		if (m->sources[i].worker >= m->workers || m->sources[i].len > CK_SOURCE_MAX ||
+		    (m->sources[i].len && !m->sources[i].bytes))
+			what = "a source's worker is not below workers, or its bytes are over 4096";
 	for (uint32_t i = 0; !what && i < m->ntables; i++)
 		if (m->tables[i].worker >= m->workers)
 			what = "a table's worker is not below workers";

@@ -31,8 +31,8 @@
  * updated per commit, and built once per ck_store_open (reading only the
  * retained checkpoints' _metadata).
  *
- * `_metadata` is a text file (format version 1): a header line, the job
- * name and config, source offsets per split, per-worker table versions,
+ * `_metadata` is a text file (format version 2): a header line, the job
+ * name and config, the workers' opaque bytes (hex), per-worker table versions,
  * the sink epoch, the file list (storage path, worker, local name, size,
  * crc32c, shared or private), and a last line with the crc32c of all the
  * preceding bytes.  Written to a temporary name, fsynced, renamed, and the
@@ -53,16 +53,29 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CK_FORMAT_VERSION 1u
+/* 2: a worker's opaque bytes ("source W LEN HEX") in place of format 1's
+ * source offsets per split, which are still read (a restore migrates
+ * them) */
+#define CK_FORMAT_VERSION 2u
+#define CK_SOURCE_MAX 4096u  /* bytes a worker keeps with a checkpoint (SFS_TASK_BYTES_MAX) */
 #define CK_PATH_MAX 256u
 #define CK_JOB_MAX 64u
 #define CK_CONFIG_MAX 512u
 #define CK_DEFAULT_RETAIN 3u
 #define CK_LOCAL_MAX 200u  /* a staged file name: leaves room for shared/w<w>-<inc>- */
 
+/* Format 1 only (read, never written): a source split's offset. */
 struct ck_split {
 	uint32_t split;        /* source split index */
 	uint64_t offset;       /* next source block of that split */
+};
+
+/* The opaque bytes worker @worker saved with the checkpoint (its source
+ * positions; sfs stores them and never reads them). */
+struct ck_source {
+	uint32_t worker;
+	uint32_t len;          /* <= CK_SOURCE_MAX */
+	uint8_t *bytes;        /* malloc'd by ck_read; the caller's in a commit */
 };
 
 struct ck_table {
@@ -88,7 +101,9 @@ struct ck_meta {
 	                                workers, max_parallelism, events, ...) */
 	uint32_t workers;
 	uint64_t sink_epoch;      /* sink output committed up to this barrier id */
-	uint32_t nsplits;
+	uint32_t nsources;        /* format 2: one per worker (any order) */
+	struct ck_source *sources;
+	uint32_t nsplits;         /* format 1 only */
 	struct ck_split *splits;
 	uint32_t ntables;
 	struct ck_table *tables;
@@ -151,7 +166,7 @@ int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out);
 int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged_dir);
 
 /*
- * Write _metadata from @m (id, job, config, workers, splits, tables,
+ * Write _metadata from @m (id, job, config, workers, sources, tables,
  * sink_epoch; files are the txn's), make it durable, make the txn's set
  * the reference set, then apply retention.  @stats may be NULL.
  * After an error the txn is aborted (its new files unlinked unless

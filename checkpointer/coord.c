@@ -15,22 +15,11 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/merge.h"
-#include "runtime/sink.h"
 #include "sfs.h"
 
 #define MS 1000000ull
 #define POLL_NS (1 * MS)          /* while a checkpoint is in flight */
 #define WAIT_LOG_NS (10000 * MS)  /* "still waiting" every 10 s */
-
-void ck_coord_config(const struct rt_job *job, char *buf, unsigned len)
-{
-	snprintf(buf, len,
-		 "query=%s backend=%s workers=%u max_parallelism=%u events=%" PRIu64
-		 " first_event=%" PRIu64 " rate=%.6f base_time_ms=%" PRId64 " block_events=%u",
-		 job->rj_query, job->rj_backend, job->rj_workers, job->rj_max_parallelism,
-		 job->rj_events, job->rj_first_event, job->rj_rate, job->rj_base_time_ms,
-		 job->rj_block_events);
-}
 
 int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len)
 {
@@ -107,36 +96,31 @@ int ck_coord_states_restore(struct sfs_seg *seg, const char *val)
 
 int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
 {
-	uint64_t off, size, base;
+	struct sfs_ckpt *ck;
+	uint64_t base;
 	int rc;
 
 	memset(c, 0, sizeof(*c));
-	if (sfs_seg_region_find(seg, RT_JOB_REGION, &off, &size))
-		return -ENOENT;
-	c->job = sfs_seg_ptr(seg, off);
-	if (size < sizeof(*c->job) || c->job->rj_magic != RT_JOB_MAGIC ||
-	    c->job->rj_version != RT_JOB_VERSION)
-		return sfs__err(SFS_EVERSION, "region %s of %s: not a version %u job description",
-				RT_JOB_REGION, seg->path, RT_JOB_VERSION);
-	if (!c->job->rj_checkpoint_ms)
-		return -ENOENT;
+	if ((rc = sfs_ckpt_find(seg, &c->ck)))
+		return rc;
+	ck = c->ck;
 	c->name = job;
 	c->seg = seg;
-	c->interval_ns = c->job->rj_checkpoint_ms * MS;
-	snprintf(c->root, sizeof(c->root), RT_CKPT_DIR_FMT, c->job->rj_data_dir);
+	c->interval_ns = ck->ck_interval_ms * MS;
+	snprintf(c->root, sizeof(c->root), SFS_CKPT_DIR_FMT, ck->ck_data_dir);
 	/* The reference set: this run's last checkpoint, else the one it
 	 * restored from, else none (never a newer one of an abandoned branch). */
-	base = sfs_load_acquire(&c->job->rj_ckpt_done);
+	base = sfs_load_acquire(&ck->ck_done);
 	if (!base)
-		base = c->job->rj_restored_id;
-	rc = ck_store_open(c->root, job, c->job->rj_retain ? c->job->rj_retain : CK_DEFAULT_RETAIN,
-			   base, &c->store);
+		base = ck->ck_restored_id;
+	rc = ck_store_open(c->root, job, ck->ck_retain ? ck->ck_retain : CK_DEFAULT_RETAIN, base,
+			   &c->store);
 	if (rc)
 		return rc;
 	/* A barrier requested by our predecessor and not completed: finish it. */
-	if (sfs_load_relaxed(&c->job->rj_barrier_req) > c->job->rj_first_barrier &&
-	    sfs_load_relaxed(&c->job->rj_barrier_req) > base) {
-		c->inflight = c->job->rj_barrier_req;
+	if (sfs_load_relaxed(&ck->ck_barrier_req) > ck->ck_first_barrier &&
+	    sfs_load_relaxed(&ck->ck_barrier_req) > base) {
+		c->inflight = ck->ck_barrier_req;
 		c->t_begin = sfs_now_ns();
 		sfs_log("checkpoint %" PRIu64 " was in flight: completing it", c->inflight);
 	}
@@ -153,10 +137,10 @@ void ck_coord_close(struct ck_coord *c)
 
 static void drop_stage(struct ck_coord *c, uint64_t id)
 {
-	char dir[RT_PATH_MAX + 64];
+	char dir[SFS_CKPT_PATH_MAX + 64];
 
-	for (uint32_t w = 0; w < c->job->rj_workers; w++) {
-		snprintf(dir, sizeof(dir), RT_STAGE_FMT, c->job->rj_data_dir, w,
+	for (uint32_t w = 0; w < c->ck->ck_workers; w++) {
+		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, c->ck->ck_data_dir, w,
 			 (unsigned long long)id);
 		if (sfs_rmtree(dir))
 			sfs_log("%s", sfs_last_error());
@@ -166,15 +150,15 @@ static void drop_stage(struct ck_coord *c, uint64_t id)
 /* The synchronous phase of checkpoint c->inflight. */
 static int complete(struct ck_coord *c, uint64_t now)
 {
-	struct rt_job *job = c->job;
+	struct sfs_ckpt *ck = c->ck;
 	uint64_t id = c->inflight, took;
-	struct ck_split splits[RT_MAX_WORKERS];
-	struct ck_table tables[RT_MAX_WORKERS];
+	struct ck_source sources[SFS_CKPT_MAX_WORKERS];
+	struct ck_table tables[SFS_CKPT_MAX_WORKERS];
 	struct ck_txn_stats st;
 	struct ck_meta m;
 	struct ck_txn *t;
 	struct timeval tv;
-	char dir[RT_PATH_MAX + 64];
+	char dir[SFS_CKPT_PATH_MAX + 64];
 	int rc;
 
 	if (ck_store_max_id(c->store) >= id) {
@@ -182,7 +166,7 @@ static int complete(struct ck_coord *c, uint64_t now)
 		 * it: if chk-<id> is valid it is complete — adopt it as the
 		 * reference set and finish phase two; if not, skip the id. */
 		struct ck_meta done;
-		char cdir[RT_PATH_MAX + 64];
+		char cdir[SFS_CKPT_PATH_MAX + 64];
 
 		memset(&done, 0, sizeof(done));
 		snprintf(cdir, sizeof(cdir), "%s/chk-%" PRIu64, c->root, id);
@@ -190,12 +174,12 @@ static int complete(struct ck_coord *c, uint64_t now)
 		ck_meta_free(&done);
 		ck_store_close(c->store);
 		c->store = NULL;
-		if ((rc = ck_store_open(c->root, c->name, job->rj_retain ? job->rj_retain :
-					CK_DEFAULT_RETAIN, rc ? job->rj_ckpt_done : id, &c->store)))
+		if ((rc = ck_store_open(c->root, c->name, ck->ck_retain ? ck->ck_retain :
+					CK_DEFAULT_RETAIN, rc ? ck->ck_done : id, &c->store)))
 			return rc;
 		if (ck_store_last(c->store) != id) {
 			sfs_log("checkpoint %" PRIu64 " exists but is not valid: skipped", id);
-			sfs_store_relaxed(&job->rj_ckpt_aborted, job->rj_ckpt_aborted + 1);
+			sfs_store_relaxed(&ck->ck_aborted, ck->ck_aborted + 1);
 			drop_stage(c, id);
 			c->inflight = 0;
 			return 1;
@@ -206,19 +190,22 @@ static int complete(struct ck_coord *c, uint64_t now)
 	rc = ck_txn_begin(c->store, id, &t);
 	if (rc)
 		return rc;
-	for (uint32_t w = 0; w < job->rj_workers; w++) {
-		snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, w,
+	for (uint32_t w = 0; w < ck->ck_workers; w++) {
+		struct sfs_ckpt_worker *cw = &ck->ck_w[w];
+
+		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, w,
 			 (unsigned long long)id);
 		if ((rc = ck_txn_add_dir(t, w, dir))) {
 			ck_txn_abort(t);
 			return rc;
 		}
 		tables[w].worker = w;
-		tables[w].version = sfs_load_relaxed(&job->rj_ws[w].rw_snap_version);
-	}
-	for (uint32_t sp = 0; sp < job->rj_nsplits; sp++) {
-		splits[sp].split = sp;
-		splits[sp].offset = sfs_load_relaxed(&job->rj_split_off[sp]);
+		tables[w].version = sfs_load_relaxed(&cw->cw_snap_version);
+		/* stable: the worker sealed id (acquire in ck_coord_step) and
+		 * writes no bytes again before id+1 is requested */
+		sources[w].worker = w;
+		sources[w].len = cw->cw_bytes_len <= SFS_CKPT_BYTES_MAX ? cw->cw_bytes_len : 0;
+		sources[w].bytes = cw->cw_bytes;
 	}
 	memset(&m, 0, sizeof(m));
 	m.version = CK_FORMAT_VERSION;
@@ -226,43 +213,40 @@ static int complete(struct ck_coord *c, uint64_t now)
 	gettimeofday(&tv, NULL);
 	m.time_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 	snprintf(m.job, sizeof(m.job), "%s", c->name);
-	ck_coord_config(job, m.config, sizeof(m.config));
+	snprintf(m.config, sizeof(m.config), "%.*s", SFS_CKPT_CONFIG_MAX, ck->ck_config);
 	{
 		size_t used = strlen(m.config);
 
-		m.config[used] = ' ';
-		if ((rc = ck_coord_states(c->seg, m.config + used + 1,
-					  (unsigned)(sizeof(m.config) - used - 1)))) {
+		if (used)
+			m.config[used++] = ' ';
+		if ((rc = ck_coord_states(c->seg, m.config + used,
+					  (unsigned)(sizeof(m.config) - used)))) {
 			ck_txn_abort(t);
 			return rc;
 		}
 	}
-	m.workers = job->rj_workers;
+	m.workers = ck->ck_workers;
 	m.sink_epoch = id;
-	m.nsplits = job->rj_nsplits;
-	m.splits = splits;
-	m.ntables = job->rj_workers;
+	m.nsources = ck->ck_workers;
+	m.sources = sources;
+	m.ntables = ck->ck_workers;
 	m.tables = tables;
 	rc = ck_txn_commit(t, &m, &st);
 	if (rc)
 		return rc;
 published:
-	sfs_store_release(&job->rj_ckpt_done, id);
+	sfs_ckpt_publish_done(ck, id);
 	took = sfs_now_ns() - c->t_begin;
 	/* every duration, for the summary's median and max (a ring of the
-	 * last RT_CKPT_DURATIONS) */
-	job->rj_ckpt_us[job->rj_ckpts % RT_CKPT_DURATIONS] =
+	 * last SFS_CKPT_DURATIONS) */
+	ck->ck_us[ck->ck_count % SFS_CKPT_DURATIONS] =
 		took / 1000 > UINT32_MAX ? UINT32_MAX : (uint32_t)(took / 1000);
-	if (took > job->rj_ckpt_max_ns)
-		sfs_store_relaxed(&job->rj_ckpt_max_ns, took);
-	sfs_store_relaxed(&job->rj_ckpts, job->rj_ckpts + 1);
-	sfs_store_relaxed(&job->rj_ckpt_last_ns, took);
-	sfs_store_relaxed(&job->rj_ckpt_links, job->rj_ckpt_links + st.links + st.copies);
-	sfs_store_relaxed(&job->rj_ckpt_refs, job->rj_ckpt_refs + st.referenced);
-	/* Phase two: the sinks' epochs up to id become visible. */
-	if ((rc = rt_sink_commit_upto(job->rj_data_dir, id, 0)))
-		sfs_log("checkpoint %" PRIu64 ": %s (retried at the next one)", id,
-			sfs_last_error());
+	if (took > ck->ck_max_ns)
+		sfs_store_relaxed(&ck->ck_max_ns, took);
+	sfs_store_relaxed(&ck->ck_count, ck->ck_count + 1);
+	sfs_store_relaxed(&ck->ck_last_ns, took);
+	sfs_store_relaxed(&ck->ck_links, ck->ck_links + st.links + st.copies);
+	sfs_store_relaxed(&ck->ck_refs, ck->ck_refs + st.referenced);
 	drop_stage(c, id);
 	sfs_log("checkpoint %" PRIu64 " complete in %.1f ms (barrier to snapshots %.1f ms, "
 		"storage %.1f ms): %u files linked, %u copied, %u referenced, %" PRIu64
@@ -275,7 +259,7 @@ published:
 
 int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 {
-	struct rt_job *job = c->job;
+	struct sfs_ckpt *ck = c->ck;
 	uint64_t id = c->inflight;
 	unsigned ready = 0;
 
@@ -283,14 +267,14 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 	if (!id) {
 		if (c->finishing)
 			return 0;
-		for (uint32_t w = 0; w < job->rj_workers; w++) {
-			uint32_t st = sfs_load_acquire(&job->rj_ws[w].rw_state);
+		for (uint32_t w = 0; w < ck->ck_workers; w++) {
+			uint32_t ph = sfs_load_acquire(&ck->ck_w[w].cw_phase);
 
-			if (st == RT_W_DONE || st == RT_W_FAILED) {
+			if (ph == SFS_CKW_FINISHED) {
 				c->finishing = 1;
 				return 0;
 			}
-			if (st != RT_W_RUNNING) {
+			if (ph != SFS_CKW_RUNNING) {
 				*poll_ns = 10 * MS;
 				return 0;	/* still starting */
 			}
@@ -299,29 +283,27 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 			*poll_ns = c->next_ns - now;
 			return 0;
 		}
-		id = sfs_load_relaxed(&job->rj_barrier_req);
-		if (sfs_load_relaxed(&job->rj_ckpt_done) > id)
-			id = job->rj_ckpt_done;
+		id = sfs_load_relaxed(&ck->ck_barrier_req);
+		if (sfs_load_relaxed(&ck->ck_done) > id)
+			id = ck->ck_done;
 		if (ck_store_max_id(c->store) > id)
 			id = ck_store_max_id(c->store);	/* never reuse a directory */
 		c->inflight = ++id;
 		c->t_begin = now;
 		c->next_wait_log = now + WAIT_LOG_NS;
-		sfs_store_release(&job->rj_barrier_req, id);
+		sfs_store_release(&ck->ck_barrier_req, id);
 		*poll_ns = POLL_NS;
 		return 1;
 	}
-	for (uint32_t w = 0; w < job->rj_workers; w++) {
-		struct rt_worker_status *ws = &job->rj_ws[w];
-		uint32_t st = sfs_load_acquire(&ws->rw_state);
+	for (uint32_t w = 0; w < ck->ck_workers; w++) {
+		struct sfs_ckpt_worker *cw = &ck->ck_w[w];
 
-		if (sfs_load_acquire(&ws->rw_last_barrier) < id) {
-			if (st == RT_W_DONE || st == RT_W_FAILED) {
-				/* it will never seal id: the end of input (or the
-				 * supervisor's recovery) takes over */
-				sfs_log("checkpoint %" PRIu64 " aborted: worker %u %s", id, w,
-					st == RT_W_DONE ? "finished its input" : "failed");
-				sfs_store_relaxed(&job->rj_ckpt_aborted, job->rj_ckpt_aborted + 1);
+		if (sfs_load_acquire(&cw->cw_sealed) < id) {
+			if (sfs_load_acquire(&cw->cw_phase) == SFS_CKW_FINISHED) {
+				/* it will never seal id: the end of input takes over */
+				sfs_log("checkpoint %" PRIu64 " aborted: worker %u finished its "
+					"input", id, w);
+				sfs_store_relaxed(&ck->ck_aborted, ck->ck_aborted + 1);
 				drop_stage(c, id);
 				c->inflight = 0;
 				c->finishing = 1;
@@ -329,14 +311,14 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 			}
 			continue;
 		}
-		if (sfs_load_acquire(&ws->rw_snap_barrier) < id)
+		if (sfs_load_acquire(&cw->cw_snap_barrier) < id)
 			continue;
 		ready++;
 	}
-	if (ready < job->rj_workers) {
+	if (ready < ck->ck_workers) {
 		if (now >= c->next_wait_log) {
 			sfs_log("checkpoint %" PRIu64 ": %u of %u workers sealed and snapshotted "
-				"after %.1f s", id, ready, job->rj_workers, (now - c->t_begin) / 1e9);
+				"after %.1f s", id, ready, ck->ck_workers, (now - c->t_begin) / 1e9);
 			c->next_wait_log = now + WAIT_LOG_NS;
 		}
 		*poll_ns = POLL_NS;

@@ -1,41 +1,37 @@
 /*
- * coord.h — the checkpointer's coordination of a query job's checkpoints.
- *
- * One checkpoint in flight at a time (Flink's default):
- *   1. every --checkpoint-interval the coordinator requests barrier N
- *      (rj_barrier_req = N); sources inject it at their next block boundary;
- *   2. each worker aligns it, writes its sink epoch N (pending), records its
- *      source offset, seals its state and publishes rw_last_barrier = N;
- *      the snapshotter of its state (the compactor after flushing the
- *      buffers of N, or the worker itself for rocksdb-direct) stages the
- *      state's files in <data>/stage/w<w>/b<N> and publishes rw_snap_barrier;
- *   3. when every worker has done both, the synchronous phase: the
- *      checkpoint storage (ckstore.h) links only the new files, writes
- *      _metadata (offsets, versions, files) durably, and the coordinator
- *      publishes rj_ckpt_done = N;
- *   4. then the sinks' pending changelogs of epochs <= N are committed and
- *      the staged directories removed.
+ * coord.h — the checkpointer's coordination of a group's checkpoints over
+ * the protocol region (shm/ckpt.h, which spells out the protocol; the
+ * workers' side is include/sfs.h's task API).  This side:
+ *   1. every interval, once every worker runs, request barrier N
+ *      (ck_barrier_req = N);
+ *   2. wait until every worker has sealed N (cw_sealed) and its state is
+ *      staged (cw_snap_barrier) in <data>/stage/w<w>/b<N>;
+ *   3. the synchronous phase: the checkpoint storage (ckstore.h) links
+ *      only the new files, writes _metadata (config, the workers' bytes,
+ *      versions, files) durably, and ck_done = N is published;
+ *   4. then the staged directories are removed.  Workers that staged
+ *      output (two-phase sinks) commit it when they see ck_done.
  * Barrier N+1 is requested only after N completed (or, once a worker has
  * finished its input, never again: a finished worker seals no barrier, so
  * the job's end commits the rest).  A restarted checkpointer picks up the
- * barrier in flight from rj_barrier_req and completes it.
+ * barrier in flight from ck_barrier_req and completes it.
  */
 #ifndef SFS_CHECKPOINTER_COORD_H
 #define SFS_CHECKPOINTER_COORD_H
 
 #include <stdint.h>
 
-#include "runtime/job.h"
+#include "shm/ckpt.h"
 #include "shm/segment.h"
 
 struct ck_store;
 
 struct ck_coord {
-	struct rt_job *job;
+	struct sfs_ckpt *ck;
 	const struct sfs_seg *seg;
 	const char *name;          /* job name */
 	struct ck_store *store;
-	char root[RT_PATH_MAX + 32];
+	char root[SFS_CKPT_PATH_MAX + 32];
 	uint64_t interval_ns;
 	uint64_t next_ns;          /* when to request the next barrier */
 	uint64_t inflight;         /* barrier id in flight, 0: none */
@@ -44,7 +40,7 @@ struct ck_coord {
 	int finishing;             /* a worker finished: no new checkpoints */
 };
 
-/* -ENOENT: no query job or no checkpoints in this segment (nothing to do). */
+/* -ENOENT: no checkpoints in this segment (nothing to do). */
 int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job);
 void ck_coord_close(struct ck_coord *c);
 
@@ -52,9 +48,6 @@ void ck_coord_close(struct ck_coord *c);
  * the checkpointer (the supervisor restarts it).  *@poll_ns: how soon to
  * come back. */
 int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns);
-
-/* The "key=value ..." config string of a job (what a restore must match). */
-void ck_coord_config(const struct rt_job *job, char *buf, unsigned len);
 
 /*
  * The segment's state registry as one config value, "states=<id>.<kind>.

@@ -16,7 +16,7 @@
 #include "common/log.h"
 #include "common/merge.h"
 #include "compactor/flush.h"
-#include "runtime/job.h"
+#include "shm/ckpt.h"
 #include "shm/child.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
@@ -66,20 +66,14 @@ int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
 	if (!f->ops)
 		return sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", seg->path,
 				seg->hdr->sh_backend);
-	/* A query job with checkpoints: the compactor snapshots its workers'
+	/* A group with checkpoints: the compactor snapshots its workers'
 	 * state at each barrier (the supervisor made the region before any
 	 * child started; single-node groups: it is in this segment). */
 	{
-		uint64_t off, size;
+		int rc = sfs_ckpt_find(seg, &f->ck);
 
-		if (sfs_seg_region_find(seg, RT_JOB_REGION, &off, &size) == 0 &&
-		    size >= sizeof(struct rt_job)) {
-			struct rt_job *job = sfs_seg_ptr(seg, off);
-
-			if (job->rj_magic == RT_JOB_MAGIC && job->rj_version == RT_JOB_VERSION &&
-			    job->rj_checkpoint_ms)
-				f->job = job;
-		}
+		if (rc && rc != -ENOENT)
+			return rc;
 	}
 	return 0;
 }
@@ -88,22 +82,22 @@ int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
  * Buffer @seq was sealed by barrier @id and is committed: the target now
  * holds exactly the worker's state as of @id (buffers flush in seq order,
  * and nothing newer is applied before this returns).  Stage its files for
- * the checkpointer and publish rw_snap_barrier.  An error is retried with
+ * the checkpointer and publish cw_snap_barrier (shm/ckpt.h).  An error is retried with
  * the commit (both idempotent).
  */
 static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, uint64_t id,
 			    uint64_t seq)
 {
-	struct rt_job *job = f->job;
-	char dir[RT_PATH_MAX + 64];
+	struct sfs_ckpt *ck = f->ck;
+	char dir[SFS_CKPT_PATH_MAX + 64];
 	int rc;
 
-	if (!job || fw->worker >= job->rj_workers)
+	if (!ck || fw->worker >= ck->ck_workers)
 		return 0;
 	if (f->ops->snapshot_begin) {
 		/* The version is captured now, its files follow while newer
 		 * buffers flush; publish_snapshots() reports it when complete. */
-		snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, fw->worker,
+		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, fw->worker,
 			 (unsigned long long)id);
 		rc = f->ops->snapshot_begin(fw->tw, dir, id);
 		/* a full store is fatal, and main.c says so once */
@@ -120,7 +114,7 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 				f->ops->name);
 		return 0;
 	}
-	snprintf(dir, sizeof(dir), RT_STAGE_FMT, job->rj_data_dir, fw->worker,
+	snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, fw->worker,
 		 (unsigned long long)id);
 	rc = f->ops->snapshot(fw->tw, dir);
 	if (rc) {
@@ -130,29 +124,29 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 		fw->failing = 1;
 		return rc;
 	}
-	sfs_store_relaxed(&job->rj_ws[fw->worker].rw_snap_version, seq);
-	sfs_store_release(&job->rj_ws[fw->worker].rw_snap_barrier, id);
+	sfs_store_relaxed(&ck->ck_w[fw->worker].cw_snap_version, seq);
+	sfs_store_release(&ck->ck_w[fw->worker].cw_snap_barrier, id);
 	return 0;
 }
 
 /* A snapshot begun beside the flush that is now complete: publish it. */
 static int publish_snapshots(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 {
-	struct rt_worker_status *ws;
+	struct sfs_ckpt_worker *cw;
 	uint64_t id, seq;
 	int rc;
 
-	if (!f->ops->snapshot_poll || !f->job || fw->worker >= f->job->rj_workers)
+	if (!f->ops->snapshot_poll || !f->ck || fw->worker >= f->ck->ck_workers)
 		return 0;
 	rc = f->ops->snapshot_poll(fw->tw, &id, &seq);
 	if (rc < 0) {
 		sfs_log("worker %u: %s", fw->worker, sfs_last_error());
 		return 0;
 	}
-	ws = &f->job->rj_ws[fw->worker];
-	if (rc == 1 && id > sfs_load_relaxed(&ws->rw_snap_barrier)) {
-		sfs_store_relaxed(&ws->rw_snap_version, seq);
-		sfs_store_release(&ws->rw_snap_barrier, id);
+	cw = &f->ck->ck_w[fw->worker];
+	if (rc == 1 && id > sfs_load_relaxed(&cw->cw_snap_barrier)) {
+		sfs_store_relaxed(&cw->cw_snap_version, seq);
+		sfs_store_release(&cw->cw_snap_barrier, id);
 	}
 	return rc;
 }

@@ -104,7 +104,7 @@ struct sfs_flush_worker {
 	int failing;                   /* last apply failed: report once */
 };
 
-struct rt_job;
+struct sfs_ckpt;
 
 /* The workers one thread steps: first, first + stride, ... (owner only). */
 struct sfs_flush_lane {
@@ -121,7 +121,7 @@ struct sfs_flusher {
 	const struct sfs_target_ops *ops;
 	struct sfs_target_cfg cfg;
 	struct sfs_flush_lane lane;    /* no pool: the main thread's, every worker */
-	struct rt_job *job;            /* a query job with checkpoints, else NULL */
+	struct sfs_ckpt *ck;           /* the checkpoint protocol (shm/ckpt.h), else NULL */
 	int no_snapshot_said;          /* atomic exchange (any thread) */
 	struct sfs_flush_pool *pool;   /* NULL: no maintenance threads */
 	struct sfs_flush_worker w[SFS_FLUSH_MAX_WORKERS];

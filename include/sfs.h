@@ -269,6 +269,101 @@ struct sfs_worker_stats {
 };
 void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st);
 
+/* ------------------------------------------------------------------------
+ * The checkpoint lifecycle (used by worker processes)
+ *
+ * A group started with checkpoints (`sfs run --checkpoint-interval MS`)
+ * takes them with Flink's aligned-barrier protocol; a task is one worker's
+ * membership in it.  Every --checkpoint-interval the checkpointer requests
+ * checkpoint N (sfs_task_requested() turns N: source workers inject a
+ * barrier into their streams at their next record boundary).  Each worker,
+ * when barrier N has reached it on every input, seals its keyed state with
+ * sfs_barrier(ctx, N) and then calls sfs_task_sealed(task, N, bytes, len)
+ * with up to SFS_TASK_BYTES_MAX opaque bytes of its own (its source
+ * positions: Kafka offsets, file positions; sfs stores them, never reads
+ * them).  Once every worker has sealed N and its state is flushed and
+ * staged, the checkpoint is written durably and sfs_task_completed() turns
+ * N: a two-phase sink commits what it staged up to N then, and only then.
+ * One checkpoint is in flight at a time; N+1 is requested after N
+ * completed.  A restarted group starts from the newest complete checkpoint
+ * (sfs_task_info() says how it started; sfs_task_restored() hands back the
+ * bytes each old worker saved; the keyed state of the worker's key-group
+ * range is in place before sfs_worker_open() returns).
+ *
+ * Costs: sfs_task_requested, sfs_task_completed and sfs_task_info are plain
+ * loads from shared memory; sfs_task_sealed is one copy of the bytes and
+ * two stores; none of them makes a syscall or takes a lock.
+ * sfs_task_wait_completed sleeps on a futex (a syscall: when idle only).
+ * ------------------------------------------------------------------------ */
+
+typedef struct sfs_task sfs_task_t;
+
+#define SFS_TASK_BYTES_MAX 4096u
+
+enum sfs_start_kind {
+	SFS_START_FRESH = 0,     /* no checkpoint: state starts empty */
+	SFS_START_RESTORED = 1,  /* from a checkpoint of as many workers */
+	SFS_START_RESCALED = 2,  /* from a checkpoint of another number of workers */
+};
+
+struct sfs_task_info {
+	int start;                 /* enum sfs_start_kind */
+	uint32_t worker, workers;  /* this worker's index, and the job's workers */
+	uint32_t max_parallelism;  /* key groups */
+	uint32_t prev_workers;     /* workers of the checkpoint started from (0: fresh) */
+	uint64_t checkpoint;       /* the checkpoint started from (0: fresh) */
+	uint64_t base_id;          /* this run's ids are above it: a source injects
+	                              barrier N once sfs_task_requested() = N > the
+	                              last it injected, starting from base_id */
+	uint64_t interval_ms;      /* checkpoint interval */
+};
+
+/*
+ * sfs_task_open - join the checkpoints of the group @h is attached to, as
+ * worker @worker (the group is told it runs: checkpoints are requested once
+ * every worker has joined).  -ENOENT when the group takes no checkpoints,
+ * SFS_EUSAGE for a worker index out of range.  Cost: a region lookup, once.
+ */
+int sfs_task_open(sfs_handle_t *h, uint32_t worker, sfs_task_t **out);
+int sfs_task_close(sfs_task_t *t);
+
+void sfs_task_info(const sfs_task_t *t, struct sfs_task_info *out);
+
+/* The bytes old worker @prev_worker saved with the checkpoint this run
+ * started from (after a rescale every worker reads every old worker's and
+ * takes what is its own).  -ENOENT on a fresh start, SFS_EUSAGE for an
+ * index >= prev_workers.  The view lives as long as the task. */
+int sfs_task_restored(const sfs_task_t *t, uint32_t prev_worker, struct sfs_view *out);
+
+/* The newest checkpoint requested (0: none yet) and the newest completed. */
+uint64_t sfs_task_requested(const sfs_task_t *t);
+uint64_t sfs_task_completed(const sfs_task_t *t);
+
+/* Sleep until checkpoint @id has completed: 0, or SFS_ETIMEDOUT after
+ * @timeout_ns (0: no limit). */
+int sfs_task_wait_completed(const sfs_task_t *t, uint64_t id, uint64_t timeout_ns);
+
+/*
+ * sfs_task_sealed - this worker has sealed checkpoint @id (sfs_barrier()
+ * on its context first): publish it with @len bytes of its own.  SFS_EUSAGE
+ * (and nothing published) for an id not above the last one sealed, an id
+ * not requested yet, or more than SFS_TASK_BYTES_MAX bytes.
+ */
+int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len);
+
+/* End of input: this worker seals no more barriers (the checkpoint in
+ * flight is abandoned; the group's end commits the rest). */
+int sfs_task_finish(sfs_task_t *t);
+
+/*
+ * For a worker whose state lives outside sfs (a baseline, or state of its
+ * own): where to put the files of checkpoint @id, and the call that says
+ * they are all there.  Workers on sfs state never call these: the
+ * compactor stages their state.
+ */
+int sfs_task_stage_dir(const sfs_task_t *t, uint64_t id, char *buf, size_t len);
+int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version);
+
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 

@@ -15,6 +15,7 @@
 #include "runtime/engine.h"
 #include "runtime/query.h"
 #include "runtime/sink.h"
+#include "shm/ckpt.h"	/* sfs__task_open_seg: the task over the child's mapping */
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 
@@ -78,6 +79,11 @@ struct rt_engine {
 	uint64_t throttle_until;  /* --max-rate: no events before this (ns) */
 	uint64_t next_beat;       /* the heartbeat's next due time */
 	int finished;           /* part committed */
+	/* Checkpoints, through the public task API like any program: NULL
+	 * when the group takes none.  The bytes kept with a checkpoint are
+	 * this worker's split offsets (rt_source_bytes). */
+	sfs_task_t *task;
+	uint64_t committed;     /* last checkpoint whose sink epochs it committed */
 	struct nx_event ev;
 };
 
@@ -95,6 +101,8 @@ static int fail(struct rt_engine *g, int rc, const char *fmt, ...)
 	va_end(ap);
 	sfs_log("worker %u failed: %s", g->me, g->ws->rw_error);
 	sfs_store_release(&g->ws->rw_state, RT_W_FAILED);
+	if (g->task)
+		sfs_task_finish(g->task);	/* it seals nothing more */
 	return rc ? rc : -EIO;
 }
 
@@ -274,6 +282,8 @@ static int commit(struct rt_engine *g)
 	g->ws->rw_rows += rows;
 	g->ws->rw_end_ns = sfs_now_ns();
 	sfs_store_release(&g->ws->rw_state, RT_W_DONE);
+	if (g->task)
+		sfs_task_finish(g->task);
 	g->finished = 1;
 	sfs_log("worker %u: end of input, %llu events, %llu records, %llu result changes",
 		g->me, (unsigned long long)g->events, (unsigned long long)g->records,
@@ -334,9 +344,11 @@ static int seal(struct rt_engine *g, uint64_t id)
 	rc = g->op.so->barrier(g->op.st, id);
 	if (rc)
 		return fail(g, rc, "barrier %llu: %s", (unsigned long long)id, sfs_last_error());
-	if (g->job->rj_checkpoint_ms) {
-		/* the pre-commit of epoch @id, then what the checkpointer reads */
+	if (g->task) {
+		/* the pre-commit of epoch @id, then the seal with the offsets */
 		uint64_t rows = 0;
+		char bytes[SFS_TASK_BYTES_MAX];
+		int n;
 
 		rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, id, &rows);
 		if (rc)
@@ -346,17 +358,17 @@ static int seal(struct rt_engine *g, uint64_t id)
 		if (g->op.so->snapshot) {
 			char dir[RT_PATH_MAX + 64];
 
-			snprintf(dir, sizeof(dir), RT_STAGE_FMT, g->job->rj_data_dir, g->me,
-				 (unsigned long long)id);
-			rc = g->op.so->snapshot(g->op.st, id, dir);
-			if (rc)
+			if ((rc = sfs_task_stage_dir(g->task, id, dir, sizeof(dir))) ||
+			    (rc = g->op.so->snapshot(g->op.st, id, dir)) ||
+			    (rc = sfs_task_staged(g->task, id, 0)))
 				return fail(g, rc, "snapshot %llu: %s", (unsigned long long)id,
 					    sfs_last_error());
-			sfs_store_release(&g->ws->rw_snap_barrier, id);
 		}
 		sfs_store_relaxed(&g->ws->rw_sink_epoch, id);
-		for (uint32_t i = 0; i < g->nsplit; i++)
-			sfs_store_relaxed(&g->job->rj_split_off[g->split_id[i]], g->inj_off[id & 7][i]);
+		n = rt_source_bytes(bytes, sizeof(bytes), g->split_id, g->inj_off[id & 7], g->nsplit);
+		if (n < 0 || (rc = sfs_task_sealed(g->task, id, bytes, (size_t)n)))
+			return fail(g, n < 0 ? n : rc, "seal %llu: %s", (unsigned long long)id,
+				    sfs_last_error());
 	}
 	for (unsigned s = 0; s < g->stages; s++) {
 		g->st[s].held = 0;
@@ -531,7 +543,7 @@ static int source_step(struct rt_engine *g)
 			g->throttle_until = 0;
 		}
 		if (g->next_ev == g->end_ev) {
-			uint64_t req = sfs_load_relaxed(&g->job->rj_barrier_req);
+			uint64_t req = g->task ? sfs_task_requested(g->task) : 0;
 
 			if (g->nsplit && g->split_next[g->cur] < g->nblocks) {
 				g->split_next[g->cur] += g->job->rj_nsplits;
@@ -577,11 +589,85 @@ static int source_step(struct rt_engine *g)
 
 /* ---- set-up -------------------------------------------------------------------- */
 
+/* ---- checkpoints ------------------------------------------------------------- */
+
+int rt_source_bytes(char *buf, size_t len, const uint32_t *split, const uint64_t *off, uint32_t n)
+{
+	size_t used = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		int k = snprintf(buf + used, len - used, "%s%u:%llu", i ? " " : "", split[i],
+				 (unsigned long long)off[i]);
+
+		if (k < 0 || (size_t)k >= len - used)
+			return sfs__err(-E2BIG, "%u split offsets: over %zu bytes", n, len);
+		used += (size_t)k;
+	}
+	return (int)used;
+}
+
+/* A restored or rescaled start: each of this worker's splits resumes at
+ * the offset some old worker kept for it (after a rescale, any of them). */
+static int restore_splits(struct rt_engine *g, const struct sfs_task_info *info)
+{
+	uint64_t found[RT_MAX_WORKERS] = { 0 };
+	char text[SFS_TASK_BYTES_MAX + 1];
+
+	for (uint32_t pw = 0; pw < info->prev_workers; pw++) {
+		struct sfs_view v;
+		const char *p = text;
+		int rc = sfs_task_restored(g->task, pw, &v);
+
+		if (rc)
+			return fail(g, rc, "restore: %s", sfs_last_error());
+		memcpy(text, v.data, v.len);
+		text[v.len] = '\0';
+		while (*p) {
+			unsigned sp;
+			unsigned long long o;
+			int used = 0;
+
+			if (sscanf(p, "%u:%llu%n", &sp, &o, &used) != 2 || !used)
+				return fail(g, SFS_ECORRUPT, "checkpoint %llu: old worker %u's bytes "
+					    "are not split offsets: '%.40s'",
+					    (unsigned long long)info->checkpoint, pw, p);
+			for (uint32_t i = 0; i < g->nsplit; i++)
+				if (g->split_id[i] == sp) {
+					g->split_next[i] = o;
+					found[i] = 1;
+				}
+			p += used;
+			p += *p == ' ';
+		}
+	}
+	for (uint32_t i = 0; i < g->nsplit; i++)
+		if (!found[i])
+			return fail(g, SFS_ECORRUPT, "checkpoint %llu has no offset of split %u",
+				    (unsigned long long)info->checkpoint, g->split_id[i]);
+	return 0;
+}
+
+/* Checkpoint N is complete: this worker's sink epochs up to N are the
+ * result's (a rename each; a failure is retried at the next one). */
+static void sink_commit(struct rt_engine *g)
+{
+	uint64_t done = sfs_task_completed(g->task);
+
+	if (rt_sink_commit_worker(g->job->rj_data_dir, g->me, done)) {
+		sfs_log("worker %u: commit of checkpoint %llu: %s (retried at the next one)", g->me,
+			(unsigned long long)done, sfs_last_error());
+		return;
+	}
+	g->committed = done;
+	sfs_store_relaxed(&g->ws->rw_sink_committed, done);
+}
+
 static int engine_open(struct rt_engine *g, struct sfs_child *c)
 {
 	struct sfs_seg *seg = &c->seg;
 	const struct rt_backend_ops *bo;
 	struct rt_backend_cfg bc;
+	struct sfs_task_info info = { 0 };
 	uint64_t off, size, coff, csize;
 	unsigned char *chans;
 	int rc;
@@ -639,9 +725,17 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	for (uint32_t sp = g->me; sp < g->job->rj_nsplits && g->nsplit < RT_MAX_WORKERS;
 	     sp += g->W) {
 		g->split_id[g->nsplit] = sp;
-		g->split_next[g->nsplit++] = g->job->rj_split_start[sp];
+		g->split_next[g->nsplit++] = sp;	/* split sp's first block */
 	}
-	g->injected = g->job->rj_first_barrier;
+	rc = sfs__task_open_seg(seg, g->me, &g->task);
+	if (rc && rc != -ENOENT)
+		return fail(g, rc, "checkpoints: %s", sfs_last_error());
+	if (g->task) {
+		sfs_task_info(g->task, &info);
+		g->injected = info.base_id;
+		if (info.start != SFS_START_FRESH && (rc = restore_splits(g, &info)))
+			return rc;
+	}
 	g->wm_sent = INT64_MIN;
 	for (unsigned s = 0; s < g->stages; s++) {
 		g->st[s].wm = INT64_MIN;
@@ -657,7 +751,7 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	bc.workers = g->W;
 	bc.max_parallelism = g->job->rj_max_parallelism;
 	bc.data_dir = g->job->rj_data_dir;
-	bc.restored = (int)g->job->rj_restored;
+	bc.restored = g->task && info.start != SFS_START_FRESH;
 	bc.cache_bytes = g->job->rj_cache_bytes;
 	bc.buffer_bytes = g->job->rj_buffer_bytes;
 	rc = bo->open(&bc, &g->op.st);
@@ -678,7 +772,7 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	sfs_store_release(&g->ws->rw_state, RT_W_RUNNING);
 	sfs_log("worker %u: query %s on %s, %u workers, %u source split(s) of %u, %llu blocks%s",
 		g->me, g->q->name, bo->name, g->W, g->nsplit, g->job->rj_nsplits,
-		(unsigned long long)g->nblocks, g->job->rj_restored ? ", restored" : "");
+		(unsigned long long)g->nblocks, bc.restored ? ", restored" : "");
 	return 0;
 }
 
@@ -691,6 +785,8 @@ static void engine_close(struct rt_engine *g)
 		g->op.so->close(g->op.st);
 	if (g->sink.slot)
 		rt_sink_free(&g->sink);
+	if (g->task)
+		sfs_task_close(g->task);
 	for (unsigned s = 0; s < RT_MAX_STAGES; s++)
 		for (uint32_t w = 0; w < RT_MAX_WORKERS; w++)
 			free(g->out[s][w].q);
@@ -768,6 +864,8 @@ int rt_engine_run(struct sfs_child *c)
 			break;
 		}
 		g->op.so->quiescent(g->op.st);
+		if (g->task && sfs_task_completed(g->task) > g->committed)
+			sink_commit(g);
 		sfs_store_relaxed(&g->ws->rw_events, g->events);
 		sfs_store_relaxed(&g->ws->rw_records, g->records);
 		now = sfs_now_ns();

@@ -14,7 +14,7 @@
  * function of the event number).
  *
  * Barriers (exactly-once alignment): a source injects barrier k+1 into all
- * its stage-0 channels at a block boundary once rj_barrier_req > k, so
+ * its stage-0 channels at a block boundary once the requested checkpoint (sfs_task_requested) > k, so
  * every source injects the same ids in the same order.  A stage stops
  * reading a channel that delivered barrier b until every channel of the
  * stage has (an ended channel counts as aligned); then the operator's
@@ -40,6 +40,9 @@
 #ifndef SFS_RUNTIME_ENGINE_H
 #define SFS_RUNTIME_ENGINE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "runtime/job.h"
 #include "shm/child.h"
 
@@ -47,5 +50,10 @@
  * until SIGTERM.  0 on a clean stop, an error code when it failed (the
  * worker's status line says why). */
 int rt_engine_run(struct sfs_child *c);
+
+/* The bytes a worker keeps with a checkpoint: its splits' offsets as text,
+ * "SPLIT:OFFSET" separated by spaces (a restore with any number of
+ * workers finds each split's in some old worker's).  Length, or -E2BIG. */
+int rt_source_bytes(char *buf, size_t len, const uint32_t *split, const uint64_t *off, uint32_t n);
 
 #endif

@@ -7,20 +7,10 @@
  *    read-only for the life of the segment.  Workers find the region by name
  *    (the directory entry is published with a release store), so no further
  *    ordering is needed.
- *  - rj_barrier_req: the checkpointer bumps it with a release store to start
- *    checkpoint rj_barrier_req (one in flight at a time); sources read it at
- *    block boundaries (relaxed: a late barrier is just a later one).
- *  - rj_ckpt_*: the checkpointer; rj_ckpt_done with a release store after
- *    the checkpoint's _metadata is durable.
- *  - rj_split_off[s]: the worker owning split s, at each seal, before its
- *    rw_last_barrier release (one checkpoint in flight: stable until the
- *    checkpointer requests the next barrier).
- *  - rj_nsplits, rj_split_start, rj_first_barrier, rj_restored*: the supervisor, before
- *    any child starts (a restore); read-only after.
- *  - rw_snap_barrier/rw_snap_version: whoever snapshots worker w's state —
- *    the compactor for the sfs backends, the worker itself for
- *    rocksdb-direct — with a release store once <data>/stage/w<w>/b<N> is
- *    complete.
+ *  - Checkpoints are not here: the protocol is the group's (shm/ckpt.h),
+ *    and the workers use it through include/sfs.h's task API like any
+ *    program would — the split offsets they keep with a checkpoint are
+ *    their task bytes (engine.c).
  *  - rj_ws[w]: worker w only, relaxed stores of counters (monotone; readers
  *    are reports), rw_state with a release store after the part file is
  *    closed, so a reader that sees RT_W_DONE sees a complete file.
@@ -41,14 +31,11 @@
 #define RT_JOB_REGION   "job"
 #define RT_CHAN_REGION  "chans"
 #define RT_JOB_MAGIC    0x73667320716a6f62ull /* "sfs qjob" */
-#define RT_JOB_VERSION  4u  /* 4: checkpoint durations (rj_ckpt_max_ns, rj_ckpt_us) */
+#define RT_JOB_VERSION  5u  /* 5: the checkpoint protocol moved to shm/ckpt.h */
 #define RT_MAX_WORKERS  48u
 #define RT_MAX_STAGES   3u
 #define RT_NAME_MAX     32u
 #define RT_PATH_MAX     256u
-/* Checkpoint durations kept for the summary's median: the last 4096
- * (16 KiB; more than an hour of checkpoints at the default 1 s interval). */
-#define RT_CKPT_DURATIONS 4096u
 
 enum rt_worker_state {
 	RT_W_STARTING = 0,
@@ -71,11 +58,8 @@ struct rt_worker_status {
 	uint64_t rw_rows;          /* result rows in its committed part */
 	uint32_t rw_state;         /* enum rt_worker_state (release) */
 	uint32_t rw_pad;
-	/* checkpoints: at the seal of barrier N the worker writes its sink
-	 * epoch and offset, then rw_last_barrier = N (release) */
 	uint64_t rw_sink_epoch;    /* last epoch whose changelog is written (pending) */
-	uint64_t rw_snap_barrier;  /* release: the snapshot staged last (see above) */
-	uint64_t rw_snap_version;  /* its target version (flushed seq) */
+	uint64_t rw_sink_committed; /* last epoch it committed (checkpoint complete) */
 	char rw_error[192];
 } __sfs_cache_aligned;
 
@@ -101,35 +85,10 @@ struct rt_job {
 	char rj_query[RT_NAME_MAX];
 	char rj_backend[RT_NAME_MAX];
 	char rj_data_dir[RT_PATH_MAX];
-	/* checkpoints (supervisor, before the children start) */
-	uint64_t rj_checkpoint_ms;  /* barrier interval; 0: no checkpoints */
-	uint64_t rj_first_barrier;  /* this run's barrier ids start above it */
-	uint64_t rj_restored_id;    /* checkpoint restored from (0: a fresh start) */
 	uint64_t rj_cache_bytes;    /* value cache per worker (sfs backends; 0: default) */
 	uint64_t rj_buffer_bytes;   /* each write buffer of a worker (sfs backends; 0: default) */
-	uint32_t rj_retain;         /* checkpoints kept */
-	uint32_t rj_restored;       /* 1: backends adopt their restored files */
 	uint32_t rj_nsplits;        /* source splits (the first run's parallelism) */
 	uint32_t rj_pad2;
-	uint64_t rj_split_start[RT_MAX_WORKERS]; /* first source block per split */
-
-	uint64_t rj_barrier_req __sfs_cache_aligned;
-	/* checkpointer-owned progress */
-	uint64_t rj_ckpt_done;      /* release: last completed checkpoint */
-	uint64_t rj_ckpts;          /* completed in this run */
-	uint64_t rj_ckpt_aborted;
-	uint64_t rj_ckpt_last_ns;   /* duration of the last one (barrier to _metadata) */
-	uint64_t rj_ckpt_links;     /* files linked or copied into storage, total */
-	uint64_t rj_ckpt_refs;      /* files riding as references, total */
-	uint64_t rj_ckpt_max_ns;    /* the longest one completed in this run */
-	/* duration of completed checkpoint i (counting from 0 in this run) in
-	 * µs, saturated, at [i % RT_CKPT_DURATIONS]: written before rj_ckpts
-	 * counts it (plain stores; read by the supervisor's summary once the
-	 * checkpointer has stopped) */
-	uint32_t rj_ckpt_us[RT_CKPT_DURATIONS];
-	/* split s's offset at its owner's last sealed barrier (the owner,
-	 * before its rw_last_barrier release) */
-	uint64_t rj_split_off[RT_MAX_WORKERS];
 	struct rt_worker_status rj_ws[RT_MAX_WORKERS];
 	struct rt_bell rj_bell[RT_MAX_WORKERS];
 };
@@ -151,10 +110,5 @@ static inline uint64_t rt_chan_index(uint32_t workers, unsigned stage, uint32_t 
 {
 	return ((uint64_t)stage * workers + from) * workers + to;
 }
-
-/* Where worker @w stages its state snapshot of barrier N, and where the
- * checkpoints live (checkpointer/ckstore.h). */
-#define RT_STAGE_FMT "%s/stage/w%u/b%llu"
-#define RT_CKPT_DIR_FMT "%s/checkpoints"
 
 #endif

@@ -353,7 +353,8 @@ static int parse_name(const char *name, uint32_t *w, uint64_t *epoch, const char
 	return 1;
 }
 
-int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer)
+/* rt_sink_commit_upto's walk, for worker @only's changelogs (UINT32_MAX: all). */
+static int commit_upto(const char *data_dir, uint32_t only, uint64_t upto, int drop_newer)
 {
 	char dir[4096], from[4400], to[4500];
 	struct dirent *d;
@@ -369,7 +370,7 @@ int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer)
 		uint64_t e;
 		const char *ext;
 
-		if (!parse_name(d->d_name, &w, &e, &ext))
+		if (!parse_name(d->d_name, &w, &e, &ext) || (only != UINT32_MAX && w != only))
 			continue;
 		snprintf(from, sizeof(from), "%s/%s", dir, d->d_name);
 		if (strcmp(ext, "pending") == 0 && e <= upto) {
@@ -391,6 +392,16 @@ int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer)
 		close(fd);
 	}
 	return rc;
+}
+
+int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer)
+{
+	return commit_upto(data_dir, UINT32_MAX, upto, drop_newer);
+}
+
+int rt_sink_commit_worker(const char *data_dir, uint32_t w, uint64_t upto)
+{
+	return commit_upto(data_dir, w, upto, 0);
 }
 
 int rt_sink_reset(const char *data_dir)

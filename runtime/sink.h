@@ -11,8 +11,9 @@
  * sink consolidates an epoch's changes in a table (the last upsert or delete
  * per key, the net count per multiset row) and, at the seal of barrier N,
  * writes them as a changelog `sink/w<w>-e<N>.pending` (tmp, fsync, rename):
- * the pre-commit.  Once checkpoint N is complete the checkpointer renames
- * the pending files of epochs <= N to `.log` (the commit); a restore from
+ * the pre-commit.  Once checkpoint N is complete the worker renames its
+ * pending files of epochs <= N to `.log` (the commit, when it sees the
+ * completion: include/sfs.h's sfs_task_completed); a restore from
  * checkpoint C commits pending files <= C (they belong to C) and removes
  * newer ones, whose records the sources replay.  End of input writes the
  * final epoch (RT_EPOCH_FINAL), committed when every worker is done.
@@ -72,6 +73,10 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
  * branch after a restore from an older checkpoint).  Idempotent.
  */
 int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer);
+
+/* The same for worker @w's pending changelogs only (a worker's commit when
+ * it sees checkpoint @upto complete). */
+int rt_sink_commit_worker(const char *data_dir, uint32_t w, uint64_t upto);
 
 /* Remove every changelog (a fresh run). */
 int rt_sink_reset(const char *data_dir);

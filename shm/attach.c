@@ -70,3 +70,8 @@ void sfs_offline(sfs_handle_t *h)
 	if (h->slot)
 		sfs_qsbr_offline(h->slot);
 }
+
+const struct sfs_seg *sfs__handle_seg(const sfs_handle_t *h)
+{
+	return &h->seg;
+}

@@ -15,6 +15,7 @@
 
 #include "common/fingerprint.h"
 #include "shm/alloc.h"
+#include "shm/ckpt.h"
 #include "shm/layout.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
@@ -100,6 +101,7 @@ uint64_t sfs_layout_fingerprint_of(const struct sfs_layout_part *parts)
 	 * differ is refused up front too. */
 	h = sfs_fp(h, sfs_alloc_layout());
 	h = sfs_fp(h, sfs_ring_layout());
+	h = sfs_ckpt_layout(h);
 	for (const struct sfs_layout_part *p = parts; p->fp; p++)
 		h = sfs_fp(h, p->fp());
 	return h;

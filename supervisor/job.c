@@ -34,6 +34,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "runtime/backend.h"
+#include "runtime/engine.h"
 #include "runtime/chan.h"
 #include "runtime/job.h"
 #include "runtime/query.h"
@@ -45,10 +46,12 @@
 #include "store/target.h"
 #include "common/keygroup.h"
 #include "worker/state.h"
+#include "shm/ckpt.h"
 
 #define MS 1000000ull
 
 static struct rt_job *job;
+static struct sfs_ckpt *ck;     /* the group's checkpoint protocol (shm/ckpt.h) */
 static struct sfs_seg *job_seg;
 static const char *job_name;
 static uint64_t t_start, next_progress;
@@ -220,8 +223,8 @@ static int fresh(const struct sup_query *q)
 	char root[PATH_MAX];
 	int rc;
 
-	snprintf(root, sizeof(root), RT_CKPT_DIR_FMT, q->data_dir);
-	job->rj_first_barrier = max_checkpoint_id(root);
+	snprintf(root, sizeof(root), SFS_CKPT_DIR_FMT, q->data_dir);
+	ck->ck_first_barrier = max_checkpoint_id(root);
 	stage_reset(q);
 	if ((rc = files_env(q, &f, &e, root, sizeof(root), &tc)) < 0)
 		return rc;
@@ -330,6 +333,73 @@ static int same(const struct ck_meta *m, const char *key, const char *mine, cons
 	return 1;
 }
 
+/* What the job's checkpoints record and a restore must match (but the
+ * splits: the first run's parallelism, which a rescale keeps). */
+static void job_config(void)
+{
+	snprintf(ck->ck_config, sizeof(ck->ck_config),
+		 "query=%s backend=%s workers=%u max_parallelism=%u events=%" PRIu64
+		 " first_event=%" PRIu64 " rate=%.6f base_time_ms=%" PRId64 " block_events=%u"
+		 " splits=%u", job->rj_query, job->rj_backend, job->rj_workers,
+		 job->rj_max_parallelism, job->rj_events, job->rj_first_event, job->rj_rate,
+		 job->rj_base_time_ms, job->rj_block_events, job->rj_nsplits);
+}
+
+/*
+ * The workers' bytes of checkpoint @m into the protocol region, for
+ * sfs_task_restored(), and the source splits of the job (the first run's
+ * parallelism, kept in the config).  A format-1 checkpoint kept offsets per
+ * split instead: they are handed to old worker 0 in the runtime's encoding
+ * (rt_source_bytes), which every worker reads after a rescale anyway.
+ */
+static int restore_sources(const struct ck_meta *m, const char *dir)
+{
+	char v[32];
+
+	if (m->workers > SFS_CKPT_MAX_WORKERS) {
+		fprintf(stderr, "sfs run: checkpoint %s: %u workers, at most %u\n", dir, m->workers,
+			SFS_CKPT_MAX_WORKERS);
+		return 2;
+	}
+	ck->ck_prev_workers = m->workers;
+	if (m->version == 1) {
+		uint32_t ids[RT_MAX_WORKERS];
+		uint64_t offs[RT_MAX_WORKERS];
+		int n;
+
+		if (m->nsplits == 0 || m->nsplits > RT_MAX_WORKERS) {
+			fprintf(stderr, "sfs run: checkpoint %s: %u source splits\n", dir, m->nsplits);
+			return 2;
+		}
+		for (uint32_t i = 0; i < m->nsplits; i++) {
+			ids[i] = m->splits[i].split;
+			offs[i] = m->splits[i].offset;
+		}
+		n = rt_source_bytes((char *)ck->ck_prev[0].cp_bytes, SFS_CKPT_BYTES_MAX, ids, offs,
+				    m->nsplits);
+		if (n < 0) {
+			fprintf(stderr, "sfs run: checkpoint %s: %s\n", dir, sfs_last_error());
+			return 2;
+		}
+		ck->ck_prev[0].cp_len = (uint32_t)n;
+		job->rj_nsplits = m->nsplits;
+		return 0;
+	}
+	for (uint32_t i = 0; i < m->nsources; i++) {
+		const struct ck_source *x = &m->sources[i];
+
+		memcpy(ck->ck_prev[x->worker].cp_bytes, x->bytes, x->len);
+		ck->ck_prev[x->worker].cp_len = x->len;
+	}
+	if (ck_meta_config(m, "splits", v, sizeof(v)) ||
+	    (job->rj_nsplits = (uint32_t)strtoul(v, NULL, 10)) == 0 ||
+	    job->rj_nsplits > RT_MAX_WORKERS) {
+		fprintf(stderr, "sfs run: checkpoint %s: no source splits in its config\n", dir);
+		return 2;
+	}
+	return 0;
+}
+
 static int restore(struct sup_query *q, unsigned workers)
 {
 	char root[PATH_MAX - 64], dir[PATH_MAX], mine[RT_PATH_MAX * 2], want[128];
@@ -339,7 +409,7 @@ static int restore(struct sup_query *q, unsigned workers)
 	struct ck_meta m;
 	int rc;
 
-	snprintf(root, sizeof(root), RT_CKPT_DIR_FMT, q->data_dir);
+	snprintf(root, sizeof(root), SFS_CKPT_DIR_FMT, q->data_dir);
 	memset(&m, 0, sizeof(m));
 	if (q->recover_id) {
 		snprintf(dir, sizeof(dir), "%s/chk-%" PRIu64, root, q->recover_id);
@@ -380,7 +450,7 @@ static int restore(struct sup_query *q, unsigned workers)
 		if (n > 10 && strcmp(dir + n - 10, "/_metadata") == 0)
 			dir[n - 10] = '\0';
 	}
-	ck_coord_config(job, mine, sizeof(mine));
+	snprintf(mine, sizeof(mine), "%s", ck->ck_config);
 	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		const char *p = strstr(mine, names[i]);
 		size_t kl = strlen(names[i]);
@@ -395,10 +465,9 @@ static int restore(struct sup_query *q, unsigned workers)
 			return 2;
 		}
 	}
-	if (m.nsplits == 0 || m.nsplits > RT_MAX_WORKERS) {
-		fprintf(stderr, "sfs run: checkpoint %s: %u source splits\n", dir, m.nsplits);
+	if ((rc = restore_sources(&m, dir))) {
 		ck_meta_free(&m);
-		return 2;
+		return rc;
 	}
 	{
 		char croot[PATH_MAX];
@@ -420,21 +489,11 @@ static int restore(struct sup_query *q, unsigned workers)
 			return 2;
 		}
 	}
-	job->rj_nsplits = m.nsplits;
-	for (uint32_t i = 0; i < m.nsplits; i++) {
-		if (m.splits[i].split >= m.nsplits) {
-			fprintf(stderr, "sfs run: checkpoint %s: split %u of %u\n", dir,
-				m.splits[i].split, m.nsplits);
-			ck_meta_free(&m);
-			return 2;
-		}
-		job->rj_split_start[m.splits[i].split] = m.splits[i].offset;
-	}
-	job->rj_restored = 1;
-	job->rj_restored_id = m.id;
-	job->rj_first_barrier = max_checkpoint_id(root);
-	if (job->rj_first_barrier < m.id)
-		job->rj_first_barrier = m.id;
+	ck->ck_start = m.workers == workers ? SFS_START_RESTORED : SFS_START_RESCALED;
+	ck->ck_restored_id = m.id;
+	ck->ck_first_barrier = max_checkpoint_id(root);
+	if (ck->ck_first_barrier < m.id)
+		ck->ck_first_barrier = m.id;
 	stage_reset(q);
 	/* The epochs the checkpoint covers are the sink's; newer ones replay. */
 	rc = rt_sink_commit_upto(q->data_dir, m.sink_epoch, 1);
@@ -449,10 +508,10 @@ uint64_t sup_query_last_checkpoint(void)
 {
 	uint64_t id;
 
-	if (!job)
+	if (!job || !ck)
 		return 0;
-	id = sfs_load_acquire(&job->rj_ckpt_done);
-	return id ? id : job->rj_restored_id;
+	id = ck ? sfs_load_acquire(&ck->ck_done) : 0;
+	return id || !ck ? id : ck->ck_restored_id;
 }
 
 int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
@@ -483,17 +542,21 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	snprintf(job->rj_query, sizeof(job->rj_query), "%s", q->query);
 	snprintf(job->rj_backend, sizeof(job->rj_backend), "%s", q->backend);
 	snprintf(job->rj_data_dir, sizeof(job->rj_data_dir), "%s", q->data_dir);
-	job->rj_checkpoint_ms = q->checkpoint_ns / MS;
 	job->rj_nsplits = workers;
-	for (unsigned sp = 0; sp < workers; sp++)
-		job->rj_split_start[sp] = sp;
-	job->rj_retain = q->retain;
 	job->rj_cache_bytes = q->cache_bytes;
 	job->rj_buffer_bytes = q->buffer_bytes;
+	if ((rc = sfs_ckpt_create(seg, workers, &ck)))
+		return rc;
+	ck->ck_max_parallelism = job->rj_max_parallelism;
+	ck->ck_interval_ms = q->checkpoint_ns / MS;
+	ck->ck_retain = q->retain;
+	snprintf(ck->ck_data_dir, sizeof(ck->ck_data_dir), "%s", q->data_dir);
+	job_config();
 	rc = q->restore || q->recover_id ? restore(q, workers) : fresh(q);
 	if (rc)
 		return rc;
-	job->rj_barrier_req = job->rj_first_barrier;
+	job_config();	/* a restore's splits are the checkpoint's */
+	ck->ck_barrier_req = ck->ck_first_barrier;
 	rc = sfs_seg_region_create(seg, RT_CHAN_REGION, rt_chans_bytes(workers, cb),
 				   SFS_ROLE_SUPERVISOR, &coff);
 	if (rc)
@@ -534,9 +597,9 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 			}
 		}
 	}
-	if (job->rj_ckpt_max_ns > carried.ckpt_max_ns)
-		carried.ckpt_max_ns = job->rj_ckpt_max_ns;
-	n = job->rj_ckpts < RT_CKPT_DURATIONS ? job->rj_ckpts : RT_CKPT_DURATIONS;
+	if (ck->ck_max_ns > carried.ckpt_max_ns)
+		carried.ckpt_max_ns = ck->ck_max_ns;
+	n = ck->ck_count < SFS_CKPT_DURATIONS ? ck->ck_count : SFS_CKPT_DURATIONS;
 	if (carried.nckpt + n > carried.cap) {
 		size_t cap = carried.cap ? carried.cap : 256;
 		uint32_t *p;
@@ -552,8 +615,8 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 		carried.ckpt_us = p;
 		carried.cap = cap;
 	}
-	for (uint64_t i = job->rj_ckpts - n; i < job->rj_ckpts; i++)
-		carried.ckpt_us[carried.nckpt++] = job->rj_ckpt_us[i % RT_CKPT_DURATIONS];
+	for (uint64_t i = ck->ck_count - n; i < ck->ck_count; i++)
+		carried.ckpt_us[carried.nckpt++] = ck->ck_us[i % SFS_CKPT_DURATIONS];
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -740,15 +803,15 @@ int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 		printf("], \"barrier_ms\": %.3f, \"barrier_cpu_ms\": %.3f, \"barrier_max_ms\": %.3f, "
 		       "\"checkpoint_last_ms\": %.3f, \"checkpoint_files_linked\": %llu, "
 		       "\"checkpoint_files_referenced\": %llu",
-		       seal / 1e6, seal_cpu / 1e6, seal_max / 1e6, job->rj_ckpt_last_ns / 1e6,
-		       (unsigned long long)job->rj_ckpt_links, (unsigned long long)job->rj_ckpt_refs);
+		       seal / 1e6, seal_cpu / 1e6, seal_max / 1e6, ck->ck_last_ns / 1e6,
+		       (unsigned long long)ck->ck_links, (unsigned long long)ck->ck_refs);
 		if (tgt && tgt->summary_json)
 			tgt->summary_json(job_seg, job->rj_workers, stdout);
 		usage_json(u);
 		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
 		       "\"recoveries\": %u, \"stall_ms\": %.3f, \"result_rows\": %llu, "
 		       "\"ok\": %s}\n", (unsigned long long)bar,
-		       (unsigned long long)job->rj_ckpts, q->recoveries, stall / 1e6,
+		       (unsigned long long)ck->ck_count, q->recoveries, stall / 1e6,
 		       (unsigned long long)rows, ok ? "true" : "false");
 	} else {
 		printf("sfs: %s on %s, %u workers: %llu events in %.3f s = %.0f events/s "

@@ -159,7 +159,9 @@ static int count_dir(const char *path)
 /* Checkpoint @id of the staged directories of workers 0..@workers-1. */
 static int commit(struct ck_store *s, uint64_t id, uint32_t workers, struct ck_txn_stats *st)
 {
-	struct ck_split splits[2] = { { 0, id * 10 }, { 1, id * 10 + 1 } };
+	/* worker 0 keeps text, worker 1 binary bytes (a NUL, 0xff), others none */
+	uint8_t b0[16], b1[3] = { 0, 0xff, (uint8_t)id };
+	struct ck_source sources[4] = { { 0, 0, b0 }, { 1, sizeof(b1), b1 } };
 	struct ck_table tables[4];
 	struct ck_meta m;
 	struct ck_txn *t;
@@ -170,8 +172,11 @@ static int commit(struct ck_store *s, uint64_t id, uint32_t workers, struct ck_t
 	snprintf(m.config, sizeof(m.config), "query=q4 backend=rocksdb workers=%u", workers);
 	m.workers = workers;
 	m.sink_epoch = id;
-	m.nsplits = 2;
-	m.splits = splits;
+	sources[0].len = (uint32_t)snprintf((char *)b0, sizeof(b0), "0:%llu", (unsigned long long)id * 10);
+	for (uint32_t w = 2; w < workers; w++)
+		sources[w] = (struct ck_source){ w, 0, NULL };
+	m.nsources = workers < 4 ? workers : 4;
+	m.sources = sources;
 	m.ntables = workers;
 	m.tables = tables;
 	for (uint32_t w = 0; w < workers; w++)
@@ -348,9 +353,13 @@ Test(ckstore, metadata_round_trip)
 	cr_assert_eq(ck_meta_config(&m, "events", val, sizeof(val)), -ENOENT);
 	cr_assert_eq(m.workers, 2);
 	cr_assert_eq(m.sink_epoch, 5);
-	cr_assert_eq(m.nsplits, 2);
-	cr_assert_eq(m.splits[1].split, 1);
-	cr_assert_eq(m.splits[1].offset, 51);
+	cr_assert_eq(m.nsplits, 0);
+	cr_assert_eq(m.nsources, 2);
+	cr_assert_eq(m.sources[0].worker, 0);
+	cr_assert_eq(m.sources[0].len, 4);
+	cr_assert_eq(memcmp(m.sources[0].bytes, "0:50", 4), 0);
+	cr_assert_eq(m.sources[1].len, 3);
+	cr_assert_eq(memcmp(m.sources[1].bytes, "\0\xff\x05", 3), 0);
 	cr_assert_eq(m.ntables, 2);
 	cr_assert_eq(m.tables[1].worker, 1);
 	cr_assert_eq(m.tables[1].version, 501);
@@ -621,9 +630,19 @@ Test(ckstore, refuses_bad_checkpoints_naming_file_and_problem)
 	refused(3, job, 0, SFS_ECORRUPT, "empty");
 
 	/* Unknown version (checked before the checksum). */
-	edit_meta(2, "sfs-checkpoint 1", "sfs-checkpoint 2", 0);
-	refused(2, job, 0, SFS_EVERSION, "format version 2");
-	edit_meta(2, "sfs-checkpoint 2", "sfs-checkpoint 1", 0);
+	edit_meta(2, "sfs-checkpoint 2", "sfs-checkpoint 3", 0);
+	refused(2, job, 0, SFS_EVERSION, "format version 3");
+	edit_meta(2, "sfs-checkpoint 3", "sfs-checkpoint 2", 0);
+
+	/* A worker's bytes: odd hex, upper case, a worker out of range. */
+	edit_meta(2, "source 0 4 303a3230", "source 0 4 303a323", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "expected 'source WORKER LEN HEX'");
+	edit_meta(2, "source 0 4 303a323", "source 0 4 303A3230", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "lowercase hex");
+	edit_meta(2, "source 0 4 303A3230", "source 1 4 303a3230", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "WORKER < workers");
+	edit_meta(2, "source 1 4 303a3230", "source 0 4 303a3230", 1);
+	refused(2, job, 0, 0, "");
 
 	/* Checksum fine, content not: the strict parser. */
 	edit_meta(2, "\nfile s shared/", "\nfile s shared/../../etc/", 1);
@@ -670,6 +689,29 @@ Test(ckstore, refuses_bad_checkpoints_naming_file_and_problem)
 		cr_assert_eq(ck_read(dir, NULL, 0, &m), SFS_EUSAGE);
 		cr_assert_not_null(strstr(sfs_last_error(), "not a checkpoint directory"));
 	}
+}
+
+/* A format-1 checkpoint (offsets per split) still reads: its splits come
+ * back for the restore's migration, its sources are none. */
+Test(ckstore, reads_format_1_splits)
+{
+	struct ck_meta m;
+	char p[256];
+
+	make_three();
+	edit_meta(2, "sfs-checkpoint 2", "sfs-checkpoint 1", 1);
+	edit_meta(2, "sources 1\nsource 0 4 303a3230\n", "splits 2\nsplit 0 20\nsplit 1 21\n", 1);
+	chk_path(p, sizeof(p), root, 2);
+	cr_assert_eq(ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
+	cr_assert_eq(m.version, 1);
+	cr_assert_eq(m.nsources, 0);
+	cr_assert_eq(m.nsplits, 2);
+	cr_assert_eq(m.splits[1].split, 1);
+	cr_assert_eq(m.splits[1].offset, 21);
+	ck_meta_free(&m);
+	/* and a format-2 file with split lines is refused */
+	edit_meta(2, "sfs-checkpoint 1", "sfs-checkpoint 2", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "expected 'sources N'");
 }
 
 Test(ckstore, latest_falls_back_to_newest_valid)

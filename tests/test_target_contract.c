@@ -142,9 +142,8 @@ static void put_kv(const struct sfs_target_ops *t, struct sfs_target_writer *w, 
 static void checkpoint(struct ck_store *s, uint64_t id, const char *stage,
 		       struct ck_txn_stats *st)
 {
-	struct ck_split split = { 0, id };
 	struct ck_table table = { 0, id };
-	struct ck_meta m = { .workers = 1, .nsplits = 1, .splits = &split, .ntables = 1,
+	struct ck_meta m = { .workers = 1, .ntables = 1,
 			     .tables = &table, .sink_epoch = id };
 	struct ck_txn *t;
 

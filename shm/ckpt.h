@@ -1,0 +1,150 @@
+/*
+ * ckpt.h — the checkpoint protocol's shared words: region "ckpt" of node 0's
+ * segment, the one place where workers, the compactor, the checkpointer and
+ * the supervisor meet about checkpoints.  Whatever program the workers run
+ * (our Nexmark runtime or a user's, include/sfs.h's sfs_task_*), this is
+ * the whole protocol; nothing here knows a query, a source or a sink.
+ *
+ * One checkpoint in flight at a time (Flink's default):
+ *   1. the checkpointer requests barrier N: ck_barrier_req = N (release);
+ *   2. each worker seals its state for N (sfs_barrier) and publishes its
+ *      seal with the opaque bytes it wants back at a restore (its source
+ *      positions): cw_bytes, cw_bytes_len, then cw_sealed = N (release);
+ *   3. the snapshotter of worker w's state (the compactor once the buffer
+ *      sealed for N is flushed, or the worker itself when its state lives
+ *      outside sfs) stages the files in <data>/stage/w<w>/b<N> and
+ *      publishes cw_snap_version, then cw_snap_barrier = N (release);
+ *   4. when every worker has done 2 and 3, the checkpointer writes the
+ *      checkpoint durably and publishes ck_done = N (release) and bumps
+ *      ck_done_seq (release) and wakes its futex waiters; workers with
+ *      two-phase sinks commit what they staged up to N when they see it.
+ * Barrier N+1 is requested only after N completed, so a worker's cw_bytes
+ * of N stay put until the checkpointer has read them.  A worker that has
+ * finished its input (cw_phase FINISHED) seals no more barriers: the
+ * checkpoint in flight is aborted and none is requested again.
+ *
+ * Ownership (who writes which bytes, and how it is published):
+ *  - configuration (ck_workers ... ck_restored): the supervisor, before any
+ *    child starts; read-only for the life of the segment.  Readers find the
+ *    region by name (the directory entry is published with a release
+ *    store), so no further ordering is needed.
+ *  - ck_prev[] (the restored checkpoint's bytes per old worker): the
+ *    supervisor, before any child starts; read-only after.
+ *  - ck_barrier_req: the checkpointer, release; sources read it relaxed
+ *    (a late barrier is just a later one).
+ *  - ck_done, ck_done_seq and the counters below them: the checkpointer;
+ *    ck_done and ck_done_seq with release stores after the checkpoint's
+ *    _metadata is durable; the counters relaxed (reports).
+ *    ck_us[i % SFS_CKPT_DURATIONS] is written before ck_count counts it.
+ *  - ck_w[w]: worker w writes cw_phase (release), cw_bytes/cw_bytes_len
+ *    (plain, then cw_sealed release); the snapshotter of w's state writes
+ *    cw_snap_version (relaxed) then cw_snap_barrier (release).
+ */
+#ifndef SFS_SHM_CKPT_H
+#define SFS_SHM_CKPT_H
+
+#include <stdint.h>
+
+#include "sfs.h"
+#include "shm/atomic.h"
+
+struct sfs_seg;
+struct sfs_task;
+
+#define SFS_CKPT_REGION      "ckpt"
+#define SFS_CKPT_MAGIC       0x74706b6320736673ull /* "sfs ckpt" */
+#define SFS_CKPT_VERSION     1u
+#define SFS_CKPT_MAX_WORKERS 48u
+#define SFS_CKPT_PATH_MAX    256u
+#define SFS_CKPT_CONFIG_MAX  256u
+/* Opaque bytes a worker keeps with each checkpoint (include/sfs.h says
+ * SFS_TASK_BYTES_MAX, the same number). */
+#define SFS_CKPT_BYTES_MAX   4096u
+/* Checkpoint durations kept for the summary's median: the last 4096
+ * (16 KiB; more than an hour of checkpoints at the default 1 s interval). */
+#define SFS_CKPT_DURATIONS   4096u
+/* Where worker @w's state of barrier N is staged, and where the
+ * checkpoints live (checkpointer/ckstore.h), under the data directory. */
+#define SFS_CKPT_STAGE_FMT   "%s/stage/w%u/b%llu"
+#define SFS_CKPT_DIR_FMT     "%s/checkpoints"
+
+/* cw_phase: where a worker is in the job. */
+enum sfs_ckpt_phase {
+	SFS_CKW_STARTING = 0,  /* not attached yet: no barrier requested */
+	SFS_CKW_RUNNING = 1,   /* attached: sees requests, seals barriers */
+	SFS_CKW_FINISHED = 2,  /* end of input (or gave up): seals no more barriers */
+};
+
+
+struct sfs_ckpt_worker {
+	uint32_t cw_phase;          /* worker: enum sfs_ckpt_phase (release) */
+	uint32_t cw_bytes_len;      /* worker: before cw_sealed */
+	uint64_t cw_sealed;         /* worker (release): last barrier sealed */
+	uint64_t cw_snap_barrier;   /* snapshotter (release): last barrier staged */
+	uint64_t cw_snap_version;   /* snapshotter: its target version (flushed seq) */
+	uint8_t cw_bytes[SFS_CKPT_BYTES_MAX]; /* worker: its bytes of cw_sealed */
+} __sfs_cache_aligned;
+
+/* The restored checkpoint's bytes of one old worker. */
+struct sfs_ckpt_prev {
+	uint32_t cp_len;
+	uint8_t cp_bytes[SFS_CKPT_BYTES_MAX];
+};
+
+struct sfs_ckpt {
+	uint64_t ck_magic;
+	uint32_t ck_version;
+	uint32_t ck_workers;
+	uint32_t ck_max_parallelism;
+	uint32_t ck_retain;         /* checkpoints kept (0: the store's default) */
+	uint64_t ck_interval_ms;    /* 0: no checkpoints */
+	uint64_t ck_first_barrier;  /* this run's barrier ids start above it */
+	uint32_t ck_start;          /* enum sfs_start_kind (include/sfs.h) */
+	uint32_t ck_prev_workers;   /* workers of the restored checkpoint (0: fresh) */
+	uint64_t ck_restored_id;    /* checkpoint restored from (0: fresh) */
+	char ck_data_dir[SFS_CKPT_PATH_MAX];
+	/* "key=value ..." the checkpoints record and a restore must match
+	 * (the runner's own: query, events, ...); the checkpointer appends
+	 * the state registry */
+	char ck_config[SFS_CKPT_CONFIG_MAX];
+
+	uint64_t ck_barrier_req __sfs_cache_aligned;
+	uint64_t ck_done;           /* release: last completed checkpoint */
+	int32_t ck_done_seq;        /* release: bumped with ck_done (futex word) */
+	int32_t ck_done_waiters;    /* > 0: someone sleeps on ck_done_seq */
+	uint64_t ck_count;          /* completed in this run */
+	uint64_t ck_aborted;
+	uint64_t ck_last_ns;        /* duration of the last one (barrier to _metadata) */
+	uint64_t ck_max_ns;         /* the longest one completed in this run */
+	uint64_t ck_links;          /* files linked or copied into storage, total */
+	uint64_t ck_refs;           /* files riding as references, total */
+	uint32_t ck_us[SFS_CKPT_DURATIONS]; /* µs, saturated, of completed i */
+
+	struct sfs_ckpt_worker ck_w[SFS_CKPT_MAX_WORKERS];
+	struct sfs_ckpt_prev ck_prev[SFS_CKPT_MAX_WORKERS];
+};
+
+/*
+ * Create the region in @seg (the supervisor, before any child starts),
+ * zeroed but for magic, version and @workers.  The caller fills the rest
+ * of the configuration.  SFS_EUSAGE for 0 or too many workers.
+ */
+int sfs_ckpt_create(struct sfs_seg *seg, uint32_t workers, struct sfs_ckpt **out);
+
+/* Find the region of @seg: 0, or -ENOENT when the group takes no
+ * checkpoints (no region, or an interval of 0), or SFS_EVERSION naming the
+ * segment for a region of another magic, version or size. */
+int sfs_ckpt_find(const struct sfs_seg *seg, struct sfs_ckpt **out);
+
+/* The layout fingerprint of the region's structs (shm/layout.c). */
+uint64_t sfs_ckpt_layout(uint64_t h);
+
+/* The task API's (include/sfs.h) open over a segment already mapped (the
+ * runtime's workers hold theirs through shm/child.h): @seg must outlive
+ * the task. */
+int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_task **out);
+
+/* Publish checkpoint @id as complete and wake sleepers (the checkpointer). */
+void sfs_ckpt_publish_done(struct sfs_ckpt *ck, uint64_t id);
+
+#endif

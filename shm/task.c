@@ -1,0 +1,173 @@
+/*
+ * task.c — a worker's side of the checkpoint protocol: the public task API
+ * (include/sfs.h, "The checkpoint lifecycle") over the region of ckpt.h.
+ * Every call but the wait is loads and stores in shared memory.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "shm/ckpt.h"
+#include "shm/futex.h"
+#include "shm/segment.h"
+
+struct sfs_task {
+	struct sfs_ckpt *ck;
+	struct sfs_ckpt_worker *me;
+	uint32_t worker;
+};
+
+_Static_assert(SFS_TASK_BYTES_MAX == SFS_CKPT_BYTES_MAX, "the public limit is the region's");
+
+int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_task **out)
+{
+	struct sfs_ckpt *ck;
+	struct sfs_task *t;
+	int rc;
+
+	if ((rc = sfs_ckpt_find(seg, &ck)))
+		return rc;
+	if (worker >= ck->ck_workers)
+		return sfs__err(SFS_EUSAGE, "worker %u: the job has %u workers", worker,
+				ck->ck_workers);
+	if (!(t = calloc(1, sizeof(*t))))
+		return -ENOMEM;
+	t->ck = ck;
+	t->worker = worker;
+	t->me = &ck->ck_w[worker];
+	/* A restarted worker re-joins: its seal and bytes of an earlier
+	 * incarnation stay (a restart restores the whole group anyway). */
+	sfs_store_release(&t->me->cw_phase, SFS_CKW_RUNNING);
+	*out = t;
+	return 0;
+}
+
+int sfs_task_open(sfs_handle_t *h, uint32_t worker, sfs_task_t **out)
+{
+	if (!h || !out)
+		return sfs__err(SFS_EUSAGE, "sfs_task_open: NULL argument");
+	return sfs__task_open_seg(sfs__handle_seg(h), worker, out);
+}
+
+int sfs_task_close(sfs_task_t *t)
+{
+	free(t);
+	return 0;
+}
+
+void sfs_task_info(const sfs_task_t *t, struct sfs_task_info *out)
+{
+	const struct sfs_ckpt *ck = t->ck;
+
+	memset(out, 0, sizeof(*out));
+	out->start = (int)ck->ck_start;
+	out->worker = t->worker;
+	out->workers = ck->ck_workers;
+	out->max_parallelism = ck->ck_max_parallelism;
+	out->prev_workers = ck->ck_prev_workers;
+	out->checkpoint = ck->ck_restored_id;
+	out->base_id = ck->ck_first_barrier;
+	out->interval_ms = ck->ck_interval_ms;
+}
+
+int sfs_task_restored(const sfs_task_t *t, uint32_t prev_worker, struct sfs_view *out)
+{
+	const struct sfs_ckpt *ck = t->ck;
+
+	if (ck->ck_start == SFS_START_FRESH)
+		return -ENOENT;
+	if (prev_worker >= ck->ck_prev_workers || prev_worker >= SFS_CKPT_MAX_WORKERS)
+		return sfs__err(SFS_EUSAGE, "old worker %u: the checkpoint had %u", prev_worker,
+				ck->ck_prev_workers);
+	out->data = ck->ck_prev[prev_worker].cp_bytes;
+	out->len = ck->ck_prev[prev_worker].cp_len;
+	return 0;
+}
+
+uint64_t sfs_task_requested(const sfs_task_t *t)
+{
+	return sfs_load_relaxed(&t->ck->ck_barrier_req);
+}
+
+uint64_t sfs_task_completed(const sfs_task_t *t)
+{
+	return sfs_load_acquire(&t->ck->ck_done);
+}
+
+int sfs_task_wait_completed(const sfs_task_t *t, uint64_t id, uint64_t timeout_ns)
+{
+	struct sfs_ckpt *ck = t->ck;
+	uint64_t deadline = timeout_ns ? sfs_now_ns() + timeout_ns : 0;
+	int rc = 0;
+
+	uatomic_inc(&ck->ck_done_waiters);
+	for (;;) {
+		int32_t seq = sfs_load_acquire(&ck->ck_done_seq);
+		uint64_t now;
+
+		/* full fence: our waiter count against the publisher's check */
+		cmm_smp_mb();
+		if (sfs_load_acquire(&ck->ck_done) >= id)
+			break;
+		now = sfs_now_ns();
+		if (deadline && now >= deadline) {
+			rc = sfs__err(SFS_ETIMEDOUT, "checkpoint %llu not complete after %.3f s",
+				      (unsigned long long)id, timeout_ns / 1e9);
+			break;
+		}
+		/* woken by each completion; a timeout re-checks the deadline */
+		sfs_futex_wait(&ck->ck_done_seq, seq, deadline ? deadline - now : 0);
+	}
+	uatomic_dec(&ck->ck_done_waiters);
+	return rc;
+}
+
+int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len)
+{
+	struct sfs_ckpt_worker *w = t->me;
+	uint64_t last = w->cw_sealed, req = sfs_load_relaxed(&t->ck->ck_barrier_req);
+
+	if (len > SFS_CKPT_BYTES_MAX)
+		return sfs__err(SFS_EUSAGE, "worker %u: %zu bytes with checkpoint %llu, at most %u",
+				t->worker, len, (unsigned long long)id, SFS_CKPT_BYTES_MAX);
+	if (id <= last)
+		return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed after %llu (ids go "
+				"up)", t->worker, (unsigned long long)id, (unsigned long long)last);
+	if (id > req)
+		return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed, only %llu requested",
+				t->worker, (unsigned long long)id, (unsigned long long)req);
+	if (len)
+		memcpy(w->cw_bytes, bytes, len);
+	w->cw_bytes_len = (uint32_t)len;
+	sfs_store_release(&w->cw_sealed, id);
+	return 0;
+}
+
+int sfs_task_finish(sfs_task_t *t)
+{
+	sfs_store_release(&t->me->cw_phase, SFS_CKW_FINISHED);
+	return 0;
+}
+
+int sfs_task_stage_dir(const sfs_task_t *t, uint64_t id, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, SFS_CKPT_STAGE_FMT, t->ck->ck_data_dir, t->worker,
+			 (unsigned long long)id);
+
+	return n < 0 || (size_t)n >= len ? sfs__err(-ENAMETOOLONG, "stage directory of worker "
+						    "%u: over %zu bytes", t->worker, len) : 0;
+}
+
+int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version)
+{
+	if (id <= t->me->cw_snap_barrier)
+		return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu staged after %llu",
+				t->worker, (unsigned long long)id,
+				(unsigned long long)t->me->cw_snap_barrier);
+	sfs_store_relaxed(&t->me->cw_snap_version, version);
+	sfs_store_release(&t->me->cw_snap_barrier, id);
+	return 0;
+}

@@ -1,0 +1,212 @@
+/*
+ * test_task.c — the checkpoint lifecycle of include/sfs.h (the task API)
+ * over the protocol region of shm/ckpt.h, driven by hand in place of the
+ * checkpointer: what a worker learns at open, requests and completions
+ * seen without a syscall, the blocking wait woken from another process,
+ * and every out-of-order call refused with nothing published.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "helpers.h"
+#include "shm/ckpt.h"
+#include "shm/segment.h"
+#include "sfs.h"
+
+struct fx {
+	char job[64];
+	struct sfs_seg seg;
+	struct sfs_ckpt *ck;
+	sfs_handle_t *h;
+};
+
+/* A segment with the region as the supervisor leaves it before any child
+ * starts: @workers workers, checkpoints every 100 ms, ids above 7. */
+static void setup(struct fx *f, uint32_t workers)
+{
+	th_job(f->job, sizeof(f->job), "task");
+	cr_assert_eq(sfs_seg_create(f->job, 0, 4u << 20, 1, &f->seg), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_ckpt_create(&f->seg, workers, &f->ck), 0, "%s", sfs_last_error());
+	f->ck->ck_interval_ms = 100;
+	f->ck->ck_max_parallelism = 128;
+	f->ck->ck_first_barrier = 7;
+	f->ck->ck_barrier_req = 7;
+	snprintf(f->ck->ck_data_dir, sizeof(f->ck->ck_data_dir), "/data/x");
+	cr_assert_eq(sfs_attach(f->job, 0, 0, &f->h), 0, "%s", sfs_last_error());
+}
+
+static void teardown(struct fx *f)
+{
+	sfs_detach(f->h);
+	sfs_seg_detach(&f->seg);
+	sfs_seg_destroy(f->job, 0);
+}
+
+Test(task, open_info_and_the_phases_the_checkpointer_reads)
+{
+	struct sfs_task_info in;
+	struct sfs_view v;
+	sfs_task_t *t;
+	char dir[128];
+	struct fx f;
+
+	setup(&f, 3);
+	cr_assert_eq(f.ck->ck_w[2].cw_phase, SFS_CKW_STARTING);
+	cr_assert_eq(sfs_task_open(f.h, 3, &t), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "3 workers"));
+	cr_assert_eq(sfs_task_open(f.h, 2, &t), 0, "%s", sfs_last_error());
+	cr_assert_eq(f.ck->ck_w[2].cw_phase, SFS_CKW_RUNNING);
+	sfs_task_info(t, &in);
+	cr_assert_eq(in.start, SFS_START_FRESH);
+	cr_assert_eq(in.worker, 2);
+	cr_assert_eq(in.workers, 3);
+	cr_assert_eq(in.max_parallelism, 128);
+	cr_assert_eq(in.base_id, 7);
+	cr_assert_eq(in.checkpoint, 0);
+	cr_assert_eq(in.interval_ms, 100);
+	cr_assert_eq(sfs_task_restored(t, 0, &v), -ENOENT);
+	cr_assert_eq(sfs_task_stage_dir(t, 9, dir, sizeof(dir)), 0);
+	cr_assert_str_eq(dir, "/data/x/stage/w2/b9");
+	cr_assert_eq(sfs_task_stage_dir(t, 9, dir, 8), -ENAMETOOLONG);
+	cr_assert_eq(sfs_task_finish(t), 0);
+	cr_assert_eq(f.ck->ck_w[2].cw_phase, SFS_CKW_FINISHED);
+	sfs_task_close(t);
+	teardown(&f);
+}
+
+Test(task, no_region_or_no_interval_is_enoent)
+{
+	sfs_task_t *t;
+	struct fx f;
+
+	setup(&f, 1);
+	f.ck->ck_interval_ms = 0;
+	cr_assert_eq(sfs_task_open(f.h, 0, &t), -ENOENT);
+	f.ck->ck_interval_ms = 100;
+	f.ck->ck_version = 99;
+	cr_assert_eq(sfs_task_open(f.h, 0, &t), SFS_EVERSION);
+	cr_assert_not_null(strstr(sfs_last_error(), "checkpoint protocol"));
+	teardown(&f);
+}
+
+Test(task, seal_publishes_bytes_and_refuses_out_of_order_calls)
+{
+	uint8_t big[SFS_TASK_BYTES_MAX + 1];
+	struct sfs_ckpt_worker *w;
+	sfs_task_t *t;
+	struct fx f;
+
+	setup(&f, 2);
+	w = &f.ck->ck_w[1];
+	cr_assert_eq(sfs_task_open(f.h, 1, &t), 0);
+	cr_assert_eq(sfs_task_requested(t), 7);
+	/* not requested yet */
+	cr_assert_eq(sfs_task_sealed(t, 8, "a", 1), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "only 7 requested"));
+	cr_assert_eq(w->cw_sealed, 0);
+	f.ck->ck_barrier_req = 8;	/* the checkpointer asks for 8 */
+	cr_assert_eq(sfs_task_requested(t), 8);
+	memset(big, 'x', sizeof(big));
+	cr_assert_eq(sfs_task_sealed(t, 8, big, sizeof(big)), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "at most 4096"));
+	cr_assert_eq(w->cw_sealed, 0);
+	cr_assert_eq(sfs_task_sealed(t, 8, big, SFS_TASK_BYTES_MAX), 0, "%s", sfs_last_error());
+	cr_assert_eq(w->cw_sealed, 8);
+	cr_assert_eq(w->cw_bytes_len, SFS_TASK_BYTES_MAX);
+	/* backwards, or the same again */
+	cr_assert_eq(sfs_task_sealed(t, 8, "b", 1), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "ids go up"));
+	cr_assert_eq(sfs_task_sealed(t, 5, "b", 1), SFS_EUSAGE);
+	cr_assert_eq(w->cw_sealed, 8);
+	cr_assert_eq(w->cw_bytes[0], 'x');
+	/* an empty seal is fine */
+	f.ck->ck_barrier_req = 9;
+	cr_assert_eq(sfs_task_sealed(t, 9, NULL, 0), 0);
+	cr_assert_eq(w->cw_bytes_len, 0);
+	/* staging by the worker itself: ids go up too */
+	cr_assert_eq(sfs_task_staged(t, 9, 42), 0);
+	cr_assert_eq(w->cw_snap_barrier, 9);
+	cr_assert_eq(w->cw_snap_version, 42);
+	cr_assert_eq(sfs_task_staged(t, 9, 43), SFS_EUSAGE);
+	cr_assert_eq(w->cw_snap_version, 42);
+	sfs_task_close(t);
+	teardown(&f);
+}
+
+Test(task, restored_bytes_of_every_old_worker)
+{
+	struct sfs_task_info in;
+	struct sfs_view v;
+	sfs_task_t *t;
+	struct fx f;
+
+	setup(&f, 3);
+	f.ck->ck_start = SFS_START_RESCALED;
+	f.ck->ck_restored_id = 6;
+	f.ck->ck_prev_workers = 2;
+	memcpy(f.ck->ck_prev[0].cp_bytes, "kafka:0=17", 10);
+	f.ck->ck_prev[0].cp_len = 10;
+	memcpy(f.ck->ck_prev[1].cp_bytes, "kafka:1=9", 9);
+	f.ck->ck_prev[1].cp_len = 9;
+	cr_assert_eq(sfs_task_open(f.h, 2, &t), 0);
+	sfs_task_info(t, &in);
+	cr_assert_eq(in.start, SFS_START_RESCALED);
+	cr_assert_eq(in.checkpoint, 6);
+	cr_assert_eq(in.prev_workers, 2);
+	cr_assert_eq(sfs_task_restored(t, 1, &v), 0);
+	cr_assert_eq(v.len, 9);
+	cr_assert_eq(memcmp(v.data, "kafka:1=9", 9), 0);
+	cr_assert_eq(sfs_task_restored(t, 0, &v), 0);
+	cr_assert_eq(v.len, 10);
+	cr_assert_eq(sfs_task_restored(t, 2, &v), SFS_EUSAGE);
+	sfs_task_close(t);
+	teardown(&f);
+}
+
+/* The child: a "checkpointer" that completes checkpoint 8 after a nap. */
+static int complete_later(void *arg)
+{
+	struct fx *f = arg;
+	struct sfs_seg seg;
+	struct sfs_ckpt *ck;
+
+	if (sfs_seg_attach(f->job, 0, &seg) || sfs_ckpt_find(&seg, &ck))
+		return 10;
+	usleep(150 * 1000);
+	sfs_ckpt_publish_done(ck, 8);
+	sfs_seg_detach(&seg);
+	return 0;
+}
+
+Test(task, completion_seen_by_load_and_by_a_wait_woken_across_processes, .timeout = 30)
+{
+	sfs_task_t *t;
+	uint64_t t0;
+	struct fx f;
+	pid_t pid;
+
+	setup(&f, 1);
+	cr_assert_eq(sfs_task_open(f.h, 0, &t), 0);
+	cr_assert_eq(sfs_task_completed(t), 0);
+	/* nothing completes: the bounded wait says so */
+	t0 = sfs_now_ns();
+	cr_assert_eq(sfs_task_wait_completed(t, 8, 30 * 1000000ull), SFS_ETIMEDOUT);
+	cr_assert_geq(sfs_now_ns() - t0, 30 * 1000000ull);
+	cr_assert_eq(f.ck->ck_done_waiters, 0);
+	/* another process completes it while we sleep: woken well before the
+	 * 10 s bound */
+	pid = th_fork(complete_later, &f);
+	t0 = sfs_now_ns();
+	cr_assert_eq(sfs_task_wait_completed(t, 8, 10000 * 1000000ull), 0, "%s",
+		     sfs_last_error());
+	cr_assert_lt(sfs_now_ns() - t0, 5000 * 1000000ull);
+	cr_assert_eq(th_exit_code(th_wait(pid, 10000)), 0);
+	cr_assert_eq(sfs_task_completed(t), 8);
+	cr_assert_eq(f.ck->ck_done_waiters, 0);
+	/* already complete: returns at once */
+	cr_assert_eq(sfs_task_wait_completed(t, 7, 1), 0);
+	sfs_task_close(t);
+	teardown(&f);
+}
