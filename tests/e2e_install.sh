@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# e2e_install.sh — `make install` gives a library others can link: installs
-# the build into a temporary prefix with scripts/install.sh (what make
-# install runs; it copies the built files and builds nothing, so it can run
-# inside make test), then checks the shared library's soname, links and
-# exports (the public header's functions and nothing else: no sfs_seg_*,
-# sfs__*, rt_*; no jemalloc forced on the program), builds
-# tests/install_smoke.c with nothing but pkg-config's flags against
-# libsfs.so and, with --static, against libsfs.a, runs both, stages an
-# install under DESTDIR and uninstalls both.  TAP-style lines.
+# e2e_install.sh — `make install` gives a library others can link.  Installs
+# the build into a temporary prefix with scripts/install.sh (what make install
+# runs: it copies the built files and builds nothing, so it can run inside
+# make test), then checks libsfs.so's soname and links, its exports (the
+# public headers' functions and nothing else: no sfs_seg_*, sfs__*, rt_*), that
+# it forces no jemalloc on a program, and that the installed binaries keep the
+# --merge-lib hook; builds tests/install_smoke.c with nothing but pkg-config's
+# flags against libsfs.so and (--static) libsfs.a and runs both; stages an
+# install under DESTDIR; uninstalls both.  TAP-style lines.
 # Needs a build (make all): $BUILD/install.env says what to install.
 # SFS_INSTALL_KEEP=1 keeps the installed prefix and prints its path.
 set -u
@@ -109,6 +109,17 @@ else
 	nok "libsfs.so exports internal functions: ${leaks[*]} ($internal not in the headers)"
 fi
 
+# The installed binaries still export the --merge-lib plugins' one hook.
+nohook=()
+for b in $BINS; do
+	nm -D --defined-only "$prefix/bin/${b##*/}" | grep -qw sfs_merge_define || nohook+=("${b##*/}")
+done
+if [ ${#nohook[@]} -eq 0 ]; then
+	ok "the installed binaries export sfs_merge_define for --merge-lib plugins"
+else
+	nok "no sfs_merge_define for plugins in: ${nohook[*]}"
+fi
+
 # 4. A program built with pkg-config's flags alone, against libsfs.so.
 export PKG_CONFIG_PATH=$lib/pkgconfig
 unset PKG_CONFIG_LIBDIR
@@ -134,8 +145,10 @@ else
 	nok "install_smoke.c against libsfs.so ($flags)"
 	show "$tmp/pc.err"; show "$tmp/cc.log"; [ -f "$tmp/smoke.out" ] && show "$tmp/smoke.out"
 fi
-loaded=$(LD_LIBRARY_PATH=$lib ldd "$tmp/smoke" 2>/dev/null)
-if grep -q "libsfs.so.$major => $lib/libsfs.so.$major" <<<"$loaded" && ! grep -q jemalloc <<<"$loaded"; then
+loaded=$(LD_LIBRARY_PATH=$lib ldd "$tmp/smoke" 2>&1)
+if [ ! -x "$tmp/smoke" ]; then
+	nok "what it loads: it was not built"
+elif grep -q "libsfs.so.$major => $lib/libsfs.so.$major" <<<"$loaded" && ! grep -q jemalloc <<<"$loaded"; then
 	ok "it loads the installed libsfs.so.$major, and no jemalloc"
 else
 	nok "what it loads: $(tr '\n' ' ' <<<"$loaded")"
