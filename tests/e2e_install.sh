@@ -46,7 +46,7 @@ prefix=$tmp/prefix
 lib=$prefix/lib
 
 # 1. The install: every file where the layout says.
-if DESTDIR= "$root/scripts/install.sh" "$prefix" "$env" >"$tmp/install.log" 2>&1; then
+if DESTDIR='' "$root/scripts/install.sh" "$prefix" "$env" >"$tmp/install.log" 2>&1; then
 	missing=()
 	for f in include/sfs.h "lib/libsfs.so.$SFS_VERSION" lib/libsfs.a lib/pkgconfig/sfs.pc \
 		 bin/sfs bin/sfs-worker bin/sfs-compactor bin/sfs-checkpointer; do
@@ -73,7 +73,8 @@ if [ "$soname" = "libsfs.so.$major" ] &&
    [ "$(readlink "$lib/libsfs.so")" = "libsfs.so.$major" ]; then
 	ok "soname $soname; libsfs.so -> libsfs.so.$major -> libsfs.so.$SFS_VERSION"
 else
-	nok "soname '$soname' (want libsfs.so.$major), links: $(ls -l "$lib" | grep libsfs.so | tr -s ' ' | cut -d' ' -f9- | tr '\n' ' ')"
+	links=$(for f in "$lib"/libsfs.so*; do echo "${f##*/} -> $(readlink "$f")"; done)
+	nok "soname '$soname' (want libsfs.so.$major), links: $(tr '\n' ';' <<<"$links")"
 fi
 needed=$(readelf -d "$lib/libsfs.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
 if grep -q jemalloc <<<"$needed"; then
@@ -137,8 +138,9 @@ else
 	nok "pkg-config --modversion sfs: $pcver (want $SFS_VERSION), prefix $(pkg-config --variable=prefix sfs 2>&1)"
 fi
 flags=$(pkg-config --cflags --libs sfs 2>"$tmp/pc.err")
+read -r -a flagv <<<"$flags"
 if "$CC" -std=gnu11 -Wall -Wextra -Werror "${san[@]}" -o "$tmp/smoke" "$root/tests/install_smoke.c" \
-	$flags >"$tmp/cc.log" 2>&1 &&
+	"${flagv[@]}" >"$tmp/cc.log" 2>&1 &&
    LD_LIBRARY_PATH=$lib "$tmp/smoke" >"$tmp/smoke.out" 2>&1 && expect "$tmp/smoke.out"; then
 	ok "install_smoke.c against libsfs.so ($flags): $(tr '\n' ';' <"$tmp/smoke.out")"
 else
@@ -157,9 +159,10 @@ fi
 # 5. The same against libsfs.a: the private lines give the rest.  -lsfs alone
 #    would take the .so beside it, so that one library is asked for static.
 slibs=$(pkg-config --static --libs sfs 2>"$tmp/pcs.err")
-slink=${slibs/-lsfs/-Wl,-Bstatic -lsfs -Wl,-Bdynamic}
+read -r -a slink <<<"${slibs/-lsfs/-Wl,-Bstatic -lsfs -Wl,-Bdynamic}"
+read -r -a cflagv <<<"$(pkg-config --cflags sfs)"
 if "$CC" -std=gnu11 -Wall -Wextra -Werror "${san[@]}" -o "$tmp/smoke-static" \
-	"$root/tests/install_smoke.c" $(pkg-config --cflags sfs) $slink >"$tmp/cc-static.log" 2>&1 &&
+	"$root/tests/install_smoke.c" "${cflagv[@]}" "${slink[@]}" >"$tmp/cc-static.log" 2>&1 &&
    "$tmp/smoke-static" >"$tmp/smoke-static.out" 2>&1 && expect "$tmp/smoke-static.out" &&
    ! readelf -d "$tmp/smoke-static" | grep -q 'NEEDED.*libsfs'; then
 	if cmp -s "$tmp/smoke.out" "$tmp/smoke-static.out"; then
