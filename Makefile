@@ -10,6 +10,8 @@
 #                   time (hours; QUERIES, BACKENDS, EVENTS, TIMEOUT... narrow it, see the script)
 #   make soak       every test with SFS_SOAK=1: randomized and crash tests run 20x longer
 #   make fuzz       the table store's file readers under libFuzzer, FUZZ_TIME (60) s each
+#   make install    the public headers, libsfs.so + libsfs.a, sfs.pc and the binaries under
+#                   $(DESTDIR)$(PREFIX) (scripts/install.sh); make uninstall removes them
 #
 # Knobs (make VAR=value):
 #   BUILD      object directory (build)          BIN    binaries (bin)
@@ -17,6 +19,7 @@
 #   SAN        extra sanitizer flags (asan sets)  JOBS   Criterion's parallel jobs (2)
 #   TEST_TIMEOUT  seconds per test binary or script (300)
 #   LIB_EXCLUDE   sources to leave out of libsfs.a (work in progress)
+#   PREFIX     where make install puts things (/usr/local)   DESTDIR  staging root ()
 
 BUILD  ?= build
 BIN    ?= bin
@@ -50,6 +53,39 @@ LIB_SRCS := $(filter-out %/main.c $(LIB_EXCLUDE),$(wildcard common/*.c shm/*.c \
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfs.a
 
+# The installable library.  PUBLIC_HEADERS is the API: installed, and the only functions
+# libsfs.so exports.  Many internal functions are named sfs_* too (sfs_seg_*, sfs__err),
+# so the .so is linked with a version script generated from these headers
+# (scripts/libsfs-exports.sh: the functions they declare, read by the compiler, global;
+# everything else local), and the link is checked: every declared function defined, and
+# nothing else exported (nm -D).  Objects are compiled with default visibility; only the
+# link hides.  The .so is built from the library's sources compiled again with -fPIC in
+# $(BUILD)/pic/, so the static objects of the binaries and tests stay as they are; it
+# links the packages' libraries but not jemalloc (a program linking libsfs keeps its own
+# malloc) and exports no plugin hook (sfs_merge_define is public anyway).  The installed
+# libsfs.a is $(LIB) itself, Nexmark runtime included.  The version, and the soname
+# libsfs.so.MAJOR, come from SFS_VERSION_MAJOR/MINOR in include/sfs.h.
+PUBLIC_HEADERS := include/sfs.h
+PREFIX  ?= /usr/local
+DESTDIR ?=
+sfs_version_of = $(shell sed -n 's/^.define SFS_VERSION_$(1)[[:space:]]*\([0-9][0-9]*\)$$/\1/p' include/sfs.h)
+SFS_VERSION_MAJOR := $(call sfs_version_of,MAJOR)
+SFS_VERSION_MINOR := $(call sfs_version_of,MINOR)
+ifeq ($(SFS_VERSION_MAJOR),)
+$(error include/sfs.h: no numeric SFS_VERSION_MAJOR define)
+endif
+ifeq ($(SFS_VERSION_MINOR),)
+$(error include/sfs.h: no numeric SFS_VERSION_MINOR define)
+endif
+SFS_VERSION := $(SFS_VERSION_MAJOR).$(SFS_VERSION_MINOR).0
+SONAME   := libsfs.so.$(SFS_VERSION_MAJOR)
+SHLIB    := $(BUILD)/libsfs.so.$(SFS_VERSION)
+SHLIB_MAP := $(BUILD)/libsfs.map
+PIC_OBJS := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o)
+# What scripts/install.sh copies (absolute paths, and the compiler and sanitizer flags a
+# program linking this build needs): make install and tests/e2e_install.sh read it.
+INSTALL_ENV := $(BUILD)/install.env
+
 BINS := $(BIN)/sfs $(BIN)/sfs-worker $(BIN)/sfs-compactor $(BIN)/sfs-checkpointer
 SUP_SRCS := $(wildcard supervisor/*.c)
 # `sfs bench state` is a command of bin/sfs whose code lives in bench/state/ (no main of
@@ -60,10 +96,10 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test run asan bench bench-scale soak clean fuzz
+.PHONY: all deps test run asan bench bench-scale soak clean fuzz install uninstall FORCE
 # Keep objects make would treat as intermediates (role mains).
 .SECONDARY:
-all: $(DEPS_OK) $(LIB) $(BINS)
+all: $(DEPS_OK) $(LIB) $(BINS) $(SHLIB) $(INSTALL_ENV)
 
 # The build installs its own packages (idempotent: dpkg is asked first).
 $(DEPS_OK): scripts/deps.sh
@@ -78,6 +114,46 @@ $(BUILD)/%.o: %.c $(DEPS_OK)
 
 $(LIB): $(LIB_OBJS)
 	ar rcs $@ $^
+
+# The shared library's objects (the more specific pattern wins over $(BUILD)/%.o).
+$(BUILD)/pic/%.o: %.c $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+# The version script; $(INSTALL_ENV) names PUBLIC_HEADERS, so a header added there
+# regenerates it.
+$(SHLIB_MAP): $(PUBLIC_HEADERS) scripts/libsfs-exports.sh $(INSTALL_ENV)
+	@mkdir -p $(@D)
+	CC=$(CC) scripts/libsfs-exports.sh --map $(PUBLIC_HEADERS) >$@.tmp && mv $@.tmp $@
+
+# -z defs: every dependency is named here, so a user links -lsfs alone.  A failed
+# export check removes the .so, so the next make tries again.
+$(SHLIB): $(PIC_OBJS) $(SHLIB_MAP)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SHLIB_MAP) \
+	  -Wl,-z,defs -o $@ $(PIC_OBJS) $(PKG_LIBS) -lpthread -lm
+	@CC=$(CC) scripts/libsfs-exports.sh --check $@ $(PUBLIC_HEADERS) || { rm -f $@; exit 1; }
+
+# Written at every make, replaced only when it changes (its inputs are variables).
+$(INSTALL_ENV): FORCE
+	@mkdir -p $(@D)
+	@{ echo "# Written by make: what scripts/install.sh installs from this build."; \
+	  echo "SFS_VERSION=$(SFS_VERSION)"; \
+	  echo "PUBLIC_HEADERS='$(abspath $(PUBLIC_HEADERS))'"; \
+	  echo "INCLUDE_ROOT='$(abspath include)'"; \
+	  echo "SHLIB='$(abspath $(SHLIB))'"; \
+	  echo "STLIB='$(abspath $(LIB))'"; \
+	  echo "BINS='$(abspath $(BINS))'"; \
+	  echo "PC_IN='$(abspath sfs.pc.in)'"; \
+	  echo "PC_REQUIRES='$(PKGS)'"; \
+	  echo "SFS_CC='$(CC)'"; \
+	  echo "SFS_SAN='$(SAN)'"; } >$@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
+
+install: $(SHLIB) $(LIB) $(BINS) $(INSTALL_ENV)
+	DESTDIR='$(DESTDIR)' ./scripts/install.sh '$(PREFIX)' $(INSTALL_ENV)
+uninstall: $(INSTALL_ENV)
+	DESTDIR='$(DESTDIR)' ./scripts/install.sh --uninstall '$(PREFIX)' $(INSTALL_ENV)
 
 $(BIN)/sfs: $(SUP_SRCS:%.c=$(BUILD)/%.o) $(BENCH_STATE_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(@D)
