@@ -1615,18 +1615,24 @@ int ck_list(const char *root, FILE *out)
 	return 0;
 }
 
-int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
+/* Worker @w's files of @m into @dest; @staged: shared ones in its
+ * SFS_STAGE_SHARED subdirectory, as a target stages them, else flat. */
+static int put_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest,
+		      int staged)
 {
-	char src[PATH_MAX], dst[PATH_MAX];
+	char src[PATH_MAX], dst[PATH_MAX], sub[PATH_MAX];
 	int rc = sfs_mkdirs(dest, CK_DIR_MODE);   /* a data directory: private */
 
+	if (!rc && staged && !(rc = pjoin(sub, sizeof(sub), dest, SFS_STAGE_SHARED)))
+		rc = sfs_mkdirs(sub, CK_DIR_MODE);
 	for (uint32_t i = 0; !rc && i < m->nfiles; i++) {
 		const struct ck_file *f = &m->files[i];
 		struct sfs_copy_info ci = { .progress = sfs_child_progress };
 
 		if (f->worker != w)
 			continue;
-		if ((rc = pjoin(src, sizeof(src), root, f->path)) || (rc = pjoin(dst, sizeof(dst), dest, f->local)))
+		if ((rc = pjoin(src, sizeof(src), root, f->path)) ||
+		    (rc = pjoin(dst, sizeof(dst), staged && f->shared ? sub : dest, f->local)))
 			break;
 		rc = f->shared ? sfs_link_or_copy(src, dst, SFS_EXIST_FAIL, CK_DIR_MODE, &ci)
 			       : sfs_copy_file(src, dst, SFS_EXIST_FAIL, CK_DIR_MODE, &ci);
@@ -1637,6 +1643,16 @@ int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, con
 				      (ull)f->size);
 	}
 	return rc ? rc : fsync_path(dest);
+}
+
+int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
+{
+	return put_worker(m, root, w, dest, 0);
+}
+
+int ck_stage_carry(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
+{
+	return put_worker(m, root, w, dest, 1);
 }
 
 static int dir_empty(const char *path)

@@ -212,6 +212,12 @@ int ck_list(const char *root, FILE *out);
  */
 int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest);
 
+/* Stage worker @w's files of checkpoint @m in @dest as its target staged
+ * them (shared ones in SFS_STAGE_SHARED, linked; private ones copied): a
+ * finished worker's state, carried into the next checkpoint unchanged (its
+ * shared files then ride as references). */
+int ck_stage_carry(const struct ck_meta *m, const char *root, uint32_t w, const char *dest);
+
 /* A self-contained copy of checkpoint @src (a chk-<id> directory under
  * @root) at @dest: its own shared files, restorable after @root is gone. */
 int ck_savepoint(const char *root, const char *src, const char *dest);

@@ -147,6 +147,40 @@ static void drop_stage(struct ck_coord *c, uint64_t id)
 	}
 }
 
+/*
+ * Worker @w has finished (SFS_CKW_FINISHED): stage its files of the newest
+ * completed checkpoint in @dir and take its version and bytes from there
+ * (read once per checkpoint into @prev).  Its final state is in that one:
+ * no checkpoint completed without its last seal.
+ */
+static int carry(struct ck_coord *c, struct ck_meta *prev, uint32_t w, const char *dir,
+		 struct ck_table *table, struct ck_source *source)
+{
+	uint64_t last = ck_store_last(c->store);
+	char cdir[SFS_CKPT_PATH_MAX + 64];
+	int rc;
+
+	if (!prev->id) {
+		if (!last)
+			return sfs__err(SFS_EUSAGE, "worker %u finished before any checkpoint", w);
+		snprintf(cdir, sizeof(cdir), "%s/chk-%" PRIu64, c->root, last);
+		if ((rc = ck_read(cdir, c->name, 0, prev)))
+			return rc;
+	}
+	if (prev->workers != c->ck->ck_workers)
+		return sfs__err(SFS_EUSAGE, "worker %u finished, and checkpoint %" PRIu64 " has %u "
+				"workers, not %u", w, prev->id, prev->workers, c->ck->ck_workers);
+	if ((rc = sfs_rmtree(dir)) || (rc = ck_stage_carry(prev, c->root, w, dir)))
+		return rc;
+	for (uint32_t i = 0; i < prev->ntables; i++)
+		if (prev->tables[i].worker == w)
+			table->version = prev->tables[i].version;
+	for (uint32_t i = 0; i < prev->nsources; i++)
+		if (prev->sources[i].worker == w)
+			*source = prev->sources[i];
+	return 0;
+}
+
 /* The synchronous phase of checkpoint c->inflight. */
 static int complete(struct ck_coord *c, uint64_t now)
 {
@@ -155,7 +189,7 @@ static int complete(struct ck_coord *c, uint64_t now)
 	struct ck_source sources[SFS_CKPT_MAX_WORKERS];
 	struct ck_table tables[SFS_CKPT_MAX_WORKERS];
 	struct ck_txn_stats st;
-	struct ck_meta m;
+	struct ck_meta m, prev;
 	struct ck_txn *t;
 	struct timeval tv;
 	char dir[SFS_CKPT_PATH_MAX + 64];
@@ -190,22 +224,34 @@ static int complete(struct ck_coord *c, uint64_t now)
 	rc = ck_txn_begin(c->store, id, &t);
 	if (rc)
 		return rc;
+	memset(&prev, 0, sizeof(prev));
 	for (uint32_t w = 0; w < ck->ck_workers; w++) {
 		struct sfs_ckpt_worker *cw = &ck->ck_w[w];
 
 		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, w,
 			 (unsigned long long)id);
+		tables[w].worker = w;
+		sources[w].worker = w;
+		if (sfs_load_relaxed(&cw->cw_sealed) < id) {
+			/* finished (ck_coord_step): its state and bytes as the
+			 * newest checkpoint has them */
+			if ((rc = carry(c, &prev, w, dir, &tables[w], &sources[w]))) {
+				ck_txn_abort(t);
+				ck_meta_free(&prev);
+				return rc;
+			}
+		} else {
+			tables[w].version = sfs_load_relaxed(&cw->cw_snap_version);
+			/* stable: the worker sealed id (acquire in ck_coord_step)
+			 * and writes no bytes again before id+1 is requested */
+			sources[w].len = cw->cw_bytes_len <= SFS_CKPT_BYTES_MAX ? cw->cw_bytes_len : 0;
+			sources[w].bytes = cw->cw_bytes;
+		}
 		if ((rc = ck_txn_add_dir(t, w, dir))) {
 			ck_txn_abort(t);
+			ck_meta_free(&prev);
 			return rc;
 		}
-		tables[w].worker = w;
-		tables[w].version = sfs_load_relaxed(&cw->cw_snap_version);
-		/* stable: the worker sealed id (acquire in ck_coord_step) and
-		 * writes no bytes again before id+1 is requested */
-		sources[w].worker = w;
-		sources[w].len = cw->cw_bytes_len <= SFS_CKPT_BYTES_MAX ? cw->cw_bytes_len : 0;
-		sources[w].bytes = cw->cw_bytes;
 	}
 	memset(&m, 0, sizeof(m));
 	m.version = CK_FORMAT_VERSION;
@@ -222,6 +268,7 @@ static int complete(struct ck_coord *c, uint64_t now)
 		if ((rc = ck_coord_states(c->seg, m.config + used,
 					  (unsigned)(sizeof(m.config) - used)))) {
 			ck_txn_abort(t);
+			ck_meta_free(&prev);
 			return rc;
 		}
 	}
@@ -232,6 +279,7 @@ static int complete(struct ck_coord *c, uint64_t now)
 	m.ntables = ck->ck_workers;
 	m.tables = tables;
 	rc = ck_txn_commit(t, &m, &st);
+	ck_meta_free(&prev);
 	if (rc)
 		return rc;
 published:
@@ -261,7 +309,7 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 {
 	struct sfs_ckpt *ck = c->ck;
 	uint64_t id = c->inflight;
-	unsigned ready = 0;
+	unsigned ready = 0, running = 0;
 
 	*poll_ns = 0;
 	if (!id) {
@@ -270,14 +318,21 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 		for (uint32_t w = 0; w < ck->ck_workers; w++) {
 			uint32_t ph = sfs_load_acquire(&ck->ck_w[w].cw_phase);
 
-			if (ph == SFS_CKW_FINISHED) {
+			if (ph == SFS_CKW_ENDED) {
 				c->finishing = 1;
 				return 0;
 			}
+			if (ph == SFS_CKW_FINISHED)
+				continue;
 			if (ph != SFS_CKW_RUNNING) {
 				*poll_ns = 10 * MS;
 				return 0;	/* still starting */
 			}
+			running++;
+		}
+		if (!running) {
+			c->finishing = 1;	/* every worker finished cleanly */
+			return 0;
 		}
 		if (now < c->next_ns) {
 			*poll_ns = c->next_ns - now;
@@ -299,7 +354,13 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 		struct sfs_ckpt_worker *cw = &ck->ck_w[w];
 
 		if (sfs_load_acquire(&cw->cw_sealed) < id) {
-			if (sfs_load_acquire(&cw->cw_phase) == SFS_CKW_FINISHED) {
+			uint32_t ph = sfs_load_acquire(&cw->cw_phase);
+
+			if (ph == SFS_CKW_FINISHED) {
+				ready++;	/* carried: complete() */
+				continue;
+			}
+			if (ph == SFS_CKW_ENDED) {
 				/* it will never seal id: the end of input takes over */
 				sfs_log("checkpoint %" PRIu64 " aborted: worker %u finished its "
 					"input", id, w);

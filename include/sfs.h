@@ -325,6 +325,12 @@ struct sfs_task_info {
  * SFS_EUSAGE for a worker index out of range.  Cost: a region lookup, once.
  */
 int sfs_task_open(sfs_handle_t *h, uint32_t worker, sfs_task_t **out);
+/* The same for the worker a keyed-state context was opened as (its
+ * segment, no second attach): what a worker with state uses. */
+int sfs_worker_task(sfs_ctx_t *c, sfs_task_t **out);
+/* Leaves the checkpoints' view of the worker as it is (sfs_task_finish
+ * says it is done).  A task of sfs_worker_task lives in its context's
+ * mapping: close it before sfs_worker_close. */
 int sfs_task_close(sfs_task_t *t);
 
 void sfs_task_info(const sfs_task_t *t, struct sfs_task_info *out);
@@ -351,8 +357,15 @@ int sfs_task_wait_completed(const sfs_task_t *t, uint64_t id, uint64_t timeout_n
  */
 int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len);
 
-/* End of input: this worker seals no more barriers (the checkpoint in
- * flight is abandoned; the group's end commits the rest). */
+/*
+ * sfs_task_finish - end of input: this worker seals no more barriers.
+ * Called once its last seal's checkpoint has completed (the clean end:
+ * seal one more checkpoint after the last record, wait for it, commit,
+ * finish), its state and bytes ride unchanged in every later checkpoint
+ * while the other workers go on.  Called earlier, no checkpoint completes
+ * after it (the one in flight is abandoned): the group's end is the
+ * program's to handle.
+ */
 int sfs_task_finish(sfs_task_t *t);
 
 /*

@@ -20,8 +20,12 @@
  *      two-phase sinks commit what they staged up to N when they see it.
  * Barrier N+1 is requested only after N completed, so a worker's cw_bytes
  * of N stay put until the checkpointer has read them.  A worker that has
- * finished its input (cw_phase FINISHED) seals no more barriers: the
- * checkpoint in flight is aborted and none is requested again.
+ * finished its input seals no more barriers.  If its last seal is in a
+ * completed checkpoint (cw_phase FINISHED), later checkpoints carry its
+ * state and bytes from the newest completed one, unchanged, and go on
+ * while any worker runs (Flink's checkpoints after tasks finish, FLIP-147);
+ * if not (ENDED), the checkpoint in flight is aborted and none is
+ * requested again: the group's end takes over.
  *
  * Ownership (who writes which bytes, and how it is published):
  *  - configuration (ck_workers ... ck_restored): the supervisor, before any
@@ -72,7 +76,10 @@ struct sfs_task;
 enum sfs_ckpt_phase {
 	SFS_CKW_STARTING = 0,  /* not attached yet: no barrier requested */
 	SFS_CKW_RUNNING = 1,   /* attached: sees requests, seals barriers */
-	SFS_CKW_FINISHED = 2,  /* end of input (or gave up): seals no more barriers */
+	SFS_CKW_FINISHED = 2,  /* end of input after its last seal completed: its
+	                          state and bytes ride unchanged in later checkpoints */
+	SFS_CKW_ENDED = 3,     /* end of input (or gave up) with its last state in no
+	                          checkpoint: no checkpoint completes after it */
 };
 
 

@@ -148,7 +148,12 @@ int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len)
 
 int sfs_task_finish(sfs_task_t *t)
 {
-	sfs_store_release(&t->me->cw_phase, SFS_CKW_FINISHED);
+	uint64_t sealed = t->me->cw_sealed, done = sfs_load_acquire(&t->ck->ck_done);
+
+	/* Every completed checkpoint has this worker's seal (none completes
+	 * without it): sealed == done means its final state is in one. */
+	sfs_store_release(&t->me->cw_phase, sealed && sealed == done ? SFS_CKW_FINISHED
+								     : SFS_CKW_ENDED);
 	return 0;
 }
 

@@ -95,7 +95,20 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 	char dir[PATH_MAX];
 	int rc;
 
-	if (!rt_query_find(q->query)) {
+	if (q->exec) {
+		const struct sfs_target_ops *t = rt_backend_target(q->backend);
+
+		/* the user's program keeps its state in sfs: a flush target */
+		if (!t || strcmp(t->name, q->backend)) {
+			fprintf(stderr, "sfs run: --exec --backend %s: want table, rocksdb or memory\n",
+				q->backend);
+			return 2;
+		}
+		if (q->output) {
+			fprintf(stderr, "sfs run: --output is a query's: the program writes its own\n");
+			return 2;
+		}
+	} else if (!rt_query_find(q->query)) {
 		fprintf(stderr, "sfs run: unknown query '%s' (known:", q->query);
 		for (unsigned i = 0; rt_queries[i]; i++)
 			fprintf(stderr, " %s", rt_queries[i]->name);
@@ -335,8 +348,17 @@ static int same(const struct ck_meta *m, const char *key, const char *mine, cons
 
 /* What the job's checkpoints record and a restore must match (but the
  * splits: the first run's parallelism, which a rescale keeps). */
-static void job_config(void)
+static void job_config(const struct sup_query *q)
 {
+	if (q->exec) {
+		const char *base = strrchr(q->exec[0], '/');
+
+		snprintf(ck->ck_config, sizeof(ck->ck_config),
+			 "exec=%.64s backend=%s workers=%u max_parallelism=%u",
+			 base ? base + 1 : q->exec[0], job->rj_backend, job->rj_workers,
+			 job->rj_max_parallelism);
+		return;
+	}
 	snprintf(ck->ck_config, sizeof(ck->ck_config),
 		 "query=%s backend=%s workers=%u max_parallelism=%u events=%" PRIu64
 		 " first_event=%" PRIu64 " rate=%.6f base_time_ms=%" PRId64 " block_events=%u"
@@ -352,7 +374,7 @@ static void job_config(void)
  * split instead: they are handed to old worker 0 in the runtime's encoding
  * (rt_source_bytes), which every worker reads after a rescale anyway.
  */
-static int restore_sources(const struct ck_meta *m, const char *dir)
+static int restore_sources(const struct sup_query *q, const struct ck_meta *m, const char *dir)
 {
 	char v[32];
 
@@ -391,6 +413,8 @@ static int restore_sources(const struct ck_meta *m, const char *dir)
 		memcpy(ck->ck_prev[x->worker].cp_bytes, x->bytes, x->len);
 		ck->ck_prev[x->worker].cp_len = x->len;
 	}
+	if (q->exec)
+		return 0;	/* the program's bytes are its own */
 	if (ck_meta_config(m, "splits", v, sizeof(v)) ||
 	    (job->rj_nsplits = (uint32_t)strtoul(v, NULL, 10)) == 0 ||
 	    job->rj_nsplits > RT_MAX_WORKERS) {
@@ -403,7 +427,7 @@ static int restore_sources(const struct ck_meta *m, const char *dir)
 static int restore(struct sup_query *q, unsigned workers)
 {
 	char root[PATH_MAX - 64], dir[PATH_MAX], mine[RT_PATH_MAX * 2], want[128];
-	const char *names[] = { "query", "backend", "events", "first_event", "rate",
+	const char *names[] = { "exec", "query", "backend", "events", "first_event", "rate",
 				"base_time_ms", "block_events", "max_parallelism" };
 	uint64_t t0 = sfs_now_ns();
 	struct ck_meta m;
@@ -465,7 +489,7 @@ static int restore(struct sup_query *q, unsigned workers)
 			return 2;
 		}
 	}
-	if ((rc = restore_sources(&m, dir))) {
+	if ((rc = restore_sources(q, &m, dir))) {
 		ck_meta_free(&m);
 		return rc;
 	}
@@ -539,7 +563,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	job->rj_base_time_ms = 1436918400000ll;
 	job->rj_chan_bytes = cb;
 	job->rj_sink = q->output != NULL;
-	snprintf(job->rj_query, sizeof(job->rj_query), "%s", q->query);
+	snprintf(job->rj_query, sizeof(job->rj_query), "%s", q->query ? q->query : "");
 	snprintf(job->rj_backend, sizeof(job->rj_backend), "%s", q->backend);
 	snprintf(job->rj_data_dir, sizeof(job->rj_data_dir), "%s", q->data_dir);
 	job->rj_nsplits = workers;
@@ -551,12 +575,17 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	ck->ck_interval_ms = q->checkpoint_ns / MS;
 	ck->ck_retain = q->retain;
 	snprintf(ck->ck_data_dir, sizeof(ck->ck_data_dir), "%s", q->data_dir);
-	job_config();
+	job_config(q);
 	rc = q->restore || q->recover_id ? restore(q, workers) : fresh(q);
 	if (rc)
 		return rc;
-	job_config();	/* a restore's splits are the checkpoint's */
+	job_config(q);	/* a restore's splits are the checkpoint's */
 	ck->ck_barrier_req = ck->ck_first_barrier;
+	t_start = sfs_now_ns();
+	progress_tty = !q->json && isatty(STDERR_FILENO);
+	carried.done = 0;
+	if (q->exec)
+		return 0;	/* the program's workers exchange nothing through us */
 	rc = sfs_seg_region_create(seg, RT_CHAN_REGION, rt_chans_bytes(workers, cb),
 				   SFS_ROLE_SUPERVISOR, &coff);
 	if (rc)
@@ -564,7 +593,6 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	chans = sfs_seg_ptr(seg, coff);
 	for (uint64_t i = 0; i < (uint64_t)RT_MAX_STAGES * workers * workers; i++)
 		rt_chan_init((struct rt_chan *)(chans + i * rt_chan_stride(cb)), cb);
-	t_start = sfs_now_ns();
 	progress_tty = !q->json && isatty(STDERR_FILENO);
 	carried.done = 0;
 	return 0;
@@ -749,9 +777,31 @@ int sup_query_tick(struct sup_query *q, uint64_t now)
 	return done == job->rj_workers ? 1 : 0;
 }
 
+/* An --exec job's summary: what sfs knows of it (the program's own
+ * results are its own). */
+static int exec_finish(const struct sup_query *q, int ok, const struct sup_usage *u)
+{
+	double secs = (double)(sfs_now_ns() - t_start) / 1e9;
+
+	if (q->json) {
+		printf("{\"exec\": \"%s\", \"backend\": \"%s\", \"workers\": %u, "
+		       "\"seconds\": %.3f, \"checkpoint_last_ms\": %.3f", q->exec[0], q->backend,
+		       job->rj_workers, secs, ck->ck_last_ns / 1e6);
+		usage_json(u);
+		printf(", \"checkpoints_completed\": %llu, \"recoveries\": %u, \"ok\": %s}\n",
+		       (unsigned long long)ck->ck_count, q->recoveries, ok ? "true" : "false");
+	} else {
+		printf("sfs: %s on %s, %u workers: %s in %.3f s, %llu checkpoints, %u recoveries\n",
+		       q->exec[0], q->backend, job->rj_workers, ok ? "done" : "stopped", secs,
+		       (unsigned long long)ck->ck_count, q->recoveries);
+	}
+	fflush(stdout);
+	return ok ? 0 : 1;
+}
+
 int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 {
-	const struct rt_query *rq = rt_query_find(q->query);
+	const struct rt_query *rq = q->query ? rt_query_find(q->query) : NULL;
 	const struct sfs_target_ops *tgt = rt_backend_target(q->backend);
 	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0, seal = 0, seal_max = 0;
 	uint64_t seal_cpu = 0;
@@ -762,6 +812,8 @@ int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 		fprintf(stderr, "\n");
 	if (!job)
 		return 1;
+	if (q->exec)
+		return exec_finish(q, ok, u);
 	totals(&ev, &bar, &stall);
 	for (unsigned w = 0; w < job->rj_workers; w++) {
 		struct rt_worker_status *s = &job->rj_ws[w];

@@ -80,6 +80,7 @@ struct child {
 	uint64_t window_start_ns;
 	unsigned window_restarts;
 	int slot;                   /* cached process-table index, -1 unknown */
+	int exited;                 /* an --exec worker that exited 0: its input is done */
 	int hang_killed;            /* SIGKILL sent for a hang: the kill is said and
 				     * counted once, not at every tend() until the
 				     * kernel has torn the process down */
@@ -92,6 +93,13 @@ static struct child kids[SFS_MAX_CHILDREN];
 static unsigned nkids;
 static sigset_t old_mask;
 static struct sup_usage used;	/* every reaped child's resources, by role */
+static int usage_failed;	/* an --exec worker exited 2: the run exits 2 */
+
+/* A job with checkpoints and recovery: our queries, or a user's program. */
+static int is_job(void)
+{
+	return cfg.q.query || cfg.q.exec;
+}
 
 static void usage(FILE *f)
 {
@@ -141,7 +149,18 @@ static void usage(FILE *f)
 		"                         savepoint)\n"
 		"  --retain N             checkpoints kept (default 3)\n"
 		"  --max-recoveries N     a failed worker restarts the job from its last\n"
-		"                         checkpoint at most N times (default 10)\n",
+		"                         checkpoint at most N times (default 10)\n"
+		"\n"
+		"A user's program as the workers (options as for a query job: --backend\n"
+		"table|rocksdb|memory, --checkpoint-interval, --data, --restore, --retain,\n"
+		"--max-recoveries, --workers, --cache-mb, --buffer-mb, --store-mb):\n"
+		"  --exec PROGRAM [ARGS...]  the rest of the line: N copies of PROGRAM run as\n"
+		"                         the workers, with SFS_JOB, SFS_WORKER (0..N-1),\n"
+		"                         SFS_WORKERS, SFS_NODE and SFS_DATA in their\n"
+		"                         environment (README, \"Your program as the workers\");\n"
+		"                         exit 0: its input is done; exit 2: a usage error\n"
+		"                         that fails the run (exit 2); any other death\n"
+		"                         restarts the job from its last checkpoint\n",
 		SFS_JOB_NAME_MAX);
 }
 
@@ -272,6 +291,20 @@ static int spawn(struct child *k)
 			snprintf(nt, sizeof(nt), "%u", maint_threads(k->node));
 			setenv("SFS_MAINT_THREADS", nt, 1);
 		}
+		if (cfg.q.exec && k->role == SFS_ROLE_WORKER) {
+			char w[16], n[16];
+
+			snprintf(w, sizeof(w), "%u", cfg.workers);
+			snprintf(n, sizeof(n), "%d", k->node);
+			setenv("SFS_JOB", cfg.job, 1);
+			setenv("SFS_WORKER", idx, 1);
+			setenv("SFS_WORKERS", w, 1);
+			setenv("SFS_NODE", n, 1);
+			setenv("SFS_DATA", cfg.q.data_dir, 1);
+			execvp(cfg.q.exec[0], cfg.q.exec);
+			fprintf(stderr, "sfs: exec %s: %s\n", cfg.q.exec[0], strerror(errno));
+			_exit(2);
+		}
 		execv(path, argv);
 		fprintf(stderr, "sfs: exec %s: %s\n", path, strerror(errno));
 		_exit(127);
@@ -370,7 +403,22 @@ static int on_child_death(struct child *k, int status, uint64_t now)
 	k->slot = -1;
 	sfs_store_relaxed(&k->d->cd_pid, 0);
 	k->d->cd_last_status = status;
-	if (cfg.q.query && k->role == SFS_ROLE_WORKER) {
+	if (cfg.q.exec && k->role == SFS_ROLE_WORKER && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 0) {
+		sfs_log("worker %u: end of input (exit 0)", k->index);
+		k->exited = 1;
+		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPED);
+		return 0;
+	}
+	if (cfg.q.exec && k->role == SFS_ROLE_WORKER && WIFEXITED(status) &&
+	    WEXITSTATUS(status) == 2) {
+		sfs_log("worker %u: %s exited 2 (a usage error): failing the run", k->index,
+			cfg.q.exec[0]);
+		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_FAILED);
+		usage_failed = 1;
+		return -1;
+	}
+	if (is_job() && k->role == SFS_ROLE_WORKER) {
 		sfs_log("worker %u died (%s): the job restarts from its last checkpoint if "
 			"--max-recoveries allows", k->index, why);
 		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_FAILED);
@@ -488,6 +536,10 @@ static void tend(uint64_t now)
 		}
 		if (k->hang_killed)
 			continue;	/* reaped when it is gone */
+		/* A user's program beats when it calls into sfs, and may wait
+		 * without calling: its hangs are its own (no kill). */
+		if (cfg.q.exec && k->role == SFS_ROLE_WORKER)
+			continue;
 		sl = child_slot(k);
 		if (sl) {
 			uint64_t beat = child_beat(k, sl);
@@ -709,6 +761,32 @@ static void report(FILE *f)
 	}
 }
 
+/* The program --exec names: a path, or a name found on $PATH as execvp
+ * finds it; refused (one line) when missing or not executable. */
+static int exec_check(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+
+	if (strchr(prog, '/')) {
+		if (access(prog, X_OK) == 0)
+			return 0;
+		fprintf(stderr, "sfs run: --exec %s: %s\n", prog,
+			errno == EACCES ? "not executable" : strerror(errno));
+		return 2;
+	}
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+
+		snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, n ? p : ".", prog);
+		if (access(buf, X_OK) == 0)
+			return 0;
+		p += n + (p[n] == ':');
+	}
+	fprintf(stderr, "sfs run: --exec %s: no such program on PATH\n", prog);
+	return 2;
+}
+
 static int parse(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -762,6 +840,21 @@ static int parse(int argc, char **argv)
 	cfg.q.block_events = 1000;
 	cfg.q.checkpoint_ns = 1000 * MS;
 	cfg.q.store_bytes = 4096ull << 20;
+	/* --exec takes the rest of the line as the program and its arguments:
+	 * cut it off before getopt (which would permute them). */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--exec")) {
+			if (i + 1 == argc) {
+				fprintf(stderr, "sfs run: --exec needs a program\n");
+				return 2;
+			}
+			cfg.q.exec = argv + i + 1;
+			argv[i] = NULL;
+			argc = i;
+			if (exec_check(cfg.q.exec[0]))
+				return 2;
+			break;
+		}
 	optind = 1;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -877,7 +970,15 @@ static int parse(int argc, char **argv)
 		return 2;
 	}
 	cfg.start_ns = cfg.hang_ns > 10000 * MS ? cfg.hang_ns : 10000 * MS;
-	if (cfg.q.query) {
+	if (cfg.q.query && cfg.q.exec) {
+		fprintf(stderr, "sfs run: --query and --exec: one or the other\n");
+		return 2;
+	}
+	if (!cfg.job && cfg.q.exec) {
+		fprintf(stderr, "sfs run: --exec needs --job\n");
+		return 2;
+	}
+	if (is_job()) {
 		int rc;
 
 		if (!cfg.q.data_dir) {
@@ -918,7 +1019,7 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 			destroy_segments();
 			return 1;
 		}
-		if (cfg.q.query && (tgt = rt_backend_target(cfg.q.backend))) {
+		if (is_job() && (tgt = rt_backend_target(cfg.q.backend))) {
 			/* Before any child exists: read-only from here on.  The
 			 * target's instance root: its files, or where a restore
 			 * leaves them (store/target.h). */
@@ -944,7 +1045,7 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 	nkids = 0;
 	memset(kids, 0, sizeof(kids));
 	plan_children();
-	if (cfg.q.query) {
+	if (is_job()) {
 		char mb[32];
 
 		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
@@ -965,6 +1066,19 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 	sfs_log("job %s started: %u workers, %d compactor(s), 1 checkpointer (generation %llu)",
 		cfg.job, cfg.workers, nnodes, (unsigned long long)generation);
 	return rc;
+}
+
+/* Every --exec worker exited 0. */
+static int exec_done(void)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < nkids; i++)
+		if (kids[i].role == SFS_ROLE_WORKER && !kids[i].exited)
+			return 0;
+		else
+			n += kids[i].role == SFS_ROLE_WORKER;
+	return n > 0;
 }
 
 int sfs_cmd_run(int argc, char **argv)
@@ -1014,6 +1128,10 @@ int sfs_cmd_run(int argc, char **argv)
 				recover = r == -2;
 			}
 			now = sfs_now_ns();
+			if (cfg.q.exec && !failed && exec_done()) {
+				done = 1;
+				break;
+			}
 			if (cfg.q.query && !failed) {
 				int st = sup_query_tick(&cfg.q, now);
 
@@ -1041,7 +1159,7 @@ int sfs_cmd_run(int argc, char **argv)
 		stop_role(SFS_ROLE_WORKER);
 		stop_role(SFS_ROLE_COMPACTOR);
 		stop_role(SFS_ROLE_CHECKPOINTER);
-		if (failed && recover && cfg.q.query && recoveries < cfg.max_recoveries) {
+		if (failed && recover && is_job() && recoveries < cfg.max_recoveries) {
 			/* Exactly once: the next incarnation starts from the last
 			 * completed checkpoint (or from the beginning), the sinks'
 			 * uncommitted epochs are dropped and the sources replay. */
@@ -1059,9 +1177,9 @@ int sfs_cmd_run(int argc, char **argv)
 		}
 		break;
 	}
-	report(cfg.q.query ? stderr : stdout);
+	report(is_job() ? stderr : stdout);
 	fflush(stdout);
-	if (cfg.q.query) {
+	if (is_job()) {
 		sup_query_carry(segs, nnodes);
 		account_segments();
 		rc = sup_query_finish(&cfg.q, done && !failed, &used);
@@ -1069,7 +1187,9 @@ int sfs_cmd_run(int argc, char **argv)
 	sfs_proc_unregister(me);
 	destroy_segments();
 	sfs_log("job %s stopped", cfg.job);
-	if (cfg.q.query)
+	if (usage_failed)
+		return 2;
+	if (is_job())
 		return rc;
 	return failed ? 1 : 0;
 }

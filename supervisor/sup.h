@@ -17,7 +17,8 @@ int sfs_cmd_savepoint(int argc, char **argv);
 
 /* `sfs run --query`: the query job's arguments (supervisor/job.c). */
 struct sup_query {
-	const char *query;       /* NULL: a plain group */
+	const char *query;       /* NULL: a plain group, or an --exec job */
+	char **exec;             /* --exec: the workers' program and its arguments */
 	const char *backend;
 	const char *data_dir;
 	const char *output;      /* NULL: results are discarded (a blackhole sink) */

@@ -32,6 +32,7 @@
 #include "common/fingerprint.h"
 #include "common/keygroup.h"
 #include "common/merge.h"
+#include "shm/ckpt.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
@@ -445,6 +446,13 @@ fail_seg:
 fail_free:
 	free(c);
 	return rc;
+}
+
+int sfs_worker_task(sfs_ctx_t *c, sfs_task_t **out)
+{
+	if (!c || !out)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_task: NULL argument");
+	return sfs__task_open_seg(&c->seg, c->worker, out);
 }
 
 int sfs_worker_close(sfs_ctx_t *c)

@@ -1,0 +1,366 @@
+/*
+ * clicks.c — an example stream processor on sfs: sessionized click counts,
+ * exactly once, through the public API only (<sfs.h>, built with
+ * `pkg-config --cflags --libs sfs`).  Run it as the workers of a group:
+ *
+ *   sfs run --job clicks --workers 2 --backend table --checkpoint-interval 100 \
+ *       --data /tmp/clicks --exec ./clicks 200000
+ *
+ * The input: a generated stream of EVENTS clicks (user, page, time; event e
+ * at e ms), the same for every worker, as a topic every consumer reads; a
+ * worker takes the clicks of the users whose key group it owns (Flink's
+ * keyBy).  Its position is the number of events it has read.
+ *
+ * The state of a user (keyed by an 8-byte big-endian user id):
+ *   "session"  value:   start and last click time of the open session
+ *   "clicks"   counter: every click of the user, ever
+ *   "pages"    map:     page -> clicks in the open session
+ * A click more than GAP_MS after the user's last one closes the session:
+ * the worker emits "user,start_ms,end_ms,clicks,distinct_pages,total".
+ *
+ * Exactly once: the lines of the records between checkpoints N-1 and N are
+ * written at the seal of N to out/w<w>-e<N>.pending (the pre-commit) and
+ * renamed to .csv once N is complete (the commit).  The bytes kept with a
+ * checkpoint are the worker's position.  After a restore, each user's
+ * clicks resume where the worker that owned the user at the checkpoint had
+ * read, whatever the number of workers now (a rescale moves key groups).
+ * At the end of its input a worker seals one more checkpoint, waits for
+ * it, commits and finishes (sessions still open stay open, as a streaming
+ * job's would).  The result: every committed line, in any order.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sfs.h>
+
+#define USERS 5000u
+#define PAGES 40u
+#define GAP_MS 10000
+#define BATCH 256u        /* events between polls of the checkpoint words */
+
+struct session {
+	int64_t start, last;
+};
+
+struct worker {
+	sfs_ctx_t *ctx;
+	sfs_task_t *task;
+	struct sfs_task_info info;
+	uint32_t s_session, s_clicks, s_pages;
+	const char *data;
+	uint64_t events;         /* of the whole stream */
+	uint64_t next;           /* next event to read: the position */
+	uint64_t from[64];       /* after a restore: per old worker, its position */
+	uint64_t injected;       /* last checkpoint sealed */
+	char *out;               /* this epoch's lines */
+	size_t out_len, out_cap;
+};
+
+static int die(const char *what, int rc)
+{
+	fprintf(stderr, "clicks: %s: %s (%s)\n", what, sfs_strerror(rc), sfs_last_error());
+	exit(rc == SFS_EUSAGE ? 2 : 1);
+}
+
+static uint64_t mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ull;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void key_of(uint64_t user, uint8_t k[8])
+{
+	for (int i = 0; i < 8; i++)
+		k[i] = (uint8_t)(user >> (56 - 8 * i));
+}
+
+static void emit(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void emit(struct worker *w, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(w->out + w->out_len, w->out_cap - w->out_len, fmt, ap);
+		va_end(ap);
+		if ((size_t)n < w->out_cap - w->out_len)
+			break;
+		w->out_cap = w->out_cap * 2 + (size_t)n + 1;
+		if (!(w->out = realloc(w->out, w->out_cap)))
+			exit(1);
+	}
+	w->out_len += (size_t)n;
+}
+
+static int count_page(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
+{
+	(void)ukey, (void)ulen, (void)val, (void)vlen;
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+/* One click: close the user's session if the gap has passed, count. */
+static void click(struct worker *w, uint64_t user, uint32_t page, int64_t t)
+{
+	uint8_t k[8], pk[4] = { (uint8_t)(page >> 24), (uint8_t)(page >> 16), (uint8_t)(page >> 8),
+				(uint8_t)page };
+	struct session s = { t, t };
+	struct sfs_view v;
+	int64_t total, n = 0;
+	int rc;
+
+	key_of(user, k);
+	if ((rc = sfs_value_get(w->ctx, w->s_session, 0, k, 8, &v)) < 0)
+		die("get session", rc);
+	if (rc == 1) {
+		memcpy(&s, v.data, sizeof(s));
+		if (t - s.last > GAP_MS) {
+			unsigned pages = 0;
+			int64_t in_session = 0;
+
+			/* the session's clicks: the pages' counts */
+			if ((rc = sfs_map_iter(w->ctx, w->s_pages, 0, k, 8, count_page, &pages)))
+				die("pages", rc);
+			if ((rc = sfs_counter_get(w->ctx, w->s_clicks, 1, k, 8, &in_session)) < 0 ||
+			    (rc = sfs_counter_get(w->ctx, w->s_clicks, 0, k, 8, &total)) < 0)
+				die("clicks", rc);
+			emit(w, "%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%u,%" PRId64 "\n",
+			     user, s.start, s.last, in_session, pages, total);
+			if ((rc = sfs_map_clear(w->ctx, w->s_pages, 0, k, 8)) ||
+			    (rc = sfs_counter_add(w->ctx, w->s_clicks, 1, k, 8, -in_session)))
+				die("close session", rc);
+			s.start = t;
+		}
+		s.last = t;
+	}
+	if ((rc = sfs_value_put(w->ctx, w->s_session, 0, k, 8, &s, sizeof(s))))
+		die("put session", rc);
+	/* namespace 0: every click of the user; 1: the open session's */
+	if ((rc = sfs_counter_add(w->ctx, w->s_clicks, 0, k, 8, 1)) ||
+	    (rc = sfs_counter_add(w->ctx, w->s_clicks, 1, k, 8, 1)))
+		die("count", rc);
+	if ((rc = sfs_map_get(w->ctx, w->s_pages, 0, k, 8, pk, 4, &v)) < 0)
+		die("page", rc);
+	if (rc == 1)
+		memcpy(&n, v.data, sizeof(n));
+	n++;
+	if ((rc = sfs_map_put(w->ctx, w->s_pages, 0, k, 8, pk, 4, &n, sizeof(n))))
+		die("page", rc);
+}
+
+/* The old worker that owned key group @kg under @par workers (Flink's
+ * operator index for a key group). */
+static uint32_t owner(uint32_t kg, uint32_t par, uint32_t maxp)
+{
+	return (uint32_t)((uint64_t)kg * par / maxp);
+}
+
+/* Event e of the stream, if it is ours and not read before the restore. */
+static void event(struct worker *w, uint64_t e)
+{
+	uint64_t h = mix(e), user = h % USERS;
+	uint8_t k[8];
+	uint32_t kg;
+
+	key_of(user, k);
+	kg = sfs_key_group_of(w->ctx, k, 8);
+	if (owner(kg, w->info.workers, w->info.max_parallelism) != w->info.worker)
+		return;
+	if (w->info.prev_workers &&
+	    e < w->from[owner(kg, w->info.prev_workers, w->info.max_parallelism)])
+		return;	/* in the checkpoint's state already */
+	click(w, user, (uint32_t)(h >> 32) % PAGES, (int64_t)e);
+}
+
+static void path_of(char *buf, size_t len, const struct worker *w, uint32_t wk, uint64_t epoch,
+		    const char *ext)
+{
+	snprintf(buf, len, "%s/out/w%u-e%020" PRIu64 ".%s", w->data, wk, epoch, ext);
+}
+
+/* Epoch @id's lines, durable, as a pending file: the pre-commit. */
+static void precommit(struct worker *w, uint64_t id)
+{
+	char path[4096];
+	int fd;
+
+	path_of(path, sizeof(path), w, w->info.worker, id, "pending");
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, w->out, w->out_len) != (ssize_t)w->out_len || fsync(fd) ||
+	    close(fd)) {
+		fprintf(stderr, "clicks: %s: %s\n", path, strerror(errno));
+		exit(1);
+	}
+	w->out_len = 0;
+}
+
+/* Rename pending files to .csv: @who's (UINT32_MAX: everyone's) of epochs
+ * <= @upto; with @drop, pending files of epochs in (@upto, @drop] are
+ * removed (a restore: their records are read again). */
+static void commit(const struct worker *w, uint32_t who, uint64_t upto, uint64_t drop)
+{
+	char dir[4096], from[4400], to[4400];
+	struct dirent *d;
+	DIR *dp;
+
+	snprintf(dir, sizeof(dir), "%s/out", w->data);
+	if (!(dp = opendir(dir)))
+		return;
+	while ((d = readdir(dp))) {
+		unsigned wk;
+		uint64_t e;
+		char ext[16];
+
+		if (sscanf(d->d_name, "w%u-e%" SCNu64 ".%15s", &wk, &e, ext) != 3 ||
+		    strcmp(ext, "pending") || (who != UINT32_MAX && wk != who))
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", dir, d->d_name);
+		snprintf(to, sizeof(to), "%s/w%u-e%020" PRIu64 ".csv", dir, wk, e);
+		if (e <= upto)
+			rename(from, to);
+		else if (e <= drop)
+			unlink(from);
+	}
+	closedir(dp);
+}
+
+/* Checkpoint @id requested: seal the state, pre-commit, publish. */
+static void seal(struct worker *w, uint64_t id)
+{
+	char pos[32];
+	int rc, n;
+
+	if ((rc = sfs_barrier(w->ctx, id)))
+		die("barrier", rc);
+	precommit(w, id);
+	n = snprintf(pos, sizeof(pos), "%" PRIu64, w->next);
+	if ((rc = sfs_task_sealed(w->task, id, pos, (size_t)n)))
+		die("seal", rc);
+	w->injected = id;
+}
+
+static void poll_checkpoints(struct worker *w, uint64_t *committed)
+{
+	uint64_t req = sfs_task_requested(w->task), done = sfs_task_completed(w->task);
+
+	if (req > w->injected)
+		seal(w, req);
+	if (done > *committed) {
+		commit(w, w->info.worker, done, 0);
+		*committed = done;
+	}
+}
+
+static void start(struct worker *w)
+{
+	sfs_task_info(w->task, &w->info);
+	w->injected = w->info.base_id;
+	if (w->info.start == SFS_START_FRESH)
+		return;
+	/* every old worker's position (a rescale needs them all) */
+	if (w->info.prev_workers > 64)
+		die("restore: more than 64 old workers", SFS_EUSAGE);
+	w->next = UINT64_MAX;
+	for (uint32_t o = 0; o < w->info.prev_workers; o++) {
+		struct sfs_view v;
+		char pos[32] = "";
+		int rc = sfs_task_restored(w->task, o, &v);
+
+		if (rc)
+			die("restored bytes", rc);
+		memcpy(pos, v.data, v.len < sizeof(pos) - 1 ? v.len : sizeof(pos) - 1);
+		w->from[o] = strtoull(pos, NULL, 10);
+		if (w->from[o] < w->next)
+			w->next = w->from[o];
+	}
+	/* Worker 0 settles the old run's output once: its epochs up to the
+	 * checkpoint are the result's, the newer ones are read again. */
+	if (w->info.worker == 0)
+		commit(w, UINT32_MAX, w->info.checkpoint, w->info.base_id);
+}
+
+int main(int argc, char **argv)
+{
+	const char *job = getenv("SFS_JOB"), *ws = getenv("SFS_WORKER"), *wn = getenv("SFS_WORKERS");
+	struct sfs_worker_opts o = { 0 };
+	struct worker w = { 0 };
+	uint64_t committed = 0, rate = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
+	struct timespec t0;
+	char dir[4096];
+	int rc;
+
+	if (argc < 2 || !job || !ws || !wn || !getenv("SFS_DATA")) {
+		fprintf(stderr, "usage: sfs run --job J --exec clicks EVENTS [EVENTS_PER_SEC]\n");
+		return 2;
+	}
+	w.events = strtoull(argv[1], NULL, 10);
+	w.data = getenv("SFS_DATA");
+	o.parallelism = (uint32_t)atoi(wn);
+	if ((rc = sfs_worker_open(job, SFS_NODE_ANY, (uint32_t)atoi(ws), &o, &w.ctx)))
+		die("open", rc);
+	if ((rc = sfs_worker_task(w.ctx, &w.task)))
+		die("checkpoints (run with --checkpoint-interval)", rc);
+	if ((rc = sfs_state_register(w.ctx, "session", SFS_STATE_VALUE, &w.s_session)) ||
+	    (rc = sfs_state_register(w.ctx, "clicks", SFS_STATE_COUNTER, &w.s_clicks)) ||
+	    (rc = sfs_state_register(w.ctx, "pages", SFS_STATE_MAP, &w.s_pages)))
+		die("register", rc);
+	snprintf(dir, sizeof(dir), "%s/out", w.data);
+	mkdir(dir, 0755);
+	start(&w);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (w.next < w.events) {
+		uint64_t end = w.next + BATCH < w.events ? w.next + BATCH : w.events;
+
+		for (; w.next < end; w.next++)
+			event(&w, w.next);
+		sfs_ctx_quiescent(w.ctx);
+		poll_checkpoints(&w, &committed);
+		if (rate) {	/* a throttle, so a test can kill it mid-stream */
+			struct timespec now;
+			double due;
+
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			due = (double)w.next / (double)rate - (double)(now.tv_sec - t0.tv_sec) -
+			      (now.tv_nsec - t0.tv_nsec) / 1e9;
+			if (due > 0)
+				usleep((useconds_t)(due * 1e6));
+		}
+	}
+	/* The end: one more checkpoint for the last records (the next one
+	 * requested), its completion, then the commit of everything. */
+	{
+		uint64_t before = w.injected;
+
+		sfs_ctx_offline(w.ctx);
+		while (w.injected == before) {
+			usleep(1000);
+			sfs_ctx_online(w.ctx);
+			poll_checkpoints(&w, &committed);
+			sfs_ctx_offline(w.ctx);
+		}
+		while (sfs_task_completed(w.task) < w.injected) {
+			sfs_task_wait_completed(w.task, w.injected, 10 * 1000000ull);
+			sfs_ctx_online(w.ctx);
+			poll_checkpoints(&w, &committed);	/* a newer one: sealed too */
+			sfs_ctx_offline(w.ctx);
+		}
+	}
+	commit(&w, w.info.worker, sfs_task_completed(w.task), 0);
+	sfs_task_finish(w.task);
+	sfs_task_close(w.task);
+	sfs_worker_close(w.ctx);
+	return 0;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# e2e_example.sh — the example stream processor (examples/clicks), built
+# from an installed sfs with pkg-config's flags alone and run as the workers
+# of `sfs run --exec`:
+#  - kills: workers are SIGKILLed at random moments; the job restarts from
+#    its last checkpoint and the committed output equals an uninterrupted
+#    run's, line for line;
+#  - rescale: a run of 2 workers stopped by --duration-ms, continued with
+#    --restore latest and 3 workers, gives the uninterrupted output;
+#  - bad input: --exec of a missing or non-executable file, and a program
+#    that exits 2 at once, are one line and exit 2.
+# TAP-style lines.  SFS_EXAMPLE_EVENTS sets the stream (make soak: longer).
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+EVENTS=${SFS_EXAMPLE_EVENTS:-300000}
+RATE=${SFS_EXAMPLE_RATE:-100000}     # events/s each worker reads: ~3 s a run
+KILLS=${SFS_EXAMPLE_KILLS:-3}
+[ -n "${SFS_SOAK:-}" ] && EVENTS=${SFS_EXAMPLE_EVENTS:-1500000} KILLS=${SFS_EXAMPLE_KILLS:-10}
+fails=0
+ok()  { echo "ok - $*"; }
+nok() { echo "not ok - $*"; fails=$((fails + 1)); }
+show() { grep -v '^  ' "$1" | tail -n "${2:-8}" | sed 's/^/# /'; }
+
+tmp=$(mktemp -d)
+job=e2e-ex-$$
+cleanup() {
+	pkill -9 -f -- "--job $job" 2>/dev/null
+	wait 2>/dev/null
+	rm -f /dev/shm/sfs.$job*
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# The installed copy, and the example built against it alone.
+prefix=$tmp/prefix
+if ! DESTDIR='' "$root/scripts/install.sh" "$prefix" "$build/install.env" >"$tmp/install.log" 2>&1; then
+	nok "install into $prefix"; show "$tmp/install.log"; exit 1
+fi
+# shellcheck source=/dev/null
+. "$build/install.env"
+read -r -a san <<<"$SFS_SAN"
+if ! PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -B -C "$root/examples/clicks" clicks \
+	CC="$SFS_CC ${san[*]}" >"$tmp/build.log" 2>&1; then
+	nok "examples/clicks against the installed library"; show "$tmp/build.log"; exit 1
+fi
+mv "$root/examples/clicks/clicks" "$tmp/clicks"
+export LD_LIBRARY_PATH=$prefix/lib
+SFS=$prefix/bin/sfs
+ok "examples/clicks built with pkg-config --cflags --libs sfs against $prefix"
+
+# run DATA WORKERS [sfs run options...] -- [program args]: one run.
+run() {
+	local data=$1 workers=$2
+	shift 2
+	timeout 300 "$SFS" run --job "$job" --workers "$workers" --backend "${BACKEND:-table}" \
+		--checkpoint-interval 50 --data "$data" "$@"
+}
+result() { cat "$1"/out/*.csv 2>/dev/null | sort; }
+
+run "$tmp/base" 2 --exec "$tmp/clicks" "$EVENTS" >/dev/null 2>"$tmp/base.err" ||
+	{ nok "uninterrupted run failed"; show "$tmp/base.err"; exit 1; }
+result "$tmp/base" >"$tmp/base.csv"
+lines=$(wc -l <"$tmp/base.csv")
+if [ "$lines" -lt 100 ] || ls "$tmp/base/out/"*.pending >/dev/null 2>&1; then
+	nok "uninterrupted run: $lines session lines, pending files left"
+	exit 1
+fi
+ok "uninterrupted run: $lines sessions, every epoch committed"
+
+# Kills: SIGKILL a worker (the program) at random moments.
+for backend in ${SFS_EXAMPLE_BACKENDS:-table rocksdb memory}; do
+	data=$tmp/kill-$backend
+	BACKEND=$backend run "$data" 2 --max-recoveries 50 --exec "$tmp/clicks" "$EVENTS" "$RATE" \
+		>/dev/null 2>"$tmp/kill.err" &
+	sup=$!
+	killed=0
+	for ((k = 0; k < KILLS; k++)); do
+		sleep "0.$((RANDOM % 9 + 3))"
+		pid=$(pgrep -f -- "^$tmp/clicks $EVENTS" | shuf -n 1)	# not sfs run's own line
+		[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && killed=$((killed + 1))
+	done
+	wait "$sup"
+	rc=$?
+	result "$data" >"$tmp/kill.csv"
+	rec=$(grep -c "recovery [0-9]* of" "$tmp/kill.err")
+	if [ "$rc" -ne 0 ]; then
+		nok "$backend: $killed kills: sfs run exit $rc"; show "$tmp/kill.err"
+	elif [ "$killed" -eq 0 ] || [ "$rec" -eq 0 ]; then
+		nok "$backend: no kill landed ($killed kills, $rec recoveries): the run was too short"
+	elif cmp -s "$tmp/base.csv" "$tmp/kill.csv"; then
+		ok "$backend: $killed workers killed, $rec recoveries from checkpoints: output equals the uninterrupted run's"
+	else
+		nok "$backend: $killed kills: output differs ($(wc -l <"$tmp/kill.csv") vs $lines lines)"
+		diff "$tmp/base.csv" "$tmp/kill.csv" | head -n 6 | sed 's/^/# /'
+		[ -n "${SFS_EXAMPLE_KEEP:-}" ] && cp -r "$data" "$tmp/base.csv" "$tmp/kill.err" "$SFS_EXAMPLE_KEEP/"
+	fi
+done
+
+# Rescale: 2 workers for a while, then the rest with 3 from the checkpoint.
+data=$tmp/rescale
+run "$data" 2 --duration-ms 1500 --exec "$tmp/clicks" "$EVENTS" "$RATE" >/dev/null 2>"$tmp/rs1.err"
+if ! ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1; then
+	nok "rescale: no checkpoint after 1500 ms"; show "$tmp/rs1.err"
+elif run "$data" 3 --restore latest --exec "$tmp/clicks" "$EVENTS" >/dev/null 2>"$tmp/rs2.err" &&
+     result "$data" >"$tmp/rs.csv" && cmp -s "$tmp/base.csv" "$tmp/rs.csv"; then
+	ok "rescale 2→3 workers with --restore latest: output equals the uninterrupted run's ($(grep -o 'restored .* in [0-9.]* ms' "$tmp/rs2.err" | head -n 1 | sed 's/.*\(checkpoint [0-9]*\).*/\1/'))"
+else
+	nok "rescale 2→3: output differs or the run failed"; show "$tmp/rs2.err"
+	diff "$tmp/base.csv" "$tmp/rs.csv" 2>/dev/null | head -n 6 | sed 's/^/# /'
+fi
+
+# Bad input: one line, exit 2.
+bad() { # what expected-text [run args...]
+	local what=$1 want=$2 rc
+	shift 2
+	run "$tmp/bad" 1 "$@" >/dev/null 2>"$tmp/bad.err"
+	rc=$?
+	if [ "$rc" -eq 2 ] && grep -qi -- "$want" "$tmp/bad.err"; then
+		ok "$what: exit 2, '$(grep -m1 -i -- "$want" "$tmp/bad.err" | sed 's/^[^:]*: //')'"
+	else
+		nok "$what: exit $rc"; show "$tmp/bad.err" 4
+	fi
+}
+bad "--exec of a missing file" "no such" --exec "$tmp/nothing-here"
+touch "$tmp/not-exec"
+bad "--exec of a file that is not executable" "not executable" --exec "$tmp/not-exec"
+printf '#!/bin/sh\nexit 2\n' >"$tmp/exit2" && chmod +x "$tmp/exit2"
+bad "a program that exits 2 at once" "exited 2" --exec "$tmp/exit2"
+bad "the example without its arguments" "exited 2" --exec "$tmp/clicks"
+
+[ "$fails" -eq 0 ] || { echo "# $fails example checks failed"; exit 1; }
