@@ -23,7 +23,10 @@
  * renamed to .csv once N is complete (the commit).  The bytes kept with a
  * checkpoint are the worker's position.  After a restore, each user's
  * clicks resume where the worker that owned the user at the checkpoint had
- * read, whatever the number of workers now (a rescale moves key groups).
+ * read, whatever the number of workers now (a rescale moves key groups);
+ * the worker reads from the slowest old position and seals no checkpoint
+ * before it has passed the fastest (its position would understate what
+ * the state holds).
  * At the end of its input a worker seals one more checkpoint, waits for
  * it, commits and finishes (sessions still open stay open, as a streaming
  * job's would).  The result: every committed line, in any order.
@@ -60,6 +63,7 @@ struct worker {
 	uint64_t events;         /* of the whole stream */
 	uint64_t next;           /* next event to read: the position */
 	uint64_t from[64];       /* after a restore: per old worker, its position */
+	uint64_t caught_up;      /* after a restore: seal nothing before reading here */
 	uint64_t injected;       /* last checkpoint sealed */
 	char *out;               /* this epoch's lines */
 	size_t out_len, out_cap;
@@ -285,6 +289,8 @@ static void start(struct worker *w)
 		w->from[o] = strtoull(pos, NULL, 10);
 		if (w->from[o] < w->next)
 			w->next = w->from[o];
+		if (w->from[o] > w->caught_up)
+			w->caught_up = w->from[o];
 	}
 	/* Worker 0 settles the old run's output once: its epochs up to the
 	 * checkpoint are the result's, the newer ones are read again. */
@@ -327,7 +333,12 @@ int main(int argc, char **argv)
 		for (; w.next < end; w.next++)
 			event(&w, w.next);
 		sfs_ctx_quiescent(w.ctx);
-		poll_checkpoints(&w, &committed);
+		/* The position kept with a checkpoint says "every event before
+		 * it is in the state" for all this worker's keys: not true while
+		 * it reads from the slowest old worker's position up to the
+		 * fastest's (the others' keys are in the state further on). */
+		if (w.next >= w.caught_up)
+			poll_checkpoints(&w, &committed);
 		if (rate) {	/* a throttle, so a test can kill it mid-stream */
 			struct timespec now;
 			double due;
