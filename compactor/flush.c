@@ -187,7 +187,7 @@ static int open_worker(struct sfs_flusher *f, struct sfs_flush_lane *l, uint32_t
 	fw->worker = w;
 	fw->cur = -1;
 	for (uint32_t i = 0; i < fw->ctl->wc_nbufs; i++)
-		if (sfs_load_acquire(&fw->ctl->wc_buf[i].wb_state) == SFS_BUF_RETIRING)
+		if (sfs_load_acquire(&fw->ctl->wc_buf[i].cb_state) == SFS_BUF_RETIRING)
 			fw->retire_token[i] = sfs_qsbr_start(f->seg->hdr);
 	fw->open = 1;
 	if (w + 1 > l->nworkers)
@@ -234,8 +234,8 @@ static int next_sealed(struct sfs_flush_worker *fw)
 	int best = -1;
 
 	for (uint32_t i = 0; i < fw->ctl->wc_nbufs; i++)
-		if (sfs_load_acquire(&fw->ctl->wc_buf[i].wb_state) == SFS_BUF_SEALED &&
-		    (best < 0 || fw->ctl->wc_buf[i].wb_seq < fw->ctl->wc_buf[best].wb_seq))
+		if (sfs_load_acquire(&fw->ctl->wc_buf[i].cb_state) == SFS_BUF_SEALED &&
+		    (best < 0 || fw->ctl->wc_buf[i].cb_seq < fw->ctl->wc_buf[best].cb_seq))
 			best = (int)i;
 	return best;
 }
@@ -279,7 +279,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 {
 	struct sfs_wctl *ctl = fw->ctl;
 	struct sfs_wctl_buf *d = &ctl->wc_buf[fw->cur];
-	uint64_t seq = d->wb_seq;
+	uint64_t seq = d->cb_seq;
 	unsigned done = 0;
 	int src;
 
@@ -338,16 +338,16 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 		return (int)done;
 	if (sfs_fault("flush.commit") || f->ops->commit(fw->tw, seq))
 		return (int)done;
-	if (d->wb_at_barrier && (src = snapshot_barrier(f, fw, d->wb_barrier, seq)))
+	if (d->cb_at_barrier && (src = snapshot_barrier(f, fw, d->cb_barrier, seq)))
 		return src == SFS_EFULL ? src : (int)done;	/* full: as an apply's */
 	fw->failing = 0;
 	sfs_fault("flush.publish");
-	d->wb_flushed_ns = sfs_now_ns();
+	d->cb_flushed_ns = sfs_now_ns();
 	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
 	sfs_store_relaxed(&ctl->wc_flush_entries, ctl->wc_flush_entries + fw->n);
-	sfs_store_relaxed(&ctl->wc_flush_ns, ctl->wc_flush_ns + (d->wb_flushed_ns - fw->t0));
+	sfs_store_relaxed(&ctl->wc_flush_ns, ctl->wc_flush_ns + (d->cb_flushed_ns - fw->t0));
 	sfs_store_release(&ctl->wc_flushed_seq, seq);
-	sfs_store_release(&d->wb_state, SFS_BUF_RETIRING);
+	sfs_store_release(&d->cb_state, SFS_BUF_RETIRING);
 	fw->retire_token[fw->cur] = sfs_qsbr_start(f->seg->hdr);
 	fw->cur = -1;
 	return (int)done + 1;
@@ -360,13 +360,13 @@ static int release_retired(struct sfs_flusher *f, struct sfs_flush_worker *fw, i
 	int freed = 0;
 
 	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
-		if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) != SFS_BUF_RETIRING)
+		if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) != SFS_BUF_RETIRING)
 			continue;
 		if (sfs_qsbr_check(f->seg, f->self, fw->retire_token[i], 0) != 1) {
 			*pending = 1;
 			continue;
 		}
-		sfs_store_release(&ctl->wc_buf[i].wb_state, SFS_BUF_FREE);
+		sfs_store_release(&ctl->wc_buf[i].cb_state, SFS_BUF_FREE);
 		freed++;
 	}
 	if (freed) {

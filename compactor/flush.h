@@ -27,7 +27,7 @@
  *  - the owning thread alone, no lock: everything in w[w] (open, the
  *    target writer tw and all the target keeps behind it, cur, offs,
  *    views, retire tokens, failing), what the compactor writes in the
- *    worker's wctl (its buffers' wb_state and wb_flushed_ns,
+ *    worker's wctl (its buffers' cb_state and cb_flushed_ns,
  *    wc_flushed_seq, the flush counters, wc_freed and the wake), its
  *    rj_ws[w] snapshot fields, and opening it (a thread's scan opens only
  *    its own workers).  So each worker's buffers flush, commit, snapshot,

@@ -587,8 +587,6 @@ static int source_step(struct rt_engine *g)
 	return did;
 }
 
-/* ---- set-up -------------------------------------------------------------------- */
-
 /* ---- checkpoints ------------------------------------------------------------- */
 
 int rt_source_bytes(char *buf, size_t len, const uint32_t *split, const uint64_t *off, uint32_t n)
@@ -661,6 +659,8 @@ static void sink_commit(struct rt_engine *g)
 	g->committed = done;
 	sfs_store_relaxed(&g->ws->rw_sink_committed, done);
 }
+
+/* ---- set-up -------------------------------------------------------------------- */
 
 static int engine_open(struct rt_engine *g, struct sfs_child *c)
 {

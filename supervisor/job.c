@@ -619,7 +619,7 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 				 * bytes the compactor flushed */
 				carried.sealed_bytes += sfs_load_relaxed(&ctl->wc_sealed_bytes);
 				for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
-					if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) == SFS_BUF_SEALED)
+					if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_SEALED)
 						carried.sealed_bytes -= bufs[i]->wb_top - bufs[i]->wb_arena_off;
 				break;
 			}

@@ -93,7 +93,7 @@ static void print_workers(struct sfs_seg *segs, int nsegs, int json)
 			if (sfs_wctl_attach(&segs[n], w, &ctl, &ring, bufs))
 				continue;
 			for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
-				uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+				uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
 
 				nfree += st == SFS_BUF_FREE;
 				nsealed += st == SFS_BUF_SEALED;

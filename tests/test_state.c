@@ -779,7 +779,7 @@ static int worker_dies_after_seal(void *arg)
 	if (rc)
 		return rc;
 	/* Simulate the kill point: the active buffer sealed, nothing taken. */
-	c->ctl->wc_buf[c->ctl->wc_active].wb_state = SFS_BUF_SEALED;
+	c->ctl->wc_buf[c->ctl->wc_active].cb_state = SFS_BUF_SEALED;
 	raise(SIGKILL);
 	return 12;
 }

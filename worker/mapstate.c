@@ -272,7 +272,7 @@ static struct sfs_wbuf *live(sfs_ctx_t *c, unsigned k)
 
 	if (k >= c->norder)
 		return NULL;
-	st = sfs_load_acquire(&c->ctl->wc_buf[c->order[k]].wb_state);
+	st = sfs_load_acquire(&c->ctl->wc_buf[c->order[k]].cb_state);
 	return st == SFS_BUF_RETIRING || st == SFS_BUF_FREE ? NULL : c->buf[c->order[k]];
 }
 

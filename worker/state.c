@@ -54,8 +54,8 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_sealed_bytes);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_freed);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_buf);
-	SFS_FP_FIELD(h, struct sfs_wctl_buf, wb_state);
-	SFS_FP_FIELD(h, struct sfs_wctl_buf, wb_seq);
+	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_state);
+	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_seq);
 	SFS_FP_SIZE(h, struct sfs_map_ent);
 	h = sfs_fp(h, 2);	/* map links 2: a superseded chain node names its current entry */
 	return sfs_fp(h, SFS_WCTL_MAX_BUFS);
@@ -184,15 +184,15 @@ static void order_rebuild(sfs_ctx_t *c)
 	unsigned n = 0, first;
 
 	/* No ACTIVE buffer while a seal waits for a free one (need_active). */
-	if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].wb_state) == SFS_BUF_ACTIVE)
+	if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].cb_state) == SFS_BUF_ACTIVE)
 		c->order[n++] = ctl->wc_active;
 	first = n;
 	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
 		unsigned k;
 
-		if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) != SFS_BUF_SEALED)
+		if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) != SFS_BUF_SEALED)
 			continue;
-		for (k = n; k > first && ctl->wc_buf[c->order[k - 1]].wb_seq < ctl->wc_buf[i].wb_seq;
+		for (k = n; k > first && ctl->wc_buf[c->order[k - 1]].cb_seq < ctl->wc_buf[i].cb_seq;
 		     k--)
 			c->order[k] = c->order[k - 1];
 		c->order[k] = i;
@@ -248,7 +248,7 @@ static int region_init(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint64_t o
 	if (rc)
 		return rc;
 	ctl->wc_active = 0;
-	ctl->wc_buf[0].wb_state = SFS_BUF_ACTIVE;
+	ctl->wc_buf[0].cb_state = SFS_BUF_ACTIVE;
 	sfs_store_release(&ctl->wc_magic, SFS_WCTL_MAGIC);
 	return 0;
 }
@@ -404,12 +404,12 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 		 * the writes since its last barrier; dropping it is the
 		 * rollback.  Sealed buffers stay for the compactor. */
 		for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
-			if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) == SFS_BUF_ACTIVE) {
+			if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_ACTIVE) {
 				sfs_wbuf_reset(c->buf[i]);
 				ctl->wc_active = i;
 			}
 		/* Died between a seal and taking a free buffer: no ACTIVE one. */
-		if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].wb_state) != SFS_BUF_ACTIVE)
+		if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].cb_state) != SFS_BUF_ACTIVE)
 			c->need_active = 1;
 		ctl->wc_restarts++;
 		if (ctl->wc_kg_start != c->kg_start || ctl->wc_kg_end != c->kg_end) {
@@ -501,7 +501,7 @@ void sfs_ctx_quiescent(sfs_ctx_t *c)
 	 * the read order as they go, so reads stop stepping over them until
 	 * the next seal (a read stops at a retired one anyway). */
 	if (c->norder > (unsigned)c->hot_on) {
-		uint32_t st = sfs_load_acquire(&c->ctl->wc_buf[c->order[c->norder - 1]].wb_state);
+		uint32_t st = sfs_load_acquire(&c->ctl->wc_buf[c->order[c->norder - 1]].cb_state);
 
 		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE)
 			order_rebuild(c);
@@ -551,10 +551,10 @@ static int activate_free(sfs_ctx_t *c)
 		int32_t seen = sfs_load_acquire(&ctl->wc_freed);
 
 		for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
-			if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) != SFS_BUF_FREE)
+			if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) != SFS_BUF_FREE)
 				continue;
 			sfs_wbuf_reset(c->buf[i]);
-			sfs_store_release(&ctl->wc_buf[i].wb_state, SFS_BUF_ACTIVE);
+			sfs_store_release(&ctl->wc_buf[i].cb_state, SFS_BUF_ACTIVE);
 			sfs_store_release(&ctl->wc_active, i);
 			if (stalled) {
 				sfs_store_relaxed(&ctl->wc_waiting, 0);
@@ -605,14 +605,14 @@ static int seal_and_swap(sfs_ctx_t *c, uint64_t id, int spill)
 
 	if (c->nfills)
 		apply_fills(c);
-	d->wb_seq = seq;
-	d->wb_barrier = id;
-	d->wb_at_barrier = !spill;
-	d->wb_sealed_ns = sfs_now_ns();
+	d->cb_seq = seq;
+	d->cb_barrier = id;
+	d->cb_at_barrier = !spill;
+	d->cb_sealed_ns = sfs_now_ns();
 	rc = sfs_wbuf_seal(c->buf[a], id);
 	if (rc)
 		return rc;
-	sfs_store_release(&d->wb_state, SFS_BUF_SEALED);
+	sfs_store_release(&d->cb_state, SFS_BUF_SEALED);
 	sfs_store_relaxed(&ctl->wc_seq, seq);
 	sfs_store_relaxed(&ctl->wc_sealed_bytes, ctl->wc_sealed_bytes +
 			  (c->buf[a]->wb_top - c->buf[a]->wb_arena_off));
@@ -943,7 +943,7 @@ static inline __attribute__((always_inline)) int walk(sfs_ctx_t *c, const unsign
 	out->len = 0;
 	for (unsigned k = 0; k < c->norder; k++) {
 		uint32_t i = c->order[k];
-		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
 		const struct sfs_wbuf *b = c->buf[i];
 		const struct sfs_wbuf_entry *e;
 		uint64_t slot;
@@ -961,7 +961,7 @@ static inline __attribute__((always_inline)) int walk(sfs_ctx_t *c, const unsign
 			return w->res = rc;
 		kind = sfs__wbuf_kindb(e) & SFS_WBUF_KIND_MASK;
 		if (kind == SFS_WBUF_MERGE) {
-			w->dseq[w->nd] = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].wb_seq;
+			w->dseq[w->nd] = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].cb_seq;
 			w->dval[w->nd++] = (int64_t)sfs_load_relaxed((const uint64_t *)sfs__wbuf_value(e));
 			continue;
 		}
@@ -1063,7 +1063,7 @@ static inline __attribute__((always_inline)) int value_bufs_any(sfs_ctx_t *c, un
 
 	for (unsigned k = first; k < norder; k++) {
 		uint32_t i = c->order[k];
-		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
 		const struct sfs_wbuf *b = c->buf[i];
 		const struct sfs_wbuf_entry *e;
 		uint64_t slot;
@@ -1347,7 +1347,7 @@ void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st)
 	st->flushed_seq = sfs_load_acquire(&ctl->wc_flushed_seq);
 	st->flushes = ctl->wc_flushes;
 	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
-		uint32_t s = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+		uint32_t s = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
 
 		st->buffers_free += s == SFS_BUF_FREE;
 		st->buffers_sealed += s == SFS_BUF_SEALED;

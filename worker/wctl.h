@@ -56,14 +56,16 @@ struct sfs_flush_req {
 	uint64_t fr_off;       /* buffer offset in the region */
 };
 
+/* The hand-off control of buffer i (cb_: the buffer's control, apart from
+ * struct sfs_wbuf's own wb_ header in the buffer itself). */
 struct sfs_wctl_buf {
-	uint32_t wb_state;     /* hand-off word: see above (release/acquire) */
-	uint32_t wb_at_barrier; /* worker, before SEALED: 1 sealed by a barrier, 0 spilled */
-	uint64_t wb_seq;       /* worker, before SEALED: seal sequence number */
-	uint64_t wb_barrier;   /* worker, before SEALED: checkpoint id */
-	uint64_t wb_sealed_ns; /* worker, before SEALED */
-	uint64_t wb_flushed_ns;/* compactor, before RETIRING */
-	uint64_t wb_pad2[3];
+	uint32_t cb_state;     /* hand-off word: see above (release/acquire) */
+	uint32_t cb_at_barrier; /* worker, before SEALED: 1 sealed by a barrier, 0 spilled */
+	uint64_t cb_seq;       /* worker, before SEALED: seal sequence number */
+	uint64_t cb_barrier;   /* worker, before SEALED: checkpoint id */
+	uint64_t cb_sealed_ns; /* worker, before SEALED */
+	uint64_t cb_flushed_ns;/* compactor, before RETIRING */
+	uint64_t cb_pad2[3];
 } __sfs_cache_aligned;
 
 struct sfs_wctl {
