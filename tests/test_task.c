@@ -70,6 +70,15 @@ Test(task, open_info_and_the_phases_the_checkpointer_reads)
 	cr_assert_eq(sfs_task_stage_dir(t, 9, dir, sizeof(dir)), 0);
 	cr_assert_str_eq(dir, "/data/x/stage/w2/b9");
 	cr_assert_eq(sfs_task_stage_dir(t, 9, dir, 8), -ENAMETOOLONG);
+	/* an end with nothing in a checkpoint: ENDED (checkpoints stop) */
+	cr_assert_eq(sfs_task_finish(t), 0);
+	cr_assert_eq(f.ck->ck_w[2].cw_phase, SFS_CKW_ENDED);
+	/* an end whose last seal completed: FINISHED (carried) */
+	f.ck->ck_barrier_req = 8;
+	cr_assert_eq(sfs_task_sealed(t, 8, "p", 1), 0);
+	cr_assert_eq(sfs_task_finish(t), 0);
+	cr_assert_eq(f.ck->ck_w[2].cw_phase, SFS_CKW_ENDED, "8 is not complete yet");
+	sfs_ckpt_publish_done(f.ck, 8);
 	cr_assert_eq(sfs_task_finish(t), 0);
 	cr_assert_eq(f.ck->ck_w[2].cw_phase, SFS_CKW_FINISHED);
 	sfs_task_close(t);
