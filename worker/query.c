@@ -158,9 +158,14 @@ int sfs_query_open(sfs_handle_t *h, const char *state, sfs_query_t **out)
 			break;
 		}
 	}
-	if (!d)
-		return sfs__err(SFS_EUSAGE, "job %s has no state named '%s'", h->seg.hdr->sh_job,
-				state);
+	if (!d) {
+		struct sfs_query probe = { .seg = &h->seg };
+
+		/* No worker region at all says more than "no such state". */
+		rc = geometry(&probe);
+		return rc ? rc : sfs__err(SFS_EUSAGE, "job %s has no state named '%s'",
+					  h->seg.hdr->sh_job, state);
+	}
 	if (d->sd_kind == SFS_STATE_COUNTER &&
 	    (rc = sfs_merge_check(d->sd_merge, d->sd_merge_name, d->sd_name)))
 		return rc;
