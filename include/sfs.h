@@ -306,7 +306,9 @@ const char *sfs_last_error(void);
  * point, whichever comes first.  The owner never waits for a reader, takes
  * no lock and makes no syscall for one; only maintenance (the reuse of a
  * buffer, a half of the memory store, a table file) waits for a reader
- * that stays online.  A query is single-threaded, like its handle.
+ * that stays online.  A query is single-threaded, like its handle.  A
+ * handle sees one incarnation of the job: after a recovery (the
+ * supervisor recreates the segments) attach again.
  *
  * Cost: a point read routes the key (one hash), then probes each sealed
  * buffer (<= 16; 1-3 usually) and on a miss the flushed store (memory: one

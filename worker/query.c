@@ -272,14 +272,31 @@ static int route(struct sfs_query *q, uint32_t kg, struct qworker **out)
 	return 0;
 }
 
+/* Buffer @i's state and, when SEALED or RETIRING, the seq it was sealed
+ * as: the state is loaded again after the seq, so a buffer recycled and
+ * sealed anew between the two loads (possible for one that was RETIRING
+ * before this process went online) is not taken with the new seq. */
+static uint32_t buf_state(const struct sfs_wctl *ctl, uint32_t i, uint64_t *seq)
+{
+	for (;;) {
+		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
+
+		if (st != SFS_BUF_SEALED && st != SFS_BUF_RETIRING)
+			return st;
+		*seq = sfs_load_acquire(&ctl->wc_buf[i].wb_seq);
+		if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) == st)
+			return st;
+	}
+}
+
 /* S: the newest seal the owner's buffers and store hold (see the top). */
 static uint64_t newest_seal(const struct sfs_wctl *ctl)
 {
 	uint64_t s = sfs_load_acquire(&ctl->wc_flushed_seq);
 
 	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
-		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].wb_state);
-		uint64_t seq = ctl->wc_buf[i].wb_seq;
+		uint64_t seq = 0;
+		uint32_t st = buf_state(ctl, i, &seq);
 
 		if ((st == SFS_BUF_SEALED || st == SFS_BUF_RETIRING) && seq > s)
 			s = seq;
@@ -297,11 +314,10 @@ static void snap_take(const struct qworker *w, struct snap *sn)
 	sn->s = newest_seal(ctl);
 	for (uint32_t i = 0; i < ctl->wc_nbufs; i++) {
 		unsigned k;
-		uint64_t seq;
+		uint64_t seq = 0;
 
-		if (sfs_load_acquire(&ctl->wc_buf[i].wb_state) != SFS_BUF_SEALED)
+		if (buf_state(ctl, i, &seq) != SFS_BUF_SEALED)
 			continue;
-		seq = ctl->wc_buf[i].wb_seq;
 		for (k = sn->n; k > 0 && sn->seq[k - 1] < seq; k--) {
 			sn->idx[k] = sn->idx[k - 1];
 			sn->seq[k] = sn->seq[k - 1];
