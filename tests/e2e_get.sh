@@ -8,7 +8,9 @@
 # query/records.h), read again as JSON; a key no bid has gives "absent"
 # and exit 1; bad arguments, an unknown state and a job that does not run
 # exit 2.  Then the run is stopped (SIGINT): no child failed, the
-# segments are gone.  TAP-style
+# segments are gone.  A q15 run gives counter and map state: its per-day
+# count grows between two reads, its map of bidders lists entries, one
+# user key reads alone.  TAP-style
 # lines; SFS_GET_BACKENDS narrows the targets.
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
@@ -98,6 +100,49 @@ for b in $BACKENDS; do
 		nok "$b: sfs run exit $rc"; tail -n 5 "$OUT/run-$b.err" | sed 's/^/# /'
 	fi
 done
+
+# Counter and map state: q15 keys by day (8 bytes, big-endian; every event
+# of this stream is on 2015-07-15, day 16631); "q15.count" is a counter per
+# day with the column in the namespace (0: all bids), "q15.bidders" a map
+# day -> {bidder -> mask}.
+job=e2e-get-$$-q15
+DAY=$(printf '%016x' 16631)
+UBID=$(printf '%016x' "$bidder")
+timeout 120 "$SFS" run --job "$job" --query q15 --events 20000000 --max-rate 200000 \
+	--workers 2 --backend memory --checkpoint-interval 100 --data "$OUT/data-q15" \
+	>"$OUT/run-q15.out" 2>"$OUT/run-q15.err" &
+runpid=$!
+for ((t = 0; t < 200; t++)); do
+	ls -d "$OUT/data-q15"/checkpoints/chk-* >/dev/null 2>&1 && break
+	sleep 0.05
+done
+c1=$("$SFS" get --job "$job" --state q15.count --key-hex "$DAY" --ns 0 2>&1)
+rc1=$?
+sleep 0.5
+c2=$("$SFS" get --job "$job" --state q15.count --key-hex "$DAY" --ns 0 2>&1)
+rc2=$?
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [[ $c1 =~ ^[0-9]+$ ]] && [[ $c2 =~ ^[0-9]+$ ]] &&
+	[ "$c1" -gt 0 ] && [ "$c2" -gt "$c1" ]; then
+	ok "q15: a live counter grows between two reads ($c1, then $c2 bids)"
+else
+	nok "q15: counter reads: exit $rc1 '$c1', exit $rc2 '$c2'"
+fi
+"$SFS" get --job "$job" --state q15.bidders --key-hex "$DAY" >"$OUT/map" 2>&1
+rc=$?
+n=$(grep -c '^0x[0-9a-f]*=0x0[0-9a-f]$' "$OUT/map")
+[ $rc -eq 0 ] && [ "$n" -gt 0 ] && ok "q15: a live map's entries ($n bidders)" ||
+	nok "q15: map entries: exit $rc, $(head -c 200 "$OUT/map")"
+"$SFS" get --job "$job" --state q15.bidders --key-hex "$DAY" --ukey-hex "$UBID" --json >"$OUT/map" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q '"kind": "map"' "$OUT/map" && grep -q "\"ukey\": \"0x$UBID\"" "$OUT/map" &&
+	ok "q15: one user key of a live map (bidder $bidder)" ||
+	nok "q15: map get: exit $rc, $(head -c 200 "$OUT/map")"
+"$SFS" get --job "$job" --state q15.count --key-hex "$DAY" --ukey x >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] && ok "q15: --ukey on counter state: exit 2" || nok "q15: --ukey on a counter: exit $rc"
+kill -INT "$runpid" 2>/dev/null
+wait "$runpid"
+runpid=
 
 # Refusals that need no job.
 "$SFS" get --job "e2e-get-$$-none" --state q18.last --key a >/dev/null 2>"$OUT/get.err"
