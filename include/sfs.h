@@ -383,6 +383,89 @@ const char *sfs_strerror(int err);
 /* This thread's message for the last failed call ("" if none). */
 const char *sfs_last_error(void);
 
+/* ------------------------------------------------------------------------
+ * Queryable state (any attached process; worker/query.c)
+ *
+ * An attached process (sfs_attach, not an observer) reads a running job's
+ * state by state name and key, lock-free and read-only: the key's key
+ * group names the worker that owns it (Flink's assignment over the
+ * parallelism and max parallelism its region records), and the read goes
+ * through that worker's sealed write buffers, newest first, then its
+ * flushed store (the flush target's reader, opened by this process).
+ *
+ * Consistency: every answer is the key's state as of the owner's newest
+ * sealed buffer when the call began (seal sequence number S,
+ * sfs_query_seq()): exactly every write sealed up to S, nothing later.
+ * The active buffer, which the owner writes with plain stores, is never
+ * read, nor the value cache (owner-only, rewritten in place).  So a value
+ * is never torn and never one the owner has not sealed yet; writes since
+ * the owner's last barrier (or spill) are not visible.  Counters fold the
+ * sealed buffers' deltas over the store's base exactly once (by the
+ * store's per-key tag, as the owner's reads do).  A map iteration is the
+ * map as of S.  If a newer buffer is sealed and reaches the store while a
+ * call reads, the call starts over (at most 64 times: SFS_ETIMEDOUT).
+ *
+ * Rules: call between sfs_online() and sfs_quiescent()/sfs_offline()
+ * (SFS_EUSAGE otherwise).  While online this process holds off the
+ * recycling of every buffer and store version it may read (the compactor's
+ * grace periods wait for its slot), so report quiescent states often:
+ * between lookups, as a worker does between batches.  A view stays valid
+ * until the next call on the same query or the caller's next quiescent
+ * point, whichever comes first.  The owner never waits for a reader, takes
+ * no lock and makes no syscall for one; only maintenance (the reuse of a
+ * buffer, a half of the memory store, a table file) waits for a reader
+ * that stays online.  A query is single-threaded, like its handle.  A
+ * handle sees one incarnation of the job: after a recovery (the
+ * supervisor recreates the segments) attach again.
+ *
+ * Cost: a point read routes the key (one hash), then probes each sealed
+ * buffer (<= 16; 1-3 usually) and on a miss the flushed store (memory: one
+ * probe in shared memory; table and rocksdb: a file or RocksDB lookup).
+ * The first read routed to a worker opens that worker's store reader
+ * (rocksdb: a secondary instance, milliseconds).  A map iteration is
+ * O(entries of the map) and collects them before calling @fn.
+ *
+ * Errors: SFS_EUSAGE (unknown state, wrong kind, an observer handle, not
+ * online, a bad key), -ENOENT (the state exists but the owner's worker
+ * region does not, e.g. a job whose backend keeps no state in shared
+ * memory: rocksdb-direct), -EXDEV (the owner lives in another NUMA node's
+ * segment: attach to that node), SFS_ETIMEDOUT, or a store error.
+ * ------------------------------------------------------------------------ */
+
+typedef struct sfs_query sfs_query_t;
+
+/* Find state @state of the attached job (SFS_EUSAGE: no such state; a
+ * counter whose user merge operator this process has not defined).
+ * O(states); opens no store reader yet. */
+int sfs_query_open(sfs_handle_t *h, const char *state, sfs_query_t **out);
+
+/* The state's kind (enum sfs_state_kind). */
+int sfs_query_kind(const sfs_query_t *q);
+
+/* The seal sequence number the last successful read was as of (0 when
+ * none sealed yet). */
+uint64_t sfs_query_seq(const sfs_query_t *q);
+
+/* Value state: 1 and a view when present, 0 when absent, or an error. */
+int sfs_query_value(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
+		    struct sfs_view *out);
+
+/* Counter state: 1 and the value when present, 0 (*out = 0) when absent. */
+int sfs_query_counter(sfs_query_t *q, uint64_t ns, const void *key, size_t klen, int64_t *out);
+
+/* Map state: one user key's value (1, or 0 when absent). */
+int sfs_query_map_get(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
+		      const void *ukey, size_t ulen, struct sfs_view *out);
+
+/* Map state: @fn once per live entry of the map (order unspecified);
+ * @fn returning non-zero stops the walk and is returned.  @fn must not
+ * call this query. */
+int sfs_query_map_iter(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
+		       sfs_entry_fn fn, void *arg);
+
+/* Close the store readers it opened and free it. */
+int sfs_query_close(sfs_query_t *q);
+
 #ifdef __cplusplus
 }
 #endif

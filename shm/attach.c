@@ -6,13 +6,8 @@
 #include <stdlib.h>
 
 #include "common/err.h"
+#include "shm/handle.h"
 #include "shm/qsbr.h"
-
-struct sfs_handle {
-	struct sfs_seg seg;
-	struct sfs_proc_slot *slot;   /* NULL for an observer */
-	unsigned quiescents;          /* heartbeat every 64th */
-};
 
 int sfs_attach(const char *job, int node, unsigned flags, sfs_handle_t **out)
 {
@@ -69,9 +64,4 @@ void sfs_offline(sfs_handle_t *h)
 {
 	if (h->slot)
 		sfs_qsbr_offline(h->slot);
-}
-
-const struct sfs_seg *sfs__handle_seg(const sfs_handle_t *h)
-{
-	return &h->seg;
 }

@@ -270,7 +270,4 @@ int sfs_seg_region_find(const struct sfs_seg *s, const char *name, uint64_t *off
 /* Bytes carved for regions so far, and the bytes still free. */
 uint64_t sfs_seg_used(const struct sfs_seg *s);
 
-/* The segment an attach handle (shm/attach.c) maps. */
-const struct sfs_seg *sfs__handle_seg(const sfs_handle_t *h);
-
 #endif

@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "shm/ckpt.h"
 #include "shm/futex.h"
+#include "shm/handle.h"
 #include "shm/segment.h"
 
 struct sfs_task {
@@ -49,7 +50,7 @@ int sfs_task_open(sfs_handle_t *h, uint32_t worker, sfs_task_t **out)
 {
 	if (!h || !out)
 		return sfs__err(SFS_EUSAGE, "sfs_task_open: NULL argument");
-	return sfs__task_open_seg(sfs__handle_seg(h), worker, out);
+	return sfs__task_open_seg(&h->seg, worker, out);
 }
 
 int sfs_task_close(sfs_task_t *t)

@@ -21,6 +21,7 @@ static void usage(FILE *f)
 		"commands:\n"
 		"  run       run a job as a supervised process group (foreground)\n"
 		"  stat      show a running group's processes and segments\n"
+		"  get       read one key of a running job's state (queryable state)\n"
 		"  clean     remove a dead job's leftover segments\n"
 		"  checkpoints  list the checkpoints of a data directory\n"
 		"  savepoint    write a self-contained copy of a checkpoint\n"
@@ -87,6 +88,8 @@ int main(int argc, char **argv)
 		return sfs_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stat"))
 		return sfs_cmd_stat(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "get"))
+		return sfs_cmd_get(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "clean"))
 		return sfs_cmd_clean(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "checkpoints"))

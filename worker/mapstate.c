@@ -89,8 +89,8 @@ static struct sfs_wbuf *active(sfs_ctx_t *c)
 #define MAP_CUR_SHIFT 8
 
 /* The head of map @p (length @n, hash @h) in buffer @b: 1 found, 0 not. */
-static int head_of(struct sfs_wbuf *b, uint64_t h, uint64_t ns, const unsigned char *p, size_t n,
-		   struct sfs_map_head *hd)
+int sfs__map_head_of(const struct sfs_wbuf *b, uint64_t h, uint64_t ns, const unsigned char *p,
+		     size_t n, struct sfs_map_head *hd)
 {
 	struct sfs_wbuf_view v;
 
@@ -276,40 +276,46 @@ static struct sfs_wbuf *live(sfs_ctx_t *c, unsigned k)
 	return st == SFS_BUF_RETIRING || st == SFS_BUF_FREE ? NULL : c->buf[c->order[k]];
 }
 
+int sfs__map_get_in(const struct sfs_wbuf *b, uint64_t hp, uint64_t he, uint64_t ns,
+		    const unsigned char *pk, size_t plen, size_t ulen, struct sfs_view *out)
+{
+	struct sfs_map_head hd;
+	struct sfs_wbuf_view v;
+	int cleared = sfs__map_head_of(b, hp, ns, pk, plen, &hd) && hd.mh_clear_pos;
+
+	if (sfs_wbuf_get_h(b, he, ns, pk, plen + ulen, &v) == 0 &&
+	    (!cleared || v.off >= hd.mh_clear_pos)) {
+		struct sfs_map_ent me;
+
+		if (v.len < sizeof(me))
+			return sfs__err(SFS_ECORRUPT, "map entry at offset %llu: %u bytes",
+					(unsigned long long)v.off, v.len);
+		memcpy(&me, v.value, sizeof(me));
+		if (me.me_flags & SFS_MAP_REMOVED)
+			return 0;
+		out->data = (const char *)v.value + sizeof(me);
+		out->len = v.len - (uint32_t)sizeof(me);
+		return 1;
+	}
+	return cleared ? 0 : -ENOENT;	/* cleared here: older layers are shadowed */
+}
+
 static int get(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_view *out)
 {
 	struct sfs_probe parent = { .hash = sfs_wbuf_hash(ns, c->kbuf, plen), .ns = ns,
 				    .key = c->kbuf, .klen = (uint32_t)plen };
 	uint64_t he = sfs_wbuf_hash(ns, c->kbuf, plen + ulen);
 	struct sfs_probe_result r;
-	int decided = 0, res = 0;
 	struct sfs_wbuf *b;
 
 	out->data = NULL;
 	out->len = 0;
-	for (unsigned k = 0; !decided && (b = live(c, k)); k++) {
-		struct sfs_map_head hd;
-		struct sfs_wbuf_view v;
-		int cleared;
+	for (unsigned k = 0; (b = live(c, k)); k++) {
+		int res = sfs__map_get_in(b, parent.hash, he, ns, c->kbuf, plen, ulen, out);
 
-		cleared = head_of(b, parent.hash, ns, c->kbuf, plen, &hd) && hd.mh_clear_pos;
-		if (sfs_wbuf_get_h(b, he, ns, c->kbuf, plen + ulen, &v) == 0 &&
-		    (!cleared || v.off >= hd.mh_clear_pos)) {
-			struct sfs_map_ent me;
-
-			memcpy(&me, v.value, sizeof(me));
-			if (!(me.me_flags & SFS_MAP_REMOVED)) {
-				out->data = (const char *)v.value + sizeof(me);
-				out->len = v.len - (uint32_t)sizeof(me);
-				res = 1;
-			}
-			decided = 1;
-		} else if (cleared) {
-			decided = 1;	/* cleared here: older layers are shadowed */
-		}
+		if (res != -ENOENT)
+			return res;
 	}
-	if (decided)
-		return res;
 	if (c->tops->map_get(c->tr, &parent, c->kbuf + plen, (uint32_t)ulen, &r) < 0)
 		return -EIO;
 	out->data = r.found ? r.value : NULL;
@@ -334,14 +340,14 @@ static uint64_t ukey_hash(const void *k, uint32_t len)
 }
 
 /* Insert; 1 if it was new, 0 if already seen, < 0 on no memory. */
-static int seen_add(sfs_ctx_t *c, const void *k, uint32_t len)
+int sfs__seen_add(struct sfs_seen **sp, const void *k, uint32_t len)
 {
-	struct sfs_seen *s = c->seen;
+	struct sfs_seen *s = *sp;
 	uint64_t h = ukey_hash(k, len);
 	size_t i;
 
 	if (!s) {
-		s = c->seen = calloc(1, sizeof(*s));
+		s = *sp = calloc(1, sizeof(*s));
 		if (!s)
 			return -ENOMEM;
 	}
@@ -369,20 +375,25 @@ static int seen_add(sfs_ctx_t *c, const void *k, uint32_t len)
 	return 1;
 }
 
-static void seen_reset(sfs_ctx_t *c)
+void sfs__seen_reset(struct sfs_seen *s)
 {
-	if (c->seen && c->seen->n) {
-		memset(c->seen->e, 0, c->seen->cap * sizeof(*c->seen->e));
-		c->seen->n = 0;
+	if (s && s->n) {
+		memset(s->e, 0, s->cap * sizeof(*s->e));
+		s->n = 0;
 	}
+}
+
+void sfs__seen_free(struct sfs_seen **s)
+{
+	if (*s)
+		free((*s)->e);
+	free(*s);
+	*s = NULL;
 }
 
 void sfs__map_free(sfs_ctx_t *c)
 {
-	if (c->seen)
-		free(c->seen->e);
-	free(c->seen);
-	c->seen = NULL;
+	sfs__seen_free(&c->seen);
 }
 
 struct store_walk {
@@ -395,7 +406,7 @@ struct store_walk {
 static int from_store(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
 {
 	struct store_walk *w = arg;
-	int rc = seen_add(w->c, ukey, ulen);
+	int rc = sfs__seen_add(&w->c->seen, ukey, ulen);
 
 	if (rc < 0)
 		return w->err = rc;
@@ -404,8 +415,8 @@ static int from_store(void *arg, const void *ukey, uint32_t ulen, const void *va
 
 /* Buffer @b's entries of map P (@pk, @plen, head @hd) to @fn, each user key
  * once, shadowing older layers through the seen set.  O(chain nodes). */
-static int iter_buf(sfs_ctx_t *c, struct sfs_wbuf *b, const struct sfs_map_head *hd,
-		    size_t plen, sfs_entry_fn fn, void *arg)
+int sfs__map_iter_in(struct sfs_seen **seen, const struct sfs_wbuf *b,
+		     const struct sfs_map_head *hd, size_t plen, sfs_entry_fn fn, void *arg)
 {
 	uint64_t off;
 	int rc = 0;
@@ -438,7 +449,7 @@ static int iter_buf(sfs_ctx_t *c, struct sfs_wbuf *b, const struct sfs_map_head 
 			memcpy(&ce, cur.value, sizeof(ce));
 			e = &cur;
 		}
-		fresh = seen_add(c, (const char *)e->key + plen, e->klen - (uint32_t)plen);
+		fresh = sfs__seen_add(seen, (const char *)e->key + plen, e->klen - (uint32_t)plen);
 		if (fresh < 0)
 			rc = fresh;
 		else if (fresh && !(ce.me_flags & SFS_MAP_REMOVED))
@@ -459,14 +470,14 @@ static int iter(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_t plen,
 	int rc = 0, layers = 0;
 	struct sfs_wbuf *b;
 
-	seen_reset(c);
+	sfs__seen_reset(c->seen);
 	for (unsigned k = 0; (b = live(c, k)); k++) {
 		struct sfs_map_head hd;
 
-		if (!head_of(b, parent.hash, ns, pk, plen, &hd))
+		if (!sfs__map_head_of(b, parent.hash, ns, pk, plen, &hd))
 			continue;
 		layers++;
-		rc = iter_buf(c, b, &hd, plen, fn, arg);
+		rc = sfs__map_iter_in(&c->seen, b, &hd, plen, fn, arg);
 		if (rc || hd.mh_clear_pos)
 			return rc;	/* a clear shadows every older layer */
 	}

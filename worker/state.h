@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "sfs.h"
+#include "common/keygroup.h"
 #include "shm/proc.h"
 #include "shm/ring.h"
 #include "worker/target_read.h"
@@ -75,6 +76,26 @@ int sfs__state_spill(sfs_ctx_t *c);
 int sfs__state_check(sfs_ctx_t *c, uint32_t state, uint32_t kind, const void *key, size_t klen,
 		     size_t extra, const char *op);
 void sfs__map_free(sfs_ctx_t *c);
+
+/* Map state in one buffer, for any reader of it (worker/mapstate.c; the
+ * owner's reads and worker/query.c's).  head_of: 1 and map @p's head in
+ * buffer @b, 0 when it has none.  get_in: user key @pk[plen..plen+ulen)
+ * of map @pk[0..plen) (head hash @hp, entry hash @he): 1 and its value, 0
+ * removed or shadowed by a clear in @b, -ENOENT when @b does not decide
+ * (older layers next), or an error.  iter_in: @b's live entries (head
+ * @hd) to @fn, each user key once, recording every key it meets in
+ * *@seen (older layers skip those).  The seen set is process-local. */
+struct sfs_seen;
+int sfs__map_head_of(const struct sfs_wbuf *b, uint64_t h, uint64_t ns, const unsigned char *p,
+		     size_t n, struct sfs_map_head *hd);
+int sfs__map_get_in(const struct sfs_wbuf *b, uint64_t hp, uint64_t he, uint64_t ns,
+		    const unsigned char *pk, size_t plen, size_t ulen, struct sfs_view *out);
+int sfs__map_iter_in(struct sfs_seen **seen, const struct sfs_wbuf *b,
+		     const struct sfs_map_head *hd, size_t plen, sfs_entry_fn fn, void *arg);
+/* 1 if @k is new to the set (now in it), 0 if seen, < 0 on no memory. */
+int sfs__seen_add(struct sfs_seen **seen, const void *k, uint32_t len);
+void sfs__seen_reset(struct sfs_seen *s);
+void sfs__seen_free(struct sfs_seen **s);
 
 /* Map worker @w's region in @s: control block, ring and buffers. */
 int sfs_wctl_attach(struct sfs_seg *s, uint32_t w, struct sfs_wctl **ctl, struct sfs_ring **ring,
