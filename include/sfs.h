@@ -247,7 +247,8 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
  * free one: O(1), no copy, no allocation; queues a flush request to the
  * compactor.  When no buffer is free it waits (offline, on a futex) until
  * the compactor frees one, counting the stall: back-pressure, never loss.
- * Also a quiescent point.  SFS_ETIMEDOUT if stall_timeout_ns passed.
+ * Also a quiescent point and a heartbeat (sfs stat).  SFS_ETIMEDOUT if
+ * stall_timeout_ns passed.
  */
 int sfs_barrier(sfs_ctx_t *c, uint64_t id);
 

@@ -527,6 +527,7 @@ static void tend(uint64_t now)
 	for (unsigned i = 0; i < nkids; i++) {
 		struct child *k = &kids[i];
 		struct sfs_proc_slot *sl;
+		int user;
 
 		if (k->pid == 0) {
 			if (k->d->cd_state == SFS_CHILD_BACKOFF && now >= k->restart_at_ns &&
@@ -536,17 +537,17 @@ static void tend(uint64_t now)
 		}
 		if (k->hang_killed)
 			continue;	/* reaped when it is gone */
-		/* A user's program beats when it calls into sfs, and may wait
-		 * without calling: its hangs are its own (no kill). */
-		if (cfg.q.exec && k->role == SFS_ROLE_WORKER)
-			continue;
+		/* A user's program beats when it seals a checkpoint, and may
+		 * wait or work without calling into sfs: its hangs are its own
+		 * (no kill; sfs stat shows its state and last beat). */
+		user = cfg.q.exec && k->role == SFS_ROLE_WORKER;
 		sl = child_slot(k);
 		if (sl) {
 			uint64_t beat = child_beat(k, sl);
 
 			if (k->d->cd_state == SFS_CHILD_STARTING)
 				sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_RUNNING);
-			if (now > beat && now - beat > cfg.hang_ns) {
+			if (!user && now > beat && now - beat > cfg.hang_ns) {
 				sfs_log("%s %u (pid %d): no heartbeat for %llu ms, killing it",
 					sfs_role_name(k->role), k->index, (int)k->pid,
 					(unsigned long long)((now - beat) / MS));
@@ -554,7 +555,7 @@ static void tend(uint64_t now)
 				k->hang_killed = 1;
 				kill(k->pid, SIGKILL);
 			}
-		} else if (now - k->started_ns > cfg.start_ns) {
+		} else if (!user && now - k->started_ns > cfg.start_ns) {
 			sfs_log("%s %u (pid %d): not registered after %llu ms, killing it",
 				sfs_role_name(k->role), k->index, (int)k->pid,
 				(unsigned long long)((now - k->started_ns) / MS));
