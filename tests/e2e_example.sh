@@ -8,7 +8,11 @@
 #  - rescale: a run of 2 workers stopped by --duration-ms, continued with
 #    --restore latest and 3 workers, gives the uninterrupted output;
 #  - bad input: --exec of a missing or non-executable file, and a program
-#    that exits 2 at once, are one line and exit 2.
+#    that exits 2 at once, are one line and exit 2; a program calling the
+#    lifecycle out of order (tests/exec_misuse.c: an id going backwards,
+#    bytes over the limit, an unrequested id, a state of another kind) is
+#    refused by the library, exits 2, the run exits 2, and the checkpoints
+#    already in its data directory stay as they were.
 # TAP-style lines.  SFS_EXAMPLE_EVENTS sets the stream (make soak: longer).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -112,7 +116,7 @@ else
 fi
 
 # Bad input: one line, exit 2.
-bad() { # what expected-text [run args...]
+bad() { # what expected-text [run args...] (a later --data wins over $tmp/bad)
 	local what=$1 want=$2 rc
 	shift 2
 	run "$tmp/bad" 1 "$@" >/dev/null 2>"$tmp/bad.err"
@@ -129,5 +133,30 @@ bad "--exec of a file that is not executable" "not executable" --exec "$tmp/not-
 printf '#!/bin/sh\nexit 2\n' >"$tmp/exit2" && chmod +x "$tmp/exit2"
 bad "a program that exits 2 at once" "exited 2" --exec "$tmp/exit2"
 bad "the example without its arguments" "exited 2" --exec "$tmp/clicks"
+
+# The lifecycle out of order: refused by the library with a message, the
+# program exits 2, the run exits 2, and a checkpoint already taken stays.
+if ! PKG_CONFIG_PATH="$prefix/lib/pkgconfig" $SFS_CC "${san[@]}" -o "$tmp/misuse" \
+	"$root/tests/exec_misuse.c" $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs sfs) \
+	>"$tmp/misuse.log" 2>&1; then
+	nok "tests/exec_misuse.c against the installed library"; show "$tmp/misuse.log"
+else
+	before=$(cd "$tmp/base/checkpoints" && ls -d chk-* | sort | tr '\n' ' ')
+	for m in backwards:"goes backwards" bytes:"over the limit" early:"unrequested checkpoint" kind:"another kind"; do
+		BACKEND=table bad "misuse: ${m#*:}" "${m#*:} refused" --data "$tmp/base" --max-recoveries 0 \
+			--retain 100 --exec "$tmp/misuse" "${m%%:*}"
+	done
+	lost=""
+	for c in $before; do
+		"$SFS" checkpoints --data "$tmp/base" 2>/dev/null |
+			awk -v id="${c#chk-}" '$1 == id && !/invalid/ { f = 1 } END { exit !f }' || lost="$lost $c"
+		[ -f "$tmp/base/checkpoints/$c/_metadata" ] || lost="$lost $c"
+	done
+	if [ -z "$lost" ]; then
+		ok "the misusing runs left every committed checkpoint in place ($before)"
+	else
+		nok "checkpoints lost or invalid after the misuse:$lost"
+	fi
+fi
 
 [ "$fails" -eq 0 ] || { echo "# $fails example checks failed"; exit 1; }

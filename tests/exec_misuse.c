@@ -1,0 +1,69 @@
+/*
+ * exec_misuse.c — a worker program that breaks one rule of the checkpoint
+ * lifecycle (include/sfs.h), run by tests/e2e_example.sh with `sfs run
+ * --exec`: the call must be refused with SFS_EUSAGE and a message, which
+ * the program prints as one line before it exits 2 (a usage error: the run
+ * fails with 2, and no checkpoint already taken is touched).
+ *
+ *   exec_misuse backwards   seal checkpoint N, then N again
+ *   exec_misuse bytes       seal with SFS_TASK_BYTES_MAX + 1 bytes
+ *   exec_misuse early       seal a checkpoint that was never requested
+ *   exec_misuse kind        "s" registered as a map, then as a value (the
+ *                           registry is the group's: another worker's
+ *                           registration meets the same refusal)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sfs.h>
+
+static int refused(const char *what, int rc)
+{
+	if (rc != SFS_EUSAGE) {
+		fprintf(stderr, "exec_misuse: %s: %s, want SFS_EUSAGE\n", what, sfs_strerror(rc));
+		return 1;
+	}
+	fprintf(stderr, "exec_misuse: %s refused: %s\n", what, sfs_last_error());
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	const char *job = getenv("SFS_JOB");
+	uint32_t me = (uint32_t)atoi(getenv("SFS_WORKER") ? getenv("SFS_WORKER") : "0");
+	struct sfs_worker_opts o = { .parallelism = (uint32_t)atoi(getenv("SFS_WORKERS") ?
+								   getenv("SFS_WORKERS") : "1") };
+	static char big[SFS_TASK_BYTES_MAX + 1];
+	struct sfs_task_info info;
+	sfs_task_t *t;
+	sfs_ctx_t *c;
+	uint64_t n;
+	uint32_t id;
+	int rc;
+
+	if (argc != 2 || !job)
+		return 2;
+	if ((rc = sfs_worker_open(job, SFS_NODE_ANY, me, &o, &c)) || (rc = sfs_worker_task(c, &t))) {
+		fprintf(stderr, "exec_misuse: open: %s\n", sfs_last_error());
+		return 1;
+	}
+	if (!strcmp(argv[1], "kind")) {
+		if (sfs_state_register(c, "s", SFS_STATE_MAP, &id))
+			return 1;
+		return refused("a state of another kind", sfs_state_register(c, "s", SFS_STATE_VALUE, &id));
+	}
+	sfs_task_info(t, &info);
+	if (!strcmp(argv[1], "early"))
+		return refused("an unrequested checkpoint", sfs_task_sealed(t, info.base_id + 5, "x", 1));
+	while ((n = sfs_task_requested(t)) <= info.base_id)
+		usleep(1000);
+	if ((rc = sfs_barrier(c, n)))
+		return 1;
+	if (!strcmp(argv[1], "bytes"))
+		return refused("bytes over the limit", sfs_task_sealed(t, n, big, sizeof(big)));
+	if ((rc = sfs_task_sealed(t, n, "x", 1)))
+		return 1;
+	return refused("a checkpoint id that goes backwards", sfs_task_sealed(t, n, "x", 1));
+}
