@@ -15,6 +15,7 @@ int sfs_cmd_clean(int argc, char **argv);
 int sfs_cmd_gen(int argc, char **argv);
 int sfs_cmd_checkpoints(int argc, char **argv);
 int sfs_cmd_savepoint(int argc, char **argv);
+int sfs_cmd_inspect(int argc, char **argv);
 
 /* `sfs run --query`: the query job's arguments (supervisor/job.c). */
 struct sup_query {
