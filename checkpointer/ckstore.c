@@ -1441,7 +1441,7 @@ static int write_meta(struct ck_txn *t, const struct ck_meta *w)
 	if ((rc = pjoin(tmp, sizeof(tmp), t->t_dir, CK_META_TMP)) ||
 	    (rc = pjoin(file, sizeof(file), t->t_dir, CK_META)) || (rc = meta_format(w, &buf, &len)))
 		return rc;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);	/* private, as its directory */
 	if (fd < 0)
 		rc = sfs__err(sfs__errno(), "create %s: %s", tmp, strerror(errno));
 	else if (!(rc = sfs_write_all(fd, buf, len, tmp)) && fsync(fd))

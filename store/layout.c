@@ -14,6 +14,8 @@
 #include "shm/layout.h"
 #include "store/memory/memory.h"
 #include "store/rocksdb/rocksdb.h"
+#include "worker/joinbatch.h"
+#include "worker/vcache.h"
 #include "worker/wbuf.h"
 #include "worker/wctl.h"
 
@@ -22,5 +24,7 @@ const struct sfs_layout_part sfs_layout_parts[] = {
 	{ "wctl", sfs_wctl_layout },       /* worker/wctl.h: a worker's control block */
 	{ "mstore", sfs_mstore_layout },   /* store/memory/memory.h: the memory target */
 	{ "rdbt", sfs_rdbt_layout },       /* store/rocksdb/rocksdb.h: its published state */
+	{ "vcache", sfs_vcache_layout },   /* worker/vcache.h: a worker's value cache */
+	{ "joinbatch", sfs_jb_layout },    /* worker/joinbatch.h: join batches */
 	{ NULL, NULL },
 };
