@@ -389,7 +389,7 @@ static uint64_t bumped(void)
  * or one part missing changes the segment's fingerprint. */
 Test(segment, layout_parts_each_counted)
 {
-	static const char *const want[] = { "wbuf", "wctl", "mstore", "rdbt" };
+	static const char *const want[] = { "wbuf", "wctl", "mstore", "rdbt", "vcache", "joinbatch" };
 	struct sfs_layout_part copy[16];
 	unsigned n = 0;
 	uint64_t fp = sfs_layout_fingerprint();
