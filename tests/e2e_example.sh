@@ -104,9 +104,9 @@ done
 
 # Rescale: 2 workers for a while, then the rest with 3 from the checkpoint.
 data=$tmp/rescale
-run "$data" 2 --duration-ms 1500 --exec "$tmp/clicks" "$EVENTS" "$RATE" >/dev/null 2>"$tmp/rs1.err"
+run "$data" 2 --duration-ms 2500 --exec "$tmp/clicks" "$EVENTS" "$RATE" >/dev/null 2>"$tmp/rs1.err"
 if ! ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1; then
-	nok "rescale: no checkpoint after 1500 ms"; show "$tmp/rs1.err"
+	nok "rescale: no checkpoint after 2500 ms"; show "$tmp/rs1.err"
 elif run "$data" 3 --restore latest --exec "$tmp/clicks" "$EVENTS" >/dev/null 2>"$tmp/rs2.err" &&
      result "$data" >"$tmp/rs.csv" && cmp -s "$tmp/base.csv" "$tmp/rs.csv"; then
 	ok "rescale 2→3 workers with --restore latest: output equals the uninterrupted run's ($(grep -o 'restored .* in [0-9.]* ms' "$tmp/rs2.err" | head -n 1 | sed 's/.*\(checkpoint [0-9]*\).*/\1/'))"

@@ -21,6 +21,10 @@ SFS=$BIN/sfs
 EVENTS=${SFS_RECOVERY_EVENTS:-600000}
 KILLS=${SFS_RECOVERY_KILLS:-3}
 RATE=${SFS_RECOVERY_RATE:-200000}   # --max-rate of the interrupted runs: ~3 s each
+# How long the stopped runs run: long enough for a first checkpoint on a
+# loaded 2-core machine (the rocksdb target's first snapshot took 0.4-0.8 s
+# there), short of the ~3 s a run takes.
+STOP_MS=${SFS_RECOVERY_STOP_MS:-2000}
 QUERIES=${SFS_RECOVERY_QUERIES:-q4 q17 q18}
 BACKENDS=${SFS_RECOVERY_BACKENDS:-rocksdb-direct memory rocksdb table}
 WORKERS=${SFS_RECOVERY_WORKERS:-2}
@@ -126,14 +130,14 @@ for b in $STOP_BACKENDS; do
 	run "$job" "$OUT/base-stop-$b" "$OUT/base.csv" --query $q --backend "$b" \
 		>/dev/null 2>"$OUT/base.err" || { nok "stop/restore on $b: base run failed"; continue; }
 	cp "$OUT/base.csv" "$OUT/base-stop.csv"
-	run "$job" "$OUT/stop-$b" "$OUT/stop.csv" --query $q --backend "$b" --duration-ms 1200 \
+	run "$job" "$OUT/stop-$b" "$OUT/stop.csv" --query $q --backend "$b" --duration-ms "$STOP_MS" \
 		--max-rate "$RATE" >/dev/null 2>"$OUT/stop1.err"
 	if ! ls -d "$OUT/stop-$b"/checkpoints/chk-* >/dev/null 2>&1; then
-		nok "stop/restore on $b: no checkpoint after 1200 ms"; continue
+		nok "stop/restore on $b: no checkpoint after $STOP_MS ms"; continue
 	fi
 	if run "$job" "$OUT/stop-$b" "$OUT/stop.csv" --query $q --backend "$b" --restore latest \
 		>/dev/null 2>"$OUT/stop2.err" && cmp -s "$OUT/base.csv" "$OUT/stop.csv"; then
-		ok "stop after 1200 ms and --restore latest on $b: result equals the uninterrupted run"
+		ok "stop after $STOP_MS ms and --restore latest on $b: result equals the uninterrupted run"
 	else
 		nok "stop and --restore latest on $b"; tail -n 5 "$OUT/stop2.err" | sed 's/^/# /'
 	fi
@@ -177,9 +181,9 @@ for b in $RESCALE_BACKENDS; do
 		job=e2e-rc-$$-stop
 		data=$OUT/rescale-$b-$w1-$w2
 		WORKERS=$w1 run "$job" "$data" "$OUT/rs.csv" --query $q --backend "$b" \
-			--duration-ms 1200 --max-rate "$RATE" >/dev/null 2>"$OUT/rs1.err"
+			--duration-ms "$STOP_MS" --max-rate "$RATE" >/dev/null 2>"$OUT/rs1.err"
 		if ! ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1; then
-			nok "rescale $w1→$w2 on $b: no checkpoint after 1200 ms"; continue
+			nok "rescale $w1→$w2 on $b: no checkpoint after $STOP_MS ms"; continue
 		fi
 		if WORKERS=$w2 run "$job" "$data" "$OUT/rs.csv" --query $q --backend "$b" \
 			--restore latest >/dev/null 2>"$OUT/rs2.err" &&
