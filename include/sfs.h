@@ -19,6 +19,9 @@
  *  - Do not fork() while attached and use the handle in the child: the child
  *    is another process and must sfs_attach() itself.
  *  - A handle is not thread-safe: use one per thread that reads state.
+ *
+ * Two more public headers, with the same rules: sfs_keygroup.h (key groups
+ * without a context: header-only) and sfs_join.h (join batches).
  */
 #ifndef SFS_H
 #define SFS_H
