@@ -31,34 +31,10 @@
 
 #include "common/hash.h"
 
-#define SFS_MAX_PARALLELISM_DEFAULT 128u
 #define SFS_KEY_PREFIX 4u /* kg + state id */
 
-/* 64-bit hash of a user key (common/hash.h, seeded by its length). */
-static inline uint64_t sfs_key_hash(const void *key, size_t len)
-{
-	return sfs_hash_body(key, len);
-}
-
-static inline uint32_t sfs_key_group(const void *key, size_t len, uint32_t max_par)
-{
-	return (uint32_t)(sfs_key_hash(key, len) % max_par);
-}
-
-static inline uint32_t sfs_kg_range_start(uint32_t index, uint32_t par, uint32_t max_par)
-{
-	return (uint32_t)(((uint64_t)index * max_par + par - 1) / par);
-}
-
-static inline uint32_t sfs_kg_range_end(uint32_t index, uint32_t par, uint32_t max_par)
-{
-	return (uint32_t)(((uint64_t)(index + 1) * max_par - 1) / par);
-}
-
-static inline uint32_t sfs_kg_owner(uint32_t kg, uint32_t par, uint32_t max_par)
-{
-	return (uint32_t)((uint64_t)kg * par / max_par);
-}
+/* The key group of a key, its owner and a worker's range are public:
+ * include/sfs_keygroup.h (through common/hash.h). */
 
 /* Write the 4-byte prefix of a buffered key. */
 static inline void sfs_key_prefix(unsigned char *out, uint32_t kg, uint32_t state_id)

@@ -131,3 +131,8 @@ int sfs_merge_load(const char *path)
 	}
 	return 0;
 }
+
+int64_t sfs_merge_fold(unsigned op, int64_t acc, int64_t delta)
+{
+	return sfs_merge_i64(op, acc, delta);
+}

@@ -19,6 +19,9 @@
  *  - Do not fork() while attached and use the handle in the child: the child
  *    is another process and must sfs_attach() itself.
  *  - A handle is not thread-safe: use one per thread that reads state.
+ *
+ * Two more public headers, with the same rules: sfs_keygroup.h (key groups
+ * without a context: header-only) and sfs_join.h (join batches).
  */
 #ifndef SFS_H
 #define SFS_H
@@ -72,6 +75,20 @@ int sfs_attach(const char *job, int node, unsigned flags, sfs_handle_t **out);
 int sfs_detach(sfs_handle_t *h);
 
 /*
+ * sfs_region_find - the region named @name of the segment @h is attached
+ * to: *@ptr its first byte in this process's mapping (valid until
+ * sfs_detach), *@size its bytes (@size may be NULL).  Regions are what a
+ * group's processes share beside keyed state (a program's own structs,
+ * made by the process that created the segment); a region is never moved
+ * or freed while the segment lives.  -ENOENT when there is none of that
+ * name, SFS_EUSAGE for a NULL argument.  Cost: a scan of the segment's
+ * region directory (tens of entries): once, at start-up.  What the region
+ * holds, its layout and its synchronisation are its owner's: sfs neither
+ * reads nor checks it.
+ */
+int sfs_region_find(sfs_handle_t *h, const char *name, void **ptr, uint64_t *size);
+
+/*
  * Quiescent-state reporting for an attached reader (cross-process QSBR).
  * A view of shared state obtained while online stays valid until the next
  * sfs_quiescent() or sfs_offline().  All three are plain stores in shared
@@ -107,6 +124,11 @@ enum sfs_state_kind {
 
 #define SFS_KEY_MAX   (64u * 1024 - 4)     /* user key bytes (4 go to kg + state id) */
 #define SFS_VALUE_MAX (16u * 1024 * 1024)  /* value bytes */
+
+/* A job registers at most SFS_MAX_STATES states; a state's name is 1 to
+ * SFS_STATE_NAME_MAX - 1 bytes. */
+#define SFS_MAX_STATES 256
+#define SFS_STATE_NAME_MAX 48
 
 #define SFS_WORKER_NO_CACHE 0x1u  /* no value cache (baselines, tests) */
 
@@ -181,6 +203,17 @@ typedef int64_t (*sfs_merge_fn)(int64_t acc, int64_t delta);
  * a bad name, or a second definition that differs.  Not thread-safe.
  */
 int sfs_merge_define(unsigned op, const char *name, sfs_merge_fn fn);
+
+/*
+ * sfs_merge_fold - fold @delta into @acc with operator @op, as sfs folds a
+ * counter's merges: for a program that folds deltas of its own (a
+ * baseline's RocksDB merge operator, a reader combining two workers'
+ * counts).  @op is a built-in or defined in this process; an undefined
+ * one aborts the process (a fold with the wrong function would corrupt
+ * state silently).  Cost: a switch for a built-in, an indirect call for a
+ * user operator; no syscall.
+ */
+int64_t sfs_merge_fold(unsigned op, int64_t acc, int64_t delta);
 
 /* A counter state whose merges fold with operator @op (built-in or defined). */
 int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id);
@@ -376,6 +409,12 @@ int sfs_task_finish(sfs_task_t *t);
  * compactor stages their state.
  */
 int sfs_task_stage_dir(const sfs_task_t *t, uint64_t id, char *buf, size_t len);
+/* The subdirectory of a stage directory for files that never change once
+ * written (immutable, named uniquely within the worker's files: RocksDB's
+ * SSTs): a checkpoint links each of them once and references it from then
+ * on; every other file of the stage directory is copied into each
+ * checkpoint.  A restore puts both back flat. */
+#define SFS_STAGE_SHARED "shared"
 int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version);
 
 /* A NUL-terminated name for @err (a negative code). */

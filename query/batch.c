@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "query/batch.h"
+#include "runtime/util.h"
 
 #define BATCH_RECS  4096u
 #define BATCH_BYTES (4u << 20)
@@ -22,10 +23,10 @@ int q_batch_open(struct rt_op *op, struct q_batch *b)
 	 * record, none of sfs's batching. */
 	if ((env && !strcmp(env, "0")) || op->so == &rt_backend_rocksdb_direct)
 		return 0;
-	b->mem = aligned_alloc(64, (size + 63) & ~(size_t)63);
+	b->mem = aligned_alloc(SFS_JB_ALIGN, (size + SFS_JB_ALIGN - 1) & ~(size_t)(SFS_JB_ALIGN - 1));
 	if (!b->mem)
 		return rt_fail(op, -12, "join batch");
-	rc = sfs_jb_init(b->mem, size, &cfg, &b->jb);
+	rc = rt_sfs(sfs_jb_init(b->mem, size, &cfg, &b->jb));
 	return rc ? rt_fail(op, rc, "join batch") : 0;
 }
 
@@ -43,7 +44,7 @@ struct beat_tramp {
 	unsigned n;
 };
 
-static int beat_key(void *arg, const struct sfs_jb *jb, struct sfs_jb_iter *it, const void *key,
+static int beat_key(void *arg, const sfs_jb_t *jb, struct sfs_jb_iter *it, const void *key,
 		    uint32_t klen, uint32_t nrec)
 {
 	struct beat_tramp *t = arg;
@@ -56,11 +57,12 @@ static int beat_key(void *arg, const struct sfs_jb *jb, struct sfs_jb_iter *it, 
 int q_batch_flush(struct rt_op *op, struct q_batch *b, sfs_jb_key_fn fn)
 {
 	struct beat_tramp t = { op, fn, 0 };
+	uint32_t seq0 = rt__err_seq;
 	int rc;
 
 	if (!b->jb || !sfs_jb_records(b->jb))
 		return 0;
-	rc = sfs_jb_flush(b->jb, beat_key, &t);
+	rc = rt_sfs_cb(sfs_jb_flush(b->jb, beat_key, &t), seq0);
 	return rc > 0 ? -rc : rc;
 }
 
@@ -77,6 +79,7 @@ int q_batch_add(struct rt_op *op, struct q_batch *b, const void *key, uint32_t k
 			return rc;
 		rc = sfs_jb_add(b->jb, key, klen, rec, len, 0);
 	}
+	rc = rt_sfs(rc);
 	if (rc)
 		return rt_fail(op, rc, "join batch add");
 	return sfs_jb_should_flush(b->jb) ? q_batch_flush(op, b, fn) : 0;

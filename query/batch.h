@@ -1,5 +1,5 @@
 /*
- * batch.h — a join operator's batch of one input (worker/joinbatch.h):
+ * batch.h — a join operator's batch of one input (include/sfs_join.h):
  * records of the larger side wait grouped by join key and are applied per
  * key at a size threshold, a barrier's alignment and end of input (the
  * query's flush()), so the other side's state is read once per key per
@@ -16,11 +16,11 @@
 #ifndef SFS_QUERY_BATCH_H
 #define SFS_QUERY_BATCH_H
 
+#include "sfs_join.h"
 #include "runtime/query.h"
-#include "worker/joinbatch.h"
 
 struct q_batch {
-	struct sfs_jb *jb;     /* NULL: batching off, records are applied at once */
+	sfs_jb_t *jb;     /* NULL: batching off, records are applied at once */
 	void *mem;
 };
 
@@ -40,7 +40,7 @@ int q_batch_add(struct rt_op *op, struct q_batch *b, const void *key, uint32_t k
  * it is taken once: *@one becomes NULL), else the batch's next record of
  * the key.  1 with *@rec (and *@len when @len is not NULL), 0 when done.
  */
-static inline int q_batch_next(const void **one, uint32_t one_len, const struct sfs_jb *jb,
+static inline int q_batch_next(const void **one, uint32_t one_len, const sfs_jb_t *jb,
 			       struct sfs_jb_iter *it, const void **rec, uint32_t *len)
 {
 	if (*one) {

@@ -99,27 +99,12 @@ struct rt_backend {
 extern const struct rt_backend_ops rt_backend_memory;
 extern const struct rt_backend_ops rt_backend_rocksdb_direct;
 
-/* The files half of the flush-target contract for the rocksdb-direct
- * baseline (instance root, restore, rescale), runtime/backend_rocksdb.c. */
-struct sfs_target_ops;
-extern const struct sfs_target_ops rt_rocksdb_direct_files;
-
-/* Who owns backend @name's files on disk (store/target.h: instance root,
- * restore, rebuild, forget), or NULL for an unknown name. */
-const struct sfs_target_ops *rt_backend_files(const char *name);
-
-/* "memory, rocksdb, ...": every backend's name, for messages. */
-const char *rt_backend_names(void);
-
-/* The flush target the compactor runs for backend @name, or NULL when the
- * backend has none (rocksdb-direct: its workers write RocksDB themselves). */
-const struct sfs_target_ops *rt_backend_target(const char *name);
-
 /*
  * Rescale at restore (rocksdb-direct): build the instance at @dest from the
  * restored instances @src[0..n) holding key groups [@kg_lo, @kg_hi] only —
  * each source read once, its entries in that range written (Flink clips
- * its instances the same way, once, at recovery).
+ * its instances the same way, once, at recovery).  The supervisor's
+ * restore calls it (supervisor/backends.c: the files half of the baseline).
  */
 int rt_rocksdb_direct_rebuild(const char *const *src, unsigned n, const char *dest,
 			      uint32_t kg_lo, uint32_t kg_hi);

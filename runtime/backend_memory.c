@@ -4,14 +4,17 @@
  * semantics, limits and error messages are sfs's own, so an A/B run against
  * rocksdb-direct differs only in what sits below the call.
  *
+ * Errors: a failed call's message is adopted as the runtime's (rt_sfs,
+ * runtime/util.h): a compare on the result, a copy only on failure.
+ *
  * The worker's write buffers and value cache take sfs's defaults (4 x 16 MiB
  * buffers, 8 MiB cache): the job's segment must have room for them, and a
  * compactor must run on the node or barriers back-pressure.
  */
 #include <stdlib.h>
 
-#include "common/err.h"
 #include "runtime/backend.h"
+#include "runtime/util.h"
 
 struct mem_backend {
 	struct rt_backend mb_base;	/* first: the table pointer */
@@ -33,9 +36,9 @@ static int mem_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 	int rc;
 
 	if (!m)
-		return sfs__err(-ENOMEM, "memory backend of worker %u: no memory", cfg->worker);
+		return rt_err(-ENOMEM, "memory backend of worker %u: no memory", cfg->worker);
 	m->mb_base.ops = &rt_backend_memory;
-	rc = sfs_worker_open(cfg->job, cfg->node, cfg->worker, &o, &m->mb_ctx);
+	rc = rt_sfs(sfs_worker_open(cfg->job, cfg->node, cfg->worker, &o, &m->mb_ctx));
 	if (rc) {
 		free(m);
 		return rc;
@@ -56,97 +59,101 @@ static void mem_close(struct rt_backend *b)
 static int mem_reg(struct rt_backend *b, const char *name, int kind, unsigned merge, uint32_t *id)
 {
 	if (kind == SFS_STATE_COUNTER)
-		return sfs_state_register_merge(ctx(b), name, merge, id);
-	return sfs_state_register(ctx(b), name, kind, id);
+		return rt_sfs(sfs_state_register_merge(ctx(b), name, merge, id));
+	return rt_sfs(sfs_state_register(ctx(b), name, kind, id));
 }
 
 static int mem_value_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			 size_t klen, struct sfs_view *out)
 {
-	return sfs_value_get(ctx(b), st, ns, key, klen, out);
+	return rt_sfs(sfs_value_get(ctx(b), st, ns, key, klen, out));
 }
 
 static int mem_value_put(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			 size_t klen, const void *val, size_t vlen)
 {
-	return sfs_value_put(ctx(b), st, ns, key, klen, val, vlen);
+	return rt_sfs(sfs_value_put(ctx(b), st, ns, key, klen, val, vlen));
 }
 
 static int mem_value_delete(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			    size_t klen)
 {
-	return sfs_value_delete(ctx(b), st, ns, key, klen);
+	return rt_sfs(sfs_value_delete(ctx(b), st, ns, key, klen));
 }
 
 static int mem_multiget(struct rt_backend *b, uint32_t st, const struct sfs_key *keys, unsigned n,
 			struct sfs_view *views, int *results)
 {
-	return sfs_multiget(ctx(b), st, keys, n, views, results);
+	return rt_sfs(sfs_multiget(ctx(b), st, keys, n, views, results));
 }
 
 static int mem_counter_add(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			   size_t klen, int64_t delta)
 {
-	return sfs_counter_add(ctx(b), st, ns, key, klen, delta);
+	return rt_sfs(sfs_counter_add(ctx(b), st, ns, key, klen, delta));
 }
 
 static int mem_counter_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			   size_t klen, int64_t *out)
 {
-	return sfs_counter_get(ctx(b), st, ns, key, klen, out);
+	return rt_sfs(sfs_counter_get(ctx(b), st, ns, key, klen, out));
 }
 
 static int mem_map_put(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key, size_t klen,
 		       const void *ukey, size_t ulen, const void *val, size_t vlen)
 {
-	return sfs_map_put(ctx(b), st, ns, key, klen, ukey, ulen, val, vlen);
+	return rt_sfs(sfs_map_put(ctx(b), st, ns, key, klen, ukey, ulen, val, vlen));
 }
 
 static int mem_map_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key, size_t klen,
 		       const void *ukey, size_t ulen, struct sfs_view *out)
 {
-	return sfs_map_get(ctx(b), st, ns, key, klen, ukey, ulen, out);
+	return rt_sfs(sfs_map_get(ctx(b), st, ns, key, klen, ukey, ulen, out));
 }
 
 static int mem_map_remove(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			  size_t klen, const void *ukey, size_t ulen)
 {
-	return sfs_map_remove(ctx(b), st, ns, key, klen, ukey, ulen);
+	return rt_sfs(sfs_map_remove(ctx(b), st, ns, key, klen, ukey, ulen));
 }
 
 static int mem_map_clear(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			 size_t klen)
 {
-	return sfs_map_clear(ctx(b), st, ns, key, klen);
+	return rt_sfs(sfs_map_clear(ctx(b), st, ns, key, klen));
 }
 
 static int mem_map_iter(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			size_t klen, sfs_entry_fn fn, void *arg)
 {
-	return sfs_map_iter(ctx(b), st, ns, key, klen, fn, arg);
+	uint32_t seq0 = rt__err_seq;
+
+	return rt_sfs_cb(sfs_map_iter(ctx(b), st, ns, key, klen, fn, arg), seq0);
 }
 
 static int mem_list_append(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			   size_t klen, const void *val, size_t vlen)
 {
-	return sfs_list_append(ctx(b), st, ns, key, klen, val, vlen);
+	return rt_sfs(sfs_list_append(ctx(b), st, ns, key, klen, val, vlen));
 }
 
 static int mem_list_get(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			size_t klen, sfs_entry_fn fn, void *arg)
 {
-	return sfs_list_get(ctx(b), st, ns, key, klen, fn, arg);
+	uint32_t seq0 = rt__err_seq;
+
+	return rt_sfs_cb(sfs_list_get(ctx(b), st, ns, key, klen, fn, arg), seq0);
 }
 
 static int mem_list_clear(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			  size_t klen)
 {
-	return sfs_list_clear(ctx(b), st, ns, key, klen);
+	return rt_sfs(sfs_list_clear(ctx(b), st, ns, key, klen));
 }
 
 static int mem_barrier(struct rt_backend *b, uint64_t id)
 {
-	return sfs_barrier(ctx(b), id);
+	return rt_sfs(sfs_barrier(ctx(b), id));
 }
 
 static void mem_quiescent(struct rt_backend *b)

@@ -62,14 +62,11 @@
 
 #include <rocksdb/c.h>
 
-#include "common/err.h"
-#include "common/fs.h"
-#include "common/keygroup.h"
-#include "common/merge.h"
-#include "common/rdb.h"
+#include "sfs.h"
+#include "sfs_keygroup.h"
 #include "runtime/backend.h"
-#include "shm/segment.h"	/* SFS_MAX_STATES, SFS_STATE_NAME_MAX */
-#include "store/target.h"	/* the stage directory's layout */
+#include "runtime/rdb.h"
+#include "runtime/util.h"
 
 #define RDB_WRITE_BUFFER (64ull << 20)	/* Flink's default write_buffer_size */
 #define RDB_INFO_LOG_HEADER 5		/* rocksdb::InfoLogLevel::HEADER_LEVEL */
@@ -162,7 +159,7 @@ static void rdb_arena_free(struct rdb_arena *a)
 
 /* ---- merge operators ----------------------------------------------------------- */
 
-/* Counters fold with sfs_rdb_i64_merge() (common/rdb.h).  */
+/* Counters fold with rt_rdb_i64_merge() (runtime/rdb.h).  */
 
 /* List append: the value is the concatenation of framed elements, so
  * appending is concatenating (existing first, operands in order). */
@@ -257,10 +254,10 @@ static inline struct rdb_backend *R(struct rt_backend *b)
 	return (struct rdb_backend *)b;
 }
 
-/* RocksDB's errptr, through the one adapter (common/rdb.h). */
+/* RocksDB's errptr, through the one adapter (runtime/rdb.h). */
 static int rdb_err(const char *path, char **err, const char *op)
 {
-	return sfs_rdb_err("rocksdb", path, err, op);
+	return rt_rdb_err("rocksdb", path, err, op);
 }
 
 static inline void be16(unsigned char *p, uint32_t v)
@@ -290,15 +287,15 @@ static size_t rdb_encode(unsigned char *out, uint32_t kg, const void *key, size_
 }
 
 /* Is @st a state of @kind registered here?  Same checks and messages as
- * sfs__state_check. */
+ * sfs's own. */
 static int rdb_state_check(const struct rdb_backend *r, uint32_t st, int kind, const char *op)
 {
 	if (st >= r->rb_nstates)
-		return sfs__err(SFS_EUSAGE, "%s: state id %u is not registered by this worker", op,
-				st);
+		return rt_err(SFS_EUSAGE, "%s: state id %u is not registered by this worker", op,
+			      st);
 	if (r->rb_st[st].rs_kind != kind)
-		return sfs__err(SFS_EUSAGE, "%s: state '%s' is of another kind", op,
-				r->rb_st[st].rs_name);
+		return rt_err(SFS_EUSAGE, "%s: state '%s' is of another kind", op,
+			      r->rb_st[st].rs_name);
 	return 0;
 }
 
@@ -310,14 +307,14 @@ static int rdb_key_check(const struct rdb_backend *r, const void *key, size_t kl
 	uint32_t kg;
 
 	if (klen + extra > SFS_KEY_MAX)
-		return sfs__err(SFS_EUSAGE, "%s: key of %zu bytes, at most %u", op, klen + extra,
-				SFS_KEY_MAX);
+		return rt_err(SFS_EUSAGE, "%s: key of %zu bytes, at most %u", op, klen + extra,
+			      SFS_KEY_MAX);
 	if (!key && klen)
-		return sfs__err(SFS_EUSAGE, "%s: NULL key of %zu bytes", op, klen);
+		return rt_err(SFS_EUSAGE, "%s: NULL key of %zu bytes", op, klen);
 	kg = sfs_key_group(key, klen, r->rb_maxp);
 	if (kg < r->rb_kg_start || kg > r->rb_kg_end)
-		return sfs__err(SFS_EUSAGE, "%s: key group %u is not worker %u's (%u..%u)", op, kg,
-				r->rb_worker, r->rb_kg_start, r->rb_kg_end);
+		return rt_err(SFS_EUSAGE, "%s: key group %u is not worker %u's (%u..%u)", op, kg,
+			      r->rb_worker, r->rb_kg_start, r->rb_kg_end);
 	return (int)kg;
 }
 
@@ -337,17 +334,17 @@ static int rdb_key(struct rdb_backend *r, uint32_t st, int kind, uint64_t ns, co
 	if (kg < 0)
 		return kg;
 	if (!ukey && ulen)
-		return sfs__err(SFS_EUSAGE, "%s: NULL user key of %zu bytes", op, ulen);
+		return rt_err(SFS_EUSAGE, "%s: NULL user key of %zu bytes", op, ulen);
 	return (int)rdb_encode(r->rb_kbuf, (uint32_t)kg, key, klen, ns, ukey, ulen);
 }
 
 static int rdb_value_check(size_t vlen, const void *val, const char *op)
 {
 	if (vlen > SFS_VALUE_MAX)
-		return sfs__err(SFS_EUSAGE, "%s: value of %zu bytes, at most %u", op, vlen,
-				SFS_VALUE_MAX);
+		return rt_err(SFS_EUSAGE, "%s: value of %zu bytes, at most %u", op, vlen,
+			      SFS_VALUE_MAX);
 	if (!val && vlen)
-		return sfs__err(SFS_EUSAGE, "%s: NULL value of %zu bytes", op, vlen);
+		return rt_err(SFS_EUSAGE, "%s: NULL value of %zu bytes", op, vlen);
 	return 0;
 }
 
@@ -357,8 +354,8 @@ static int rdb_view_copy(struct rdb_backend *r, const char *v, size_t len, struc
 	void *p = rdb_arena_alloc(&r->rb_arena, len);
 
 	if (!p)
-		return sfs__err(-ENOMEM, "rocksdb %s: no memory for a %zu-byte view", r->rb_path,
-				len);
+		return rt_err(-ENOMEM, "rocksdb %s: no memory for a %zu-byte view", r->rb_path,
+			      len);
 	memcpy(p, v, len);
 	out->data = p;
 	out->len = (uint32_t)len;
@@ -437,7 +434,7 @@ static rocksdb_options_t *rdb_cf_options(struct rdb_backend *r, int kind, unsign
 	rocksdb_options_t *o = rocksdb_options_create_copy(r->rb_opts);
 
 	if (kind == SFS_STATE_COUNTER)
-		rocksdb_options_set_merge_operator(o, sfs_rdb_i64_merge(merge));
+		rocksdb_options_set_merge_operator(o, rt_rdb_i64_merge(merge));
 	else if (kind == SFS_STATE_LIST)
 		rocksdb_options_set_merge_operator(
 			o, rocksdb_mergeoperator_create(NULL, rdb_mop_destroy, rdb_list_full,
@@ -463,7 +460,7 @@ static int rdb_open_restored(struct rdb_backend *r, int compression)
 		return rc;
 	if (ncf > SFS_MAX_STATES + 1) {
 		rocksdb_list_column_families_destroy(names, ncf);
-		return sfs__err(SFS_ECORRUPT, "rocksdb %s: %zu column families", r->rb_path, ncf);
+		return rt_err(SFS_ECORRUPT, "rocksdb %s: %zu column families", r->rb_path, ncf);
 	}
 	for (size_t i = 0; i < ncf; i++) {
 		int kind = 0;
@@ -476,11 +473,11 @@ static int rdb_open_restored(struct rdb_backend *r, int compression)
 		}
 		colon = strchr(names[i] + strlen(RDB_CF_PREFIX), ':');
 		if (!colon || sscanf(names[i] + strlen(RDB_CF_PREFIX), "%1d%1u", &kind, &merge) != 2 ||
-		    kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST || !sfs_merge_valid(merge)) {
+		    kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST || merge >= SFS_MERGE_NOPS) {
 			for (size_t j = 0; j < i; j++)
 				rocksdb_options_destroy(opts[j]);
-			rc = sfs__err(SFS_ECORRUPT, "rocksdb %s: column family '%s' is not a state",
-				      r->rb_path, names[i]);
+			rc = rt_err(SFS_ECORRUPT, "rocksdb %s: column family '%s' is not a state",
+				    r->rb_path, names[i]);
 			rocksdb_list_column_families_destroy(names, ncf);
 			return rc;
 		}
@@ -509,7 +506,7 @@ static int rdb_open_restored(struct rdb_backend *r, int compression)
 	}
 	rocksdb_list_column_families_destroy(names, ncf);
 	if (!rc && !r->rb_db)
-		rc = sfs__err(-EIO, "rocksdb %s: open: no handle", r->rb_path);
+		rc = rt_err(-EIO, "rocksdb %s: open: no handle", r->rb_path);
 	if (!rc)
 		r->rb_compression = compression;
 	return rc;
@@ -533,7 +530,7 @@ static int rdb_open_fresh(struct rdb_backend *r, int compression)
 	r->rb_db = rocksdb_open(r->rb_opts, r->rb_path, &err);
 	if (err || !r->rb_db) {
 		rc = rdb_err(r->rb_path, &err, "open");
-		return rc ? rc : sfs__err(-EIO, "rocksdb %s: open: no handle", r->rb_path);
+		return rc ? rc : rt_err(-EIO, "rocksdb %s: open: no handle", r->rb_path);
 	}
 	r->rb_compression = compression;
 	return 0;
@@ -558,16 +555,16 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 	int rc;
 
 	if (cfg->worker >= par || maxp < par || maxp > 32768)
-		return sfs__err(SFS_EUSAGE,
-				"worker %u of parallelism %u, max parallelism %u: out of range",
-				cfg->worker, par, maxp);
+		return rt_err(SFS_EUSAGE,
+			      "worker %u of parallelism %u, max parallelism %u: out of range",
+			      cfg->worker, par, maxp);
 	if (!cfg->data_dir || !*cfg->data_dir)
-		return sfs__err(SFS_EUSAGE, "rocksdb-direct backend of worker %u: no data directory",
-				cfg->worker);
+		return rt_err(SFS_EUSAGE, "rocksdb-direct backend of worker %u: no data directory",
+			      cfg->worker);
 	r = calloc(1, sizeof(*r));
 	if (!r)
-		return sfs__err(-ENOMEM, "rocksdb-direct backend of worker %u: no memory",
-				cfg->worker);
+		return rt_err(-ENOMEM, "rocksdb-direct backend of worker %u: no memory",
+			      cfg->worker);
 	r->rb_base.ops = &rt_backend_rocksdb_direct;
 	r->rb_worker = cfg->worker;
 	r->rb_maxp = maxp;
@@ -575,17 +572,17 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 	r->rb_kg_end = sfs_kg_range_end(cfg->worker, par, maxp);
 	if (snprintf(r->rb_path, sizeof(r->rb_path), "%s/rocksdb-direct/w%u", cfg->data_dir,
 		     cfg->worker) >= (int)sizeof(r->rb_path)) {
-		rc = sfs__err(SFS_EUSAGE, "rocksdb directory under '%s': path too long",
-			      cfg->data_dir);
+		rc = rt_err(SFS_EUSAGE, "rocksdb directory under '%s': path too long",
+			    cfg->data_dir);
 		goto fail;
 	}
 	r->rb_kbuf = malloc(RDB_KEY_BUF);
 	if (!r->rb_kbuf) {
-		rc = sfs__err(-ENOMEM, "rocksdb %s: no memory", r->rb_path);
+		rc = rt_err(-ENOMEM, "rocksdb %s: no memory", r->rb_path);
 		goto fail;
 	}
 	/* DestroyDB needs the directory to take its LOCK in. */
-	rc = sfs_mkdirs(r->rb_path, 0700);   /* data: private */
+	rc = rt_mkdirs(r->rb_path, 0700);   /* data: private */
 	if (rc)
 		goto fail;
 
@@ -601,7 +598,7 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 								      rdb_open_fresh;
 
 		rc = op(r, rocksdb_snappy_compression);
-		if (rc == SFS_EUSAGE && strstr(sfs_last_error(), "ompression"))
+		if (rc == SFS_EUSAGE && strstr(rt_last_error(), "ompression"))
 			rc = op(r, rocksdb_lz4_compression);
 	}
 	if (rc)
@@ -629,34 +626,34 @@ static int rdb_reg(struct rt_backend *b, const char *name, int kind, unsigned me
 	int rc;
 
 	if (!name || !*name || strlen(name) >= SFS_STATE_NAME_MAX)
-		return sfs__err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
-				SFS_STATE_NAME_MAX - 1);
+		return rt_err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
+			      SFS_STATE_NAME_MAX - 1);
 	if (kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST)
-		return sfs__err(SFS_EUSAGE,
-				"state '%s': kind %d is not one of value, counter, map, list", name,
-				kind);
+		return rt_err(SFS_EUSAGE,
+			      "state '%s': kind %d is not one of value, counter, map, list", name,
+			      kind);
 	if (kind != SFS_STATE_COUNTER)
 		merge = SFS_MERGE_ADD;
-	else if (!sfs_merge_valid(merge) || merge >= SFS_MERGE_USER)
+	else if (merge >= SFS_MERGE_NOPS)
 		/* A family's name carries its operator as one digit: built-ins
 		 * only in this baseline (the sfs backends take user operators). */
-		return sfs__err(SFS_EUSAGE, "state '%s': merge operator %u: the rocksdb-direct "
-				"baseline folds only add, max, min", name, merge);
+		return rt_err(SFS_EUSAGE, "state '%s': merge operator %u: the rocksdb-direct "
+			      "baseline folds only add, max, min", name, merge);
 	for (uint32_t i = 0; i < r->rb_nstates; i++) {
 		s = &r->rb_st[i];
 		if (strcmp(s->rs_name, name) != 0)
 			continue;
 		if (s->rs_kind != kind || s->rs_merge != merge)
-			return sfs__err(SFS_EUSAGE,
-					"state '%s' is registered as kind %d merge %u, not kind %d "
-					"merge %u",
-					name, s->rs_kind, s->rs_merge, kind, merge);
+			return rt_err(SFS_EUSAGE,
+				      "state '%s' is registered as kind %d merge %u, not kind %d "
+				      "merge %u",
+				      name, s->rs_kind, s->rs_merge, kind, merge);
 		*id = i;
 		return 0;
 	}
 	if (r->rb_nstates == SFS_MAX_STATES)
-		return sfs__err(SFS_EFULL, "rocksdb %s: state registry full (%d states)", r->rb_path,
-				SFS_MAX_STATES);
+		return rt_err(SFS_EFULL, "rocksdb %s: state registry full (%d states)", r->rb_path,
+			      SFS_MAX_STATES);
 
 	o = rdb_cf_options(r, kind, merge);
 	snprintf(cfname, sizeof(cfname), RDB_CF_PREFIX "%d%u:%s", kind, merge, name);
@@ -665,8 +662,8 @@ static int rdb_reg(struct rt_backend *b, const char *name, int kind, unsigned me
 	rocksdb_options_destroy(o);
 	rc = rdb_err(r->rb_path, &err, "create column family");
 	if (rc || !s->rs_cf)
-		return rc ? rc : sfs__err(-EIO, "rocksdb %s: column family %s: no handle",
-					  r->rb_path, cfname);
+		return rc ? rc : rt_err(-EIO, "rocksdb %s: column family %s: no handle",
+					r->rb_path, cfname);
 	snprintf(s->rs_name, sizeof(s->rs_name), "%s", name);
 	s->rs_kind = kind;
 	s->rs_merge = merge;
@@ -775,7 +772,7 @@ static int rdb_multiget(struct rt_backend *b, uint32_t st, const struct sfs_key 
 		return rc;
 	rc = rdb_mg_reserve(r, n, bytes);
 	if (rc)
-		return sfs__err(rc, "rocksdb %s: multiget of %u keys: no memory", r->rb_path, n);
+		return rt_err(rc, "rocksdb %s: multiget of %u keys: no memory", r->rb_path, n);
 	for (unsigned i = 0; i < n; i++) {
 		int kg = rdb_key_check(r, keys[i].key, keys[i].klen, 0, "multiget");
 
@@ -856,8 +853,8 @@ static int rdb_counter_get(struct rt_backend *b, uint32_t st, uint64_t ns, const
 		memcpy(out, v, 8);
 	rocksdb_pinnableslice_destroy(s);
 	if (len != 8)
-		return sfs__err(SFS_ECORRUPT, "rocksdb %s: counter of state '%s': %zu bytes, not 8",
-				r->rb_path, r->rb_st[st].rs_name, len);
+		return rt_err(SFS_ECORRUPT, "rocksdb %s: counter of state '%s': %zu bytes, not 8",
+			      r->rb_path, r->rb_st[st].rs_name, len);
 	return 1;
 }
 
@@ -868,7 +865,7 @@ static int rdb_map_put(struct rt_backend *b, uint32_t st, uint64_t ns, const voi
 {
 	struct rdb_backend *r = R(b);
 	int n = ulen ? rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map put")
-		     : sfs__err(SFS_EUSAGE, "map put: empty user key");
+		     : rt_err(SFS_EUSAGE, "map put: empty user key");
 	int rc = n < 0 ? n : rdb_value_check(vlen, val, "map put");
 	char *err = NULL;
 
@@ -884,7 +881,7 @@ static int rdb_map_get(struct rt_backend *b, uint32_t st, uint64_t ns, const voi
 {
 	struct rdb_backend *r = R(b);
 	int n = ulen ? rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map get")
-		     : sfs__err(SFS_EUSAGE, "map get: empty user key");
+		     : rt_err(SFS_EUSAGE, "map get: empty user key");
 
 	if (n < 0)
 		return n;
@@ -896,7 +893,7 @@ static int rdb_map_remove(struct rt_backend *b, uint32_t st, uint64_t ns, const 
 {
 	struct rdb_backend *r = R(b);
 	int n = ulen ? rdb_key(r, st, SFS_STATE_MAP, ns, key, klen, ukey, ulen, ulen + 2, "map remove")
-		     : sfs__err(SFS_EUSAGE, "map remove: empty user key");
+		     : rt_err(SFS_EUSAGE, "map remove: empty user key");
 	char *err = NULL;
 
 	if (n < 0)
@@ -928,7 +925,7 @@ static int rdb_scan(struct rdb_backend *r, uint32_t st, size_t plen,
 	int rc = 0, e;
 
 	if (!ub)
-		return sfs__err(-ENOMEM, "rocksdb %s: %s: no memory", r->rb_path, op);
+		return rt_err(-ENOMEM, "rocksdb %s: %s: no memory", r->rb_path, op);
 	/* The smallest key greater than every key with this prefix: the
 	 * prefix with its last byte below 0xff incremented.  One exists: the
 	 * key group's high byte is below 0x80. */
@@ -970,7 +967,7 @@ static int rdb_iter_each(struct rdb_backend *r, uint32_t st, size_t plen, const 
 	char *p = rdb_arena_alloc(&r->rb_arena, ul + vl);
 
 	if (!p)
-		return sfs__err(-ENOMEM, "rocksdb %s: map iterate: no memory", r->rb_path);
+		return rt_err(-ENOMEM, "rocksdb %s: map iterate: no memory", r->rb_path);
 	memcpy(p, k + plen, ul);
 	memcpy(p + ul, v, vl);
 	return a->fn(a->arg, p, (uint32_t)ul, p + ul, (uint32_t)vl);
@@ -1039,8 +1036,8 @@ static int rdb_list_append(struct rt_backend *b, uint32_t st, uint64_t ns, const
 		unsigned char *p = realloc(r->rb_vbuf, cap);
 
 		if (!p)
-			return sfs__err(-ENOMEM, "rocksdb %s: list append of %zu bytes: no memory",
-					r->rb_path, vlen);
+			return rt_err(-ENOMEM, "rocksdb %s: list append of %zu bytes: no memory",
+				      r->rb_path, vlen);
 		r->rb_vbuf = p;
 		r->rb_vcap = cap;
 	}
@@ -1084,16 +1081,16 @@ static int rdb_list_get(struct rt_backend *b, uint32_t st, uint64_t ns, const vo
 	end = p + v.len;
 	while (p < end) {
 		if ((size_t)(end - p) < RDB_FRAME || rdb_frame_len(p) > (size_t)(end - p) - RDB_FRAME)
-			return sfs__err(SFS_ECORRUPT,
-					"rocksdb %s: list of state '%s': element %zu overruns the "
-					"%u-byte value",
-					r->rb_path, r->rb_st[st].rs_name, count, v.len);
+			return rt_err(SFS_ECORRUPT,
+				      "rocksdb %s: list of state '%s': element %zu overruns the "
+				      "%u-byte value",
+				      r->rb_path, r->rb_st[st].rs_name, count, v.len);
 		p += RDB_FRAME + rdb_frame_len(p);
 		count++;
 	}
 	pos = rdb_arena_alloc(&r->rb_arena, count * 8);
 	if (!pos)
-		return sfs__err(-ENOMEM, "rocksdb %s: list get: no memory", r->rb_path);
+		return rt_err(-ENOMEM, "rocksdb %s: list get: no memory", r->rb_path);
 	p = v.data;
 	for (size_t i = 0; i < count; i++) {
 		uint32_t len = rdb_frame_len(p);
@@ -1132,9 +1129,9 @@ static int rdb_barrier(struct rt_backend *b, uint64_t id)
 	struct rdb_backend *r = R(b);
 
 	if (id <= r->rb_barrier)
-		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu after barrier %llu",
-				r->rb_worker, (unsigned long long)id,
-				(unsigned long long)r->rb_barrier);
+		return rt_err(SFS_EUSAGE, "worker %u: barrier %llu after barrier %llu",
+			      r->rb_worker, (unsigned long long)id,
+			      (unsigned long long)r->rb_barrier);
 	r->rb_barrier = id;
 	return 0;
 }
@@ -1154,14 +1151,14 @@ static int rebuild_open_src(struct rdb_backend *o, const char *path, rocksdb_t *
 	if ((rc = rdb_err(path, &err, "list column families")))
 		return rc;
 	if (*ncf > SFS_MAX_STATES + 1)
-		return sfs__err(SFS_ECORRUPT, "rocksdb %s: %zu column families", path, *ncf);
+		return rt_err(SFS_ECORRUPT, "rocksdb %s: %zu column families", path, *ncf);
 	for (size_t i = 0; i < *ncf; i++) {
 		int kind = SFS_STATE_VALUE;
 		unsigned merge = 0;
 
 		if (strncmp((*names)[i], RDB_CF_PREFIX, strlen(RDB_CF_PREFIX)) == 0)
 			sscanf((*names)[i] + strlen(RDB_CF_PREFIX), "%1d%1u", &kind, &merge);
-		if (!sfs_merge_valid(merge))
+		if (merge >= SFS_MERGE_NOPS)
 			merge = 0;
 		opts[i] = rdb_cf_options(o, kind, merge);
 	}
@@ -1172,7 +1169,7 @@ static int rebuild_open_src(struct rdb_backend *o, const char *path, rocksdb_t *
 	for (size_t i = 0; i < *ncf; i++)
 		rocksdb_options_destroy(opts[i]);
 	rc = rdb_err(path, &err, "open read-only");
-	return rc ? rc : *db ? 0 : sfs__err(-EIO, "rocksdb %s: open: no handle", path);
+	return rc ? rc : *db ? 0 : rt_err(-EIO, "rocksdb %s: open: no handle", path);
 }
 
 int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char *dest,
@@ -1191,10 +1188,10 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 	rocksdb_options_set_info_log_level(o.rb_opts, RDB_INFO_LOG_HEADER);
 	o.rb_wo = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_disable_WAL(o.rb_wo, 1);
-	if ((rc = sfs_mkdirs(dest, 0700)))
+	if ((rc = rt_mkdirs(dest, 0700)))
 		goto out;
 	rc = rdb_open_fresh(&o, rocksdb_snappy_compression);
-	if (rc == SFS_EUSAGE && strstr(sfs_last_error(), "ompression"))
+	if (rc == SFS_EUSAGE && strstr(rt_last_error(), "ompression"))
 		rc = rdb_open_fresh(&o, rocksdb_lz4_compression);
 	if (rc)
 		goto out;
@@ -1221,7 +1218,7 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 				rocksdb_options_t *co;
 
 				sscanf(names[c] + strlen(RDB_CF_PREFIX), "%1d%1u", &kind, &merge);
-				co = rdb_cf_options(&o, kind, sfs_merge_valid(merge) ? merge : 0);
+				co = rdb_cf_options(&o, kind, merge < SFS_MERGE_NOPS ? merge : 0);
 				err = NULL;
 				o.rb_st[st].rs_cf = rocksdb_create_column_family(out, co, names[c], &err);
 				rocksdb_options_destroy(co);
@@ -1231,8 +1228,8 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 				o.rb_nstates++;
 			}
 			dst = o.rb_st[st].rs_cf;
-			rc = sfs_rdb_copy_kg_range(in, h[c], out, dst, o.rb_wo, kg_lo, kg_hi, "rocksdb",
-						   dest);
+			rc = rt_rdb_copy_kg_range(in, h[c], out, dst, o.rb_wo, kg_lo, kg_hi, "rocksdb",
+						  dest);
 		}
 		for (size_t c = 0; in && c < ncf; c++)
 			rocksdb_column_family_handle_destroy(h[c]);
@@ -1270,13 +1267,13 @@ static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
 
 		snprintf(parent, sizeof(parent), "%s", dir);
 		*strrchr(parent, '/') = '\0';
-		if ((rc = sfs_mkdirs(parent, 0700)))
+		if ((rc = rt_mkdirs(parent, 0700)))
 			return rc;
 		r->rb_stage_ready = 1;
 	}
-	if ((rc = sfs_rmtree(dir)))	/* a crashed attempt's leftovers */
+	if ((rc = rt_rmtree(dir)))	/* a crashed attempt's leftovers */
 		return rc;
-	return sfs_rdb_checkpoint(r->rb_db, dir, SFS_STAGE_SHARED, "rocksdb", r->rb_path);
+	return rt_rdb_checkpoint(r->rb_db, dir, SFS_STAGE_SHARED, "rocksdb", r->rb_path);
 }
 
 static void rdb_quiescent(struct rt_backend *b)
@@ -1320,42 +1317,4 @@ const struct rt_backend_ops rt_backend_rocksdb_direct = {
 	.idle = rdb_idle,
 	.stall_ns = rdb_stall_ns,
 	.snapshot = rdb_snapshot,
-};
-
-/* ---- the files half of the contract (store/target.h) ---------------------- */
-
-static int direct_root(const char *data_dir, int node, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%s/rocksdb-direct", data_dir);
-
-	(void)node;	/* one instance per worker, whatever its node */
-	return n < 0 || (size_t)n >= len ? sfs__err(SFS_EUSAGE, "%s: path too long", data_dir) : 0;
-}
-
-/* The checkpoint's files are the instance: the worker opens it as it is. */
-static int direct_restore(const struct sfs_target_env *e, uint32_t worker,
-			  int (*put)(void *arg, const char *dir), void *arg)
-{
-	char dir[PATH_MAX];
-
-	return sfs_target_instance_put(e, worker, put, arg, dir, sizeof(dir));
-}
-
-static int direct_rebuild(const struct sfs_target_env *e, uint32_t worker,
-			  const char *const *src, unsigned n, uint32_t kg_lo, uint32_t kg_hi)
-{
-	char dir[PATH_MAX];
-	int rc;
-
-	if ((rc = sfs_target_instance_dir(e->root, worker, dir, sizeof(dir))) ||
-	    (rc = sfs_rmtree(dir)))
-		return rc;
-	return rt_rocksdb_direct_rebuild(src, n, dir, kg_lo, kg_hi);
-}
-
-const struct sfs_target_ops rt_rocksdb_direct_files = {
-	.name = "rocksdb-direct",
-	.instance_root = direct_root,
-	.restore = direct_restore,
-	.rebuild = direct_rebuild,
 };

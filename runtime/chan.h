@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shm/atomic.h"
+#include "runtime/util.h"
 
 enum rt_rec_type {
 	RT_REC_PAD = 0,      /* filler up to the end of the ring */
@@ -38,11 +38,11 @@ enum rt_rec_type {
 };
 
 struct rt_chan {
-	uint64_t ch_head __sfs_cache_aligned;  /* producer: release */
-	uint64_t ch_tail __sfs_cache_aligned;  /* consumer: release */
-	uint64_t ch_size __sfs_cache_aligned;  /* data bytes, power of two: constant */
+	uint64_t ch_head __rt_cache_aligned;  /* producer: release */
+	uint64_t ch_tail __rt_cache_aligned;  /* consumer: release */
+	uint64_t ch_size __rt_cache_aligned;  /* data bytes, power of two: constant */
 	uint64_t ch_pad[7];
-	unsigned char ch_data[] __sfs_cache_aligned;
+	unsigned char ch_data[] __rt_cache_aligned;
 };
 
 struct rt_rec {
@@ -79,11 +79,11 @@ static inline void rt_chan_end_init(struct rt_chan_end *e, struct rt_chan *ch, i
 	e->ch = ch;
 	e->mask = ch->ch_size - 1;
 	if (producer) {
-		e->pos = sfs_load_acquire(&ch->ch_head);
-		e->other = sfs_load_acquire(&ch->ch_tail);
+		e->pos = rt_load_acquire(&ch->ch_head);
+		e->other = rt_load_acquire(&ch->ch_tail);
 	} else {
-		e->pos = sfs_load_acquire(&ch->ch_tail);
-		e->other = sfs_load_acquire(&ch->ch_head);
+		e->pos = rt_load_acquire(&ch->ch_tail);
+		e->other = rt_load_acquire(&ch->ch_head);
 	}
 	e->published = e->pos;
 }
@@ -100,7 +100,7 @@ static inline void *rt_chan_reserve(struct rt_chan_end *e, uint32_t len, uint32_
 	struct rt_rec *r;
 
 	if (e->pos + pad + need - e->other > size) {
-		e->other = sfs_load_acquire(&e->ch->ch_tail);
+		e->other = rt_load_acquire(&e->ch->ch_tail);
 		if (e->pos + pad + need - e->other > size)
 			return NULL;
 	}
@@ -123,7 +123,7 @@ static inline int rt_chan_publish(struct rt_chan_end *e)
 {
 	if (e->pos == e->published)
 		return 0;
-	sfs_store_release(&e->ch->ch_head, e->pos);
+	rt_store_release(&e->ch->ch_head, e->pos);
 	e->published = e->pos;
 	return 1;
 }
@@ -135,7 +135,7 @@ static inline const struct rt_rec *rt_chan_peek(struct rt_chan_end *e)
 		const struct rt_rec *r;
 
 		if (e->pos == e->other) {
-			e->other = sfs_load_acquire(&e->ch->ch_head);
+			e->other = rt_load_acquire(&e->ch->ch_head);
 			if (e->pos == e->other)
 				return NULL;
 		}
@@ -156,7 +156,7 @@ static inline void rt_chan_consume(struct rt_chan_end *e, const struct rt_rec *r
 static inline void rt_chan_release(struct rt_chan_end *e)
 {
 	if (e->pos != e->published) {
-		sfs_store_release(&e->ch->ch_tail, e->pos);
+		rt_store_release(&e->ch->ch_tail, e->pos);
 		e->published = e->pos;
 	}
 }
@@ -164,7 +164,7 @@ static inline void rt_chan_release(struct rt_chan_end *e)
 /* Either side, any process: bytes in flight (published). */
 static inline uint64_t rt_chan_used(const struct rt_chan *ch)
 {
-	return sfs_load_relaxed(&ch->ch_head) - sfs_load_relaxed(&ch->ch_tail);
+	return rt_load_relaxed(&ch->ch_head) - rt_load_relaxed(&ch->ch_tail);
 }
 
 #endif

@@ -8,16 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/clock.h"
-#include "common/err.h"
-#include "common/log.h"
+#include "sfs.h"
 #include "runtime/chan.h"
 #include "runtime/engine.h"
 #include "runtime/query.h"
 #include "runtime/sink.h"
-#include "shm/ckpt.h"	/* sfs__task_open_seg: the task over the child's mapping */
-#include "shm/futex.h"
-#include "shm/qsbr.h"
+#include "runtime/util.h"
 
 #define SOURCE_BATCH 256u   /* events per loop round */
 #define DRAIN_BATCH 512u    /* records per channel per round */
@@ -47,7 +43,8 @@ struct rt_stage {
 };
 
 struct rt_engine {
-	struct sfs_child *c;
+	const struct rt_engine_env *env;
+	sfs_handle_t *h;        /* the engine's own attach (an observer) */
 	struct rt_job *job;
 	struct rt_worker_status *ws;
 	struct rt_bell *bells;
@@ -99,8 +96,8 @@ static int fail(struct rt_engine *g, int rc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(g->ws->rw_error, sizeof(g->ws->rw_error), fmt, ap);
 	va_end(ap);
-	sfs_log("worker %u failed: %s", g->me, g->ws->rw_error);
-	sfs_store_release(&g->ws->rw_state, RT_W_FAILED);
+	rt_log("worker %u failed: %s", g->me, g->ws->rw_error);
+	rt_store_release(&g->ws->rw_state, RT_W_FAILED);
 	if (g->task)
 		sfs_task_finish(g->task);	/* it seals nothing more */
 	return rc ? rc : -EIO;
@@ -109,11 +106,11 @@ static int fail(struct rt_engine *g, int rc, const char *fmt, ...)
 void rt_beat(struct rt_op *op)
 {
 	struct rt_engine *g = op->eng;
-	uint64_t now = sfs_now_ns();
+	uint64_t now = rt_now_ns();
 
 	if (now >= g->next_beat) {
-		sfs_proc_heartbeat(g->c->slot);
-		g->next_beat = now + g->c->heartbeat_ns;
+		g->env->beat(g->env->beat_arg);
+		g->next_beat = now + g->env->heartbeat_ns;
 	}
 }
 
@@ -122,7 +119,7 @@ int rt_fail(struct rt_op *op, int rc, const char *what)
 	struct rt_engine *g = op->eng;
 
 	return fail(g, rc, "%s %s: %s (%s)", g->q->name, what, sfs_strerror(rc),
-		    sfs_last_error());
+		    rt_last_error());
 }
 
 /* ---- sending ------------------------------------------------------------------- */
@@ -140,7 +137,7 @@ static void *queue_rec(struct rt_out *o, uint32_t len, uint32_t type)
 			cap *= 2;
 		q = realloc(o->q, cap);
 		if (!q) {
-			sfs_log("exchange overflow: out of memory (%zu bytes queued)", o->qlen);
+			rt_log("exchange overflow: out of memory (%zu bytes queued)", o->qlen);
 			abort();	/* the supervisor restarts us; nothing to salvage */
 		}
 		o->q = q;
@@ -212,9 +209,9 @@ static void wake(struct rt_engine *g, uint32_t w)
 {
 	struct rt_bell *b = &g->bells[w];
 
-	if (sfs_load_relaxed(&b->bl_sleeping)) {
+	if (rt_load_relaxed(&b->bl_sleeping)) {
 		uatomic_inc(&b->bl_word);
-		sfs_futex_wake(&b->bl_word, 1);
+		rt_futex_wake(&b->bl_word, 1);
 	}
 }
 
@@ -278,16 +275,16 @@ static int commit(struct rt_engine *g)
 
 	rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, RT_EPOCH_FINAL, &rows);
 	if (rc)
-		return fail(g, rc, "sink: %s", sfs_last_error());
+		return fail(g, rc, "sink: %s", rt_last_error());
 	g->ws->rw_rows += rows;
-	g->ws->rw_end_ns = sfs_now_ns();
-	sfs_store_release(&g->ws->rw_state, RT_W_DONE);
+	g->ws->rw_end_ns = rt_now_ns();
+	rt_store_release(&g->ws->rw_state, RT_W_DONE);
 	if (g->task)
 		sfs_task_finish(g->task);
 	g->finished = 1;
-	sfs_log("worker %u: end of input, %llu events, %llu records, %llu result changes",
-		g->me, (unsigned long long)g->events, (unsigned long long)g->records,
-		(unsigned long long)g->ws->rw_rows);
+	rt_log("worker %u: end of input, %llu events, %llu records, %llu result changes",
+	       g->me, (unsigned long long)g->events, (unsigned long long)g->records,
+	       (unsigned long long)g->ws->rw_rows);
 	return 0;
 }
 
@@ -336,14 +333,14 @@ static uint64_t cpu_ns(void)
 
 static int seal(struct rt_engine *g, uint64_t id)
 {
-	uint64_t t0 = sfs_now_ns(), c0 = cpu_ns(), dt;
+	uint64_t t0 = rt_now_ns(), c0 = cpu_ns(), dt;
 	int rc;
 
 	/* Whatever the last stage sent before the seal leaves first. */
 	publish(g);
 	rc = g->op.so->barrier(g->op.st, id);
 	if (rc)
-		return fail(g, rc, "barrier %llu: %s", (unsigned long long)id, sfs_last_error());
+		return fail(g, rc, "barrier %llu: %s", (unsigned long long)id, rt_last_error());
 	if (g->task) {
 		/* the pre-commit of epoch @id, then the seal with the offsets */
 		uint64_t rows = 0;
@@ -353,22 +350,22 @@ static int seal(struct rt_engine *g, uint64_t id)
 		rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, id, &rows);
 		if (rc)
 			return fail(g, rc, "sink epoch %llu: %s", (unsigned long long)id,
-				    sfs_last_error());
+				    rt_last_error());
 		g->ws->rw_rows += rows;
 		if (g->op.so->snapshot) {
 			char dir[RT_PATH_MAX + 64];
 
-			if ((rc = sfs_task_stage_dir(g->task, id, dir, sizeof(dir))) ||
+			if ((rc = rt_sfs(sfs_task_stage_dir(g->task, id, dir, sizeof(dir)))) ||
 			    (rc = g->op.so->snapshot(g->op.st, id, dir)) ||
-			    (rc = sfs_task_staged(g->task, id, 0)))
+			    (rc = rt_sfs(sfs_task_staged(g->task, id, 0))))
 				return fail(g, rc, "snapshot %llu: %s", (unsigned long long)id,
-					    sfs_last_error());
+					    rt_last_error());
 		}
-		sfs_store_relaxed(&g->ws->rw_sink_epoch, id);
+		rt_store_relaxed(&g->ws->rw_sink_epoch, id);
 		n = rt_source_bytes(bytes, sizeof(bytes), g->split_id, g->inj_off[id & 7], g->nsplit);
-		if (n < 0 || (rc = sfs_task_sealed(g->task, id, bytes, (size_t)n)))
+		if (n < 0 || (rc = rt_sfs(sfs_task_sealed(g->task, id, bytes, (size_t)n))))
 			return fail(g, n < 0 ? n : rc, "seal %llu: %s", (unsigned long long)id,
-				    sfs_last_error());
+				    rt_last_error());
 	}
 	for (unsigned s = 0; s < g->stages; s++) {
 		g->st[s].held = 0;
@@ -376,15 +373,15 @@ static int seal(struct rt_engine *g, uint64_t id)
 		for (uint32_t w = 0; w < g->W; w++)
 			g->in[s][w].blocked = 0;
 	}
-	dt = sfs_now_ns() - t0;
-	sfs_store_relaxed(&g->ws->rw_seal_cpu_ns, g->ws->rw_seal_cpu_ns + (cpu_ns() - c0));
-	sfs_store_relaxed(&g->ws->rw_seal_ns, g->ws->rw_seal_ns + dt);
+	dt = rt_now_ns() - t0;
+	rt_store_relaxed(&g->ws->rw_seal_cpu_ns, g->ws->rw_seal_cpu_ns + (cpu_ns() - c0));
+	rt_store_relaxed(&g->ws->rw_seal_ns, g->ws->rw_seal_ns + dt);
 	if (dt > g->ws->rw_seal_max_ns)
-		sfs_store_relaxed(&g->ws->rw_seal_max_ns, dt);
-	sfs_store_relaxed(&g->ws->rw_barriers, g->ws->rw_barriers + 1);
-	sfs_store_release(&g->ws->rw_last_barrier, id);
+		rt_store_relaxed(&g->ws->rw_seal_max_ns, dt);
+	rt_store_relaxed(&g->ws->rw_barriers, g->ws->rw_barriers + 1);
+	rt_store_release(&g->ws->rw_last_barrier, id);
 	if (g->op.so->stall_ns)
-		sfs_store_relaxed(&g->ws->rw_stall_ns, g->op.so->stall_ns(g->op.st));
+		rt_store_relaxed(&g->ws->rw_stall_ns, g->op.so->stall_ns(g->op.st));
 	return 0;
 }
 
@@ -533,7 +530,7 @@ static int source_step(struct rt_engine *g)
 		if (g->next_ev == g->end_ev && g->job->rj_max_rate > 0) {
 			/* --max-rate: this worker's share, checked per block */
 			double per_ns = g->job->rj_max_rate / g->W / 1e9;
-			uint64_t now = sfs_now_ns(), due = g->ws->rw_start_ns +
+			uint64_t now = rt_now_ns(), due = g->ws->rw_start_ns +
 				(uint64_t)((double)g->events / per_ns);
 
 			if (due > now) {
@@ -548,7 +545,7 @@ static int source_step(struct rt_engine *g)
 			if (g->nsplit && g->split_next[g->cur] < g->nblocks) {
 				g->split_next[g->cur] += g->job->rj_nsplits;
 				g->cur = (g->cur + 1) % g->nsplit;
-				sfs_store_relaxed(&g->ws->rw_source_block, g->block);
+				rt_store_relaxed(&g->ws->rw_source_block, g->block);
 			}
 			source_watermark(g);
 			if (req > g->injected) {
@@ -598,7 +595,7 @@ int rt_source_bytes(char *buf, size_t len, const uint32_t *split, const uint64_t
 				 (unsigned long long)off[i]);
 
 		if (k < 0 || (size_t)k >= len - used)
-			return sfs__err(-E2BIG, "%u split offsets: over %zu bytes", n, len);
+			return rt_err(-E2BIG, "%u split offsets: over %zu bytes", n, len);
 		used += (size_t)k;
 	}
 	return (int)used;
@@ -614,10 +611,10 @@ static int restore_splits(struct rt_engine *g, const struct sfs_task_info *info)
 	for (uint32_t pw = 0; pw < info->prev_workers; pw++) {
 		struct sfs_view v;
 		const char *p = text;
-		int rc = sfs_task_restored(g->task, pw, &v);
+		int rc = rt_sfs(sfs_task_restored(g->task, pw, &v));
 
 		if (rc)
-			return fail(g, rc, "restore: %s", sfs_last_error());
+			return fail(g, rc, "restore: %s", rt_last_error());
 		memcpy(text, v.data, v.len);
 		text[v.len] = '\0';
 		while (*p) {
@@ -652,41 +649,46 @@ static void sink_commit(struct rt_engine *g)
 	uint64_t done = sfs_task_completed(g->task);
 
 	if (rt_sink_commit_worker(g->job->rj_data_dir, g->me, done)) {
-		sfs_log("worker %u: commit of checkpoint %llu: %s (retried at the next one)", g->me,
-			(unsigned long long)done, sfs_last_error());
+		rt_log("worker %u: commit of checkpoint %llu: %s (retried at the next one)", g->me,
+		       (unsigned long long)done, rt_last_error());
 		return;
 	}
 	g->committed = done;
-	sfs_store_relaxed(&g->ws->rw_sink_committed, done);
+	rt_store_relaxed(&g->ws->rw_sink_committed, done);
 }
 
 /* ---- set-up -------------------------------------------------------------------- */
 
-static int engine_open(struct rt_engine *g, struct sfs_child *c)
+static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
 {
-	struct sfs_seg *seg = &c->seg;
 	const struct rt_backend_ops *bo;
 	struct rt_backend_cfg bc;
 	struct sfs_task_info info = { 0 };
-	uint64_t off, size, coff, csize;
+	uint64_t size, csize;
+	void *jp, *cp;
 	unsigned char *chans;
 	int rc;
 
-	g->c = c;
-	g->me = c->index;
-	rc = sfs_seg_region_find(seg, RT_JOB_REGION, &off, &size);
-	if (rc)
+	g->env = env;
+	g->me = env->index;
+	/* An observer: this process's slot is the skeleton's (env->beat). */
+	rc = sfs_attach(env->job, env->node, SFS_ATTACH_OBSERVER, &g->h);
+	if (rc) {
+		rt_log("worker %u: attach to job %s: %s", g->me, env->job, sfs_last_error());
+		return rc;
+	}
+	if (sfs_region_find(g->h, RT_JOB_REGION, &jp, &size))
 		return -ENOENT;	/* no query job: a plain worker */
-	g->job = sfs_seg_ptr(seg, off);
+	g->job = jp;
 	if (size < sizeof(*g->job) || g->job->rj_magic != RT_JOB_MAGIC ||
 	    g->job->rj_version != RT_JOB_VERSION) {
-		sfs_log("region %s of %s: not a version %u job description", RT_JOB_REGION,
-			seg->path, RT_JOB_VERSION);
+		rt_log("region %s of job %s: not a version %u job description", RT_JOB_REGION,
+		       env->job, RT_JOB_VERSION);
 		return SFS_EVERSION;
 	}
 	g->W = g->job->rj_workers;
 	if (g->me >= g->W || g->W > RT_MAX_WORKERS) {
-		sfs_log("worker %u: the job has %u workers", g->me, g->W);
+		rt_log("worker %u: the job has %u workers", g->me, g->W);
 		return SFS_EUSAGE;
 	}
 	g->ws = &g->job->rj_ws[g->me];
@@ -701,10 +703,10 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 			    "restarted: recovery of a query job needs checkpoints (the "
 			    "checkpointer issue); the run fails instead of giving wrong results");
 	g->stages = g->q->stages;
-	rc = sfs_seg_region_find(seg, RT_CHAN_REGION, &coff, &csize);
+	rc = sfs_region_find(g->h, RT_CHAN_REGION, &cp, &csize);
 	if (rc || csize < rt_chans_bytes(g->W, g->job->rj_chan_bytes))
 		return fail(g, SFS_ECORRUPT, "region %s missing or too small", RT_CHAN_REGION);
-	chans = sfs_seg_ptr(seg, coff);
+	chans = cp;
 	for (unsigned s = 0; s < g->stages; s++)
 		for (uint32_t w = 0; w < g->W; w++) {
 			uint64_t stride = rt_chan_stride(g->job->rj_chan_bytes);
@@ -727,7 +729,7 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 		g->split_id[g->nsplit] = sp;
 		g->split_next[g->nsplit++] = sp;	/* split sp's first block */
 	}
-	rc = sfs__task_open_seg(seg, g->me, &g->task);
+	rc = sfs_task_open(g->h, g->me, &g->task);
 	if (rc && rc != -ENOENT)
 		return fail(g, rc, "checkpoints: %s", sfs_last_error());
 	if (g->task) {
@@ -745,8 +747,8 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	source_block(g);
 
 	memset(&bc, 0, sizeof(bc));
-	bc.job = c->job;
-	bc.node = c->node;
+	bc.job = env->job;
+	bc.node = env->node;
 	bc.worker = g->me;
 	bc.workers = g->W;
 	bc.max_parallelism = g->job->rj_max_parallelism;
@@ -756,7 +758,7 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	bc.buffer_bytes = g->job->rj_buffer_bytes;
 	rc = bo->open(&bc, &g->op.st);
 	if (rc)
-		return fail(g, rc, "backend %s: %s", bo->name, sfs_last_error());
+		return fail(g, rc, "backend %s: %s", bo->name, rt_last_error());
 	g->op.so = bo;
 	g->op.worker = g->me;
 	g->op.workers = g->W;
@@ -767,12 +769,12 @@ static int engine_open(struct rt_engine *g, struct sfs_child *c)
 	if ((rc = g->q->open(&g->op)))
 		return rc;
 	if ((rc = rt_sink_init(&g->sink, g->job->rj_sink ? RT_SINK_EPOCH : RT_SINK_DISCARD)))
-		return fail(g, rc, "sink: %s", sfs_last_error());
-	g->ws->rw_start_ns = sfs_now_ns();
-	sfs_store_release(&g->ws->rw_state, RT_W_RUNNING);
-	sfs_log("worker %u: query %s on %s, %u workers, %u source split(s) of %u, %llu blocks%s",
-		g->me, g->q->name, bo->name, g->W, g->nsplit, g->job->rj_nsplits,
-		(unsigned long long)g->nblocks, bc.restored ? ", restored" : "");
+		return fail(g, rc, "sink: %s", rt_last_error());
+	g->ws->rw_start_ns = rt_now_ns();
+	rt_store_release(&g->ws->rw_state, RT_W_RUNNING);
+	rt_log("worker %u: query %s on %s, %u workers, %u source split(s) of %u, %llu blocks%s",
+	       g->me, g->q->name, bo->name, g->W, g->nsplit, g->job->rj_nsplits,
+	       (unsigned long long)g->nblocks, bc.restored ? ", restored" : "");
 	return 0;
 }
 
@@ -787,6 +789,8 @@ static void engine_close(struct rt_engine *g)
 		rt_sink_free(&g->sink);
 	if (g->task)
 		sfs_task_close(g->task);
+	if (g->h)
+		sfs_detach(g->h);
 	for (unsigned s = 0; s < RT_MAX_STAGES; s++)
 		for (uint32_t w = 0; w < RT_MAX_WORKERS; w++)
 			free(g->out[s][w].q);
@@ -835,25 +839,26 @@ static int pending(struct rt_engine *g)
 	return 0;
 }
 
-int rt_engine_run(struct sfs_child *c)
+int rt_engine_run(const struct rt_engine_env *env)
 {
 	struct rt_engine *g = calloc(1, sizeof(*g));
+	char role[48];
 	int rc;
 
 	if (!g)
 		return -ENOMEM;
-	rc = engine_open(g, c);
+	snprintf(role, sizeof(role), "worker%u", env->index);
+	rt_log_init(role);
+	rc = engine_open(g, env);
 	if (rc) {
 		engine_close(g);
 		free(g);
 		return rc;
 	}
 	/* Every state read goes through the backend's own registration (the
-	 * sfs context's slot); this slot only beats.  Left online it would
-	 * hold the compactor's grace periods while a barrier waits for the
-	 * compactor: a deadlock. */
-	sfs_qsbr_offline(c->slot);
-	while (!sfs_child_stop) {
+	 * sfs context's slot); the process's own slot only beats, and its
+	 * skeleton keeps it offline (worker/main.c). */
+	while (!*env->stop) {
 		uint64_t now;
 		/* A finished worker still owes what its queues hold (an END
 		 * marker among them): it steps until they are delivered. */
@@ -866,12 +871,12 @@ int rt_engine_run(struct sfs_child *c)
 		g->op.so->quiescent(g->op.st);
 		if (g->task && sfs_task_completed(g->task) > g->committed)
 			sink_commit(g);
-		sfs_store_relaxed(&g->ws->rw_events, g->events);
-		sfs_store_relaxed(&g->ws->rw_records, g->records);
-		now = sfs_now_ns();
+		rt_store_relaxed(&g->ws->rw_events, g->events);
+		rt_store_relaxed(&g->ws->rw_records, g->records);
+		now = rt_now_ns();
 		if (now >= g->next_beat) {
-			sfs_proc_heartbeat(c->slot);
-			g->next_beat = now + c->heartbeat_ns;
+			env->beat(env->beat_arg);
+			g->next_beat = now + env->heartbeat_ns;
 		}
 		if (did)
 			continue;
@@ -879,22 +884,22 @@ int rt_engine_run(struct sfs_child *c)
 		 * producer (or a consumer freeing room) rings. */
 		{
 			struct rt_bell *b = &g->bells[g->me];
-			int32_t seen = sfs_load_acquire(&b->bl_word);
-			uint64_t nap = g->queued ? 1000000ull : c->heartbeat_ns;
+			int32_t seen = rt_load_acquire(&b->bl_word);
+			uint64_t nap = g->queued ? 1000000ull : env->heartbeat_ns;
 
 			if (g->throttle_until) {
 				nap = g->throttle_until > now ? g->throttle_until - now : 50000;
-				if (nap > c->heartbeat_ns)
-					nap = c->heartbeat_ns;
+				if (nap > env->heartbeat_ns)
+					nap = env->heartbeat_ns;
 			}
 
 			if (g->op.so->idle)
 				g->op.so->idle(g->op.st, 1);
-			sfs_store_relaxed(&b->bl_sleeping, 1);
+			rt_store_relaxed(&b->bl_sleeping, 1);
 			cmm_smp_mb();
 			if (!pending(g))
-				sfs_futex_wait(&b->bl_word, seen, nap);
-			sfs_store_relaxed(&b->bl_sleeping, 0);
+				rt_futex_wait(&b->bl_word, seen, nap);
+			rt_store_relaxed(&b->bl_sleeping, 0);
 			if (g->op.so->idle)
 				g->op.so->idle(g->op.st, 0);
 		}

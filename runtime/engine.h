@@ -40,16 +40,36 @@
 #ifndef SFS_RUNTIME_ENGINE_H
 #define SFS_RUNTIME_ENGINE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/job.h"
-#include "shm/child.h"
 
-/* Run the job described in the segment's "job" region as worker c->index
- * until SIGTERM.  0 on a clean stop, an error code when it failed (the
- * worker's status line says why). */
-int rt_engine_run(struct sfs_child *c);
+/*
+ * What the process running the engine hands it: where it is in the group,
+ * and the two things only the process's own skeleton does (worker/main.c:
+ * the process-table slot the supervisor watches, and the stop signal).
+ * The engine attaches to the job itself with the public API (sfs_attach,
+ * an observer: it takes no slot), finds its regions by name, and opens its
+ * state through its backend (sfs_worker_open) and its checkpoints through
+ * sfs_task_open.
+ */
+struct rt_engine_env {
+	const char *job;
+	int node;                    /* the segment holding the "job" region */
+	uint32_t index;              /* this worker */
+	uint64_t heartbeat_ns;       /* how often @beat must be called at least */
+	void (*beat)(void *arg);     /* a sign of life (a store: no syscall) */
+	void *beat_arg;
+	volatile sig_atomic_t *stop; /* set when the process must stop */
+};
+
+/* Run the job described in the segment's "job" region as worker
+ * env->index until *env->stop.  0 on a clean stop, -ENOENT when the group
+ * runs no query (no "job" region: the caller idles as a plain worker), an
+ * error code when it failed (the worker's status line says why). */
+int rt_engine_run(const struct rt_engine_env *env);
 
 /* The bytes a worker keeps with a checkpoint: its splits' offsets as text,
  * "SPLIT:OFFSET" separated by spaces (a restore with any number of

@@ -26,7 +26,7 @@
 
 #include <stdint.h>
 
-#include "shm/atomic.h"
+#include "runtime/util.h"
 
 #define RT_JOB_REGION   "job"
 #define RT_CHAN_REGION  "chans"
@@ -61,12 +61,12 @@ struct rt_worker_status {
 	uint64_t rw_sink_epoch;    /* last epoch whose changelog is written (pending) */
 	uint64_t rw_sink_committed; /* last epoch it committed (checkpoint complete) */
 	char rw_error[192];
-} __sfs_cache_aligned;
+} __rt_cache_aligned;
 
 struct rt_bell {
 	int32_t bl_word;
 	int32_t bl_sleeping;
-} __sfs_cache_aligned;
+} __rt_cache_aligned;
 
 struct rt_job {
 	uint64_t rj_magic;

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/keygroup.h"
+#include "sfs_keygroup.h"
 #include "nexmark/gen.h"
 #include "runtime/backend.h"
 

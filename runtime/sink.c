@@ -18,11 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/err.h"
-#include "common/fs.h"
-#include "common/hash.h"
-#include "common/log.h"
+#include "sfs.h"
+#include "sfs_keygroup.h"	/* sfs_hash_bytes */
 #include "runtime/sink.h"
+#include "runtime/util.h"
 
 struct rt_sink_ent {
 	uint64_t hash;
@@ -47,7 +46,7 @@ int rt_sink_init(struct rt_sink *s, int mode)
 		return 0;
 	s->cap = 1024;
 	s->slot = calloc(s->cap, sizeof(*s->slot));
-	return s->slot ? 0 : sfs__err(-ENOMEM, "sink: out of memory");
+	return s->slot ? 0 : rt_err(-ENOMEM, "sink: out of memory");
 }
 
 void rt_sink_free(struct rt_sink *s)
@@ -76,7 +75,7 @@ static int grow(struct rt_sink *s)
 	struct rt_sink_ent **ns = calloc(ncap, sizeof(*ns));
 
 	if (!ns)
-		return sfs__err(-ENOMEM, "sink: out of memory (%zu rows)", s->used);
+		return rt_err(-ENOMEM, "sink: out of memory (%zu rows)", s->used);
 	for (size_t i = 0; i < s->cap; i++) {
 		struct rt_sink_ent *e = s->slot[i];
 		size_t j;
@@ -160,7 +159,7 @@ int rt_sink_put(struct rt_sink *s, const void *key, size_t klen, const char *row
 	}
 	e = ent_new(h, key, klen, row, rlen);
 	if (!e)
-		return sfs__err(-ENOMEM, "sink: out of memory");
+		return rt_err(-ENOMEM, "sink: out of memory");
 	if (s->slot[i])
 		free(s->slot[i]);
 	else
@@ -185,7 +184,7 @@ int rt_sink_del(struct rt_sink *s, const void *key, size_t klen)
 		i = find(s, h, key, klen);
 		if (!s->slot[i]) {
 			if (!(s->slot[i] = ent_new(h, key, klen, "", 0)))
-				return sfs__err(-ENOMEM, "sink: out of memory");
+				return rt_err(-ENOMEM, "sink: out of memory");
 			s->used++;
 		}
 		s->slot[i]->rlen = 0;
@@ -215,7 +214,7 @@ int rt_sink_add(struct rt_sink *s, const char *row, size_t rlen, int64_t delta)
 	if (!s->slot[i]) {
 		s->slot[i] = ent_new(h, row, rlen, "", 0);
 		if (!s->slot[i])
-			return sfs__err(-ENOMEM, "sink: out of memory");
+			return rt_err(-ENOMEM, "sink: out of memory");
 		s->slot[i]->keyed = 0;
 		s->slot[i]->count = delta;
 		s->used++;
@@ -295,12 +294,12 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
 		char dir[4096];
 
 		sink_dir(dir, sizeof(dir), data_dir);
-		if ((rc = sfs_mkdirs(dir, 0700)))
+		if ((rc = rt_mkdirs(dir, 0700)))
 			return rc;
 		f = fopen(tmp, "w");
 	}
 	if (!f)
-		return sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
+		return rt_err(rt_errno(), "%s: %s", tmp, strerror(errno));
 	setvbuf(f, NULL, _IOFBF, 1 << 20);
 	fwrite(LOG_MAGIC, 1, 8, f);
 	fwrite(hw, sizeof(hw), 1, f);
@@ -328,7 +327,7 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
 	fwrite(LOG_END, 1, 8, f);
 	fwrite(&n, sizeof(n), 1, f);
 	fwrite(&h, sizeof(h), 1, f);
-	rc = sfs_file_commit(f, tmp, path, 0);
+	rc = rt_file_commit(f, tmp, path, 0);
 	if (rc == 0)
 		*records = n;
 	return rc;
@@ -364,7 +363,7 @@ static int commit_upto(const char *data_dir, uint32_t only, uint64_t upto, int d
 	sink_dir(dir, sizeof(dir), data_dir);
 	dp = opendir(dir);
 	if (!dp)
-		return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+		return errno == ENOENT ? 0 : rt_err(rt_errno(), "%s: %s", dir, strerror(errno));
 	while ((d = readdir(dp))) {
 		uint32_t w;
 		uint64_t e;
@@ -376,19 +375,19 @@ static int commit_upto(const char *data_dir, uint32_t only, uint64_t upto, int d
 		if (strcmp(ext, "pending") == 0 && e <= upto) {
 			rt_sink_path(to, sizeof(to), data_dir, w, e, 1);
 			if (rename(from, to) && !rc)
-				rc = sfs__err(sfs__errno(), "commit %s: %s", from, strerror(errno));
+				rc = rt_err(rt_errno(), "commit %s: %s", from, strerror(errno));
 		} else if (drop_newer && e > upto && strcmp(ext, "pending") == 0) {
 			unlink(from);
 		} else if (drop_newer && e > upto && strcmp(ext, "log") == 0) {
 			snprintf(to, sizeof(to), "%s.abandoned", from);
 			if (rename(from, to) && !rc)
-				rc = sfs__err(sfs__errno(), "set aside %s: %s", from, strerror(errno));
+				rc = rt_err(rt_errno(), "set aside %s: %s", from, strerror(errno));
 		}
 	}
 	closedir(dp);
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
 		if (fsync(fd) && !rc)
-			rc = sfs__err(sfs__errno(), "%s: fsync: %s", dir, strerror(errno));
+			rc = rt_err(rt_errno(), "%s: fsync: %s", dir, strerror(errno));
 		close(fd);
 	}
 	return rc;
@@ -413,7 +412,7 @@ int rt_sink_reset(const char *data_dir)
 	sink_dir(dir, sizeof(dir), data_dir);
 	dp = opendir(dir);
 	if (!dp)
-		return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+		return errno == ENOENT ? 0 : rt_err(rt_errno(), "%s: %s", dir, strerror(errno));
 	while ((d = readdir(dp))) {
 		if (d->d_name[0] == '.')
 			continue;
@@ -451,11 +450,11 @@ static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *c
 	int rc = 0;
 
 	if (!f)
-		return sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
+		return rt_err(rt_errno(), "%s: %s", path, strerror(errno));
 	if (fread(magic, 1, 8, f) != 8 || memcmp(magic, LOG_MAGIC, 8) ||
 	    fread(hw, sizeof(hw), 1, f) != 1 || fread(&epoch, sizeof(epoch), 1, f) != 1) {
 		fclose(f);
-		return sfs__err(SFS_ECORRUPT, "%s: not a sink changelog (bad header)", path);
+		return rt_err(SFS_ECORRUPT, "%s: not a sink changelog (bad header)", path);
 	}
 	for (;;) {
 		size_t len;
@@ -469,14 +468,14 @@ static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *c
 		len = (size_t)r.klen + r.rlen;
 		if (len > (64u << 20) || (r.op != 'U' && r.op != 'D' && r.op != 'C')) {
 			fclose(f);
-			return sfs__err(SFS_ECORRUPT, "%s: record %" PRIu64 " is malformed", path, n);
+			return rt_err(SFS_ECORRUPT, "%s: record %" PRIu64 " is malformed", path, n);
 		}
 		if (len > *cap) {
 			char *nb = realloc(*buf, len);
 
 			if (!nb) {
 				fclose(f);
-				return sfs__err(-ENOMEM, "replay: out of memory");
+				return rt_err(-ENOMEM, "replay: out of memory");
 			}
 			*buf = nb;
 			*cap = len;
@@ -501,12 +500,12 @@ static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *c
 		goto truncated;
 	fclose(f);
 	if (want_n != n || want_h != h)
-		return sfs__err(SFS_ECORRUPT, "%s: checksum mismatch (%" PRIu64 " records read, "
-				"%" PRIu64 " written)", path, n, want_n);
+		return rt_err(SFS_ECORRUPT, "%s: checksum mismatch (%" PRIu64 " records read, "
+			      "%" PRIu64 " written)", path, n, want_n);
 	return 0;
 truncated:
 	fclose(f);
-	return sfs__err(SFS_ECORRUPT, "%s: truncated after %" PRIu64 " records", path, n);
+	return rt_err(SFS_ECORRUPT, "%s: truncated after %" PRIu64 " records", path, n);
 }
 
 int rt_sink_replay(const char *data_dir, const char *header, const char *out_path,
@@ -532,7 +531,7 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 	dp = opendir(dir);
 	if (!dp && errno != ENOENT) {
 		rt_sink_free(&t);
-		return sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+		return rt_err(rt_errno(), "%s: %s", dir, strerror(errno));
 	}
 	while (dp && (d = readdir(dp))) {
 		uint32_t w;
@@ -546,7 +545,7 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 			struct log_name *nl = realloc(logs, (lcap = lcap ? lcap * 2 : 64) * sizeof(*nl));
 
 			if (!nl) {
-				rc = sfs__err(-ENOMEM, "replay: out of memory");
+				rc = rt_err(-ENOMEM, "replay: out of memory");
 				goto out;
 			}
 			logs = nl;
@@ -567,12 +566,12 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 		if (t.slot[i] && t.slot[i]->count < 0)
 			t.anomalies++;
 	if (t.anomalies)
-		sfs_log("sink: %llu rows retracted more often than inserted in the changelogs",
-			(unsigned long long)t.anomalies);
+		rt_log("sink: %llu rows retracted more often than inserted in the changelogs",
+		       (unsigned long long)t.anomalies);
 
 	v = malloc((t.used + 1) * sizeof(*v));
 	if (!v) {
-		rc = sfs__err(-ENOMEM, "replay: out of memory");
+		rc = rt_err(-ENOMEM, "replay: out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < t.cap; i++)
@@ -582,7 +581,7 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 	snprintf(tmp, sizeof(tmp), "%s.tmp", out_path);
 	out = fopen(tmp, "w");
 	if (!out) {
-		rc = sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
+		rc = rt_err(rt_errno(), "%s: %s", tmp, strerror(errno));
 		goto out;
 	}
 	setvbuf(out, NULL, _IOFBF, 1 << 20);
@@ -596,7 +595,7 @@ int rt_sink_replay(const char *data_dir, const char *header, const char *out_pat
 			fputc('\n', out);
 		}
 	}
-	rc = sfs_file_commit(out, tmp, out_path, 0);
+	rc = rt_file_commit(out, tmp, out_path, 0);
 	if (rc == 0)
 		*rows = lines;
 out:

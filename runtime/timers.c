@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "common/keygroup.h"
+#include "sfs_keygroup.h"
 #include "runtime/timers.h"
+#include "runtime/util.h"
 
 #define ANCHOR_LEN 4u
 #define ANCHOR_TRIES (1u << 26)  /* far beyond any maxp's coupon collector */
@@ -94,8 +94,8 @@ static int owned_group(const struct rt_timers *t, const void *key, size_t klen, 
 	uint32_t kg = sfs_key_group(key, klen, t->tm_maxp);
 
 	if (kg < t->tm_kg_start || kg - t->tm_kg_start >= t->tm_ngroups)
-		return sfs__err(SFS_EUSAGE, "timer %s: key group %u is not worker %u's", op, kg,
-				t->tm_op->worker);
+		return rt_err(SFS_EUSAGE, "timer %s: key group %u is not worker %u's", op, kg,
+			      t->tm_op->worker);
 	return (int)kg;
 }
 
@@ -137,8 +137,8 @@ static int bucket_suffix(const struct rt_timers *t, int64_t ts, uint32_t kg, uin
 			return 0;
 		}
 	}
-	return sfs__err(SFS_ECORRUPT, "timers: no bucket key for time %lld in key group %u",
-			(long long)ts, kg);
+	return rt_err(SFS_ECORRUPT, "timers: no bucket key for time %lld in key group %u",
+		      (long long)ts, kg);
 }
 
 /* ---- pending (ts, kg): heap and set --------------------------------------------- */
@@ -181,7 +181,7 @@ static int set_grow(struct rt_timers *t)
 
 	if (!(t->tm_set = malloc(cap * sizeof(*t->tm_set)))) {
 		t->tm_set = old;
-		return sfs__err(-ENOMEM, "timers: no memory for %zu pending timestamps", cap);
+		return rt_err(-ENOMEM, "timers: no memory for %zu pending timestamps", cap);
 	}
 	t->tm_setcap = cap;
 	for (size_t i = 0; i < cap; i++)
@@ -265,7 +265,7 @@ static int pend_add(struct rt_timers *t, struct tm_pend p)
 		struct tm_pend *h = realloc(t->tm_heap, cap * sizeof(*h));
 
 		if (!h)
-			return sfs__err(-ENOMEM, "timers: no memory for %zu pending timestamps", cap);
+			return rt_err(-ENOMEM, "timers: no memory for %zu pending timestamps", cap);
 		t->tm_heap = h;
 		t->tm_heapcap = cap;
 	}
@@ -336,7 +336,7 @@ static int batch_add(void *arg, const void *ukey, uint32_t ulen, const void *val
 		while (cap < t->tm_kblen + ulen)
 			cap *= 2;
 		if (!(kb = realloc(t->tm_kb, cap)))
-			return sfs__err(-ENOMEM, "timers: no memory for %zu key bytes", cap);
+			return rt_err(-ENOMEM, "timers: no memory for %zu key bytes", cap);
 		t->tm_kb = kb;
 		t->tm_kbcap = cap;
 	}
@@ -345,7 +345,7 @@ static int batch_add(void *arg, const void *ukey, uint32_t ulen, const void *val
 		struct tm_fire *b = realloc(t->tm_batch, cap * sizeof(*b));
 
 		if (!b)
-			return sfs__err(-ENOMEM, "timers: no memory for %zu timers", cap);
+			return rt_err(-ENOMEM, "timers: no memory for %zu timers", cap);
 		t->tm_batch = b;
 		t->tm_batchcap = cap;
 	}
@@ -409,7 +409,7 @@ int rt_timer_register(struct rt_timers *t, const void *key, size_t klen, int64_t
 	if ((kg = owned_group(t, key, klen, "register")) < 0)
 		return kg;
 	if (!klen)	/* in a map it would be its head's key (sfs) */
-		return sfs__err(SFS_EUSAGE, "timer register: an empty key");
+		return rt_err(SFS_EUSAGE, "timer register: an empty key");
 	if (t->tm_inbatch && ts == t->tm_bts) {
 		struct tm_fire *b = batch_find(t, key, klen);
 
@@ -482,7 +482,7 @@ int rt_timers_advance(struct rt_timers *t, int64_t wm, rt_timer_fn fn, void *arg
 	int rc = 0;
 
 	if (t->tm_advancing)
-		return sfs__err(SFS_EUSAGE, "timers: advance called from a timer callback");
+		return rt_err(SFS_EUSAGE, "timers: advance called from a timer callback");
 	if (wm > t->tm_fired)
 		t->tm_fired = wm;
 	t->tm_advancing = 1;
@@ -539,8 +539,8 @@ static int load_one(void *arg, const void *ukey, uint32_t ulen, const void *val,
 	const unsigned char *v = val;
 
 	if (ulen != 8 || vlen != 4)
-		return l->rc = sfs__err(SFS_ECORRUPT, "timer index of key group %u: an entry of "
-					"%u + %u bytes, expected 8 + 4", l->kg, ulen, vlen);
+		return l->rc = rt_err(SFS_ECORRUPT, "timer index of key group %u: an entry of "
+				      "%u + %u bytes, expected 8 + 4", l->kg, ulen, vlen);
 	return l->rc = pend_add(l->t, (struct tm_pend){ ts_of_key(ukey), l->kg,
 							(uint32_t)v[0] << 24 | (uint32_t)v[1] << 16 |
 								(uint32_t)v[2] << 8 | v[3] });
@@ -553,7 +553,7 @@ static int find_anchors(struct rt_timers *t)
 	unsigned char *have = calloc(t->tm_ngroups ? t->tm_ngroups : 1, 1);
 
 	if (!have)
-		return sfs__err(-ENOMEM, "timers: no memory for %u anchors", t->tm_ngroups);
+		return rt_err(-ENOMEM, "timers: no memory for %u anchors", t->tm_ngroups);
 	for (uint32_t i = 0; left && i < ANCHOR_TRIES; i++) {
 		unsigned char k[ANCHOR_LEN] = { (unsigned char)(i >> 24), (unsigned char)(i >> 16),
 						(unsigned char)(i >> 8), (unsigned char)i };
@@ -567,7 +567,7 @@ static int find_anchors(struct rt_timers *t)
 		left--;
 	}
 	free(have);
-	return left ? sfs__err(SFS_ECORRUPT, "timers: no anchor key for %u key groups", left) : 0;
+	return left ? rt_err(SFS_ECORRUPT, "timers: no anchor key for %u key groups", left) : 0;
 }
 
 int rt_timers_open(struct rt_op *op, const char *name, struct rt_timers **out)
@@ -578,10 +578,10 @@ int rt_timers_open(struct rt_op *op, const char *name, struct rt_timers **out)
 	int rc;
 
 	if (strlen(name) > NAME_MAX_LEN)
-		return sfs__err(SFS_EUSAGE, "timers '%s': name longer than %u bytes", name,
-				NAME_MAX_LEN);
+		return rt_err(SFS_EUSAGE, "timers '%s': name longer than %u bytes", name,
+			      NAME_MAX_LEN);
 	if (!(t = calloc(1, sizeof(*t))))
-		return sfs__err(-ENOMEM, "timers '%s': no memory", name);
+		return rt_err(-ENOMEM, "timers '%s': no memory", name);
 	t->tm_op = op;
 	t->tm_fired = INT64_MIN;
 	t->tm_maxp = op->maxp ? op->maxp : SFS_MAX_PARALLELISM_DEFAULT;
@@ -591,7 +591,7 @@ int rt_timers_open(struct rt_op *op, const char *name, struct rt_timers **out)
 	t->tm_anchor = calloc(t->tm_ngroups ? t->tm_ngroups : 1, ANCHOR_LEN);
 	t->tm_filt = calloc(FILTER_SLOTS, sizeof(*t->tm_filt));
 	if (!t->tm_anchor || !t->tm_filt) {
-		rc = sfs__err(-ENOMEM, "timers '%s': no memory", name);
+		rc = rt_err(-ENOMEM, "timers '%s': no memory", name);
 		goto fail;
 	}
 	for (uint32_t i = 0; i < FILTER_SLOTS; i++)

@@ -3,6 +3,7 @@
  * supervised group: map the job's segment and take a process-table slot as
  * a "client" reader that reports quiescent states like any worker.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "common/err.h"
@@ -41,6 +42,23 @@ int sfs_detach(sfs_handle_t *h)
 		sfs_proc_unregister(h->slot);
 	sfs_seg_detach(&h->seg);
 	free(h);
+	return 0;
+}
+
+int sfs_region_find(sfs_handle_t *h, const char *name, void **ptr, uint64_t *size)
+{
+	uint64_t off, sz;
+	int rc;
+
+	if (!h || !name || !ptr)
+		return sfs__err(SFS_EUSAGE, "sfs_region_find: NULL argument");
+	rc = sfs_seg_region_find(&h->seg, name, &off, &sz);
+	if (rc)
+		return rc == -ENOENT ? sfs__err(-ENOENT, "segment %s: no region '%s'", h->seg.path,
+						  name) : rc;
+	*ptr = sfs_seg_ptr(&h->seg, off);
+	if (size)
+		*size = sz;
 	return 0;
 }
 

@@ -129,8 +129,7 @@ struct sfs_region_desc {
  * Two processes registering one name at once may both claim; the one with
  * the higher index then marks its entry DUPLICATE and uses the lower.
  */
-#define SFS_MAX_STATES 256
-#define SFS_STATE_NAME_MAX 48
+/* SFS_MAX_STATES, SFS_STATE_NAME_MAX: include/sfs.h (public limits). */
 enum { SFS_SDESC_FREE = 0, SFS_SDESC_CLAIMED, SFS_SDESC_READY, SFS_SDESC_DUPLICATE };
 
 struct sfs_state_desc {

@@ -90,8 +90,9 @@ struct sfs_target_cfg {
 	uint64_t store_bytes;   /* memory target: region bytes per worker */
 };
 
-/* The subdirectory of a stage directory that holds its immutable files. */
-#define SFS_STAGE_SHARED "shared"
+/* SFS_STAGE_SHARED, the subdirectory of a stage directory that holds its
+ * immutable files: include/sfs.h (public: a worker staging files of its
+ * own uses it too). */
 
 /* What a restore works with (see "The instance on disk" above). */
 struct sfs_target_env {

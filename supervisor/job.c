@@ -39,6 +39,7 @@
 #include "runtime/job.h"
 #include "runtime/query.h"
 #include "runtime/sink.h"
+#include "runtime/util.h"
 #include "supervisor/sup.h"
 #include "store/rocksdb/rocksdb.h"
 #include "store/table/table.h"
@@ -56,6 +57,13 @@ static struct sfs_seg *job_seg;
 static const char *job_name;
 static uint64_t t_start, next_progress;
 static int progress_tty;
+
+/* A failed runtime call (@rc < 0): its message (the runtime keeps its own,
+ * runtime/util.h) becomes sfs's, which this file's callers report. */
+static int rt_adopt(int rc)
+{
+	return rc < 0 ? sfs__err(rc, "%s", rt_last_error()) : rc;
+}
 
 /* The run's totals of what lives in a segment and so would go with it at a
  * recovery (sup_query_carry): the bytes of the buffers flushed and every
@@ -96,7 +104,7 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 	int rc;
 
 	if (q->exec) {
-		const struct sfs_target_ops *t = rt_backend_target(q->backend);
+		const struct sfs_target_ops *t = sup_backend_target(q->backend);
 
 		/* the user's program keeps its state in sfs: a flush target */
 		if (!t || strcmp(t->name, q->backend)) {
@@ -117,7 +125,7 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 	}
 	if (!rt_backend_find(q->backend)) {
 		fprintf(stderr, "sfs run: unknown backend '%s' (known: %s)\n", q->backend,
-			rt_backend_names());
+			sup_backend_names());
 		return 2;
 	}
 	if (workers > RT_MAX_WORKERS) {
@@ -217,7 +225,7 @@ static int files_env(const struct sup_query *q, const struct sfs_target_ops **f,
 {
 	int rc;
 
-	*f = rt_backend_files(q->backend);
+	*f = sup_backend_files(q->backend);
 	if (!*f || !(*f)->instance_root)
 		return 1;
 	if ((rc = (*f)->instance_root(q->data_dir, 0, root, len)))
@@ -243,7 +251,7 @@ static int fresh(const struct sup_query *q)
 		return rc;
 	for (unsigned w = 0; rc == 0 && f->forget && w < RT_MAX_WORKERS; w++)
 		rc = f->forget(&e, w);
-	if (rc < 0 || (rc = rt_sink_reset(q->data_dir)))
+	if (rc < 0 || (rc = rt_adopt(rt_sink_reset(q->data_dir))))
 		return rc;
 	return 0;
 }
@@ -400,7 +408,7 @@ static int restore_sources(const struct sup_query *q, const struct ck_meta *m, c
 		n = rt_source_bytes((char *)ck->ck_prev[0].cp_bytes, SFS_CKPT_BYTES_MAX, ids, offs,
 				    m->nsplits);
 		if (n < 0) {
-			fprintf(stderr, "sfs run: checkpoint %s: %s\n", dir, sfs_last_error());
+			fprintf(stderr, "sfs run: checkpoint %s: %s\n", dir, rt_last_error());
 			return 2;
 		}
 		ck->ck_prev[0].cp_len = (uint32_t)n;
@@ -520,7 +528,7 @@ static int restore(struct sup_query *q, unsigned workers)
 		ck->ck_first_barrier = m.id;
 	stage_reset(q);
 	/* The epochs the checkpoint covers are the sink's; newer ones replay. */
-	rc = rt_sink_commit_upto(q->data_dir, m.sink_epoch, 1);
+	rc = rt_adopt(rt_sink_commit_upto(q->data_dir, m.sink_epoch, 1));
 	sfs_log("restored %s: checkpoint %" PRIu64 " of job %s, %u workers%s%s in %.1f ms", dir,
 		m.id, m.job, m.workers, m.workers != workers ? " rescaled" : " adopted",
 		q->recover_id ? " (recovery)" : "", (sfs_now_ns() - t0) / 1e6);
@@ -802,7 +810,7 @@ static int exec_finish(const struct sup_query *q, int ok, const struct sup_usage
 int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 {
 	const struct rt_query *rq = q->query ? rt_query_find(q->query) : NULL;
-	const struct sfs_target_ops *tgt = rt_backend_target(q->backend);
+	const struct sfs_target_ops *tgt = sup_backend_target(q->backend);
 	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0, seal = 0, seal_max = 0;
 	uint64_t seal_cpu = 0;
 	double secs;
@@ -830,7 +838,7 @@ int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 		if (rc == 0)
 			rc = rt_sink_replay(q->data_dir, rq->columns, q->output, &rows);
 		if (rc) {
-			sfs_log("writing %s: %s", q->output, sfs_last_error());
+			sfs_log("writing %s: %s", q->output, rt_last_error());
 			ok = 0;
 		}
 	}

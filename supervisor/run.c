@@ -1020,7 +1020,7 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 			destroy_segments();
 			return 1;
 		}
-		if (is_job() && (tgt = rt_backend_target(cfg.q.backend))) {
+		if (is_job() && (tgt = sup_backend_target(cfg.q.backend))) {
 			/* Before any child exists: read-only from here on.  The
 			 * target's instance root: its files, or where a restore
 			 * leaves them (store/target.h). */

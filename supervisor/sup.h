@@ -39,6 +39,16 @@ struct sup_query {
 	unsigned recoveries;     /* job restarts so far (for the summary) */
 };
 
+/* The backends of --backend (supervisor/backends.c).  Who owns backend
+ * @name's files on disk (store/target.h: instance root, restore, rebuild,
+ * forget), or NULL for an unknown name; the flush target its compactor
+ * runs, or NULL when it has none (rocksdb-direct: its workers write
+ * RocksDB themselves); every name, for messages ("memory, rocksdb, ..."). */
+struct sfs_target_ops;
+const struct sfs_target_ops *sup_backend_files(const char *name);
+const struct sfs_target_ops *sup_backend_target(const char *name);
+const char *sup_backend_names(void);
+
 int sup_query_check(struct sup_query *q, unsigned workers);
 uint64_t sup_query_chan_bytes(unsigned workers);
 uint64_t sup_query_segment_bytes(const struct sup_query *q, unsigned workers);

@@ -99,3 +99,26 @@ Test(attach, an_external_reader_holds_grace_periods_until_quiescent)
 	cr_assert_eq(sfs_qsbr_check(&seg, NULL, token, 5000000000ull), 1);
 	cr_assert_eq(th_exit_code(th_wait(pid, 10000)), 0);
 }
+
+/* A program finds the regions the segment's creator made, by name, at the
+ * same bytes in its own mapping; a missing name is -ENOENT with a message. */
+Test(attach, a_region_is_found_by_name)
+{
+	sfs_handle_t *h;
+	uint64_t off, size = 0;
+	void *p = NULL;
+	uint32_t *mine;
+
+	cr_assert_eq(sfs_seg_region_create(&seg, "prog.cfg", 4096, 0, &off), 0);
+	mine = sfs_seg_ptr(&seg, off);
+	mine[7] = 0x5f5f1234u;
+	cr_assert_eq(sfs_attach(job, 0, SFS_ATTACH_OBSERVER, &h), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_region_find(h, "prog.cfg", &p, &size), 0, "%s", sfs_last_error());
+	cr_assert(size >= 4096);
+	cr_assert_eq(((uint32_t *)p)[7], 0x5f5f1234u);
+	cr_assert_eq(sfs_region_find(h, "prog.cfg", &p, NULL), 0);
+	cr_assert_eq(sfs_region_find(h, "no.such", &p, &size), -ENOENT);
+	cr_assert(strstr(sfs_last_error(), "no.such"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_region_find(h, NULL, &p, &size), SFS_EUSAGE);
+	cr_assert_eq(sfs_detach(h), 0);
+}

@@ -18,6 +18,7 @@
 
 #include "common/err.h"
 #include "runtime/backend.h"
+#include "runtime/util.h"
 #include "sfs.h"
 #include "common/keygroup.h"
 
@@ -44,7 +45,7 @@ static int fx_open_worker(struct fx *f, const char *name, uint32_t worker, uint3
 
 static void fx_open(struct fx *f, const char *name)
 {
-	cr_assert_eq(fx_open_backend(f, name, 0, 1), 0, "%s: %s", name, sfs_last_error());
+	cr_assert_eq(fx_open_backend(f, name, 0, 1), 0, "%s: %s", name, rt_last_error());
 }
 
 static void fx_barrier(struct fx *f)
@@ -62,7 +63,7 @@ static uint32_t fx_reg(struct fx *f, const char *name, int kind, unsigned merge)
 	uint32_t id;
 
 	cr_assert_eq(f->ops->reg(f->b, name, kind, merge, &id), 0, "reg %s: %s", name,
-		     sfs_last_error());
+		     rt_last_error());
 	return id;
 }
 
@@ -101,7 +102,7 @@ static void expect_map(struct fx *f, uint32_t st, uint64_t ns, const void *key, 
 	char got[1024] = "";
 
 	cr_assert_eq(f->ops->map_iter(f->b, st, ns, key, klen, add_item, &d), 0, "%s",
-		     sfs_last_error());
+		     rt_last_error());
 	qsort(d.items, (size_t)d.n, sizeof(d.items[0]), cmp_str);
 	for (int i = 0; i < d.n; i++) {
 		strcat(got, d.items[i]);
@@ -126,7 +127,7 @@ static void expect_list(struct fx *f, uint32_t st, uint64_t ns, const char *key,
 	char got[512] = "";
 
 	cr_assert_eq(f->ops->list_get(f->b, st, ns, S(key), add_el, got), 0, "%s",
-		     sfs_last_error());
+		     rt_last_error());
 	cr_assert_str_eq(got, want, "list %s ns %llu", key, (unsigned long long)ns);
 }
 
@@ -218,7 +219,7 @@ static void check_value(struct run *r, int ns, int k)
 	int rc = r->f.ops->value_get(r->f.b, r->sv, model_ns[ns], S(r->keys[k]), &v);
 
 	cr_assert_eq(rc, r->m.vp[ns][k], "op %d: get %s ns %d: %d (%s)", r->op, r->keys[k], ns, rc,
-		     sfs_last_error());
+		     rt_last_error());
 	if (rc == 1) {
 		cr_assert_not_null(v.data);
 		cr_assert(bytes_eq(&r->m.v[ns][k], v.data, v.len), "op %d: get %s ns %d", r->op,
@@ -240,7 +241,7 @@ static void check_counters(struct run *r, int ns, int k)
 		int rc = r->f.ops->counter_get(r->f.b, st[i], model_ns[ns], S(r->keys[k]), &x);
 
 		cr_assert_eq(rc, m->cp[ns][k], "op %d: counter %d of %s ns %d: %d (%s)", r->op, i,
-			     r->keys[k], ns, rc, sfs_last_error());
+			     r->keys[k], ns, rc, rt_last_error());
 		cr_assert_eq(x, m->cp[ns][k] ? want[i] : 0, "op %d: counter %d of %s: %lld != %lld",
 			     r->op, i, r->keys[k], (long long)x, (long long)want[i]);
 	}
@@ -253,7 +254,7 @@ static void check_map_get(struct run *r, int ns, int k, int u)
 				   ukeys[u].len, &v);
 
 	cr_assert_eq(rc, r->m.mp[ns][k][u], "op %d: map get %s/%d ns %d: %d (%s)", r->op,
-		     r->keys[k], u, ns, rc, sfs_last_error());
+		     r->keys[k], u, ns, rc, rt_last_error());
 	if (rc == 1) {
 		cr_assert(bytes_eq(&r->m.m[ns][k][u], v.data, v.len), "op %d: map get %s/%d", r->op,
 			  r->keys[k], u);
@@ -297,7 +298,7 @@ static void check_map_iter(struct run *r, int ns, int k)
 
 	cr_assert_eq(r->f.ops->map_iter(r->f.b, r->smap, model_ns[ns], S(r->keys[k]), map_entry,
 					&w),
-		     0, "op %d: %s", r->op, sfs_last_error());
+		     0, "op %d: %s", r->op, rt_last_error());
 	for (int u = 0; u < NU; u++)
 		live += r->m.mp[ns][k][u];
 	cr_assert_eq(w.n, live, "op %d: map %s ns %d: %d entries, %d live", r->op, r->keys[k], ns,
@@ -328,7 +329,7 @@ static void check_list(struct run *r, int ns, int k)
 
 	cr_assert_eq(r->f.ops->list_get(r->f.b, r->slist, model_ns[ns], S(r->keys[k]), list_entry,
 					&w),
-		     0, "op %d: %s", r->op, sfs_last_error());
+		     0, "op %d: %s", r->op, rt_last_error());
 	cr_assert_eq(w.n, r->m.ln[ns][k], "op %d: list %s ns %d: %d elements, want %d", r->op,
 		     r->keys[k], ns, w.n, r->m.ln[ns][k]);
 }
@@ -347,7 +348,7 @@ static void check_multiget(struct run *r)
 					  .klen = (uint32_t)strlen(r->keys[kk[i]]) };
 	}
 	cr_assert_eq(r->f.ops->multiget(r->f.b, r->sv, ks, n, vs, rs), 0, "op %d: %s", r->op,
-		     sfs_last_error());
+		     rt_last_error());
 	for (unsigned i = 0; i < n; i++) {
 		const struct bytes *want = &r->m.v[nn[i]][kk[i]];
 
@@ -378,7 +379,7 @@ static void check_all(struct run *r)
 		}
 }
 
-#define OK(expr) cr_assert_eq((expr), 0, "op %d: %s", r->op, sfs_last_error())
+#define OK(expr) cr_assert_eq((expr), 0, "op %d: %s", r->op, rt_last_error())
 
 static void model_step(struct run *r)
 {
@@ -460,7 +461,7 @@ static void model_step(struct run *r)
 				cr_assert_geq(sfs_flusher_step(&r->f.p.f,
 							       1 + (unsigned)(th_rand(&r->rnd) % 300),
 							       &pending),
-					      0, "%s", sfs_last_error());
+					      0, "%s", rt_last_error());
 			}
 	} else {
 		/* A barrier is a quiescent point too (sfs.h). */
@@ -568,7 +569,7 @@ static void bad_input_is_an_error(const char *name)
 	cr_assert_eq(fx_reg(&f, "v", SFS_STATE_VALUE, 0), sv);
 	cr_assert_eq(fx_reg(&f, "c", SFS_STATE_COUNTER, SFS_MERGE_MAX), sc);
 	cr_assert_eq(f.ops->reg(f.b, "v", SFS_STATE_COUNTER, 0, &x), SFS_EUSAGE);
-	cr_assert(strstr(sfs_last_error(), "registered as kind"), "%s", sfs_last_error());
+	cr_assert(strstr(rt_last_error(), "registered as kind"), "%s", rt_last_error());
 	cr_assert_eq(f.ops->reg(f.b, "v", SFS_STATE_MAP, 0, &x), SFS_EUSAGE);
 	cr_assert_eq(f.ops->reg(f.b, "c", SFS_STATE_COUNTER, SFS_MERGE_MIN, &x), SFS_EUSAGE);
 	cr_assert_eq(f.ops->reg(f.b, "z", SFS_STATE_COUNTER, 9, &x), SFS_EUSAGE);
@@ -576,11 +577,11 @@ static void bad_input_is_an_error(const char *name)
 	cr_assert_eq(f.ops->reg(f.b, "k", 9, 0, &x), SFS_EUSAGE);
 	/* "default" is an ordinary state name (RocksDB's default CF is not it). */
 	x = fx_reg(&f, "default", SFS_STATE_VALUE, 0);
-	cr_assert_eq(f.ops->value_put(f.b, x, 0, S("a"), S("d")), 0, "%s", sfs_last_error());
+	cr_assert_eq(f.ops->value_put(f.b, x, 0, S("a"), S("d")), 0, "%s", rt_last_error());
 
 	/* Kinds are enforced per call. */
 	cr_assert_eq(f.ops->counter_add(f.b, sv, 0, S("a"), 1), SFS_EUSAGE);
-	cr_assert(strstr(sfs_last_error(), "of another kind"), "%s", sfs_last_error());
+	cr_assert(strstr(rt_last_error(), "of another kind"), "%s", rt_last_error());
 	cr_assert_eq(f.ops->counter_get(f.b, sv, 0, S("a"), &n), SFS_EUSAGE);
 	cr_assert_eq(f.ops->value_put(f.b, sc, 0, S("a"), S("x")), SFS_EUSAGE);
 	cr_assert_eq(f.ops->value_get(f.b, sm, 0, S("a"), &v), SFS_EUSAGE);
@@ -588,30 +589,30 @@ static void bad_input_is_an_error(const char *name)
 	cr_assert_eq(f.ops->map_put(f.b, sl, 0, S("a"), S("u"), S("x")), SFS_EUSAGE);
 	cr_assert_eq(f.ops->list_append(f.b, sm, 0, S("a"), S("x")), SFS_EUSAGE);
 	cr_assert_eq(f.ops->value_get(f.b, 200, 0, S("a"), &v), SFS_EUSAGE);
-	cr_assert(strstr(sfs_last_error(), "not registered"), "%s", sfs_last_error());
+	cr_assert(strstr(rt_last_error(), "not registered"), "%s", rt_last_error());
 
 	/* Keys: SFS_KEY_MAX bytes fit, one more is refused, never truncated. */
 	memset(big, 'k', sizeof(big));
 	cr_assert_eq(f.ops->value_put(f.b, sv, 0, big, sizeof(big), S("x")), SFS_EUSAGE);
-	cr_assert(strstr(sfs_last_error(), "key of"), "%s", sfs_last_error());
+	cr_assert(strstr(rt_last_error(), "key of"), "%s", rt_last_error());
 	cr_assert_eq(f.ops->value_get(f.b, sv, 0, big, sizeof(big), &v), SFS_EUSAGE);
 	cr_assert_eq(f.ops->counter_add(f.b, sc, 0, big, sizeof(big), 1), SFS_EUSAGE);
 	cr_assert_eq(f.ops->value_put(f.b, sv, 0, big, SFS_KEY_MAX, S("max")), 0, "%s",
-		     sfs_last_error());
+		     rt_last_error());
 	cr_assert_eq(f.ops->value_get(f.b, sv, 0, big, SFS_KEY_MAX - 1, &v), 0, "no truncation");
 	cr_assert_eq(f.ops->value_get(f.b, sv, 0, big, SFS_KEY_MAX, &v), 1);
 	cr_assert(v.len == 3 && memcmp(v.data, "max", 3) == 0);
 	/* A map's user key counts with its key (and 2 bytes of length). */
 	cr_assert_eq(f.ops->map_put(f.b, sm, 0, big, SFS_KEY_MAX - 10, big, 8, S("x")), 0, "%s",
-		     sfs_last_error());
+		     rt_last_error());
 	cr_assert_eq(f.ops->map_put(f.b, sm, 0, big, SFS_KEY_MAX - 10, big, 9, S("x")), SFS_EUSAGE);
-	cr_assert(strstr(sfs_last_error(), "key of"), "%s", sfs_last_error());
+	cr_assert(strstr(rt_last_error(), "key of"), "%s", rt_last_error());
 	cr_assert_eq(f.ops->map_get(f.b, sm, 0, big, SFS_KEY_MAX - 10, big, 9, &v), SFS_EUSAGE);
 	cr_assert_eq(f.ops->list_append(f.b, sl, 0, big, SFS_KEY_MAX, S("x")), SFS_EUSAGE);
 
 	/* Values: SFS_VALUE_MAX + 1 bytes are refused. */
 	cr_assert_eq(f.ops->value_put(f.b, sv, 0, S("a"), bigval, SFS_VALUE_MAX + 1), SFS_EUSAGE);
-	cr_assert(strstr(sfs_last_error(), "value of"), "%s", sfs_last_error());
+	cr_assert(strstr(rt_last_error(), "value of"), "%s", rt_last_error());
 	cr_assert_eq(f.ops->map_put(f.b, sm, 0, S("a"), S("u"), bigval, SFS_VALUE_MAX + 1),
 		     SFS_EUSAGE);
 	cr_assert_eq(f.ops->list_append(f.b, sl, 0, S("a"), bigval, SFS_VALUE_MAX + 1), SFS_EUSAGE);
@@ -909,7 +910,7 @@ Test(backend, rocksdb_directory_is_fresh_at_open_and_owned_while_open)
 	char path[PATH_MAX + 64];
 	uint32_t st;
 
-	cr_assert_eq(fx_open_worker(&f, "rocksdb-direct", 0, 1), 0, "%s", sfs_last_error());
+	cr_assert_eq(fx_open_worker(&f, "rocksdb-direct", 0, 1), 0, "%s", rt_last_error());
 	snprintf(path, sizeof(path), "%s/rocksdb-direct/w0/CURRENT", dir);
 	cr_assert_eq(stat(path, &sb), 0, "%s", path);
 	st = fx_reg(&f, "v", SFS_STATE_VALUE, 0);
@@ -917,18 +918,18 @@ Test(backend, rocksdb_directory_is_fresh_at_open_and_owned_while_open)
 
 	/* A second instance of worker 0 must not destroy a live one. */
 	cr_assert_eq(fx_open_worker(&g, "rocksdb-direct", 0, 1), SFS_ERUNNING);
-	cr_assert(strstr(sfs_last_error(), "rocksdb-direct/w0"), "%s", sfs_last_error());
+	cr_assert(strstr(rt_last_error(), "rocksdb-direct/w0"), "%s", rt_last_error());
 	cr_assert_eq(f.ops->value_get(f.b, st, 0, S("a"), &v), 1, "the live one is intact");
 	f.ops->close(f.b);
 
 	/* A fresh run: nothing of the previous one. */
-	cr_assert_eq(fx_open_worker(&f, "rocksdb-direct", 0, 1), 0, "%s", sfs_last_error());
+	cr_assert_eq(fx_open_worker(&f, "rocksdb-direct", 0, 1), 0, "%s", rt_last_error());
 	st = fx_reg(&f, "v", SFS_STATE_VALUE, 0);
 	cr_assert_eq(f.ops->value_get(f.b, st, 0, S("a"), &v), 0);
 	f.ops->close(f.b);
 
 	/* Worker 1 of 2: its own directory, its own key groups (64..127). */
-	cr_assert_eq(fx_open_worker(&f, "rocksdb-direct", 1, 2), 0, "%s", sfs_last_error());
+	cr_assert_eq(fx_open_worker(&f, "rocksdb-direct", 1, 2), 0, "%s", rt_last_error());
 	snprintf(path, sizeof(path), "%s/rocksdb-direct/w1/CURRENT", dir);
 	cr_assert_eq(stat(path, &sb), 0, "%s", path);
 	st = fx_reg(&f, "v", SFS_STATE_VALUE, 0);
@@ -941,8 +942,8 @@ Test(backend, rocksdb_directory_is_fresh_at_open_and_owned_while_open)
 			mine = 1;
 		} else {
 			cr_assert_eq(f.ops->value_put(f.b, st, 0, S(k), S("x")), SFS_EUSAGE);
-			cr_assert(strstr(sfs_last_error(), "not worker 1's"), "%s",
-				  sfs_last_error());
+			cr_assert(strstr(rt_last_error(), "not worker 1's"), "%s",
+				  rt_last_error());
 			other = 1;
 		}
 	}
@@ -993,7 +994,7 @@ Test(backend, rocksdb_callbacks_may_call_the_backend)
 	}
 	cr_assert_eq(f.ops->map_put(f.b, x.sm, 0, S("other"), S("x"), S("o")), 0);
 	cr_assert_eq(f.ops->map_iter(f.b, x.sm, 0, S("k"), nested_entry, &x), 0, "%s",
-		     sfs_last_error());
+		     rt_last_error());
 	cr_assert_eq(x.n, 50);
 	fx_close(&f);
 }

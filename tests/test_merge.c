@@ -90,6 +90,24 @@ static void use_target(const char *backend)
 	snprintf(seg.hdr->sh_data_dir, sizeof(seg.hdr->sh_data_dir), "%s/store", dir);
 }
 
+/* sfs_merge_fold (public) folds as the state layer does: built-ins, and a
+ * user operator defined in this process. */
+static int64_t fold_or(int64_t a, int64_t b)
+{
+	return a | b;
+}
+
+Test(merge, fold_by_index)
+{
+	cr_assert_eq(sfs_merge_fold(SFS_MERGE_ADD, 40, 2), 42);
+	cr_assert_eq(sfs_merge_fold(SFS_MERGE_ADD, INT64_MAX, 1), INT64_MIN, "add wraps");
+	cr_assert_eq(sfs_merge_fold(SFS_MERGE_MAX, -3, 7), 7);
+	cr_assert_eq(sfs_merge_fold(SFS_MERGE_MIN, -3, 7), -3);
+	cr_assert_eq(sfs_merge_define(SFS_MERGE_USER + 9, "bitor", fold_or), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_merge_fold(SFS_MERGE_USER + 9, 0x10, 0x01), 0x11);
+}
+
 Test(merge, define_rules)
 {
 	cr_assert_eq(sfs_merge_define(SFS_MERGE_ADD, "add2", bitor), SFS_EUSAGE);

@@ -14,6 +14,7 @@
 #include "runtime/chan.h"
 #include "runtime/row.h"
 #include "runtime/sink.h"
+#include "runtime/util.h"
 #include "tests/helpers.h"
 
 /* ---- channel --------------------------------------------------------------------- */
@@ -285,8 +286,8 @@ Test(sink, epochs_commit_and_replay_like_a_reference)
 	rt_sink_path(path, sizeof(path), dir, 1, 5, 1);
 	cr_assert_eq(truncate(path, 40), 0);
 	cr_assert_neq(rt_sink_replay(dir, "a,b", out, &n), 0);
-	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "truncated"), "%s",
-		  sfs_last_error());
+	cr_assert(strstr(rt_last_error(), path) && strstr(rt_last_error(), "truncated"), "%s",
+		  rt_last_error());
 	cr_assert_eq(rt_sink_reset(dir), 0);
 	unlink(out);
 	rmdir(dir);

@@ -157,6 +157,33 @@ Test(state, counters_across_sealed_buffers_and_the_flushed_base)
 	sfs_worker_close(c);
 }
 
+/* Key groups without a context (include/sfs_keygroup.h) are the ones a
+ * context computes and enforces: a key routed to sfs_kg_owner's worker is
+ * accepted there, and refused by every other worker. */
+Test(state, public_key_groups_match_the_context)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+	uint32_t v;
+
+	o.parallelism = 3;
+	o.max_parallelism = 100;
+	cr_assert_eq(sfs_worker_open(job, 0, 1, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &v), 0);
+	for (int k = 0; k < 400; k++) {
+		char key[16];
+		size_t n = (size_t)snprintf(key, sizeof(key), "key-%d", k * 7919);
+		uint32_t kg = sfs_key_group(key, n, 100), w = sfs_kg_owner(kg, 3, 100);
+
+		cr_assert_eq(kg, sfs_key_group_of(c, key, n));
+		cr_assert_eq(w == 1, kg >= sfs_kg_range_start(1, 3, 100) &&
+				     kg <= sfs_kg_range_end(1, 3, 100));
+		cr_assert_eq(sfs_value_put(c, v, 0, key, n, "x", 1) == 0, w == 1, "%s: kg %u, worker %u",
+			     key, kg, w);
+	}
+	cr_assert_eq(sfs_worker_close(c), 0);
+}
+
 Test(state, bad_input_is_an_error_never_a_crash)
 {
 	struct sfs_worker_opts o = small_opts();

@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "runtime/backend.h"
 #include "runtime/timers.h"
+#include "runtime/util.h"
 #include "sfs.h"
 #include "common/keygroup.h"
 
@@ -41,10 +42,10 @@ TestSuite(timers, .init = setup, .fini = fx_teardown, .timeout = 60);
 static void fx_open_worker(struct fx *f, const char *name, uint32_t worker, uint32_t workers)
 {
 	cr_assert_eq(fx_open_backend(f, name, worker, workers), 0, "%s: %s", name,
-		     sfs_last_error());
+		     rt_last_error());
 	f->op = (struct rt_op){ .st = f->b, .so = f->ops, .worker = worker, .workers = workers,
 				.maxp = SFS_MAX_PARALLELISM_DEFAULT };
-	cr_assert_eq(rt_timers_open(&f->op, "t", &f->t), 0, "%s", sfs_last_error());
+	cr_assert_eq(rt_timers_open(&f->op, "t", &f->t), 0, "%s", rt_last_error());
 }
 
 static void fx_open(struct fx *f, const char *name)
@@ -57,7 +58,7 @@ static void fx_reopen(struct fx *f)
 {
 	rt_timers_close(f->t);
 	f->t = NULL;
-	cr_assert_eq(rt_timers_open(&f->op, "t", &f->t), 0, "%s", sfs_last_error());
+	cr_assert_eq(rt_timers_open(&f->op, "t", &f->t), 0, "%s", rt_last_error());
 }
 
 /* A barrier, then everything sealed flushed: reads come from the store. */
@@ -85,7 +86,7 @@ static void reg(struct fx *f, uint64_t key, int64_t ts)
 
 	key_of(k, key);
 	cr_assert_eq(rt_timer_register(f->t, k, 8, ts), 0, "register %llu@%lld: %s",
-		     (unsigned long long)key, (long long)ts, sfs_last_error());
+		     (unsigned long long)key, (long long)ts, rt_last_error());
 }
 
 static void del(struct fx *f, uint64_t key, int64_t ts)
@@ -94,7 +95,7 @@ static void del(struct fx *f, uint64_t key, int64_t ts)
 
 	key_of(k, key);
 	cr_assert_eq(rt_timer_delete(f->t, k, 8, ts), 0, "delete %llu@%lld: %s",
-		     (unsigned long long)key, (long long)ts, sfs_last_error());
+		     (unsigned long long)key, (long long)ts, rt_last_error());
 }
 
 /* What fired, in order: "key@ts," each. */
@@ -123,7 +124,7 @@ static void expect_fire(struct fx *f, int64_t wm, const char *want)
 	struct log l = { .n = 0 };
 
 	l.s[0] = 0;
-	cr_assert_eq(rt_timers_advance(f->t, wm, record, &l), 0, "%s", sfs_last_error());
+	cr_assert_eq(rt_timers_advance(f->t, wm, record, &l), 0, "%s", rt_last_error());
 	cr_assert_str_eq(l.s, want, "advance to %lld", (long long)wm);
 	f->ops->quiescent(f->b);
 }
@@ -257,7 +258,7 @@ static void callbacks_register_and_delete(const char *name)
 	reg(&f, 2, 10);
 	reg(&f, 4, 10);
 	reg(&f, 5, 10);
-	cr_assert_eq(rt_timers_advance(f.t, 10, acting, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(rt_timers_advance(f.t, 10, acting, &c), 0, "%s", rt_last_error());
 	cr_assert_str_eq(c.l.s, "1@10,2@10,5@10,3@5,1@10,");
 	cr_assert_eq(c.nested_rc, SFS_EUSAGE, "a nested advance: %d", c.nested_rc);
 	cr_assert_eq(rt_timers_next(f.t), 11);
@@ -327,11 +328,11 @@ static void ownership(const char *name)
 	if (sfs_kg_owner(sfs_key_group("", 0, SFS_MAX_PARALLELISM_DEFAULT), 2,
 			 SFS_MAX_PARALLELISM_DEFAULT) == 1)
 		cr_assert_eq(rt_timer_register(f.t, "", 0, 1), SFS_EUSAGE);
-	cr_assert_eq(rt_timer_register(f.t, lk, lklen, 3), 0, "%s", sfs_last_error());
+	cr_assert_eq(rt_timer_register(f.t, lk, lklen, 3), 0, "%s", rt_last_error());
 	reg(&f, mine, 2);
 	fx_barrier(&f);
 	fx_reopen(&f);
-	cr_assert_eq(rt_timers_advance(f.t, 3, count_any, &fired), 0, "%s", sfs_last_error());
+	cr_assert_eq(rt_timers_advance(f.t, 3, count_any, &fired), 0, "%s", rt_last_error());
 	cr_assert_eq(fired, 2);
 	fx_close(&f);
 }
@@ -406,7 +407,7 @@ static void randomized_against_a_model(const char *name)
 
 			wm = c.wm;
 			cr_assert_eq(rt_timers_advance(f.t, wm, check_one, &c), 0, "%s",
-				     sfs_last_error());
+				     rt_last_error());
 			for (uint64_t kk = 1; kk <= RK; kk++)
 				for (int tt = 0; tt < RT; tt++) {
 					cr_assert(!(m.pending[kk][tt] && tt * 7 <= wm),

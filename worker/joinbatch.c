@@ -257,7 +257,7 @@ int sfs_jb_flush(struct sfs_jb *jb, sfs_jb_key_fn fn, void *arg)
 
 	if (!fn)
 		return sfs__err(SFS_EUSAGE, "join batch flush: no callback");
-	while ((rc = sfs_jb_next_key(jb, &it, &key, &klen, &nrec)) == 0) {
+	while ((rc = sfs__jb_next_key(jb, &it, &key, &klen, &nrec)) == 0) {
 		rc = fn(arg, jb, &it, key, klen, nrec);
 		if (rc)
 			return rc;
@@ -479,4 +479,39 @@ int sfs__jb_corrupt(const struct sfs_jb *jb, const char *what, uint64_t off8)
 			"join batch at %p: %s at offset %" PRIu64 " lies outside the arena [%" PRIu64
 			", %" PRIu64 ")", (const void *)jb, what, off8 << 3, jb->jb_arena_off,
 			jb->jb_size);
+}
+
+/* ---- the public calls (include/sfs_join.h): the inline paths, exported ---- */
+
+int sfs_jb_add(struct sfs_jb *jb, const void *key, size_t klen, const void *rec, size_t len,
+	       uint64_t seq)
+{
+	return sfs__jb_add(jb, key, klen, rec, len, seq);
+}
+
+int sfs_jb_should_flush(const struct sfs_jb *jb)
+{
+	return sfs__jb_should_flush(jb);
+}
+
+uint64_t sfs_jb_records(const struct sfs_jb *jb)
+{
+	return sfs__jb_records(jb);
+}
+
+uint64_t sfs_jb_keys(const struct sfs_jb *jb)
+{
+	return sfs__jb_keys(jb);
+}
+
+int sfs_jb_next_key(const struct sfs_jb *jb, struct sfs_jb_iter *it, const void **key,
+		    uint32_t *klen, uint32_t *nrec)
+{
+	return sfs__jb_next_key(jb, it, key, klen, nrec);
+}
+
+int sfs_jb_next_rec(const struct sfs_jb *jb, struct sfs_jb_iter *it, const void **rec,
+		    uint32_t *len, uint64_t *seq)
+{
+	return sfs__jb_next_rec(jb, it, rec, len, seq);
 }

@@ -56,7 +56,13 @@
  * removed within a batch life, so there are no deleted-slot markers.  The
  * index accepts at most max_keys distinct keys (<= 3/4 of the slots).
  *
- * Hot path (sfs_jb_add, inline): no syscall, no lock, no atomic RMW, no
+ * The public half is include/sfs_join.h (the opaque handle, the
+ * configuration, the flush walk's cursor and callback, every call as an
+ * exported function); the layout and the inline fast paths below are
+ * sfs's own: sfs__jb_add, sfs__jb_next_key, ... are what the exported
+ * sfs_jb_add, sfs_jb_next_key, ... run.
+ *
+ * Hot path (sfs__jb_add, inline): no syscall, no lock, no atomic RMW, no
  * allocation outside the block.  A hash, a probe, one copy of the record
  * into the arena (plus one copy of the key the first time the key is seen
  * in this batch), and a release store linking it.
@@ -103,6 +109,7 @@
 #include <string.h>
 
 #include "sfs.h"
+#include "sfs_join.h"
 #include "common/hash.h"
 #include "common/keycmp.h"
 #include "shm/atomic.h"
@@ -110,11 +117,6 @@
 #define SFS_JB_MAGIC   0x3148424a53465304ull /* "\4SFSJBH1" little-endian */
 #define SFS_JB_VERSION 1u
 
-#define SFS_JB_KEY_MAX (64u * 1024)         /* join key bytes, inclusive */
-#define SFS_JB_REC_MAX (16u * 1024 * 1024)  /* record bytes, inclusive */
-
-/* Block alignment required by init and attach (the header's cache lines). */
-#define SFS_JB_ALIGN 64u
 /* The index starts right after the 192-byte header. */
 #define SFS_JB_INDEX_OFF 192u
 
@@ -199,13 +201,6 @@ struct sfs_jb_rnode {
 _Static_assert(sizeof(struct sfs_jb_knode) == 32, "key node is 32 bytes");
 _Static_assert(sizeof(struct sfs_jb_rnode) == 16, "record node is 16 bytes");
 
-/* Configuration of a new batch. */
-struct sfs_jb_config {
-	uint64_t max_keys;     /* distinct join keys per batch (sizes the index) */
-	uint64_t flush_recs;   /* should_flush at this many records; 0: no record limit */
-	uint64_t flush_bytes;  /* should_flush at this many arena bytes used; 0: no byte limit */
-};
-
 struct sfs_jb_stats {
 	uint64_t size;           /* bytes of the block, header and index included */
 	uint64_t slots;          /* index slots (2^k) */
@@ -231,14 +226,6 @@ struct sfs_jb_stats {
 	uint64_t refused;        /* SFS_EUSAGE refusals (oversized key or record) */
 };
 
-/* Cursor of a flush walk.  Start from SFS_JB_ITER_INIT (all zero). */
-struct sfs_jb_iter {
-	uint32_t it_key;      /* current key node (offset/8), 0 before the first */
-	uint32_t it_rec;      /* next record node of the current key, 0 none */
-	uint32_t it_started;  /* 1 once next_key has been called */
-	uint32_t it_pad;
-};
-#define SFS_JB_ITER_INIT ((struct sfs_jb_iter){ 0, 0, 0, 0 })
 
 /* ---- slow paths (joinbatch.c) ------------------------------------------- */
 
@@ -246,24 +233,7 @@ struct sfs_jb_iter {
  * fixing the layout.  Stored at init, checked at attach. */
 uint64_t sfs_jb_layout(void);
 
-/*
- * sfs_jb_size - bytes of a batch accepting @max_keys distinct keys with
- * @arena_bytes of arena (nodes + keys + records; see the overhead above):
- * 192 + 8 * 2^k + arena (k the smallest with 3/4 * 2^k >= @max_keys, at
- * least 3; arena rounded up to 8, at least 64).  0 if a figure is 0 or the
- * total is above SFS_JB_SIZE_MAX or @max_keys above SFS_JB_KEYS_MAX.  Pure.
- */
-size_t sfs_jb_size(uint64_t max_keys, uint64_t arena_bytes);
 
-/*
- * sfs_jb_init - make the @size bytes at @mem an empty batch configured by
- * @cfg; the arena is what the index leaves of @size (truncated to a multiple
- * of 8).  Handle (== @mem) in *@out.  The caller becomes the owner.
- * Errors: SFS_EUSAGE (alignment, @cfg NULL, max_keys 0 or too big, @size
- * below header + index + 64 B of arena, or above SFS_JB_SIZE_MAX), with a
- * message.  Cost: O(index) once, to clear the slots.
- */
-int sfs_jb_init(void *mem, size_t size, const struct sfs_jb_config *cfg, struct sfs_jb **out);
 
 /*
  * sfs_jb_attach - adopt a batch initialised elsewhere, mapped at @mem with
@@ -275,33 +245,8 @@ int sfs_jb_init(void *mem, size_t size, const struct sfs_jb_config *cfg, struct 
  */
 int sfs_jb_attach(void *mem, size_t size, struct sfs_jb **out);
 
-/*
- * sfs_jb_reset - empty the batch for the next one.  Owner only, after the
- * flush walk (and, if other processes may hold views, after a grace
- * period).  Folds the batch into the totals (a flush if it held records).
- * O(1): bumps the generation and rewinds the arena; every 65535th reset
- * clears the index instead (memset, O(index)).
- */
-void sfs_jb_reset(struct sfs_jb *jb);
 
-/*
- * A process-local callback for sfs_jb_flush: one call per distinct key, in
- * first-arrival order of keys, with the key (a view into the batch) and its
- * record count; read the records with sfs_jb_next_rec(@jb, @it, ...), in
- * arrival order (reading none, or some, is allowed).  Return 0 to go on;
- * anything else stops the flush.
- */
-typedef int (*sfs_jb_key_fn)(void *arg, const struct sfs_jb *jb, struct sfs_jb_iter *it,
-			     const void *key, uint32_t klen, uint32_t nrec);
 
-/*
- * sfs_jb_flush - walk every key with @fn, then sfs_jb_reset.  Returns 0, or
- * @fn's non-zero return (the walk stops there and the batch is NOT reset:
- * the keys before it were delivered; the caller decides whether to reset or
- * retry the whole batch), or SFS_ECORRUPT (batch not reset).  Owner only.
- * Cost: O(keys + records) plus @fn; reset O(1).
- */
-int sfs_jb_flush(struct sfs_jb *jb, sfs_jb_key_fn fn, void *arg);
 
 /* Counters and geometry, any process (relaxed loads).  O(1). */
 void sfs_jb_stats(const struct sfs_jb *jb, struct sfs_jb_stats *st);
@@ -374,7 +319,7 @@ static inline uint64_t sfs_jb_key_cost(size_t klen)
 /* ---- the hot path -------------------------------------------------------- */
 
 /*
- * sfs_jb_add - buffer record @rec (@len bytes, may be 0) with sequence
+ * sfs__jb_add - buffer record @rec (@len bytes, may be 0) with sequence
  * number / timestamp @seq (any value; 0 if the caller has none) under join
  * key @key (@klen bytes, may be 0).  Both are copied; the caller's memory is
  * not kept.
@@ -387,7 +332,7 @@ static inline uint64_t sfs_jb_key_cost(size_t klen)
  * the key compared once (the tag filters the others), one memcpy of the record (and of the key on its first
  * record), a release store; no syscall, lock, RMW or allocation.
  */
-static inline int sfs_jb_add(struct sfs_jb *jb, const void *key, size_t klen, const void *rec,
+static inline int sfs__jb_add(struct sfs_jb *jb, const void *key, size_t klen, const void *rec,
 			     size_t len, uint64_t seq)
 {
 	uint64_t *slots = sfs__jb_slots(jb);
@@ -475,11 +420,11 @@ hit:
 }
 
 /*
- * sfs_jb_should_flush - 1 once the batch holds at least the configured
+ * sfs__jb_should_flush - 1 once the batch holds at least the configured
  * number of records or arena bytes (either threshold, whichever is set),
  * else 0.  Owner (any process may ask; relaxed loads).  O(1).
  */
-static inline int sfs_jb_should_flush(const struct sfs_jb *jb)
+static inline int sfs__jb_should_flush(const struct sfs_jb *jb)
 {
 	uint64_t nr = jb->jb_flush_recs, nb = jb->jb_flush_bytes;
 
@@ -488,12 +433,12 @@ static inline int sfs_jb_should_flush(const struct sfs_jb *jb)
 }
 
 /* Records / distinct keys buffered now.  Any process (relaxed). */
-static inline uint64_t sfs_jb_records(const struct sfs_jb *jb)
+static inline uint64_t sfs__jb_records(const struct sfs_jb *jb)
 {
 	return sfs_load_relaxed(&jb->jb_nrec);
 }
 
-static inline uint64_t sfs_jb_keys(const struct sfs_jb *jb)
+static inline uint64_t sfs__jb_keys(const struct sfs_jb *jb)
 {
 	return sfs_load_relaxed(&jb->jb_nkeys);
 }
@@ -509,14 +454,14 @@ static inline int sfs__jb_in(const struct sfs_jb *jb, uint64_t off8, uint64_t hd
 }
 
 /*
- * sfs_jb_next_key - the next distinct key of the batch, in first-arrival
+ * sfs__jb_next_key - the next distinct key of the batch, in first-arrival
  * order: 0 with *@key (a view into the batch, 8-byte aligned), *@klen and
  * *@nrec (its record count) filled and the cursor at its first record; or
  * -ENOENT after the last key; or SFS_ECORRUPT (a link outside the arena:
  * the walk ends).  Any of the out pointers may be NULL; they are set
  * (NULL / 0) on failure too.  Any process.  O(1).
  */
-static inline int sfs_jb_next_key(const struct sfs_jb *jb, struct sfs_jb_iter *it,
+static inline int sfs__jb_next_key(const struct sfs_jb *jb, struct sfs_jb_iter *it,
 				  const void **key, uint32_t *klen, uint32_t *nrec)
 {
 	const struct sfs_jb_knode *kn;
@@ -560,14 +505,14 @@ static inline int sfs_jb_next_key(const struct sfs_jb *jb, struct sfs_jb_iter *i
 }
 
 /*
- * sfs_jb_next_rec - the next record of the current key, in arrival order:
+ * sfs__jb_next_rec - the next record of the current key, in arrival order:
  * 0 with *@rec (a view into the batch, 8-byte aligned), *@len and *@seq
  * filled; -ENOENT after its last record (or before the first next_key); or
  * SFS_ECORRUPT (a link outside the arena: this key's walk ends).  Out
  * pointers may be NULL; they are set (NULL / 0) on failure too.  Any
  * process.  O(1).
  */
-static inline int sfs_jb_next_rec(const struct sfs_jb *jb, struct sfs_jb_iter *it,
+static inline int sfs__jb_next_rec(const struct sfs_jb *jb, struct sfs_jb_iter *it,
 				  const void **rec, uint32_t *len, uint64_t *seq)
 {
 	const struct sfs_jb_rnode *rn;
