@@ -371,15 +371,21 @@ static double secs(uint64_t ns)
 		}                                                                         \
 	} while (0)
 
-/* A group-wide sample of one family with only the job label. */
-static void one(FILE *f, const struct sup_snap *s, const char *name, const char *type,
-		const char *help, double v)
+/* A group-wide sample of one family with only the job label: a count
+ * (exact) or, with @ns, nanoseconds written as seconds. */
+static void one_x(FILE *f, const struct sup_snap *s, const char *name, const char *type,
+		  const char *help, uint64_t v, int ns)
 {
 	fam(f, name, type, help);
 	fprintf(f, "%s{job=\"", name);
 	lv(f, s->job);
-	fprintf(f, "\"} %.17g\n", v);
+	if (ns)
+		fprintf(f, "\"} %.9f\n", secs(v));
+	else
+		fprintf(f, "\"} %llu\n", (ull)v);
 }
+#define one(f, s, name, type, help, v) one_x(f, s, name, type, help, v, 0)
+#define one_ns(f, s, name, type, help, v) one_x(f, s, name, type, help, v, 1)
 
 static void write_procs(const struct sup_snap *s, FILE *f)
 {
@@ -588,41 +594,41 @@ void sup_metrics_write(const struct sup_snap *s, FILE *f)
 	fprintf(f, "\"} 1\n");
 	one(f, s, "sfs_job_generation", "gauge",
 	    "Generation of the segments (one more at each start of the job's name)",
-	    (double)s->generation);
+	    s->generation);
 	if (s->has_job)
 		one(f, s, "sfs_job_events", "gauge", "Events of the whole stream",
-		    (double)s->job_events);
+		    s->job_events);
 	write_procs(s, f);
 	write_segments(s, f);
 	write_workers(s, f);
 	if (s->has_ckpt) {
 		one(f, s, "sfs_recoveries_total", "counter",
 		    "Restarts of the whole job from its last checkpoint",
-		    (double)s->ck_recoveries);
+		    s->ck_recoveries);
 		one(f, s, "sfs_checkpoints_total", "counter",
 		    "Checkpoints completed by this incarnation of the group",
-		    (double)s->ck_count);
+		    s->ck_count);
 		one(f, s, "sfs_checkpoints_aborted_total", "counter", "Checkpoints aborted",
-		    (double)s->ck_aborted);
+		    s->ck_aborted);
 		one(f, s, "sfs_checkpoint_files_linked_total", "counter",
-		    "State files linked or copied into checkpoint storage", (double)s->ck_links);
+		    "State files linked or copied into checkpoint storage", s->ck_links);
 		one(f, s, "sfs_checkpoint_files_referenced_total", "counter",
 		    "State files riding in a checkpoint as references to earlier ones",
-		    (double)s->ck_refs);
-		one(f, s, "sfs_checkpoint_last_duration_seconds", "gauge",
-		    "Duration of the last completed checkpoint (barrier to _metadata)",
-		    secs(s->ck_last_ns));
-		one(f, s, "sfs_checkpoint_max_duration_seconds", "gauge",
-		    "The longest checkpoint of this incarnation", secs(s->ck_max_ns));
+		    s->ck_refs);
+		one_ns(f, s, "sfs_checkpoint_last_duration_seconds", "gauge",
+		       "Duration of the last completed checkpoint (barrier to _metadata)",
+		       s->ck_last_ns);
+		one_ns(f, s, "sfs_checkpoint_max_duration_seconds", "gauge",
+		       "The longest checkpoint of this incarnation", s->ck_max_ns);
 		one(f, s, "sfs_checkpoint_last_completed_id", "gauge",
-		    "Id of the last completed checkpoint (0: none)", (double)s->ck_done);
+		    "Id of the last completed checkpoint (0: none)", s->ck_done);
 		one(f, s, "sfs_checkpoint_requested_id", "gauge",
-		    "Id of the last barrier requested", (double)s->ck_requested);
+		    "Id of the last barrier requested", s->ck_requested);
 		one(f, s, "sfs_checkpoint_restored_id", "gauge",
 		    "Checkpoint this incarnation started from (0: fresh)",
-		    (double)s->ck_restored_id);
-		one(f, s, "sfs_checkpoint_interval_seconds", "gauge",
-		    "Period of the checkpoint barriers", (double)s->ck_interval_ms / 1e3);
+		    s->ck_restored_id);
+		one_ns(f, s, "sfs_checkpoint_interval_seconds", "gauge",
+		       "Period of the checkpoint barriers", s->ck_interval_ms * 1000000ull);
 	}
 }
 
