@@ -1054,10 +1054,6 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 	memset(kids, 0, sizeof(kids));
 	plan_children();
 	if (is_job()) {
-		char mb[32];
-
-		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
-		setenv("SFS_STORE_MB", mb, 1);
 		rc = sup_query_setup(&cfg.q, &segs[0], cfg.workers);
 		if (rc) {
 			if (rc != 2)
@@ -1113,6 +1109,15 @@ int sfs_cmd_run(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, &old_mask);
 
+	/* The children's environment, set once before the metrics thread
+	 * exists: setenv() while another thread's getenv() (a scrape maps
+	 * the segments, shm/segment.c reads SFS_SHM_DIR) is a data race. */
+	if (is_job()) {
+		char mb[32];
+
+		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
+		setenv("SFS_STORE_MB", mb, 1);
+	}
 	/* Bound before anything starts (a port in use: exit 2), and started
 	 * with those signals blocked: its thread inherits the mask, so they
 	 * stay this loop's. */

@@ -11,7 +11,10 @@
 # has the same families.  The checkers are shown to fail on a doctored
 # scrape (a counter going back, a HELP line dropped), so they cannot pass
 # by testing nothing.  Bad --metrics-addr values and a port in use: one
-# line, exit 2, no segment made.  Then the run stops cleanly.  TAP-style.
+# line, exit 2, no segment made.  A client stalled mid-request blocks
+# neither another scrape nor the supervisor; a worker killed makes the job
+# recover, which /metrics follows (sfs_recoveries_total 1).  Then the run
+# stops cleanly.  TAP-style.
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
 SFS=$BIN/sfs
@@ -214,13 +217,47 @@ done
 grep -q "in use" "$OUT/bad.err" && ok "the port in use is said so" || nok "port in use: $(cat "$OUT/bad.err")"
 rm -f /dev/shm/sfs."$JOB-bad"*
 
+# A client that sends half a request and waits holds no one up: another
+# scrape is served, and the supervisor's loop keeps beating.
+exec 3<>"/dev/tcp/127.0.0.1/$PORT" && printf 'GET /metrics HTTP/1.1\r\n' >&3
+sleep 0.5
+if timeout 10 curl -sS -f -m 5 -o "$OUT/scrape3" "$URL"; then
+	age=$(awk '/^sfs_process_heartbeat_age_seconds\{.*role="supervisor"/ { print $NF }' "$OUT/scrape3")
+	awk -v a="$age" 'BEGIN { exit !(a != "" && a < 0.5) }' &&
+		ok "a half-sent request does not block a scrape or the supervisor (its heartbeat ${age}s old)" ||
+		nok "supervisor heartbeat age '$age' with a client stalled"
+else
+	nok "a scrape behind a stalled client failed"
+fi
+exec 3>&-
+
+# A recovery (a worker killed) makes new segments: the server follows them
+# and counts it.
+wpid=$(awk '/^sfs_process_pid\{.*role="worker",index="0"/ { print $NF }' "$OUT/scrape3")
+[ -n "$wpid" ] && [ "$wpid" -gt 0 ] && kill -9 "$wpid"
+rec=
+for ((t = 0; t < 100; t++)); do
+	if timeout 10 curl -s -f -m 5 -o "$OUT/scrape4" "$URL" &&
+		grep -q '^sfs_recoveries_total{job="'"$JOB"'"} 1$' "$OUT/scrape4" &&
+		grep -q '^sfs_job_generation{job="'"$JOB"'"} 2$' "$OUT/scrape4"; then
+		rec=1
+		break
+	fi
+	sleep 0.1
+done
+[ -n "$rec" ] && lint "$OUT/scrape4" >/dev/null 2>&1 &&
+	ok "after a worker is killed: the job recovers, /metrics says sfs_recoveries_total 1, generation 2" ||
+	nok "no recovery seen through /metrics (worker pid '$wpid')"
+
 kill -0 "$runpid" 2>/dev/null && ok "the run was live while scraped" ||
 	nok "the run ended before the scrapes (raise --events)"
 kill -INT "$runpid" 2>/dev/null
 wait "$runpid"
 rc=$?
 runpid=
-if [ $rc -le 1 ] && ! grep -q "a child failed" "$OUT/run.err" &&
+# The recovery stopped one incarnation for its failed worker; the last
+# stop must be the signal's.
+if [ $rc -le 1 ] && grep "stopping job" "$OUT/run.err" | tail -n 1 | grep -q Interrupt &&
 	! ls /dev/shm/sfs."$JOB".* >/dev/null 2>&1; then
 	ok "the run stops cleanly"
 else
