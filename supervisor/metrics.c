@@ -309,6 +309,7 @@ void sup_snap_take(struct sfs_seg *segs, int nsegs, struct sup_snap *s)
 		struct sup_snap_seg *g = &s->segs[n];
 
 		g->node = n;
+		snprintf(g->path, sizeof(g->path), "%s", segs[n].path);
 		g->size = h->sh_size;
 		g->used = sfs_seg_used(&segs[n]);
 		g->header = h->sh_data_off;
@@ -401,6 +402,7 @@ static void write_procs(const struct sup_snap *s, FILE *f)
 		{ "sfs_process_heartbeat_age_seconds", "gauge",
 		  "Time since the process last beat (registered processes only)" },
 		{ "sfs_process_cpu", "gauge", "CPU a child is pinned to (-1: none)" },
+		{ "sfs_process_node", "gauge", "NUMA node of the segment the process attached" },
 		{ "sfs_process_qsbr_token", "gauge",
 		  "Last QSBR token the process reported (0: offline)" },
 	};
@@ -433,6 +435,8 @@ static void write_procs(const struct sup_snap *s, FILE *f)
 					fprintf(f, "} %.3f\n", (double)p->heartbeat_age_ms / 1e3);
 				else if (k == 5)
 					fprintf(f, "} %d\n", p->cpu);
+				else if (k == 6)
+					fprintf(f, "} %d\n", p->node);
 				else
 					fprintf(f, "} %llu\n", (ull)p->qsbr);
 			}
@@ -451,6 +455,15 @@ static void write_segments(const struct sup_snap *s, FILE *f)
 		{ "sfs_segment_huge_pages", "gauge", "1 when the segment lives on hugetlbfs" },
 		{ "sfs_segment_owner_pid", "gauge", "Pid of the supervisor that created it" },
 	};
+
+	fam(f, "sfs_segment_info", "gauge", "The node's segment file");
+	for (int n = 0; n < s->nsegs; n++) {
+		fprintf(f, "sfs_segment_info{job=\"");
+		lv(f, s->job);
+		fprintf(f, "\",node=\"%d\",path=\"", s->segs[n].node);
+		lv(f, s->segs[n].path);
+		fprintf(f, "\"} 1\n");
+	}
 
 	for (unsigned k = 0; k < sizeof(fams) / sizeof(fams[0]); k++) {
 		fam(f, fams[k][0], fams[k][1], fams[k][2]);
@@ -491,6 +504,8 @@ static void write_workers(const struct sup_snap *s, FILE *f)
 			}
 		}
 	}
+	WFAM(f, s, has_ctl, "sfs_worker_node", "gauge",
+	     "NUMA node of the worker's region", "%d", w->node);
 	WFAM(f, s, has_ctl, "sfs_worker_buffer_size_bytes", "gauge",
 	     "Bytes of each write buffer of the worker", "%llu", (ull)w->buf_bytes);
 	WFAM(f, s, has_ctl, "sfs_worker_key_group_first", "gauge",

@@ -36,6 +36,7 @@ struct sup_snap_proc {
 
 struct sup_snap_seg {
 	int node;
+	char path[256];
 	uint64_t size, used, header, page_size;
 	unsigned regions;
 	int huge, owner_pid;

@@ -155,45 +155,76 @@ static const struct sup_snap_worker *worker_in(const struct sup_snap *s, uint32_
 	return NULL;
 }
 
-/* The newest checkpoints on disk: id, size, bytes new, files; durations
- * from the region (the i-th newest completed by this incarnation). */
+/* Files of checkpoint @m that the older checkpoint @older does not hold:
+ * what it linked or copied anew (its private files are always new).
+ * O(files^2) over a few dozen files. */
+static unsigned new_files(const struct ck_meta *m, const struct ck_meta *older)
+{
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		uint32_t j = 0;
+
+		if (m->files[i].shared)
+			for (; j < older->nfiles; j++)
+				if (!strcmp(m->files[i].path, older->files[j].path))
+					break;
+		n += !m->files[i].shared || j == older->nfiles;
+	}
+	return n;
+}
+
+/* The newest checkpoints on disk: id, size, bytes and files new (against
+ * the next older one on disk), files; durations from the region (the i-th
+ * newest completed by this incarnation). */
 static void checkpoints(const struct sup_snap *b, struct frame *f, int max)
 {
 	char root[PATH_MAX - 64];
+	struct ck_meta m[6];
 	uint64_t *ids = NULL;
 	size_t n = 0;
-	int shown = 0;
+	int nm = 0;
 	unsigned k = 0;	/* rank among those this incarnation completed */
 
 	if (!b->data_dir[0])
 		return;
+	if (max > 5)
+		max = 5;
 	snprintf(root, sizeof(root), "%s/checkpoints", b->data_dir);
 	if (ck_ids(root, &ids, &n) || !n) {
 		free(ids);
 		addl(f, "  (none completed yet)");
 		return;
 	}
-	addl(f, "  %-8s %10s %12s %12s %7s", "ID", "DURATION", "SIZE", "NEW", "FILES");
-	for (size_t i = 0; i < n && shown < max; i++) {
-		char dir[PATH_MAX], dur[32], sz[32], nw[32];
-		struct ck_meta m;
+	/* ids newest first; one more than shown, for the files new. */
+	for (size_t i = 0; i < n && nm <= max; i++) {
+		char dir[PATH_MAX];
 
 		snprintf(dir, sizeof(dir), "%s/chk-%llu", root, (ull)ids[i]);
-		if (ck_read(dir, NULL, 0, &m))
-			continue;
+		if (ck_read(dir, NULL, 0, &m[nm]) == 0)
+			nm++;
+	}
+	free(ids);
+	addl(f, "  %-8s %10s %12s %12s %13s", "ID", "DURATION", "SIZE", "NEW", "FILES NEW/ALL");
+	for (int i = 0; i < nm && i < max; i++) {
+		char dur[32], sz[32], nw[32], fl[32];
+
 		/* Newer than the region's snapshot (completed since), or older
 		 * than the durations kept: no duration. */
-		if (ids[i] <= b->ck_done && k < b->ck_nrecent)
+		if (m[i].id <= b->ck_done && k < b->ck_nrecent)
 			snprintf(dur, sizeof(dur), "%.1f ms", b->ck_recent_us[k++] / 1e3);
 		else
 			snprintf(dur, sizeof(dur), "-");
-		bytes_h(sz, sizeof(sz), m.total_bytes);
-		bytes_h(nw, sizeof(nw), m.new_bytes);
-		addl(f, "  %-8llu %10s %12s %12s %7u", (ull)ids[i], dur, sz, nw, m.nfiles);
-		ck_meta_free(&m);
-		shown++;
+		bytes_h(sz, sizeof(sz), m[i].total_bytes);
+		bytes_h(nw, sizeof(nw), m[i].new_bytes);
+		if (i + 1 < nm)
+			snprintf(fl, sizeof(fl), "%u/%u", new_files(&m[i], &m[i + 1]), m[i].nfiles);
+		else
+			snprintf(fl, sizeof(fl), "-/%u", m[i].nfiles);
+		addl(f, "  %-8llu %10s %12s %12s %13s", (ull)m[i].id, dur, sz, nw, fl);
 	}
-	free(ids);
+	for (int i = 0; i < nm; i++)
+		ck_meta_free(&m[i]);
 }
 
 /* One frame from two snapshots @a (older) and @b, at most @rows lines. */
