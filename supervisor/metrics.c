@@ -117,8 +117,10 @@ static void take_procs(struct sfs_seg *segs, int nsegs, struct sup_snap *s)
 			const struct sfs_proc_slot *sl = &segs[n].hdr->sh_procs[i];
 			struct sup_snap_proc *p;
 
+			/* Room is kept for every child (below). */
 			if (!sfs_proc_slot_alive(sl) ||
-			    (sl->ps_role != SFS_ROLE_SUPERVISOR && sl->ps_role != SFS_ROLE_CLIENT))
+			    (sl->ps_role != SFS_ROLE_SUPERVISOR && sl->ps_role != SFS_ROLE_CLIENT) ||
+			    s->nprocs == SFS_MAX_PROCS)
 				continue;
 			p = &s->procs[s->nprocs++];
 			memset(p, 0, sizeof(*p));

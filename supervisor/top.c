@@ -471,7 +471,7 @@ int sfs_cmd_top(int argc, char **argv)
 	static struct cpu_sample cpus[2];
 	static struct frame fr;
 	const char *job = NULL;
-	int once = 0, o, cur = 0, rows, cols, gone = 0;
+	int once = 0, o, cur = 0, rows, cols, gone = 0, keys;
 	long interval_ms = 1000;
 
 	optind = 1;
@@ -512,10 +512,13 @@ int sfs_cmd_top(int argc, char **argv)
 		return 0;
 	}
 	term_enter();
-	/* The first frame after a short interval, then every interval_ms. */
+	/* The first frame after a short interval, then every interval_ms.
+	 * Keys are read from a terminal only (stdin at EOF would end it at
+	 * once: without one, a signal stops it). */
+	keys = isatty(STDIN_FILENO);
 	for (long wait_ms = interval_ms < 250 ? interval_ms : 250; !stop_sig;) {
 		struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
-		int r = poll(&p, 1, (int)wait_ms);
+		int r = poll(&p, keys ? 1 : 0, (int)wait_ms);
 
 		if (r < 0 && errno == EINTR)
 			continue;	/* a signal: stop_sig says which */
