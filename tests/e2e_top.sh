@@ -108,11 +108,12 @@ for how in q C-c; do
 	sleep 2
 	tm send-keys -t "t$how" "$how"
 	if until_ok 5 test -s "$OUT/stty-$how"; then
-		if grep -q -w -- icanon "$OUT/stty-$how" && grep -q -w -- echo "$OUT/stty-$how" &&
+		if grep -q '^rc=0$' "$OUT/rc-$how" &&
+			grep -q -w -- icanon "$OUT/stty-$how" && grep -q -w -- echo "$OUT/stty-$how" &&
 			! grep -q -w -- -icanon "$OUT/stty-$how" && ! grep -q -w -- -echo "$OUT/stty-$how"; then
-			ok "$how: the terminal is back in canonical mode with echo ($(cat "$OUT/rc-$how"))"
+			ok "$how: sfs top exits 0, the terminal is back in canonical mode with echo"
 		else
-			nok "$how: terminal modes: $(grep -o -w -E -- '-?(icanon|echo)' "$OUT/stty-$how" | tr '\n' ' ')"
+			nok "$how: $(cat "$OUT/rc-$how"), terminal modes: $(grep -o -w -E -- '-?(icanon|echo)' "$OUT/stty-$how" | tr '\n' ' ')"
 		fi
 		a=$(tm display -p -t "t$how" '#{alternate_on}')
 		[ "$a" = 0 ] && ok "$how: the alternate screen is left" || nok "$how: alternate_on '$a'"
