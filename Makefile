@@ -155,9 +155,13 @@ install: $(SHLIB) $(LIB) $(BINS) $(INSTALL_ENV)
 uninstall: $(INSTALL_ENV)
 	DESTDIR='$(DESTDIR)' ./scripts/install.sh --uninstall '$(PREFIX)' $(INSTALL_ENV)
 
+# bin/sfs alone serves HTTP (`sfs run --metrics-addr`): libmicrohttpd is linked there,
+# never into libsfs (nor named by sfs.pc).
+SFS_PKGS := libmicrohttpd
+$(SUP_SRCS:%.c=$(BUILD)/%.o): PKG_CFLAGS += $(shell pkg-config --cflags $(SFS_PKGS) 2>/dev/null)
 $(BIN)/sfs: $(SUP_SRCS:%.c=$(BUILD)/%.o) $(BENCH_STATE_SRCS:%.c=$(BUILD)/%.o) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs $(SFS_PKGS) 2>/dev/null)
 $(BIN)/sfs-%: $(BUILD)/%/main.o $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

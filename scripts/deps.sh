@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages sfs builds, tests and benchmarks with.
+# Installs the Debian packages sfs builds, tests and benchmarks with
+# (libmicrohttpd-dev: bin/sfs's /metrics server; prometheus: its promtool
+# checks the metrics in tests/e2e_metrics.sh; tmux drives sfs top in
+# tests/e2e_top.sh; curl scrapes).
 # Idempotent: asks dpkg first, so a warm machine does no apt work at all.
 # A fresh Debian image has no package lists: 'apt-get update' runs once,
 # only when something is actually missing.
@@ -7,7 +10,7 @@ set -eu
 
 PKGS="build-essential pkg-config librocksdb-dev rocksdb-tools liblz4-dev
 libzstd-dev liburcu-dev libjemalloc-dev libnuma-dev libcriterion-dev
-sqlite3 gnuplot-nox strace"
+sqlite3 gnuplot-nox strace libmicrohttpd-dev prometheus tmux curl"
 
 missing=""
 for p in $PKGS; do

@@ -77,6 +77,7 @@ uint64_t sfs_ckpt_layout(uint64_t h)
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_interval_ms);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_start);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_restored_id);
+	SFS_FP_FIELD(h, struct sfs_ckpt, ck_recoveries);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_data_dir);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_config);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_barrier_req);

@@ -28,7 +28,7 @@
  * requested again: the group's end takes over.
  *
  * Ownership (who writes which bytes, and how it is published):
- *  - configuration (ck_workers ... ck_restored): the supervisor, before any
+ *  - configuration (ck_workers ... ck_recoveries): the supervisor, before any
  *    child starts; read-only for the life of the segment.  Readers find the
  *    region by name (the directory entry is published with a release
  *    store), so no further ordering is needed.
@@ -57,7 +57,7 @@ struct sfs_task;
 
 #define SFS_CKPT_REGION      "ckpt"
 #define SFS_CKPT_MAGIC       0x74706b6320736673ull /* "sfs ckpt" */
-#define SFS_CKPT_VERSION     1u
+#define SFS_CKPT_VERSION     2u  /* 2: ck_recoveries */
 #define SFS_CKPT_MAX_WORKERS 48u
 #define SFS_CKPT_PATH_MAX    256u
 #define SFS_CKPT_CONFIG_MAX  256u
@@ -109,6 +109,10 @@ struct sfs_ckpt {
 	uint32_t ck_start;          /* enum sfs_start_kind (include/sfs.h) */
 	uint32_t ck_prev_workers;   /* workers of the restored checkpoint (0: fresh) */
 	uint64_t ck_restored_id;    /* checkpoint restored from (0: fresh) */
+	uint32_t ck_recoveries;     /* restarts of the whole job from a checkpoint before
+				     * this incarnation (the supervisor's count; a report
+				     * for `sfs stat` and /metrics) */
+	uint32_t ck_pad0;
 	char ck_data_dir[SFS_CKPT_PATH_MAX];
 	/* "key=value ..." the checkpoints record and a restore must match
 	 * (the runner's own: query, events, ...); the checkpointer appends

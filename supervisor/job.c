@@ -582,6 +582,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	ck->ck_max_parallelism = job->rj_max_parallelism;
 	ck->ck_interval_ms = q->checkpoint_ns / MS;
 	ck->ck_retain = q->retain;
+	ck->ck_recoveries = q->recoveries;
 	snprintf(ck->ck_data_dir, sizeof(ck->ck_data_dir), "%s", q->data_dir);
 	job_config(q);
 	rc = q->restore || q->recover_id ? restore(q, workers) : fresh(q);

@@ -20,7 +20,8 @@ static void usage(FILE *f)
 		"\n"
 		"commands:\n"
 		"  run       run a job as a supervised process group (foreground)\n"
-		"  stat      show a running group's processes and segments\n"
+		"  stat      show a running group's processes and segments (--prometheus)\n"
+		"  top       a live terminal view of a running group\n"
 		"  get       read one key of a running job's state (queryable state)\n"
 		"  clean     remove a dead job's leftover segments\n"
 		"  checkpoints  list the checkpoints of a data directory\n"
@@ -89,6 +90,8 @@ int main(int argc, char **argv)
 		return sfs_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stat"))
 		return sfs_cmd_stat(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "top"))
+		return sfs_cmd_top(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "get"))
 		return sfs_cmd_get(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "clean"))

@@ -38,6 +38,7 @@
 #include "shm/proc.h"
 #include "runtime/backend.h"
 #include "store/target.h"
+#include "supervisor/metrics.h"
 #include "supervisor/sup.h"
 
 #define MS 1000000ull
@@ -62,6 +63,7 @@ struct run_cfg {
 	unsigned max_recoveries;   /* job restarts from a checkpoint */
 	int maint_spare;           /* --maintenance-cpus spare */
 	unsigned maint_threads;    /* --maintenance-threads; 0: per node, its spare cores */
+	const char *metrics_addr;  /* --metrics-addr: serve /metrics there (NULL: no) */
 	char job_buf[64];
 	char data_buf[PATH_MAX];
 };
@@ -123,6 +125,9 @@ static void usage(FILE *f)
 		"  --bin-dir DIR          where sfs-worker etc. live (default: beside sfs)\n"
 		"  --merge-lib PATH       shared object whose sfs_merge_init() defines user merge\n"
 		"                         operators; loaded here and in every child\n"
+		"  --metrics-addr [HOST:]PORT  serve the group's Prometheus metrics at\n"
+		"                         http://HOST:PORT/metrics while it runs (HOST\n"
+		"                         default 127.0.0.1); what sfs stat --prometheus prints\n"
 		"\n"
 		"A query job (the Nexmark suite; --job defaults to nexmark-QUERY):\n"
 		"  --query qN             q3 q4 q5 q7 q8 q9 q11 q12 q15 q17 q18 q19 q20\n"
@@ -818,6 +823,7 @@ static int parse(int argc, char **argv)
 		{ "maintenance-cpus", required_argument, NULL, 'U' },
 		{ "maintenance-threads", required_argument, NULL, 'N' },
 		{ "merge-lib", required_argument, NULL, 'L' },
+		{ "metrics-addr", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -944,6 +950,7 @@ static int parse(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'A': cfg.metrics_addr = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -1047,10 +1054,6 @@ static int start_group(uint64_t generation, struct sfs_proc_slot **me)
 	memset(kids, 0, sizeof(kids));
 	plan_children();
 	if (is_job()) {
-		char mb[32];
-
-		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
-		setenv("SFS_STORE_MB", mb, 1);
 		rc = sup_query_setup(&cfg.q, &segs[0], cfg.workers);
 		if (rc) {
 			if (rc != 2)
@@ -1084,6 +1087,7 @@ static int exec_done(void)
 
 int sfs_cmd_run(int argc, char **argv)
 {
+	struct sup_metrics_server *metrics = NULL;
 	struct sfs_proc_slot *me = NULL;
 	uint64_t generation = 1, t0, stop_at;
 	unsigned recoveries = 0;
@@ -1105,16 +1109,34 @@ int sfs_cmd_run(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, &old_mask);
 
+	/* The children's environment, set once before the metrics thread
+	 * exists: setenv() while another thread's getenv() (a scrape maps
+	 * the segments, shm/segment.c reads SFS_SHM_DIR) is a data race. */
+	if (is_job()) {
+		char mb[32];
+
+		snprintf(mb, sizeof(mb), "%llu", (unsigned long long)(cfg.q.store_bytes >> 20));
+		setenv("SFS_STORE_MB", mb, 1);
+	}
+	/* Bound before anything starts (a port in use: exit 2), and started
+	 * with those signals blocked: its thread inherits the mask, so they
+	 * stay this loop's. */
+	if (cfg.metrics_addr && (rc = sup_metrics_serve(cfg.metrics_addr, cfg.job, &metrics)))
+		return rc;
 	rc = recover_stale(&generation);
-	if (rc)
+	if (rc) {
+		sup_metrics_stop(metrics);
 		return rc == SFS_ERUNNING ? 2 : 1;
+	}
 	t0 = sfs_now_ns();
 	stop_at = cfg.duration_ns ? t0 + cfg.duration_ns : UINT64_MAX;
 	for (;;) {
 		failed = sig = done = recover = 0;
 		rc = start_group(generation, &me);
-		if (rc > 0)
+		if (rc > 0) {
+			sup_metrics_stop(metrics);
 			return rc;
+		}
 		failed = rc != 0;
 		while (!failed) {
 			struct timespec tick = { 0, (long)TICK_NS };
@@ -1185,6 +1207,7 @@ int sfs_cmd_run(int argc, char **argv)
 		account_segments();
 		rc = sup_query_finish(&cfg.q, done && !failed, &used);
 	}
+	sup_metrics_stop(metrics);
 	sfs_proc_unregister(me);
 	destroy_segments();
 	sfs_log("job %s stopped", cfg.job);

@@ -15,6 +15,7 @@
 #include "common/procinfo.h"
 #include "shm/proc.h"
 #include "worker/state.h"
+#include "supervisor/metrics.h"
 #include "supervisor/sup.h"
 #include "store/target.h"
 
@@ -138,9 +139,11 @@ static void print_workers(struct sfs_seg *segs, int nsegs, int json)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: sfs stat --job NAME [--json]\n"
+	fprintf(f, "usage: sfs stat --job NAME [--json | --prometheus]\n"
 		   "Prints a running group's processes (role, pid, state, restarts,\n"
-		   "heartbeat age) and its segments' usage.\n");
+		   "heartbeat age) and its segments' usage.  --json: one object;\n"
+		   "--prometheus: the Prometheus text format (what sfs run --metrics-addr\n"
+		   "serves at /metrics).\n");
 }
 
 int sfs_cmd_stat(int argc, char **argv)
@@ -148,13 +151,14 @@ int sfs_cmd_stat(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "job", required_argument, NULL, 'j' },
 		{ "json", no_argument, NULL, 'J' },
+		{ "prometheus", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sfs_seg segs[MAX_NODES];
 	struct proc_row rows[SFS_MAX_CHILDREN + SFS_MAX_PROCS];
 	const char *job = NULL;
-	int json = 0, o, nsegs = 0, nrows = 0, want = sfs_node_count();
+	int json = 0, prom = 0, o, nsegs = 0, nrows = 0, want = sfs_node_count();
 	uint64_t now;
 
 	optind = 1;
@@ -162,6 +166,7 @@ int sfs_cmd_stat(int argc, char **argv)
 		switch (o) {
 		case 'j': job = optarg; break;
 		case 'J': json = 1; break;
+		case 'P': prom = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -174,6 +179,17 @@ int sfs_cmd_stat(int argc, char **argv)
 	if (sfs_job_name_check(job)) {
 		fprintf(stderr, "sfs stat: %s\n", sfs_last_error());
 		return 2;
+	}
+	if (json && prom) {
+		fprintf(stderr, "sfs stat: --json and --prometheus: one or the other\n");
+		return 2;
+	}
+	if (prom) {
+		if (sup_metrics_text(job, stdout)) {
+			fprintf(stderr, "sfs stat: %s\n", sfs_last_error());
+			return 1;
+		}
+		return 0;
 	}
 	for (int n = 0; n < want && n < MAX_NODES; n++) {
 		if (sfs_seg_attach(job, n, &segs[n])) {

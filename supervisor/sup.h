@@ -10,6 +10,7 @@
 
 int sfs_cmd_run(int argc, char **argv);
 int sfs_cmd_stat(int argc, char **argv);
+int sfs_cmd_top(int argc, char **argv);
 int sfs_cmd_get(int argc, char **argv);
 int sfs_cmd_clean(int argc, char **argv);
 int sfs_cmd_gen(int argc, char **argv);
