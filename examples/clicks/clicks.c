@@ -373,5 +373,6 @@ int main(int argc, char **argv)
 	sfs_task_finish(w.task);
 	sfs_task_close(w.task);
 	sfs_worker_close(w.ctx);
+	free(w.out);
 	return 0;
 }
