@@ -15,6 +15,14 @@ fails=0
 ok()   { echo "ok - $*"; }
 nok()  { echo "not ok - $*"; fails=$((fails + 1)); }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else nok "$what"; fi; }
+# check_rc WHAT RC WANT [CMD...]: the exit code RC is WANT and CMD, if any,
+# succeeds (one verdict for both: `check ... [ $? -eq N ] && grep ...` said
+# ok before the grep ran, so the grep's half was never checked).
+check_rc() {
+	local what=$1 rc=$2 want=$3
+	shift 3
+	if [ "$rc" -eq "$want" ] && { [ $# -eq 0 ] || "$@"; }; then ok "$what"; else nok "$what"; fi
+}
 note() { echo "# $*"; }
 
 cleanup() {
@@ -76,10 +84,10 @@ for c in run stat clean bench; do
 done
 "$SFS" run >/dev/null 2>&1;                    check "run without --job exits 2" [ $? -eq 2 ]
 "$SFS" run --job "$JOB" --workers abc >/dev/null 2>"$OUT/e"
-check "run --workers abc exits 2 naming the option" [ $? -eq 2 ] && grep -q -- --workers "$OUT/e"
+check_rc "run --workers abc exits 2 naming the option" $? 2 grep -q -- --workers "$OUT/e"
 "$SFS" run --job 'bad/name' >/dev/null 2>&1;   check "run with a bad job name exits 2" [ $? -eq 2 ]
 "$SFS" stat --job "$JOB" >/dev/null 2>"$OUT/e"
-check "stat of a job that is not running exits 1 and says so" [ $? -eq 1 ] && grep -q "running" "$OUT/e"
+check_rc "stat of a job that is not running exits 1 and says so" $? 1 grep -q "running" "$OUT/e"
 "$BIN/sfs-worker" --index 1 >/dev/null 2>&1;   check "sfs-worker without --job exits 2" [ $? -eq 2 ]
 # jemalloc is every sfs process's malloc (ASan builds bring their own).
 alloc=${SFS_EXPECT_ALLOC:-jemalloc}
@@ -122,7 +130,7 @@ EOF
 }
 check "compactor and checkpointer: SCHED_BATCH, on the cores no worker holds" maint_placed
 "$SFS" run --job "$JOB" --workers 1 >/dev/null 2>"$OUT/e2"
-check "a second run of the same job is refused" [ $? -eq 2 ] && grep -q "running" "$OUT/e2"
+check_rc "a second run of the same job is refused" $? 2 grep -q "running" "$OUT/e2"
 
 # ---- kill -9 of each role is restarted ------------------------------------
 for spec in "worker 0" "compactor 0" "checkpointer 0"; do
