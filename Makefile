@@ -5,6 +5,7 @@
 #   make run        install, build and run the main job (a supervised group: start, work,
 #                   report, stop)
 #   make asan       the tests under AddressSanitizer + UBSan (objects in build-asan/)
+#   make tsan       the multi-threaded processes under ThreadSanitizer in real runs (build-tsan/)
 #   make bench      benchmarks; figures go to bench/RESULTS.md by hand, with the command
 #   make bench-scale  bench/scale.sh: queries x backends x 2M/20M/100M events, one run at a
 #                   time (hours; QUERIES, BACKENDS, EVENTS, TIMEOUT... narrow it, see the script)
@@ -96,7 +97,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test run asan bench bench-scale soak clean fuzz install uninstall FORCE
+.PHONY: all deps test run asan tsan bench bench-scale soak clean fuzz install uninstall FORCE
 # Keep objects make would treat as intermediates (role mains).
 .SECONDARY:
 all: $(DEPS_OK) $(LIB) $(BINS) $(SHLIB) $(INSTALL_ENV)
@@ -189,6 +190,14 @@ asan:
 	SFS_NEXMARK_EVENTS=50000 TEST_TIMEOUT=900 \
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin ALLOC_LIB= EXPECT_ALLOC=libc OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+# ThreadSanitizer over the multi-threaded processes in real runs (scripts/tsan.sh
+# says why not the unit tests); shm/atomic.h maps its atomics to GCC's builtins there.
+tsan:
+	$(MAKE) BUILD=build-tsan BIN=build-tsan/bin ALLOC_LIB= EXPECT_ALLOC=libc OPT="-O1 -g" \
+	  SAN="-fsanitize=thread" build-tsan/bin/sfs build-tsan/bin/sfs-worker \
+	  build-tsan/bin/sfs-compactor build-tsan/bin/sfs-checkpointer
+	SFS_BIN=$(abspath build-tsan/bin) ./scripts/tsan.sh
 
 run: all
 	./scripts/run-demo.sh

@@ -39,4 +39,38 @@
 #define sfs_load_relaxed(p) CMM_LOAD_SHARED(*(p))
 #define sfs_store_relaxed(p, v) CMM_STORE_SHARED(*(p), (v))
 
+#ifdef __SANITIZE_THREAD__
+/*
+ * ThreadSanitizer sees neither liburcu's inline-assembly atomics nor the
+ * plain loads and stores behind CMM_LOAD_SHARED and its fences: under
+ * -fsanitize=thread the same orders go through GCC's __atomic builtins,
+ * which it models (on x86 they are the same instructions).  Only TSan
+ * builds take this branch (make tsan).
+ */
+#undef uatomic_read
+#undef uatomic_set
+#undef uatomic_add
+#undef uatomic_add_return
+#undef uatomic_inc
+#undef uatomic_dec
+#undef uatomic_xchg
+#undef uatomic_cmpxchg
+#define uatomic_read(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define uatomic_set(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define uatomic_add_return(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+#define uatomic_add(p, v) ((void)__atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST))
+#define uatomic_inc(p) uatomic_add((p), 1)
+#define uatomic_dec(p) uatomic_add((p), -1)
+#define uatomic_xchg(p, v) __atomic_exchange_n((p), (v), __ATOMIC_SEQ_CST)
+#define uatomic_cmpxchg(p, o, n) __sync_val_compare_and_swap((p), (o), (n))
+#undef sfs_load_acquire
+#undef sfs_store_release
+#undef sfs_load_relaxed
+#undef sfs_store_relaxed
+#define sfs_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define sfs_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define sfs_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define sfs_store_relaxed(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#endif
+
 #endif

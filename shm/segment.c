@@ -4,6 +4,7 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <numa.h>
 #include <numaif.h>
 #include <stdio.h>
@@ -70,14 +71,34 @@ static const char *shm_dir(void)
 	return d && *d ? d : "/dev/shm";
 }
 
+/* /proc/mounts costs ~25 us to parse; mounts do not change under a
+ * running group, so the answer is kept for the process's life, found once
+ * (pthread_once: the supervisor's metrics thread attaches segments too). */
+static pthread_once_t huge_once = PTHREAD_ONCE_INIT;
+static char huge_mount[256];	/* "" = none */
+
+static void huge_find(void)
+{
+	char line[512], dev[128], mnt[256], type[64];
+	FILE *f = fopen("/proc/mounts", "re");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%127s %255s %63s", dev, mnt, type) == 3 &&
+		    strcmp(type, "hugetlbfs") == 0) {
+			snprintf(huge_mount, sizeof(huge_mount), "%s", mnt);
+			break;
+		}
+	fclose(f);
+}
+
 /* A hugetlbfs mount to place segments on: $SFS_HUGETLBFS, else the first
  * hugetlbfs in /proc/mounts; NULL when there is none. */
 static const char *huge_dir(char *buf, size_t n)
 {
 	const char *env = getenv("SFS_HUGETLBFS");
 	struct statfs sf;
-	char line[512], dev[128], mnt[256], type[64];
-	FILE *f;
 
 	if (env && *env) {
 		if (statfs(env, &sf) == 0 && (unsigned long)sf.f_type == HUGETLBFS_MAGIC) {
@@ -86,33 +107,11 @@ static const char *huge_dir(char *buf, size_t n)
 		}
 		return NULL;
 	}
-	/* /proc/mounts costs ~25 us to parse; mounts do not change under a
-	 * running group, so the answer is kept for the process's life. */
-	static int cached = -1;
-	static char cached_dir[256];
-
-	if (cached == 0)
+	pthread_once(&huge_once, huge_find);
+	if (!huge_mount[0])
 		return NULL;
-	if (cached == 1) {
-		snprintf(buf, n, "%s", cached_dir);
-		return buf;
-	}
-	cached = 0;
-	f = fopen("/proc/mounts", "re");
-	if (!f)
-		return NULL;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%127s %255s %63s", dev, mnt, type) == 3 &&
-		    strcmp(type, "hugetlbfs") == 0) {
-			fclose(f);
-			snprintf(cached_dir, sizeof(cached_dir), "%s", mnt);
-			cached = 1;
-			snprintf(buf, n, "%s", mnt);
-			return buf;
-		}
-	}
-	fclose(f);
-	return NULL;
+	snprintf(buf, n, "%s", huge_mount);
+	return buf;
 }
 
 static int path_in(const char *dir, const char *job, int node, char *buf, size_t n)

@@ -371,7 +371,7 @@ struct sfs_target_writer {
 	int bg_on;
 	int bg_idle;                /* background thread: runs under SCHED_IDLE now */
 	int bg_can_idle;            /* ... and may switch back (bg_priority) */
-	volatile int stop;
+	int stop;                   /* close (release), the background thread (relaxed) */
 	struct scratch main_sc;     /* lookups of the main thread */
 	struct scratch bg_sc;       /* ... and of the background thread */
 };
@@ -2057,7 +2057,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
 	if (!rc)
 		rc = sfs_df_writer_open(path, &wo, &out);
-	while (!rc && !w->stop) {
+	while (!rc && !sfs_load_relaxed(&w->stop)) {
 		int best = -1;
 
 		for (size_t k = 0; k < n; k++) {
@@ -2085,7 +2085,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		rc = rc < 0 ? rc : 0;
 	}
 	bg_priority(w, 0);	/* no lock is taken at idle priority: see bg_priority */
-	if (w->stop && !rc)
+	if (sfs_load_relaxed(&w->stop) && !rc)
 		rc = -ECANCELED;
 	if (!rc && outrow == 0) {
 		sfs_df_writer_abort(out);	/* every row masked meanwhile */
@@ -2184,10 +2184,10 @@ static void *bg_main(void *arg)
 	struct sfs_target_writer *w = arg;
 
 	w->bg_can_idle = bg_may_idle();
-	while (!w->stop) {
+	while (!sfs_load_relaxed(&w->stop)) {
 		int did = 0;
 
-		for (uint32_t sid = 0; sid < SFS_MAX_STATES && !w->stop; sid++) {
+		for (uint32_t sid = 0; sid < SFS_MAX_STATES && !sfs_load_relaxed(&w->stop); sid++) {
 			struct table *t = table_at(w, sid);
 
 			if (!t)
@@ -2472,7 +2472,7 @@ static void tbl_close(struct sfs_target_writer *w)
 	if (!w)
 		return;
 	if (w->bg_on) {
-		w->stop = 1;
+		sfs_store_release(&w->stop, 1);
 		pthread_join(w->bg, NULL);
 	}
 	for (uint32_t sid = 0; sid < SFS_MAX_STATES; sid++) {
@@ -2491,12 +2491,15 @@ static void tbl_close(struct sfs_target_writer *w)
 	scratch_free(&w->main_sc);
 	scratch_free(&w->bg_sc);
 	free(w->del);	/* pending unlinks: orphans the next open collects */
-	if (w->in_commit)
-		pthread_mutex_unlock(&w->commit_mu);
 	free(w->gt);
 	free(w->gf);
 	pthread_mutex_destroy(&w->pub_mu);
-	pthread_mutex_destroy(&w->commit_mu);
+	/* A commit left half-way (a stop mid-flush) holds commit_mu, locked by
+	 * the maintenance thread that owned this writer and has stopped: it is
+	 * neither unlocked from here (another thread's lock: undefined) nor
+	 * destroyed (a held mutex: undefined); its memory goes with w. */
+	if (!w->in_commit)
+		pthread_mutex_destroy(&w->commit_mu);
 	pthread_mutex_destroy(&w->del_mu);
 	free(w);
 }
