@@ -310,8 +310,12 @@ int sfs_cmd_export(int argc, char **argv)
 		goto out_meta;
 	}
 	if (!t->scan) {
+		/* rocksdb-direct: its states live in the workers' RocksDB only, so
+		 * its checkpoints carry no registry (states= is empty) to name
+		 * them and say how to fold them */
 		fprintf(stderr, "sfs export: %s: checkpoints of the %s backend cannot be read "
-			"offline (only table, rocksdb and memory)\n", dir, t->name);
+			"offline (no state registry; table, rocksdb and memory can)\n", dir,
+			t->name);
 		rc = 1;
 		goto out_meta;
 	}
