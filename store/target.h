@@ -52,6 +52,18 @@
  *  - forget(env, w): a fresh start: drop what a restore left in w's
  *    instance and no group adopted yet (this group must not adopt it).
  * Any of the three may be NULL: that target cannot restore (say so).
+ *  - scan(dir, states, fn, arg): offline, no segment, no child: read the
+ *    files of one worker's checkpoint restored flat in @dir (what put()
+ *    places) with the target's own code, and call fn once per live entry
+ *    with its newest visible version: merges folded with the state's
+ *    operator, deletes and cleared maps dropped, in no promised order.
+ *    @states is the checkpoint's registry (SFS_MAX_STATES entries indexed
+ *    by state id, sd_state SFS_SDESC_READY where one is registered).  The
+ *    entry's key is the buffered key (kg | state | rest, common/keygroup.h:
+ *    rest is the key of a value or counter, parent rest | user key of a
+ *    map or list entry); a counter's value is its folded int64 (8 bytes,
+ *    native).  A non-zero return of fn stops the scan and is passed on.
+ *    `sfs export` is its user.  NULL: the target cannot be read offline.
  *
  * Reports (NULL: none): summary_json(s, workers, out) appends the target's
  * counters over workers [0, workers) to a run's --json summary, as
@@ -102,6 +114,17 @@ struct sfs_target_env {
 	const struct sfs_target_cfg *cfg;
 };
 
+/* One entry of a scan (see "scan" above); valid during the callback. */
+struct sfs_scan_entry {
+	const void *key;         /* kg | state | rest */
+	uint32_t klen;
+	uint64_t ns;
+	const void *val;
+	uint32_t vlen;
+};
+
+struct sfs_state_desc;
+
 struct sfs_target_ops {
 	const char *name;
 	int (*open)(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot *self,
@@ -134,6 +157,8 @@ struct sfs_target_ops {
 	int (*rebuild)(const struct sfs_target_env *e, uint32_t worker, const char *const *src,
 		       unsigned n, uint32_t kg_lo, uint32_t kg_hi);
 	int (*forget)(const struct sfs_target_env *e, uint32_t worker);
+	int (*scan)(const char *dir, const struct sfs_state_desc *states,
+		    int (*fn)(void *arg, const struct sfs_scan_entry *e), void *arg);
 
 	/* Reports. */
 	void (*summary_json)(struct sfs_seg *s, uint32_t workers, FILE *out);

@@ -27,6 +27,7 @@ static void usage(FILE *f)
 		"  checkpoints  list the checkpoints of a data directory\n"
 		"  savepoint    write a self-contained copy of a checkpoint\n"
 		"  inspect   look inside a checkpoint, table directory, data file or index\n"
+		"  export    a checkpoint's state as rows (csv or jsonl), read offline\n"
 		"  bench     benchmarks: 'sfs bench state' (keyed state vs raw table and RocksDB)\n"
 		"  gen       write Nexmark events as CSV (person, auction, bid)\n"
 		"  version   print versions of sfs and its allocator\n"
@@ -102,6 +103,8 @@ int main(int argc, char **argv)
 		return sfs_cmd_savepoint(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "inspect"))
 		return sfs_cmd_inspect(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "export"))
+		return sfs_cmd_export(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return sfs_cmd_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "gen"))

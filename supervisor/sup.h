@@ -17,6 +17,7 @@ int sfs_cmd_gen(int argc, char **argv);
 int sfs_cmd_checkpoints(int argc, char **argv);
 int sfs_cmd_savepoint(int argc, char **argv);
 int sfs_cmd_inspect(int argc, char **argv);
+int sfs_cmd_export(int argc, char **argv);
 
 /* `sfs run --query`: the query job's arguments (supervisor/job.c). */
 struct sup_query {

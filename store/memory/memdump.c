@@ -285,13 +285,13 @@ void sfs_mdump_stop(struct sfs_mstore_writer *w, struct sfs_mdump_job *j)
 		sfs_mstore_thaw(w);	/* it had finished: no redo for the successor */
 }
 
-int sfs_mdump_load(struct sfs_mstore_writer *w, const char *path, uint32_t kg_lo,
-		   uint32_t kg_hi, uint64_t *records)
+int sfs_mdump_read(const char *path, int (*fn)(void *arg, const struct sfs_mdump_rec *r),
+		   void *arg, uint64_t *records)
 {
 	FILE *f = fopen(path, "r");
 	char magic[8];
 	uint32_t hw[2];
-	uint64_t n = 0, loaded = 0, h = SFS_HASH_P0, want_n, want_h;
+	uint64_t n = 0, h = SFS_HASH_P0, want_n, want_h;
 	unsigned char *buf = NULL;
 	size_t cap = 0;
 	struct rec_hdr r;
@@ -305,7 +305,7 @@ int sfs_mdump_load(struct sfs_mstore_writer *w, const char *path, uint32_t kg_lo
 	}
 	for (;;) {
 		size_t len;
-		uint32_t kg;
+		struct sfs_mdump_rec rec;
 
 		if (fread(&r, 1, 8, f) != 8)
 			goto truncated;
@@ -334,29 +334,21 @@ int sfs_mdump_load(struct sfs_mstore_writer *w, const char *path, uint32_t kg_lo
 		h = sfs_hash_bytes(h, &r, sizeof(r));
 		h = sfs_hash_bytes(h, buf, r.klen);
 		h = sfs_hash_bytes(h, buf + r.klen, r.vlen);
-		if (++n % 4096 == 0)
-			sfs_child_progress();
-		kg = sfs_key_prefix_kg(buf);
-		if (kg < kg_lo || kg > kg_hi)
-			continue;
-		if (r.kind == 'V') {
-			rc = sfs_mstore_apply(w, SFS_MSTORE_PUT, 0, sfs_wbuf_hash(r.ns, buf, r.klen),
-					      r.ns, buf, r.klen, buf + r.klen, r.vlen, 0);
-		} else {
+		n++;
+		rec = (struct sfs_mdump_rec){ .kind = r.kind, .ns = r.ns, .key = buf, .klen = r.klen,
+					      .val = buf + r.klen, .vlen = r.vlen };
+		if (r.kind == 'E') {
 			uint32_t plen = sfs_map_parent_len(buf, r.klen);
 
 			if (!plen || plen >= r.klen) {
 				rc = sfs__err(SFS_ECORRUPT, "%s: record %" PRIu64 ": a map entry key "
-					      "without its parent", path, n);
+					      "without its parent", path, n - 1);
 				goto out;
 			}
-			rc = sfs_mstore_map_put(w, sfs_wbuf_hash(r.ns, buf, r.klen),
-						sfs_wbuf_hash(r.ns, buf, plen), r.ns, buf, r.klen, plen,
-						buf + r.klen, r.vlen, 0);
+			rec.plen = plen;
 		}
-		if (rc)
+		if ((rc = fn(arg, &rec)))
 			goto out;
-		loaded++;
 	}
 	if (fread(&want_n, sizeof(want_n), 1, f) != 1 || fread(&want_h, sizeof(want_h), 1, f) != 1)
 		goto truncated;
@@ -365,8 +357,8 @@ int sfs_mdump_load(struct sfs_mstore_writer *w, const char *path, uint32_t kg_lo
 			      PRIu64 " written)", path, n, want_n);
 		goto out;
 	}
-	sfs_mstore_commit(w, 0);
-	*records = loaded;
+	if (records)
+		*records = n;
 	goto out;
 truncated:
 	rc = sfs__err(SFS_ECORRUPT, "%s: truncated after %" PRIu64 " records", path, n);
@@ -374,4 +366,45 @@ out:
 	free(buf);
 	fclose(f);
 	return rc;
+}
+
+struct load {
+	struct sfs_mstore_writer *w;
+	uint32_t kg_lo, kg_hi;
+	uint64_t n, loaded;
+};
+
+static int load_one(void *arg, const struct sfs_mdump_rec *r)
+{
+	struct load *l = arg;
+	uint32_t kg = sfs_key_prefix_kg(r->key);
+	int rc;
+
+	if (++l->n % 4096 == 0)
+		sfs_child_progress();
+	if (kg < l->kg_lo || kg > l->kg_hi)
+		return 0;
+	if (r->kind == 'V')
+		rc = sfs_mstore_apply(l->w, SFS_MSTORE_PUT, 0, sfs_wbuf_hash(r->ns, r->key, r->klen),
+				      r->ns, r->key, r->klen, r->val, r->vlen, 0);
+	else
+		rc = sfs_mstore_map_put(l->w, sfs_wbuf_hash(r->ns, r->key, r->klen),
+					sfs_wbuf_hash(r->ns, r->key, r->plen), r->ns, r->key, r->klen,
+					r->plen, r->val, r->vlen, 0);
+	if (!rc)
+		l->loaded++;
+	return rc;
+}
+
+int sfs_mdump_load(struct sfs_mstore_writer *w, const char *path, uint32_t kg_lo,
+		   uint32_t kg_hi, uint64_t *records)
+{
+	struct load l = { .w = w, .kg_lo = kg_lo, .kg_hi = kg_hi };
+	int rc = sfs_mdump_read(path, load_one, &l, NULL);
+
+	if (rc)
+		return rc;
+	sfs_mstore_commit(w, 0);
+	*records = l.loaded;
+	return 0;
 }

@@ -104,4 +104,27 @@ void sfs_mdump_stop(struct sfs_mstore_writer *w, struct sfs_mdump_job *j);
 int sfs_mdump_load(struct sfs_mstore_writer *w, const char *path, uint32_t kg_lo,
 		   uint32_t kg_hi, uint64_t *records);
 
+/* One record of a dump, valid during the callback. */
+struct sfs_mdump_rec {
+	int kind;                /* 'V' value or counter, 'E' map or list entry */
+	uint64_t ns;
+	const unsigned char *key;  /* kg | state | rest */
+	uint32_t klen;
+	uint32_t plen;           /* 'E': the length of its parent key */
+	const void *val;
+	uint32_t vlen;
+};
+
+/*
+ * Read @path record by record, checked as it goes (header, every record's
+ * shape, the trailer's count and hash): @fn per record (a non-zero return
+ * stops the read and is passed on).  A checksum error comes after the
+ * records were handed out: a caller that must not act on a bad file
+ * buffers them (`sfs export` only prints, then exits 1 naming the file).
+ * *@records (NULL: not wanted): records read.  sfs_mdump_load's reader,
+ * and the memory target's scan.
+ */
+int sfs_mdump_read(const char *path, int (*fn)(void *arg, const struct sfs_mdump_rec *r),
+		   void *arg, uint64_t *records);
+
 #endif

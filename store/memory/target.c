@@ -98,6 +98,49 @@ static int mem_load(struct sfs_seg *s, uint32_t worker, uint64_t store_bytes)
 	return 0;
 }
 
+/* The scan's view of a dump record. */
+struct mscan {
+	int (*fn)(void *arg, const struct sfs_scan_entry *e);
+	void *arg;
+};
+
+static int mscan_one(void *arg, const struct sfs_mdump_rec *r)
+{
+	struct mscan *m = arg;
+	struct sfs_scan_entry e = { .key = r->key, .klen = r->klen, .ns = r->ns, .val = r->val,
+				    .vlen = r->vlen };
+
+	return m->fn(m->arg, &e);
+}
+
+/* Offline read of a checkpoint's dump (store/target.h, scan): a dump holds
+ * the live state whole (values, folded counters, live map entries), so its
+ * records are the entries as they are.  Every "*.dump" of @dir is read (a
+ * checkpoint's worker has one, store.dump).  @states is not needed. */
+static int mem_scan(const char *dir, const struct sfs_state_desc *states,
+		    int (*fn)(void *arg, const struct sfs_scan_entry *e), void *arg)
+{
+	struct mscan m = { .fn = fn, .arg = arg };
+	char path[PATH_MAX];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int rc = 0;
+
+	(void)states;
+	if (!d)
+		return sfs__err(sfs__errno(), "%s: %s", dir, strerror(errno));
+	while (rc == 0 && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (n < 6 || strcmp(e->d_name + n - 5, ".dump") != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		rc = sfs_mdump_read(path, mscan_one, &m, NULL);
+	}
+	closedir(d);
+	return rc;
+}
+
 static int mem_instance_root(const char *data_dir, int node, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "%s/sfs-memory.%d", data_dir, node);
@@ -466,6 +509,7 @@ const struct sfs_target_ops sfs_target_memory = {
 	.instance_root = mem_instance_root,
 	.restore = mem_restore,
 	.rebuild = mem_rebuild,
+	.scan = mem_scan,
 	.forget = mem_forget,
 	.rd.reader_open = mem_reader_open,
 	.rd.catch_up = mem_catch_up,

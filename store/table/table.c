@@ -2594,6 +2594,7 @@ const struct sfs_target_ops sfs_target_table = {
 	.restore = sfs__table_restore,
 	.rebuild = sfs__table_rebuild,
 	.forget = sfs__table_forget,
+	.scan = sfs__table_scan,
 	.summary_json = sfs__table_summary_json,
 	.rd.reader_open = sfs__table_reader_open,
 	.rd.catch_up = sfs__table_catch_up,

@@ -52,6 +52,11 @@ void sfs__table_reader_close(struct sfs_target_reader *r);
 /* The table target's entries for the supervisor (table_admin.c). */
 struct sfs_target_env;
 int sfs__table_instance_root(const char *data_dir, int node, char *buf, size_t len);
+/* The offline scan of a checkpoint image (store/target.h, scan): table_scan.c. */
+struct sfs_scan_entry;
+struct sfs_state_desc;
+int sfs__table_scan(const char *dir, const struct sfs_state_desc *states,
+		    int (*fn)(void *arg, const struct sfs_scan_entry *e), void *arg);
 int sfs__table_restore(const struct sfs_target_env *e, uint32_t worker,
 		       int (*put)(void *arg, const char *dir), void *arg);
 int sfs__table_rebuild(const struct sfs_target_env *e, uint32_t worker, const char *const *src,
