@@ -163,11 +163,11 @@ for b in $STOP_BACKENDS; do
 		sleep 0.05
 	done
 	if pgrep -f -- "--job $job " >/dev/null; then
-		nok "supervisor killed on $b: children still running"
+		nok "supervisor killed on $b: children still running 5 s after"
 		pkill -9 -f -- "--job $job " 2>/dev/null
 	elif run "$job" "$data" "$OUT/sk.csv" --query $q --backend "$b" --restore latest \
 		>/dev/null 2>"$OUT/sk2.err" && cmp -s "$OUT/base-stop.csv" "$OUT/sk.csv"; then
-		ok "supervisor killed on $b: children stopped, --restore latest gives the uninterrupted result"
+		ok "supervisor killed on $b: every child gone within 5 s, the stale segments cleaned by the next run, --restore latest gives the uninterrupted result"
 	else
 		nok "supervisor killed on $b: restore"; grep -v '^  ' "$OUT/sk2.err" | tail -n 5 | sed 's/^/# /'
 	fi
