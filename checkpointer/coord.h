@@ -51,7 +51,8 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns);
 
 /*
  * The segment's state registry as one config value, "states=<id>.<kind>.
- * <merge>.<name>/...": buffered and flushed keys carry the state id, and
+ * <merge>[:<operator name>][@<ttl ms>[e][r]].<name>/..." (e: the TTL is on
+ * event time, r: refreshed on read; common/ttl.h): buffered and flushed keys carry the state id, and
  * ids follow the order in which workers happened to register, so a restore
  * re-creates the registry with the same ids (sup's restore) before any
  * worker starts.  -E2BIG if it does not fit in @len; SFS_EUSAGE for a
@@ -59,8 +60,15 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns);
  */
 int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len);
 
-/* Parse @val (the states= value) into @seg's registry: entries written in
- * their id slots.  Only before any child starts. */
+/* Parse @val (the states= value) into @st (SFS_MAX_STATES entries, by id:
+ * sd_state SFS_SDESC_READY where one is registered; the others untouched).
+ * SFS_ECORRUPT naming the bad entry.  The one reader of the format
+ * (restore, `sfs export`). */
+int ck_coord_states_parse(const char *val, struct sfs_state_desc *st);
+
+/* Parse @val into @seg's registry: entries written in their id slots, each
+ * counter's operator checked against this process's.  Only before any
+ * child starts. */
 int ck_coord_states_restore(struct sfs_seg *seg, const char *val);
 
 #endif

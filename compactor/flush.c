@@ -240,7 +240,9 @@ static int next_sealed(struct sfs_flush_worker *fw)
 	return best;
 }
 
-static int begin(struct sfs_flush_worker *fw, int b)
+static void ttl_rules(const struct sfs_flusher *f, struct sfs_flush_worker *fw);
+
+static int begin(const struct sfs_flusher *f, struct sfs_flush_worker *fw, int b)
 {
 	struct sfs_wbuf_stats st;
 	int rc;
@@ -260,7 +262,81 @@ static int begin(struct sfs_flush_worker *fw, int b)
 	fw->cur = b;
 	fw->pos = 0;
 	fw->t0 = sfs_now_ns();
+	fw->ttl_dropped = 0;
+	ttl_rules(f, fw);
 	return 0;
+}
+
+/* The registry's TTLs as of this buffer (a worker may register a state,
+ * or change a TTL's duration, at any time: relaxed loads), told to the
+ * target with the buffer's clocks.  O(states), per buffer. */
+static void ttl_rules(const struct sfs_flusher *f, struct sfs_flush_worker *fw)
+{
+	const struct sfs_wctl_buf *d = &fw->ctl->wc_buf[fw->cur];
+
+	fw->ttl_any = 0;
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *sd = &f->seg->hdr->sh_states[i];
+		int ready = sfs_load_acquire(&sd->sd_state) == SFS_SDESC_READY;
+
+		fw->ttl[i].ttl_ms = ready ? sfs_load_relaxed(&sd->sd_ttl_ms) : 0;
+		fw->ttl[i].event_time =
+			ready && (sfs_load_relaxed(&sd->sd_ttl_flags) & SFS_TTL_EVENT_TIME);
+		fw->ttl_any |= fw->ttl[i].ttl_ms != 0;
+	}
+	if (fw->ttl_any && f->ops->ttl)
+		f->ops->ttl(fw->tw, fw->ttl, &d->cb_ttl);
+}
+
+/*
+ * Drop what has expired in an apply batch (common/ttl.h): a value's or a
+ * counter's expired put becomes a delete (the store may hold an older
+ * version below it), a map or list entry is flagged SFS_WBUF_EXPIRED (the
+ * targets' map walks apply it as removed).  By the worker's clock at the
+ * seal (cb_ttl), which every later read of the worker is at or past: the
+ * drop is never visible.  The views are this process's copies; the
+ * buffer is never written.  Returns the entries dropped.
+ */
+static unsigned ttl_drop(const struct sfs_flusher *f, const struct sfs_flush_worker *fw,
+			 struct sfs_wbuf_view *v, unsigned n)
+{
+	const struct sfs_ttl_clock *clk = &fw->ctl->wc_buf[fw->cur].cb_ttl;
+	unsigned dropped = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct sfs_ttl_rule *r;
+		uint32_t sid, kind, plen;
+
+		if (v[i].klen < SFS_KEY_PREFIX || v[i].kind != SFS_WBUF_PUT)
+			continue;
+		sid = sfs_key_prefix_state(v[i].key);
+		r = &fw->ttl[sid < SFS_MAX_STATES ? sid : 0];
+		if (sid >= SFS_MAX_STATES || !r->ttl_ms)
+			continue;
+		kind = f->seg->hdr->sh_states[sid].sd_kind;
+		if (kind == SFS_STATE_MAP || kind == SFS_STATE_LIST) {
+			struct sfs_map_ent me;
+
+			plen = sfs_map_parent_len(v[i].key, v[i].klen);
+			if (!plen || v[i].klen == plen || v[i].len < sizeof(me))
+				continue;	/* a head, or malformed: the target says so */
+			memcpy(&me, v[i].value, sizeof(me));
+			if ((me.me_flags & SFS_MAP_REMOVED) ||
+			    !sfs_ttl_expired((const char *)v[i].value + sizeof(me),
+					     v[i].len - (uint32_t)sizeof(me), sfs_ttl_now(r, clk)))
+				continue;
+			v[i].flags |= SFS_WBUF_EXPIRED;
+		} else {
+			if (!sfs_ttl_expired(v[i].value, v[i].len, sfs_ttl_now(r, clk)))
+				continue;
+			v[i].kind = SFS_WBUF_DELETE;
+			v[i].flags = 0;
+			v[i].value = NULL;
+			v[i].len = 0;
+		}
+		dropped++;
+	}
+	return dropped;
 }
 
 static int is_map_view(const struct sfs_flusher *f, const struct sfs_wbuf_view *v)
@@ -284,7 +360,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	int src;
 
 	while (fw->pos < fw->n && done < budget) {
-		unsigned k = 0;
+		unsigned k = 0, dropped;
 		int rc = 0;
 
 		/* A batch never ends inside a map's run (its parent key is a
@@ -314,6 +390,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 			rc = sfs_wbuf_view_at(fw->buf[fw->cur], fw->offs[fw->pos + k], &fw->views[k]);
 			k++;
 		}
+		dropped = rc == 0 && fw->ttl_any ? ttl_drop(f, fw, fw->views, k) : 0;
 		if (rc == 0 && !(rc = sfs_fault("flush.apply")))
 			rc = f->ops->apply(fw->tw, fw->views, k, seq);
 		if (rc == SFS_EFULL) {
@@ -331,6 +408,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 			return done ? (int)done : 0;
 		}
 		fw->failing = 0;
+		fw->ttl_dropped += dropped;
 		fw->pos += k;
 		done += k;
 	}
@@ -346,6 +424,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
 	sfs_store_relaxed(&ctl->wc_flush_entries, ctl->wc_flush_entries + fw->n);
 	sfs_store_relaxed(&ctl->wc_flush_ns, ctl->wc_flush_ns + (d->cb_flushed_ns - fw->t0));
+	sfs_store_relaxed(&ctl->wc_ttl_dropped, ctl->wc_ttl_dropped + fw->ttl_dropped);
 	sfs_store_release(&ctl->wc_flushed_seq, seq);
 	sfs_store_release(&d->cb_state, SFS_BUF_RETIRING);
 	fw->retire_token[fw->cur] = sfs_qsbr_start(f->seg->hdr);
@@ -413,7 +492,7 @@ static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned b
 				int rc = sfs_merge_check_states(f->seg->hdr);
 
 				if (rc == 0)
-					rc = begin(fw, b);
+					rc = begin(f, fw, b);
 
 				if (rc) {
 					sfs_log("worker %u: cannot start a flush: %s", w,

@@ -218,6 +218,52 @@ int64_t sfs_merge_fold(unsigned op, int64_t acc, int64_t delta);
 /* A counter state whose merges fold with operator @op (built-in or defined). */
 int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id);
 
+/*
+ * State time-to-live (Flink's StateTtlConfig, where it applies).  Every
+ * entry of a TTL state — a value, a counter, each map entry, each list
+ * element — carries its own expiry: the time of its last write (create,
+ * put, add, append; and read, with SFS_TTL_REFRESH_ON_READ) plus @ttl_ms.
+ * An expired entry is never returned: reads see it as absent (a map
+ * iteration and a list read skip it) from the moment the state's clock
+ * reaches its expiry.  Expired entries are dropped by maintenance, never
+ * by the worker: when the compactor flushes a buffer, and in the flush
+ * target's own merges (the table target's merges and minimal round,
+ * RocksDB's compactions through a compaction filter).
+ *
+ * Clocks: processing time by default (CLOCK_REALTIME in ms, read by the
+ * worker at each quiescent point and barrier: no syscall, the vDSO), or
+ * with SFS_TTL_EVENT_TIME the program's event time, set with
+ * sfs_ctx_set_time (its watermark: deterministic, replayable).  The event
+ * clock never goes back; after a restore it starts at 0, so a program must
+ * set it to what it was at the checkpoint (saved in its sfs_task_sealed
+ * bytes) before its first read, or reads may see entries maintenance has
+ * since dropped.
+ *
+ * Costs: 8 bytes per entry; a compare per read; a TTL counter's add is a
+ * read and a put (not a blind merge: a delta folded over a base that
+ * expired in between would bring it back).  Registering an existing state
+ * with another @ttl_ms changes it (as Flink allows on restore); turning a
+ * TTL on or off, or changing its clock, is refused (SFS_EUSAGE): the
+ * stored entries' format differs.
+ */
+#define SFS_TTL_REFRESH_ON_READ 0x1u  /* a read that finds an entry refreshes it
+				       * (Flink's OnReadAndWrite): value, counter, map get */
+#define SFS_TTL_EVENT_TIME      0x2u  /* the event clock (sfs_ctx_set_time) */
+
+struct sfs_ttl {
+	uint64_t ttl_ms;   /* > 0 */
+	uint32_t flags;    /* SFS_TTL_* */
+	uint32_t merge;    /* a counter's operator (enum sfs_merge_op; 0: add) */
+};
+
+/* Find or register state @name of @kind with time to live @ttl. */
+int sfs_state_register_ttl(sfs_ctx_t *c, const char *name, int kind, const struct sfs_ttl *ttl,
+			   uint32_t *id);
+
+/* Move the event clock of SFS_TTL_EVENT_TIME states to @event_ms (a value
+ * below the clock's is ignored: it never goes back).  A plain store. */
+void sfs_ctx_set_time(sfs_ctx_t *c, uint64_t event_ms);
+
 /* The key group of a key (Flink's assignment) and whether this worker owns it. */
 uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen);
 

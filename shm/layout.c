@@ -88,6 +88,8 @@ uint64_t sfs_layout_fingerprint_of(const struct sfs_layout_part *parts)
 	SFS_FP_FIELD(h, struct sfs_state_desc, sd_merge);
 	SFS_FP_FIELD(h, struct sfs_state_desc, sd_name);
 	SFS_FP_FIELD(h, struct sfs_state_desc, sd_merge_name);
+	SFS_FP_FIELD(h, struct sfs_state_desc, sd_ttl_flags);
+	SFS_FP_FIELD(h, struct sfs_state_desc, sd_ttl_ms);
 
 	SFS_FP_SIZE(h, struct sfs_region_desc);
 	SFS_FP_FIELD(h, struct sfs_region_desc, rd_state);

@@ -29,7 +29,7 @@
 #include "shm/atomic.h"
 
 #define SFS_SEG_MAGIC   0x314745535346534eull /* "NSFSSEG1" little-endian */
-#define SFS_SEG_VERSION 2u  /* 2: sd_merge_name (user merge operators) */
+#define SFS_SEG_VERSION 3u  /* 2: sd_merge_name (user merge operators); 3: sd_ttl_* */
 
 #define SFS_MAX_PROCS    128
 #define SFS_MAX_CHILDREN 64
@@ -136,12 +136,15 @@ struct sfs_state_desc {
 	uint32_t sd_state;     /* CAS by registrar, release READY */
 	uint32_t sd_kind;      /* registrar, before READY: enum sfs_state_kind */
 	uint32_t sd_merge;     /* registrar, before READY: merge operator index */
-	uint32_t sd_pad;
+	uint32_t sd_ttl_flags; /* registrar, before READY: SFS_TTL_* of include/sfs.h */
 	char     sd_name[SFS_STATE_NAME_MAX]; /* registrar, before READY */
 	/* registrar, before READY: a user operator's name ("" for a built-in),
 	 * so a process that defined another function at that index is refused
 	 * (common/merge.h); the index alone cannot tell. */
 	char     sd_merge_name[SFS_MERGE_NAME_MAX];
+	/* registrar, before READY: time to live in ms (0: none; common/ttl.h:
+	 * every entry of the state then carries its expiry). */
+	uint64_t sd_ttl_ms;
 } __sfs_cache_aligned;
 
 struct sfs_seg_hdr {

@@ -43,6 +43,8 @@ int sfs_map_run_walk(const struct sfs_wbuf_view *v, unsigned n, const char *who,
 			continue;	/* written before the clear in this buffer: gone */
 		if (v[i].len >= sizeof(me))
 			memcpy(&me, v[i].value, sizeof(me));
+		if (v[i].flags & SFS_WBUF_EXPIRED)
+			me.me_flags |= SFS_MAP_REMOVED;	/* dropped at flush (common/ttl.h) */
 		rc = ops->entry(arg, &v[i], plen, j < heads ? &v[j] : NULL,
 				(me.me_flags & SFS_MAP_REMOVED) ? NULL
 								: (const char *)v[i].value + sizeof(me),

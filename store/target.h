@@ -65,6 +65,20 @@
  *    native).  A non-zero return of fn stops the scan and is passed on.
  *    `sfs export` is its user.  NULL: the target cannot be read offline.
  *
+ * State TTL (common/ttl.h; NULL: the target drops expired entries only
+ * where the compactor does, at flush): ttl(w, rules, now) is called before
+ * the first apply of each buffer with the registry's rules
+ * (SFS_MAX_STATES entries by state id, ttl_ms 0 for a state without one;
+ * the compactor's memory, valid during the call only: copy what is kept)
+ * and the buffer's clocks.  The target may then drop, in its own
+ * maintenance (merges, compactions), any entry of a TTL state whose
+ * expiry (the value's first 8 bytes; a map or list entry's value as
+ * apply's map run hands it over) is <= the clock its rule names — as a
+ * delete wherever an older version of the key may lie below, so a drop
+ * never brings one back.  Expired views of a buffer arrive already turned
+ * into deletes (values, counters) or flagged SFS_WBUF_EXPIRED (map and
+ * list entries: sfs_map_run_walk treats them as removed).
+ *
  * Reports (NULL: none): summary_json(s, workers, out) appends the target's
  * counters over workers [0, workers) to a run's --json summary, as
  * `, "name": value` members; stat(s, out) adds lines to `sfs stat`.
@@ -92,6 +106,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/ttl.h"
 #include "shm/proc.h"
 #include "worker/target_read.h"
 #include "worker/wbuf.h"
@@ -159,6 +174,10 @@ struct sfs_target_ops {
 	int (*forget)(const struct sfs_target_env *e, uint32_t worker);
 	int (*scan)(const char *dir, const struct sfs_state_desc *states,
 		    int (*fn)(void *arg, const struct sfs_scan_entry *e), void *arg);
+
+	/* State TTL (see above). */
+	void (*ttl)(struct sfs_target_writer *w, const struct sfs_ttl_rule *rules,
+		    const struct sfs_ttl_clock *now);
 
 	/* Reports. */
 	void (*summary_json)(struct sfs_seg *s, uint32_t workers, FILE *out);

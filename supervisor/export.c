@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "checkpointer/ckstore.h"
+#include "checkpointer/coord.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/keygroup.h"
@@ -182,45 +183,6 @@ static int row(void *arg, const struct sfs_scan_entry *e)
 	return 0;
 }
 
-/* states= of a checkpoint's config into @st (SFS_MAX_STATES entries). */
-static int parse_states(const char *val, struct sfs_state_desc *st)
-{
-	const char *p = val;
-
-	while (*p) {
-		unsigned id, kind, merge;
-		int used = 0;
-		size_t nl, ml = 0;
-		const char *name;
-		struct sfs_state_desc *d;
-
-		if (sscanf(p, "%u.%u.%u%n", &id, &kind, &merge, &used) != 3 || !used ||
-		    id >= SFS_MAX_STATES || kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST ||
-		    (p[used] == ':' && ((ml = strcspn(p + used + 1, "./")) == 0 ||
-					ml >= SFS_MERGE_NAME_MAX)) ||
-		    p[used + (ml ? ml + 1 : 0)] != '.')
-			return sfs__err(SFS_ECORRUPT, "checkpoint state registry: bad entry at '%.40s'",
-					p);
-		d = &st[id];
-		memcpy(d->sd_merge_name, p + used + 1, ml);
-		d->sd_merge_name[ml] = '\0';
-		name = p + used + (ml ? ml + 1 : 0) + 1;
-		nl = strcspn(name, "/");
-		if (!nl || nl >= SFS_STATE_NAME_MAX)
-			return sfs__err(SFS_ECORRUPT, "checkpoint state registry: bad name at '%.40s'",
-					name);
-		memcpy(d->sd_name, name, nl);
-		d->sd_name[nl] = '\0';
-		d->sd_kind = kind;
-		d->sd_merge = merge;
-		d->sd_state = SFS_SDESC_READY;
-		p = name + nl;
-		if (*p == '/')
-			p++;
-	}
-	return 0;
-}
-
 /* @path: a chk-<id> directory, its _metadata, or a storage root (its newest
  * valid checkpoint).  1: not a checkpoint at all; 0 with @m, @dir; < 0. */
 static int find_checkpoint(const char *path, struct ck_meta *m, char *dir, size_t len)
@@ -328,7 +290,7 @@ int sfs_cmd_export(int argc, char **argv)
 			char reg[CK_CONFIG_MAX];
 
 			snprintf(reg, sizeof(reg), "%.*s", (int)strcspn(s, " "), s);
-			if (parse_states(reg, st)) {
+			if (ck_coord_states_parse(reg, st)) {
 				fprintf(stderr, "sfs export: %s: %s\n", dir, sfs_last_error());
 				rc = 1;
 				goto out_meta;

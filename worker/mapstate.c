@@ -79,6 +79,12 @@ static struct sfs_wbuf *active(sfs_ctx_t *c)
 	return c->buf[c->ctl->wc_active];
 }
 
+/* The expiry a write of @state stamps (0: the state has no TTL). */
+static uint64_t ttl_stamp(const sfs_ctx_t *c, uint32_t state)
+{
+	return c->ttl_ms[state] ? sfs__ttl_expiry(c, state) : 0;
+}
+
 /* Private flags of a map entry's link header.  MAP_SUPERSEDED: a chain
  * node whose user key has a newer entry in this buffer, whose offset / 8
  * is the flags word's bits MAP_CUR_SHIFT.. (the owner rewrites the whole
@@ -147,9 +153,16 @@ static struct sfs_map_head *head_in_place(struct sfs_wbuf *b, uint64_t hp, uint6
  * overwrite leaves the chain alone and flags the entry it supersedes.
  */
 static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64_t flags,
-		     const void *val, size_t vlen)
+		     uint64_t expiry, const void *val, size_t vlen)
 {
-	size_t mlen = plen + ulen, total = sizeof(struct sfs_map_ent) + vlen;
+	/* The link header, then a TTL state's expiry (common/ttl.h): written
+	 * together in front of the value. */
+	struct {
+		struct sfs_map_ent me;
+		uint64_t expiry;
+	} hdr = { { 0, flags }, expiry };
+	size_t hlen = sizeof(hdr.me) + (expiry ? SFS_TTL_PREFIX : 0);
+	size_t mlen = plen + ulen, total = hlen + vlen;
 	const struct sfs_wbuf_entry *old = NULL;
 	struct sfs_map_head *hd, nh = { 0, 0 };
 	struct sfs_map_ent me = { 0, flags };
@@ -157,9 +170,9 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 	struct sfs_wbuf *b;
 	int rc, chained = 0;
 
-	if (vlen > SFS_VALUE_MAX)
-		return sfs__err(SFS_EUSAGE, "map put: value of %zu bytes, at most %u", vlen,
-				SFS_VALUE_MAX);
+	if (vlen > SFS_VALUE_MAX - (hlen - sizeof(hdr.me)))
+		return sfs__err(SFS_EUSAGE, "map put: value of %zu bytes, at most %zu", vlen,
+				SFS_VALUE_MAX - (hlen - sizeof(hdr.me)));
 	rc = room_for(c, mlen, total, plen);
 	if (rc)
 		return rc;
@@ -192,7 +205,8 @@ static int map_write(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, uint64
 	} else {
 		me.me_prev = hd ? sfs_load_relaxed(&hd->mh_latest) : 0;
 	}
-	rc = sfs__wbuf_append2(b, he, ns, c->kbuf, (uint32_t)mlen, &me, sizeof(me), val,
+	hdr.me = me;
+	rc = sfs__wbuf_append2(b, he, ns, c->kbuf, (uint32_t)mlen, &hdr, (uint32_t)hlen, val,
 			       (uint32_t)vlen, SFS_WBUF_PUT, slot, old, "put", &at);
 	if (rc)
 		return rc;
@@ -219,7 +233,7 @@ int sfs_map_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size
 	int n = ulen ? parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map put")
 		     : sfs__err(SFS_EUSAGE, "map put: empty user key");
 
-	return n < 0 ? n : map_write(c, ns, (size_t)n, ulen, 0, val, vlen);
+	return n < 0 ? n : map_write(c, ns, (size_t)n, ulen, 0, ttl_stamp(c, state), val, vlen);
 }
 
 int sfs_map_remove(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
@@ -228,7 +242,7 @@ int sfs_map_remove(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, s
 	int n = ulen ? parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map remove")
 		     : sfs__err(SFS_EUSAGE, "map remove: empty user key");
 
-	return n < 0 ? n : map_write(c, ns, (size_t)n, ulen, SFS_MAP_REMOVED, NULL, 0);
+	return n < 0 ? n : map_write(c, ns, (size_t)n, ulen, SFS_MAP_REMOVED, 0, NULL, 0);
 }
 
 static int clear(sfs_ctx_t *c, uint64_t ns, size_t plen)
@@ -300,7 +314,7 @@ int sfs__map_get_in(const struct sfs_wbuf *b, uint64_t hp, uint64_t he, uint64_t
 	return cleared ? 0 : -ENOENT;	/* cleared here: older layers are shadowed */
 }
 
-static int get(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_view *out)
+static int get_layers(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_view *out)
 {
 	struct sfs_probe parent = { .hash = sfs_wbuf_hash(ns, c->kbuf, plen), .ns = ns,
 				    .key = c->kbuf, .klen = (uint32_t)plen };
@@ -323,13 +337,33 @@ static int get(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struct sfs_v
 	return r.found;
 }
 
+/* get_layers, and for a TTL state the expiry checked and stripped; a live
+ * entry read with SFS_TTL_REFRESH_ON_READ is written again with a new
+ * expiry (the view stays on the old copy, which no write moves). */
+static int get(sfs_ctx_t *c, uint32_t state, uint64_t ns, size_t plen, size_t ulen,
+	       struct sfs_view *out)
+{
+	int rc = get_layers(c, ns, plen, ulen, out), wr;
+	uint64_t e;
+
+	if (!c->ttl_ms[state])
+		return rc;
+	rc = sfs__ttl_view(c, state, rc, out);
+	if (rc != 1 || !(c->ttl_flags[state] & SFS_TTL_REFRESH_ON_READ) ||
+	    sfs_ttl_expiry_of((const char *)out->data - SFS_TTL_PREFIX) ==
+		    (e = sfs__ttl_expiry(c, state)))
+		return rc;
+	wr = map_write(c, ns, plen, ulen, 0, e, out->data, out->len);
+	return wr ? wr : 1;
+}
+
 int sfs_map_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		const void *ukey, size_t ulen, struct sfs_view *out)
 {
 	int n = ulen ? parent_key(c, state, SFS_STATE_MAP, key, klen, ukey, ulen, "map get")
 		     : sfs__err(SFS_EUSAGE, "map get: empty user key");
 
-	return n < 0 ? n : get(c, ns, (size_t)n, ulen, out);
+	return n < 0 ? n : get(c, state, ns, (size_t)n, ulen, out);
 }
 
 /* ---- iteration ---------------------------------------------------------- */
@@ -459,10 +493,45 @@ int sfs__map_iter_in(struct sfs_seen **seen, const struct sfs_wbuf *b,
 	return rc;
 }
 
+/* A TTL state's entries on their way to the user's callback: expired ones
+ * skipped (every layer has recorded them as seen already, so they still
+ * shadow older versions), the expiry stripped from the rest. */
+static int iter_layers(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_t plen,
+		       sfs_entry_fn fn, void *arg);
+
+struct ttl_walk {
+	sfs_entry_fn fn;
+	void *arg;
+	uint64_t now;
+};
+
+static int ttl_live(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
+{
+	const struct ttl_walk *t = arg;
+
+	if (sfs_ttl_expired(val, vlen, t->now))
+		return 0;
+	return t->fn(t->arg, ukey, ulen, (const char *)val + SFS_TTL_PREFIX, vlen - SFS_TTL_PREFIX);
+}
+
 /* @pk: the parent key, in the caller's own copy (c->kbuf is scratch of
  * every call, and @fn may make state calls). */
 static int iter(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_t plen, sfs_entry_fn fn,
 		void *arg)
+{
+	uint32_t state = sfs_key_prefix_state(pk);
+	struct ttl_walk tw;
+
+	if (c->ttl_ms[state]) {
+		tw = (struct ttl_walk){ fn, arg, sfs__ttl_now(c, state) };
+		fn = ttl_live;
+		arg = &tw;
+	}
+	return iter_layers(c, ns, pk, plen, fn, arg);
+}
+
+static int iter_layers(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_t plen,
+		       sfs_entry_fn fn, void *arg)
 {
 	struct sfs_probe parent = { .hash = sfs_wbuf_hash(ns, pk, plen), .ns = ns,
 				    .key = pk, .klen = (uint32_t)plen };
@@ -519,7 +588,7 @@ int sfs_list_append(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 	n = parent_key(c, state, SFS_STATE_LIST, key, klen, seq, 8, "list append");
 	if (n < 0)
 		return n;
-	n = map_write(c, ns, (size_t)n, 8, 0, val, vlen);
+	n = map_write(c, ns, (size_t)n, 8, 0, ttl_stamp(c, state), val, vlen);
 	if (n == 0)
 		sfs_store_relaxed(&c->ctl->wc_list_seq, s);
 	return n;

@@ -81,6 +81,7 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_flushes);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_flush_entries);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_flush_ns);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_ttl_dropped);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_buf);
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_state);
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_at_barrier);
@@ -88,6 +89,7 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_barrier);
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_sealed_ns);
 	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_flushed_ns);
+	SFS_FP_FIELD(h, struct sfs_wctl_buf, cb_ttl);
 	SFS_FP_SIZE(h, struct sfs_map_ent);
 	h = sfs_fp(h, 2);	/* map links 2: a superseded chain node names its current entry */
 	return sfs_fp(h, SFS_WCTL_MAX_BUFS);
@@ -95,21 +97,75 @@ uint64_t sfs_wctl_layout(void)
 
 /* ---- registry -------------------------------------------------------------- */
 
-static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kind, unsigned op,
-					 uint32_t *id);
+static int register_state(sfs_ctx_t *c, const char *name, int kind, unsigned op,
+			  const struct sfs_ttl *ttl, uint32_t *id);
 
 int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
 {
-	return sfs_state_register_merge_kind(c, name, kind, SFS_MERGE_ADD, id);
+	return register_state(c, name, kind, SFS_MERGE_ADD, NULL, id);
 }
 
 int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id)
 {
-	return sfs_state_register_merge_kind(c, name, SFS_STATE_COUNTER, op, id);
+	return register_state(c, name, SFS_STATE_COUNTER, op, NULL, id);
 }
 
-static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kind, unsigned op,
-					 uint32_t *id)
+int sfs_state_register_ttl(sfs_ctx_t *c, const char *name, int kind, const struct sfs_ttl *ttl,
+			   uint32_t *id)
+{
+	if (!ttl || !ttl->ttl_ms || (ttl->flags & ~(SFS_TTL_REFRESH_ON_READ | SFS_TTL_EVENT_TIME)))
+		return sfs__err(SFS_EUSAGE, "state '%s': a TTL needs ttl_ms > 0 and flags of "
+				"SFS_TTL_REFRESH_ON_READ | SFS_TTL_EVENT_TIME", name ? name : "");
+	if (kind != SFS_STATE_COUNTER && ttl->merge)
+		return sfs__err(SFS_EUSAGE, "state '%s': a merge operator is a counter's", name);
+	return register_state(c, name, kind, kind == SFS_STATE_COUNTER ? ttl->merge : SFS_MERGE_ADD,
+			      ttl, id);
+}
+
+/* This worker's copy of state @i's registration. */
+static void registered(sfs_ctx_t *c, uint32_t i, int kind, const struct sfs_ttl *ttl)
+{
+	c->kinds[i] = (uint8_t)kind;
+	c->ttl_ms[i] = ttl ? ttl->ttl_ms : 0;
+	c->ttl_flags[i] = ttl ? (uint8_t)ttl->flags : 0;
+	if (ttl && !c->ttl_any) {
+		c->ttl_any = 1;
+		c->clk.proc_ms = sfs_now_realtime_ms();
+	}
+}
+
+/* An existing state registered again: kind, operator and TTL must agree
+ * with the segment's (a TTL's duration may change: it is stored as an
+ * expiry per entry, and the registry's copy only steers maintenance). */
+static int register_again(sfs_ctx_t *c, struct sfs_state_desc *d, const char *name, int kind,
+			  unsigned op, const struct sfs_ttl *ttl)
+{
+	uint64_t had = sfs_load_relaxed(&d->sd_ttl_ms);
+	int rc;
+
+	if (d->sd_kind != (uint32_t)kind || d->sd_merge != op)
+		return sfs__err(SFS_EUSAGE, "state '%s' is registered as kind %u merge %u, "
+				"not kind %d merge %u", name, d->sd_kind, d->sd_merge, kind, op);
+	if (!had != !ttl)
+		return sfs__err(SFS_EUSAGE, "state '%s' is registered %s a TTL: its entries' "
+				"format differs (turning a TTL on or off needs a new state)", name,
+				had ? "with" : "without");
+	if (ttl && ((sfs_load_relaxed(&d->sd_ttl_flags) ^ ttl->flags) & SFS_TTL_EVENT_TIME))
+		return sfs__err(SFS_EUSAGE, "state '%s' is registered with a TTL on %s time", name,
+				(ttl->flags & SFS_TTL_EVENT_TIME) ? "processing" : "event");
+	/* The index matches; the function behind it must too (this worker's
+	 * reads fold the state). */
+	if (kind == SFS_STATE_COUNTER && (rc = sfs_merge_check(d->sd_merge, d->sd_merge_name, name)))
+		return rc;
+	if (ttl && had != ttl->ttl_ms) {
+		sfs_store_relaxed(&d->sd_ttl_ms, ttl->ttl_ms);
+		sfs_store_relaxed(&d->sd_ttl_flags, ttl->flags);
+	}
+	return 0;
+}
+
+static int register_state(sfs_ctx_t *c, const char *name, int kind, unsigned op,
+			  const struct sfs_ttl *ttl, uint32_t *id)
 {
 	struct sfs_seg_hdr *h = c->seg.hdr;
 	int rc;
@@ -133,17 +189,9 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 			uint32_t st = sfs_load_acquire(&d->sd_state);
 
 			if (st == SFS_SDESC_READY && strcmp(d->sd_name, name) == 0) {
-				if (d->sd_kind != (uint32_t)kind || d->sd_merge != op)
-					return sfs__err(SFS_EUSAGE,
-							"state '%s' is registered as kind %u merge %u, "
-							"not kind %d merge %u",
-							name, d->sd_kind, d->sd_merge, kind, op);
-				/* The index matches; the function behind it must too
-				 * (this worker's reads fold the state). */
-				if (kind == SFS_STATE_COUNTER &&
-				    (rc = sfs_merge_check(d->sd_merge, d->sd_merge_name, name)))
+				if ((rc = register_again(c, d, name, kind, op, ttl)))
 					return rc;
-				c->kinds[i] = (uint8_t)kind;
+				registered(c, i, kind, ttl);
 				*id = i;
 				return 0;
 			}
@@ -155,6 +203,8 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 			snprintf(d->sd_name, sizeof(d->sd_name), "%s", name);
 			d->sd_kind = (uint32_t)kind;
 			d->sd_merge = op;
+			d->sd_ttl_ms = ttl ? ttl->ttl_ms : 0;
+			d->sd_ttl_flags = ttl ? ttl->flags : 0;
 			snprintf(d->sd_merge_name, sizeof(d->sd_merge_name), "%s",
 				 op >= SFS_MERGE_USER ? sfs_merge_name(op) : "");
 			sfs_store_release(&d->sd_state, SFS_SDESC_READY);
@@ -165,17 +215,32 @@ static int sfs_state_register_merge_kind(sfs_ctx_t *c, const char *name, int kin
 				if (sfs_load_acquire(&e->sd_state) == SFS_SDESC_READY &&
 				    strcmp(e->sd_name, name) == 0) {
 					sfs_store_release(&d->sd_state, SFS_SDESC_DUPLICATE);
+					if ((rc = register_again(c, e, name, kind, op, ttl)))
+						return rc;
 					i = j;
 					break;
 				}
 			}
-			c->kinds[i] = (uint8_t)kind;
+			registered(c, i, kind, ttl);
 			*id = i;
 			return 0;
 		}
 	}
 	return sfs__err(SFS_EFULL, "segment %s: state registry full (%d states)", c->seg.path,
 			SFS_MAX_STATES);
+}
+
+void sfs_ctx_set_time(sfs_ctx_t *c, uint64_t event_ms)
+{
+	if (event_ms > c->clk.event_ms)
+		c->clk.event_ms = event_ms;
+}
+
+/* The processing clock, when some state needs it: a vDSO read. */
+static inline void clock_tick(sfs_ctx_t *c)
+{
+	if (c->ttl_any)
+		c->clk.proc_ms = sfs_now_realtime_ms();
 }
 
 /* The compactor's check before each buffer it flushes (common/merge.h):
@@ -529,6 +594,7 @@ void sfs_ctx_quiescent(sfs_ctx_t *c)
 {
 	if (c->nfills)
 		apply_fills(c);
+	clock_tick(c);
 	/* The compactor retires sealed buffers oldest first: drop them from
 	 * the read order as they go, so reads stop stepping over them until
 	 * the next seal (a read stops at a retired one anyway). */
@@ -551,6 +617,7 @@ void sfs_ctx_offline(sfs_ctx_t *c)
 
 void sfs_ctx_online(sfs_ctx_t *c)
 {
+	clock_tick(c);
 	sfs_qsbr_online(c->seg.hdr, c->slot);
 	(void)c->tops->catch_up(c->tr);
 }
@@ -641,6 +708,8 @@ static int seal_and_swap(sfs_ctx_t *c, uint64_t id, int spill)
 	d->cb_barrier = id;
 	d->cb_at_barrier = !spill;
 	d->cb_sealed_ns = sfs_now_ns();
+	clock_tick(c);
+	d->cb_ttl = c->clk;	/* what maintenance may drop by (common/ttl.h) */
 	rc = sfs_wbuf_seal(c->buf[a], id);
 	if (rc)
 		return rc;
@@ -839,6 +908,27 @@ static inline void cache_drop(sfs_ctx_t *c, uint64_t h, uint64_t ns, uint32_t pf
 	}
 }
 
+static int counter_add_ttl(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key,
+			   size_t klen, uint64_t h, int64_t delta);
+
+/* A put of a TTL state (value or counter): [@expiry][@val] (common/ttl.h),
+ * written in two parts (no staging copy).  The cache always drops the key:
+ * put2 does not say whether it was new to the active buffer.  Out of line:
+ * states without a TTL never come here. */
+static __attribute__((noinline)) int put_ttl(sfs_ctx_t *c, uint32_t state, uint64_t ns,
+					     const void *key, size_t klen, uint32_t pfx, uint64_t h,
+					     uint64_t expiry, const void *val, size_t vlen)
+{
+	if (vlen > SFS_VALUE_MAX - SFS_TTL_PREFIX)
+		return sfs__err(SFS_EUSAGE, "put: value of %zu bytes, at most %u in a state with "
+				"a TTL", vlen, SFS_VALUE_MAX - SFS_TTL_PREFIX);
+	(void)state;
+	cache_drop(c, h, ns, pfx, key, klen);
+	key_write(c->kbuf, pfx, key, klen);
+	return WRITE_WITH_SPILL(c, sfs_wbuf_put2_h(active(c), h, ns, c->kbuf, klen + SFS_KEY_PREFIX,
+						   &expiry, SFS_TTL_PREFIX, val, vlen, NULL));
+}
+
 /*
  * A put drops the key from the value cache only when the key is new to the
  * active buffer.  A key the active buffer holds cannot be in the cache: it
@@ -857,6 +947,8 @@ int sfs_value_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, si
 		return n;
 	if (__builtin_expect(vlen > SFS_VALUE_MAX, 0))
 		return sfs__err(SFS_EUSAGE, "put: value of %zu bytes, at most %u", vlen, SFS_VALUE_MAX);
+	if (__builtin_expect(c->ttl_ms[state] != 0, 0))
+		return put_ttl(c, state, ns, key, klen, pfx, h, sfs__ttl_expiry(c, state), val, vlen);
 	/* ensure_active, or a spill, leaves c->hot the new active buffer's. */
 	rc = WRITE_WITH_SPILL(c, sfs_wbuf_upsert_pk(&c->hot, h, ns, pfx, key, klen, val, vlen));
 	if (rc <= 0)
@@ -886,6 +978,8 @@ int sfs_counter_add(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 
 	if (n < 0)
 		return n;
+	if (__builtin_expect(c->ttl_ms[state] != 0, 0))
+		return counter_add_ttl(c, state, ns, key, klen, h, delta);
 	return WRITE_WITH_SPILL(c, sfs_wbuf_merge_h(active(c), h, ns, c->kbuf, (size_t)n,
 						    c->seg.hdr->sh_states[state].sd_merge, delta));
 }
@@ -1229,6 +1323,69 @@ static inline __attribute__((always_inline)) int value_active(sfs_ctx_t *c, cons
 	return rc;
 }
 
+/*
+ * A read of a TTL state (value or counter: both store [expiry][bytes],
+ * only puts and deletes): every layer as for a value, then the expiry
+ * checked and stripped (sfs__ttl_view).  With SFS_TTL_REFRESH_ON_READ and
+ * @refresh, a live entry is written again with a new expiry; the view
+ * stays on the old copy, which no write moves (the arena only grows, and
+ * a spilled buffer is reused only after this worker's next quiescent
+ * point).
+ */
+static __attribute__((noinline)) int get_ttl(sfs_ctx_t *c, uint32_t state, uint64_t ns,
+					     const void *key, size_t klen, uint32_t pfx, uint64_t h,
+					     struct sfs_view *out, int refresh)
+{
+	int rc = value_active(c, key, (uint32_t)klen, pfx, ns, h, out), wr;
+	uint64_t e;
+
+	if (rc == -ENOENT)
+		rc = value_get_older(c, key, (uint32_t)klen, pfx, ns, h, out);
+	rc = sfs__ttl_view(c, state, rc, out);
+	if (rc != 1 || !refresh || !(c->ttl_flags[state] & SFS_TTL_REFRESH_ON_READ) ||
+	    sfs_ttl_expiry_of((const char *)out->data - SFS_TTL_PREFIX) ==
+		    (e = sfs__ttl_expiry(c, state)))
+		return rc;
+	wr = put_ttl(c, state, ns, key, klen, pfx, h, e, out->data, out->len);
+	return wr ? wr : 1;
+}
+
+static __attribute__((noinline)) int counter_get_ttl(sfs_ctx_t *c, uint32_t state, uint64_t ns,
+						     const void *key, size_t klen, uint64_t h,
+						     int64_t *out, int refresh)
+{
+	uint32_t pfx;
+	struct sfs_view v;
+	int rc;
+
+	memcpy(&pfx, c->kbuf, SFS_KEY_PREFIX);
+	rc = get_ttl(c, state, ns, key, klen, pfx, h, &v, refresh);
+	*out = 0;
+	if (rc == 1 && v.len != 8)
+		return sfs__err(SFS_ECORRUPT, "counter '%s': a value of %u bytes, not 8",
+				c->seg.hdr->sh_states[state].sd_name, v.len);
+	if (rc == 1)
+		memcpy(out, v.data, 8);
+	return rc;
+}
+
+/* A TTL counter's add: read (live or not), fold, put with a new expiry. */
+static __attribute__((noinline)) int counter_add_ttl(sfs_ctx_t *c, uint32_t state, uint64_t ns,
+						     const void *key, size_t klen, uint64_t h,
+						     int64_t delta)
+{
+	uint32_t pfx;
+	int64_t v;
+	int rc;
+
+	memcpy(&pfx, c->kbuf, SFS_KEY_PREFIX);
+	rc = counter_get_ttl(c, state, ns, key, klen, h, &v, 0);
+	if (rc < 0)
+		return rc;
+	v = rc ? sfs_merge_i64(c->seg.hdr->sh_states[state].sd_merge, v, delta) : delta;
+	return put_ttl(c, state, ns, key, klen, pfx, h, sfs__ttl_expiry(c, state), &v, 8);
+}
+
 /* The active buffer first (value_active), then value_get_older. */
 int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		  struct sfs_view *out)
@@ -1239,6 +1396,8 @@ int sfs_value_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, si
 
 	if (n < 0)
 		return n;
+	if (__builtin_expect(c->ttl_ms[state] != 0, 0))
+		return get_ttl(c, state, ns, key, klen, pfx, h, out, 1);
 	rc = value_active(c, key, (uint32_t)klen, pfx, ns, h, out);
 	if (rc != -ENOENT)
 		return rc;
@@ -1255,6 +1414,8 @@ int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 	if (n < 0)
 		return n;
 	*out = 0;
+	if (__builtin_expect(c->ttl_ms[state] != 0, 0))
+		return counter_get_ttl(c, state, ns, key, klen, h, out, 1);
 	return lookup(c, (size_t)n, ns, h, 1, &v, out);
 }
 
@@ -1274,6 +1435,34 @@ int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
  */
 #define MG_BATCH 64
 #define MG_KEYBYTES (16u << 10)
+
+/* A chunk's answers of a TTL state made the user's (get_ttl's rule), with
+ * its refreshes on read; returns the errors it met. */
+static __attribute__((noinline)) int multiget_ttl(sfs_ctx_t *c, uint32_t state,
+						  const struct sfs_key *keys, unsigned m,
+						  struct sfs_view *views, int *results)
+{
+	int errors = 0;
+
+	for (unsigned k = 0; k < m; k++) {
+		uint64_t h, e;
+		uint32_t pfx;
+
+		results[k] = sfs__ttl_view(c, state, results[k], &views[k]);
+		if (results[k] != 1 || !(c->ttl_flags[state] & SFS_TTL_REFRESH_ON_READ) ||
+		    sfs_ttl_expiry_of((const char *)views[k].data - SFS_TTL_PREFIX) ==
+			    (e = sfs__ttl_expiry(c, state)) ||
+		    key_ident(c, state, SFS_STATE_VALUE, keys[k].ns, keys[k].key, keys[k].klen,
+			      "multiget", &pfx, &h) < 0)
+			continue;
+		if (put_ttl(c, state, keys[k].ns, keys[k].key, keys[k].klen, pfx, h, e,
+			    views[k].data, views[k].len)) {
+			results[k] = SFS_EUSAGE;
+			errors++;
+		}
+	}
+	return errors;
+}
 
 int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsigned n,
 		 struct sfs_view *views, int *results)
@@ -1362,6 +1551,8 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 				errors += results[idx[k]] < 0;
 			}
 		}
+		if (__builtin_expect(state < SFS_MAX_STATES && c->ttl_ms[state] != 0, 0))
+			errors += multiget_ttl(c, state, keys + base, m, views + base, results + base);
 		base += m;
 	}
 	return errors ? SFS_EUSAGE : 0;

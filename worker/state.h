@@ -9,6 +9,7 @@
 
 #include "sfs.h"
 #include "common/keygroup.h"
+#include "common/ttl.h"
 #include "shm/proc.h"
 #include "shm/ring.h"
 #include "worker/target_read.h"
@@ -49,6 +50,15 @@ struct sfs_ctx {
 	struct sfs_wbuf_geom hot;
 	int hot_on;
 	uint8_t kinds[SFS_MAX_STATES]; /* kinds this worker registered, 0 = not */
+	/* State TTL (common/ttl.h): this worker's registrations' durations
+	 * (0: the state has none) and SFS_TTL_* flags, and its clocks (the
+	 * processing one read at open, each quiescent point, online and
+	 * barrier when any state has a TTL; the event one set by
+	 * sfs_ctx_set_time, never backwards). */
+	uint64_t ttl_ms[SFS_MAX_STATES];
+	uint8_t ttl_flags[SFS_MAX_STATES];
+	int ttl_any;
+	struct sfs_ttl_clock clk;
 	struct sfs_vcache *cache;      /* NULL: no value cache */
 	/* Cache fills found by reads, applied at the next quiescent point:
 	 * a fill moves cache memory, which would break views handed out since
@@ -76,6 +86,32 @@ int sfs__state_spill(sfs_ctx_t *c);
 int sfs__state_check(sfs_ctx_t *c, uint32_t state, uint32_t kind, const void *key, size_t klen,
 		     size_t extra, const char *op);
 void sfs__map_free(sfs_ctx_t *c);
+
+/* TTL (common/ttl.h), for worker/mapstate.c: the clock state @state uses
+ * now; the expiry a write of it stamps; and a read's answer @rc with its
+ * view *@out turned into the user's: the expiry stripped, or absent (0,
+ * empty view) when it has passed.  Only for a state with c->ttl_ms set. */
+static inline uint64_t sfs__ttl_now(const sfs_ctx_t *c, uint32_t state)
+{
+	return (c->ttl_flags[state] & SFS_TTL_EVENT_TIME) ? c->clk.event_ms : c->clk.proc_ms;
+}
+static inline uint64_t sfs__ttl_expiry(const sfs_ctx_t *c, uint32_t state)
+{
+	return sfs_ttl_deadline(sfs__ttl_now(c, state), c->ttl_ms[state]);
+}
+static inline int sfs__ttl_view(const sfs_ctx_t *c, uint32_t state, int rc, struct sfs_view *out)
+{
+	if (rc != 1)
+		return rc;
+	if (sfs_ttl_expired(out->data, out->len, sfs__ttl_now(c, state))) {
+		out->data = NULL;
+		out->len = 0;
+		return 0;
+	}
+	out->data = (const char *)out->data + SFS_TTL_PREFIX;
+	out->len -= SFS_TTL_PREFIX;
+	return 1;
+}
 
 /* Map state in one buffer, for any reader of it (worker/mapstate.c; the
  * owner's reads and worker/query.c's).  head_of: 1 and map @p's head in

@@ -151,6 +151,9 @@ enum {
 #define SFS_WBUF_KIND_MASK 0x0fu
 #define SFS_WBUF_CELL      0x10u  /* the 8-byte value is a counter cell the
 				   * owner folds adds into (see above) */
+#define SFS_WBUF_EXPIRED   0x20u  /* a view's flag, never stored: the flush
+				   * found this map or list entry expired
+				   * (common/ttl.h): apply it as removed */
 
 /* Slot word geometry. */
 #define SFS_WBUF_GEN_BITS 16

@@ -33,6 +33,7 @@
 
 #include <stdint.h>
 
+#include "common/ttl.h"
 #include "shm/atomic.h"
 
 #define SFS_WCTL_MAGIC 0x314c544357534653ull /* "SFSWCTL1" */
@@ -65,7 +66,10 @@ struct sfs_wctl_buf {
 	uint64_t cb_barrier;   /* worker, before SEALED: checkpoint id */
 	uint64_t cb_sealed_ns; /* worker, before SEALED */
 	uint64_t cb_flushed_ns;/* compactor, before RETIRING */
-	uint64_t cb_pad2[3];
+	/* worker, before SEALED: its TTL clocks at the seal (common/ttl.h),
+	 * the only clock maintenance drops expired entries by */
+	struct sfs_ttl_clock cb_ttl;
+	uint64_t cb_pad2[1];
 } __sfs_cache_aligned;
 
 struct sfs_wctl {
@@ -111,6 +115,7 @@ struct sfs_wctl {
 	uint64_t wc_flushes;
 	uint64_t wc_flush_entries;
 	uint64_t wc_flush_ns;
+	uint64_t wc_ttl_dropped;   /* entries of TTL states dropped as expired at flush */
 
 	struct sfs_wctl_buf wc_buf[SFS_WCTL_MAX_BUFS];
 };

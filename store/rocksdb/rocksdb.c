@@ -1270,6 +1270,8 @@ static int w_map(struct sfs_target_writer *w, struct wstage *s, const struct sfs
 				continue;	/* written before the clear: gone */
 			if (v[j].len >= sizeof(me))
 				memcpy(&me, v[j].value, sizeof(me));
+			if (v[j].flags & SFS_WBUF_EXPIRED)
+				me.me_flags |= SFS_MAP_REMOVED;	/* dropped at flush (common/ttl.h) */
 			kl = enc_key(w->kbuf, ns, v[j].key, v[j].klen);
 			if (me.me_flags & SFS_MAP_REMOVED)
 				rc = stage_add(s, SOP_DEL, w->kbuf, kl, NULL, 0, w->gen);
