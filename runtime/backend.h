@@ -31,7 +31,13 @@ struct rt_backend_cfg {
 	int restored;             /* adopt the files a restore put in place */
 	uint64_t cache_bytes;     /* sfs: the value cache per worker (0: its default) */
 	uint64_t buffer_bytes;    /* sfs: each write buffer (0: its default) */
+	uint64_t state_ttl_ms;    /* sfs: every state but RT_STATE_NO_TTL ones expires this
+				   * long after its last write, processing time (0: never) */
 };
+
+/* A flag of reg()'s @kind: the runtime's own state (timers), which a
+ * --state-ttl never expires (Flink's TTL is the user state's only). */
+#define RT_STATE_NO_TTL 0x100
 
 struct rt_backend;
 

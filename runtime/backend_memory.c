@@ -19,6 +19,7 @@
 struct mem_backend {
 	struct rt_backend mb_base;	/* first: the table pointer */
 	sfs_ctx_t *mb_ctx;
+	uint64_t mb_ttl_ms;             /* --state-ttl (0: none) */
 };
 
 static inline sfs_ctx_t *ctx(const struct rt_backend *b)
@@ -37,6 +38,7 @@ static int mem_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 
 	if (!m)
 		return rt_err(-ENOMEM, "memory backend of worker %u: no memory", cfg->worker);
+	m->mb_ttl_ms = cfg->state_ttl_ms;
 	m->mb_base.ops = &rt_backend_memory;
 	rc = rt_sfs(sfs_worker_open(cfg->job, cfg->node, cfg->worker, &o, &m->mb_ctx));
 	if (rc) {
@@ -55,9 +57,20 @@ static void mem_close(struct rt_backend *b)
 	free(b);
 }
 
-/* A counter registers with its merge operator; other kinds have none. */
+/* A counter registers with its merge operator; other kinds have none.
+ * With --state-ttl every state but the runtime's own (RT_STATE_NO_TTL)
+ * gets it, on processing time. */
 static int mem_reg(struct rt_backend *b, const char *name, int kind, unsigned merge, uint32_t *id)
 {
+	const struct mem_backend *m = (const struct mem_backend *)b;
+
+	if (m->mb_ttl_ms && !(kind & RT_STATE_NO_TTL)) {
+		struct sfs_ttl t = { .ttl_ms = m->mb_ttl_ms,
+				     .merge = kind == SFS_STATE_COUNTER ? merge : 0 };
+
+		return rt_sfs(sfs_state_register_ttl(ctx(b), name, kind, &t, id));
+	}
+	kind &= ~RT_STATE_NO_TTL;
 	if (kind == SFS_STATE_COUNTER)
 		return rt_sfs(sfs_state_register_merge(ctx(b), name, merge, id));
 	return rt_sfs(sfs_state_register(ctx(b), name, kind, id));

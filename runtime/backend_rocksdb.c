@@ -625,6 +625,7 @@ static int rdb_reg(struct rt_backend *b, const char *name, int kind, unsigned me
 	char *err = NULL;
 	int rc;
 
+	kind &= ~RT_STATE_NO_TTL;	/* the baseline has no TTL (the supervisor refuses one) */
 	if (!name || !*name || strlen(name) >= SFS_STATE_NAME_MAX)
 		return rt_err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
 			      SFS_STATE_NAME_MAX - 1);

@@ -756,6 +756,7 @@ static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
 	bc.restored = g->task && info.start != SFS_START_FRESH;
 	bc.cache_bytes = g->job->rj_cache_bytes;
 	bc.buffer_bytes = g->job->rj_buffer_bytes;
+	bc.state_ttl_ms = g->job->rj_state_ttl_ms;
 	rc = bo->open(&bc, &g->op.st);
 	if (rc)
 		return fail(g, rc, "backend %s: %s", bo->name, rt_last_error());

@@ -87,6 +87,7 @@ struct rt_job {
 	char rj_data_dir[RT_PATH_MAX];
 	uint64_t rj_cache_bytes;    /* value cache per worker (sfs backends; 0: default) */
 	uint64_t rj_buffer_bytes;   /* each write buffer of a worker (sfs backends; 0: default) */
+	uint64_t rj_state_ttl_ms;   /* --state-ttl: the queries' state TTL, processing time (0: none) */
 	uint32_t rj_nsplits;        /* source splits (the first run's parallelism) */
 	uint32_t rj_pad2;
 	struct rt_worker_status rj_ws[RT_MAX_WORKERS];

@@ -597,10 +597,10 @@ int rt_timers_open(struct rt_op *op, const char *name, struct rt_timers **out)
 	for (uint32_t i = 0; i < FILTER_SLOTS; i++)
 		t->tm_filt[i].ts = INT64_MIN;
 	snprintf(sname, sizeof(sname), "%s.timers", name);
-	if ((rc = op->so->reg(op->st, sname, SFS_STATE_MAP, 0, &t->tm_timers)))
+	if ((rc = op->so->reg(op->st, sname, SFS_STATE_MAP | RT_STATE_NO_TTL, 0, &t->tm_timers)))
 		goto fail;
 	snprintf(sname, sizeof(sname), "%s.index", name);
-	if ((rc = op->so->reg(op->st, sname, SFS_STATE_MAP, 0, &t->tm_index)) ||
+	if ((rc = op->so->reg(op->st, sname, SFS_STATE_MAP | RT_STATE_NO_TTL, 0, &t->tm_index)) ||
 	    (rc = find_anchors(t)) || (rc = set_grow(t)))
 		goto fail;
 	for (uint32_t g = 0; g < t->tm_ngroups; g++) {

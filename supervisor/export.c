@@ -37,15 +37,17 @@
 #include "checkpointer/ckstore.h"
 #include "checkpointer/coord.h"
 #include "common/err.h"
+#include "common/clock.h"
 #include "common/fs.h"
 #include "common/keygroup.h"
 #include "common/merge.h"
+#include "common/ttl.h"
 #include "shm/segment.h"
 #include "store/target.h"
 #include "supervisor/sup.h"
 
 #define USAGE "usage: sfs export --checkpoint DIR [--state NAME] [--format csv|jsonl] " \
-	      "[--out FILE] [--merge-lib PATH]\n"
+	      "[--out FILE] [--merge-lib PATH] [--now MS]\n"
 
 struct xp {
 	FILE *out;
@@ -54,6 +56,8 @@ struct xp {
 	uint32_t worker;
 	const struct sfs_state_desc *st;
 	uint64_t rows;
+	uint64_t now_ms;             /* TTL: the clock of processing-time states */
+	int now_given;               /* --now: event-time states' clock too */
 };
 
 static const char *kind_name(uint32_t k)
@@ -124,7 +128,10 @@ static int row(void *arg, const struct sfs_scan_entry *e)
 	const unsigned char *k = e->key, *key, *ukey = NULL;
 	uint32_t sid, kg, klen, ulen = 0;
 	const struct sfs_state_desc *d;
+	const unsigned char *val;
+	uint64_t expires = 0;
 	int64_t ctr = 0;
+	uint32_t vlen;
 	int counter;
 
 	if (e->klen < SFS_KEY_PREFIX)
@@ -150,9 +157,23 @@ static int row(void *arg, const struct sfs_scan_entry *e)
 		ukey = k + plen;
 		ulen = e->klen - plen;
 	}
-	counter = d->sd_kind == SFS_STATE_COUNTER && e->vlen == 8;
+	val = e->val;
+	vlen = e->vlen;
+	if (d->sd_ttl_ms) {
+		int event = (d->sd_ttl_flags & SFS_TTL_EVENT_TIME) != 0;
+
+		if (vlen < SFS_TTL_PREFIX)
+			return sfs__err(SFS_ECORRUPT, "worker %u: state %s: a value of %u bytes "
+					"without its expiry", x->worker, d->sd_name, vlen);
+		expires = sfs_ttl_expiry_of(val);
+		if ((!event || x->now_given) && sfs_ttl_expired(val, vlen, x->now_ms))
+			return 0;
+		val += SFS_TTL_PREFIX;
+		vlen -= SFS_TTL_PREFIX;
+	}
+	counter = d->sd_kind == SFS_STATE_COUNTER && vlen == 8;
 	if (counter)
-		memcpy(&ctr, e->val, 8);
+		memcpy(&ctr, val, 8);
 	if (!x->jsonl) {
 		fprintf(x->out, "%u,%u,%s,%s,%" PRIu64 ",", x->worker, kg, d->sd_name,
 			kind_name(d->sd_kind), e->ns);
@@ -164,7 +185,7 @@ static int row(void *arg, const struct sfs_scan_entry *e)
 		if (counter)
 			fprintf(x->out, "%" PRId64, ctr);
 		else
-			csv_bytes(x->out, e->val, e->vlen);
+			csv_bytes(x->out, val, vlen);
 		fputs("\r\n", x->out);
 	} else {
 		fprintf(x->out, "{\"worker\": %u, \"key_group\": %u, \"state\": \"%s\", "
@@ -176,7 +197,9 @@ static int row(void *arg, const struct sfs_scan_entry *e)
 		if (counter)
 			fprintf(x->out, ", \"value\": %" PRId64, ctr);
 		else
-			json_bytes(x->out, "value", e->val, e->vlen);
+			json_bytes(x->out, "value", val, vlen);
+		if (d->sd_ttl_ms)
+			fprintf(x->out, ", \"expires_ms\": %" PRIu64, expires);
 		fputs("}\n", x->out);
 	}
 	x->rows++;
@@ -214,7 +237,8 @@ static int find_checkpoint(const char *path, struct ck_meta *m, char *dir, size_
 
 int sfs_cmd_export(int argc, char **argv)
 {
-	const char *path = NULL, *state = NULL, *format = "csv", *outp = NULL, *lib = NULL;
+	const char *path = NULL, *state = NULL, *format = "csv", *outp = NULL, *lib = NULL,
+		   *now = NULL;
 	static struct sfs_state_desc st[SFS_MAX_STATES];
 	char dir[PATH_MAX], root[PATH_MAX + 4], tmp[PATH_MAX], wdir[PATH_MAX + 16], v[64];
 	char *backend = NULL;
@@ -228,12 +252,15 @@ int sfs_cmd_export(int argc, char **argv)
 				   !strcmp(argv[i], "--state") ? &state :
 				   !strcmp(argv[i], "--format") ? &format :
 				   !strcmp(argv[i], "--out") ? &outp :
-				   !strcmp(argv[i], "--merge-lib") ? &lib : NULL;
+				   !strcmp(argv[i], "--merge-lib") ? &lib :
+				   !strcmp(argv[i], "--now") ? &now : NULL;
 
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			printf(USAGE "  the state of a checkpoint or savepoint (chk-N) as rows:\n"
 			       "  worker,key_group,state,kind,namespace,key,user_key,value\n"
-			       "  bytes as text, or 0x-hex when not printable; counters as integers\n");
+			       "  bytes as text, or 0x-hex when not printable; counters as integers\n"
+			       "  --now MS: the clock a TTL state's entries must be live at (default:\n"
+			       "  the wall clock, for processing-time TTLs)\n");
 			return 0;
 		}
 		if (!opt || i + 1 >= argc) {
@@ -252,6 +279,18 @@ int sfs_cmd_export(int argc, char **argv)
 		return 2;
 	}
 	x.jsonl = !strcmp(format, "jsonl");
+	x.now_ms = sfs_now_realtime_ms();
+	if (now) {
+		char *end;
+
+		errno = 0;
+		x.now_ms = strtoull(now, &end, 10);
+		if (!*now || *end || errno) {
+			fprintf(stderr, "sfs export: --now '%s': want milliseconds\n", now);
+			return 2;
+		}
+		x.now_given = 1;
+	}
 	if (lib && sfs_merge_load(lib)) {
 		fprintf(stderr, "sfs export: %s\n", sfs_last_error());
 		return 1;

@@ -72,6 +72,7 @@ static int rt_adopt(int rc)
 static struct {
 	int done;                /* this incarnation carried already */
 	uint64_t sealed_bytes;
+	uint64_t ttl_dropped;    /* entries of TTL states dropped as expired at flush */
 	uint32_t *ckpt_us;
 	size_t nckpt, cap;
 	uint64_t ckpt_max_ns;
@@ -577,6 +578,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	job->rj_nsplits = workers;
 	job->rj_cache_bytes = q->cache_bytes;
 	job->rj_buffer_bytes = q->buffer_bytes;
+	job->rj_state_ttl_ms = q->state_ttl_ms;
 	if ((rc = sfs_ckpt_create(seg, workers, &ck)))
 		return rc;
 	ck->ck_max_parallelism = job->rj_max_parallelism;
@@ -627,6 +629,7 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 				 * (a run ends without flushing its last buffers): the
 				 * bytes the compactor flushed */
 				carried.sealed_bytes += sfs_load_relaxed(&ctl->wc_sealed_bytes);
+				carried.ttl_dropped += sfs_load_relaxed(&ctl->wc_ttl_dropped);
 				for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
 					if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_SEALED)
 						carried.sealed_bytes -= bufs[i]->wb_top - bufs[i]->wb_arena_off;
@@ -715,6 +718,7 @@ static void usage_json(const struct sup_usage *u)
 		printf("%.3f", (double)maint / (double)carried.sealed_bytes);
 	else
 		printf("null");
+	printf(", \"ttl_dropped_at_flush\": %llu", (unsigned long long)carried.ttl_dropped);
 	printf(", \"shm_bytes\": %llu, \"shm_reserved_bytes\": %llu",
 	       (unsigned long long)u->shm_bytes, (unsigned long long)u->shm_reserved);
 	if (carried.nckpt) {

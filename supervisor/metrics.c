@@ -226,6 +226,7 @@ static void take_workers(struct sfs_seg *segs, int nsegs, struct sup_snap *s)
 			r->flushes = sfs_load_relaxed(&ctl->wc_flushes);
 			r->flush_entries = sfs_load_relaxed(&ctl->wc_flush_entries);
 			r->flush_ns = sfs_load_relaxed(&ctl->wc_flush_ns);
+			r->ttl_dropped = sfs_load_relaxed(&ctl->wc_ttl_dropped);
 			take_cache(ctl, r);
 		}
 }
@@ -542,6 +543,9 @@ static void write_workers(const struct sup_snap *s, FILE *f)
 	WFAM(f, s, has_ctl, "sfs_compactor_flushed_entries_total", "counter",
 	     "Entries of the worker's buffers the compactor flushed", "%llu",
 	     (ull)w->flush_entries);
+	WFAM(f, s, has_ctl, "sfs_compactor_ttl_dropped_entries_total", "counter",
+	     "Entries of TTL states the compactor dropped as expired at flush", "%llu",
+	     (ull)w->ttl_dropped);
 	WFAM(f, s, has_ctl, "sfs_compactor_flush_seconds_total", "counter",
 	     "Time the compactor spent flushing the worker's buffers", "%.9f",
 	     secs(w->flush_ns));

@@ -49,7 +49,7 @@ struct sup_snap_worker {
 	uint32_t kg_start, kg_end;
 	uint32_t nbufs, nfree, nactive, nsealed, nretiring;
 	uint64_t buf_bytes, seq, flushed_seq, barrier, barriers, spills, stalls, stall_ns;
-	uint64_t sealed_bytes, restarts, flushes, flush_entries, flush_ns;
+	uint64_t sealed_bytes, restarts, flushes, flush_entries, flush_ns, ttl_dropped;
 	int has_cache;             /* its value cache's counters */
 	uint64_t vc_hits, vc_neg_hits, vc_misses, vc_entries, vc_bytes, vc_capacity,
 		vc_evictions;

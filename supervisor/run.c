@@ -145,6 +145,9 @@ static void usage(FILE *f)
 		"  --cache-mb MB          value cache per worker (sfs backends; default 8)\n"
 		"  --buffer-mb MB         each of a worker's 4 write buffers (sfs backends;\n"
 		"                         default 16): a full one is flushed between barriers\n"
+		"  --state-ttl MS         the queries' state expires MS ms of processing time\n"
+		"                         after its last write (Flink's table.exec.state.ttl;\n"
+		"                         sfs backends; timers never expire)\n"
 		"  --store-mb MB          memory backend: its store per worker, sparse (default\n"
 		"                         4096; half is usable: it compacts by copying); a run\n"
 		"                         whose state outgrows it stops (exit 1) saying so\n"
@@ -816,6 +819,7 @@ static int parse(int argc, char **argv)
 		{ "store-mb", required_argument, NULL, 'S' },
 		{ "cache-mb", required_argument, NULL, 'c' },
 		{ "buffer-mb", required_argument, NULL, 'F' },
+		{ "state-ttl", required_argument, NULL, 'Y' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "restore", required_argument, NULL, 'X' },
 		{ "retain", required_argument, NULL, 'T' },
@@ -919,6 +923,10 @@ static int parse(int argc, char **argv)
 			cfg.q.cache_bytes = (uint64_t)sfs_arg_num("run", "--cache-mb", optarg, 1, 65536)
 					    << 20;
 			break;
+		case 'Y':
+			cfg.q.state_ttl_ms = (uint64_t)sfs_arg_num("run", "--state-ttl", optarg, 1,
+								   (long)1 << 50);
+			break;
 		case 'F':
 			cfg.q.buffer_bytes = (uint64_t)sfs_arg_num("run", "--buffer-mb", optarg, 1, 4096)
 					     << 20;
@@ -984,6 +992,13 @@ static int parse(int argc, char **argv)
 	}
 	if (!cfg.job && cfg.q.exec) {
 		fprintf(stderr, "sfs run: --exec needs --job\n");
+		return 2;
+	}
+	if (cfg.q.state_ttl_ms && (!cfg.q.query || !sup_backend_target(cfg.q.backend))) {
+		fprintf(stderr, "sfs run: --state-ttl is for --query on an sfs backend (memory, "
+			"rocksdb, table; '%s' keeps its state outside sfs; a program of --exec "
+			"registers its own TTLs: sfs_state_register_ttl)\n",
+			cfg.q.query ? cfg.q.backend : "--exec");
 		return 2;
 	}
 	if (is_job()) {

@@ -106,7 +106,8 @@ static void print_workers(struct sfs_seg *segs, int nsegs, int json)
 				       "\"buffers_retiring\": %u, \"buffer_bytes\": %llu, "
 				       "\"seq\": %llu, \"flushed_seq\": %llu, \"barrier\": %llu, "
 				       "\"spills\": %llu, \"stalls\": %llu, \"stall_ms\": %llu, "
-				       "\"flushes\": %llu, \"flushed_entries\": %llu, \"restarts\": %llu}",
+				       "\"flushes\": %llu, \"flushed_entries\": %llu, "
+				       "\"ttl_dropped\": %llu, \"restarts\": %llu}",
 				       first ? "" : ", ", w, n, ctl->wc_kg_start, ctl->wc_kg_end,
 				       ctl->wc_nbufs, nfree, nsealed, nretiring,
 				       (unsigned long long)ctl->wc_buf_bytes,
@@ -118,6 +119,7 @@ static void print_workers(struct sfs_seg *segs, int nsegs, int json)
 				       (unsigned long long)(ctl->wc_stall_ns / 1000000),
 				       (unsigned long long)ctl->wc_flushes,
 				       (unsigned long long)ctl->wc_flush_entries,
+				       (unsigned long long)ctl->wc_ttl_dropped,
 				       (unsigned long long)ctl->wc_restarts);
 			} else {
 				if (first)

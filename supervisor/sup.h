@@ -34,6 +34,7 @@ struct sup_query {
 	uint64_t store_bytes;    /* memory target store per worker */
 	uint64_t cache_bytes;    /* value cache per worker (0: the default, 8 MiB) */
 	uint64_t buffer_bytes;   /* each write buffer of a worker (0: the default, 16 MiB) */
+	uint64_t state_ttl_ms;   /* --state-ttl: the queries' state TTL (0: none) */
 	int json;
 	const char *restore;     /* --restore latest|DIR (NULL: a fresh start) */
 	uint64_t recover_id;     /* a recovery: this run's last checkpoint (0: none) */

@@ -103,6 +103,7 @@ struct sfs_query {
 	struct sfs_seg *seg;
 	const struct sfs_target_read_ops *tops;
 	uint32_t state, kind, op;
+	struct sfs_ttl_rule ttl;       /* the state's TTL (common/ttl.h): ttl_ms 0 none */
 	uint32_t par, maxp;
 	uint64_t seq;                  /* S of the last answer */
 	struct qworker *w;             /* [par] */
@@ -183,6 +184,8 @@ int sfs_query_open(sfs_handle_t *h, const char *state, sfs_query_t **out)
 	q->state = (uint32_t)(d - h->seg.hdr->sh_states);
 	q->kind = d->sd_kind;
 	q->op = d->sd_merge;
+	q->ttl.ttl_ms = sfs_load_relaxed(&d->sd_ttl_ms);
+	q->ttl.event_time = !!(sfs_load_relaxed(&d->sd_ttl_flags) & SFS_TTL_EVENT_TIME);
 	q->tops = sfs_target_read_of(q->seg);
 	if (!q->tops) {
 		rc = sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", q->seg->path,
@@ -459,6 +462,47 @@ static int point(struct sfs_query *q, uint64_t ns, const void *key, size_t klen,
 	return changing(q, op);
 }
 
+/*
+ * A TTL state's answer @rc (view *@out) made the user's: absent when its
+ * expiry has passed, else stripped of it (common/ttl.h).  The clock is the
+ * owner's as of its newest seal (the largest a buffer control records),
+ * which is what the answer is as of: an entry the owner could still read
+ * at S is returned, and one maintenance may have dropped never is.
+ */
+static uint64_t ttl_clock(const struct sfs_query *q, const struct qworker *w)
+{
+	uint64_t now = 0;
+
+	for (uint32_t i = 0; i < w->ctl->wc_nbufs; i++) {
+		const struct sfs_ttl_clock *c = &w->ctl->wc_buf[i].cb_ttl;
+		uint64_t t = q->ttl.event_time ? sfs_load_relaxed(&c->event_ms)
+					       : sfs_load_relaxed(&c->proc_ms);
+
+		now = t > now ? t : now;
+	}
+	return now;
+}
+
+static int ttl_answer(const struct sfs_query *q, uint64_t now, int rc, struct sfs_view *out)
+{
+	if (rc != 1)
+		return rc;
+	if (sfs_ttl_expired(out->data, out->len, now)) {
+		out->data = NULL;
+		out->len = 0;
+		return 0;
+	}
+	out->data = (const char *)out->data + SFS_TTL_PREFIX;
+	out->len -= SFS_TTL_PREFIX;
+	return 1;
+}
+
+/* The worker a point key of q->kbuf routes to (for ttl_clock). */
+static const struct qworker *owner_of(const struct sfs_query *q, const void *key, size_t klen)
+{
+	return &q->w[sfs_kg_owner(sfs_key_group(key, klen, q->maxp), q->par, q->maxp)];
+}
+
 int sfs_query_value(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
 		    struct sfs_view *out)
 {
@@ -466,7 +510,11 @@ int sfs_query_value(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
 
 	out->data = NULL;
 	out->len = 0;
-	return rc ? rc : point(q, ns, key, klen, out, NULL, "query value");
+	if (rc)
+		return rc;
+	rc = point(q, ns, key, klen, out, NULL, "query value");
+	return q->ttl.ttl_ms && rc == 1 ? ttl_answer(q, ttl_clock(q, owner_of(q, key, klen)), rc, out)
+					: rc;
 }
 
 int sfs_query_counter(sfs_query_t *q, uint64_t ns, const void *key, size_t klen, int64_t *out)
@@ -475,7 +523,18 @@ int sfs_query_counter(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
 	int rc = ready(q, SFS_STATE_COUNTER, klen, 0, "query counter");
 
 	*out = 0;
-	return rc ? rc : point(q, ns, key, klen, &v, out, "query counter");
+	if (rc)
+		return rc;
+	if (!q->ttl.ttl_ms)
+		return point(q, ns, key, klen, &v, out, "query counter");
+	/* A TTL counter is a put of [expiry][int64], never a merge. */
+	rc = point(q, ns, key, klen, &v, NULL, "query counter");
+	rc = rc == 1 ? ttl_answer(q, ttl_clock(q, owner_of(q, key, klen)), rc, &v) : rc;
+	if (rc == 1 && v.len != 8)
+		return sfs__err(SFS_ECORRUPT, "query counter: a value of %u bytes, not 8", v.len);
+	if (rc == 1)
+		memcpy(out, v.data, 8);
+	return rc;
 }
 
 /* ---- map state ----------------------------------------------------------- */
@@ -535,7 +594,7 @@ int sfs_query_map_get(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
 			}
 		}
 		if (rc < 0 || snap_held(q, w, &sn))
-			return rc;
+			return q->ttl.ttl_ms ? ttl_answer(q, ttl_clock(q, w), rc, out) : rc;
 	}
 	return changing(q, "query map get");
 }
@@ -616,10 +675,17 @@ int sfs_query_map_iter(sfs_query_t *q, uint64_t ns, const void *key, size_t klen
 			return rc;
 		if (!snap_held(q, w, &sn))
 			continue;
-		/* Delivered only now: a read that started over gave nothing. */
-		for (size_t i = 0; i < q->nents; i++)
-			if ((rc = fn(arg, q->ents[i].k, q->ents[i].kl, q->ents[i].v, q->ents[i].vl)))
+		/* Delivered only now: a read that started over gave nothing.
+		 * A TTL state's expired entries (collected, so they shadowed
+		 * older versions) are skipped here. */
+		for (size_t i = 0; i < q->nents; i++) {
+			struct sfs_view v = { q->ents[i].v, q->ents[i].vl };
+
+			if (q->ttl.ttl_ms && ttl_answer(q, ttl_clock(q, w), 1, &v) != 1)
+				continue;
+			if ((rc = fn(arg, q->ents[i].k, q->ents[i].kl, v.data, v.len)))
 				return rc;
+		}
 		return 0;
 	}
 	return changing(q, "query map iterate");
