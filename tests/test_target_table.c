@@ -17,8 +17,12 @@
  * every flush, with each design point switched off in turn; the writer's
  * background thread publishing beside the barrier commits (a counter
  * never reads a barrier twice, a reader never fails); corrupt data and
- * snapshot files refused by name; and a snapshot restored into the store
- * of a new segment reads the same and keeps counting.
+ * snapshot files refused by name; a snapshot restored into the store
+ * of a new segment reads the same and keeps counting; and state TTL:
+ * expired rows physically leave the files in the round and the shaping
+ * merge (also with rounds in the background), an expired put shadows an
+ * older version below it as a tombstone would, and a state without a TTL
+ * loses no row however its values look.
  *
  * Forked children report through their exit code only, are waited for
  * with a timeout and reaped (helpers.h).  Knobs (SFS_TABLE_*) are read
@@ -2370,6 +2374,83 @@ Test(tblt, rows_of_a_state_without_a_ttl_are_never_dropped)
 		}
 	cr_assert_eq(relaxed(&pub_of(&seg, 0)->tp_ttl_dropped) - dropped0, 4,
 		     "only the TTL state's four expired rows are counted");
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+struct live_ents {
+	unsigned n, live;
+};
+
+static int count_ents(void *arg, const void *uk, uint32_t ul, const void *v, uint32_t vl)
+{
+	struct live_ents *e = arg;
+
+	(void)uk;
+	(void)ul;
+	e->n++;
+	e->live += vl > 8 && ((const char *)v)[8] == 'L';
+	return 0;
+}
+
+/*
+ * A TTL map: the table holds each entry as map_run hands it over (the
+ * link header stripped: [expiry][user]), and drops the expired ones as it
+ * does values — the merged file holds the live entries only, and the map
+ * reads them.
+ */
+Test(tblt, expired_entries_of_a_ttl_map_are_dropped_by_the_shaping_merge)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[8];
+	unsigned char kb[8][48], vb[8][48];
+	struct sfs_ttl ttl = { .ttl_ms = 1000 };
+	unsigned char pk[64];
+	struct sfs_probe parent;
+	struct live_ents e = { 0, 0 };
+	uint64_t n, live;
+	uint32_t sid;
+	sfs_ctx_t *c;
+
+	setenv("SFS_TABLE_BG_IDLE", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tm", SFS_STATE_MAP, &ttl, &sid), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	for (uint64_t b = 1; b <= 4; b++) {
+		for (int i = 0; i < 8; i++) {
+			struct sfs_map_ent me = { 0, 0 };
+			uint64_t expiry = i % 2 ? TTL_NEVER : TTL_SOON;
+			uint32_t kl = pkey(kb[i], sid, "m");
+			int ul = snprintf((char *)kb[i] + kl, 16, "e%llu-%d", (unsigned long long)b, i);
+
+			memcpy(vb[i], &me, sizeof(me));
+			memcpy(vb[i] + sizeof(me), &expiry, 8);
+			vb[i][sizeof(me) + 8] = i % 2 ? 'L' : 'D';
+			v[i] = (struct sfs_wbuf_view){ .value = vb[i], .key = kb[i],
+						       .len = (uint32_t)sizeof(me) + 9,
+						       .klen = kl + (uint32_t)ul, .kind = SFS_WBUF_PUT,
+						       .off = (uint64_t)i };
+		}
+		tell_ttl(w, b < 4 ? TTL_BEFORE : TTL_AFTER);
+		cr_assert_eq(T->apply(w, v, 8, b), 0, "%s", sfs_last_error());
+		commit(w, b);
+	}
+	wait_merged(sid);
+	phys_count(sid, 8, 'L', &n, &live);
+	cr_assert(n == 16 && live == 16, "the merged file holds the live entries only: %llu rows, "
+		  "%llu live", (unsigned long long)n, (unsigned long long)live);
+	parent = (struct sfs_probe){ .ns = 0, .key = pk, .klen = pkey(pk, sid, "m") };
+	cr_assert_eq(T->rd.catch_up(r), 0);
+	cr_assert_eq(T->rd.map_iter(r, &parent, count_ents, &e), 0, "%s", sfs_last_error());
+	cr_assert(e.n == 16 && e.live == 16, "the map reads %u entries, %u live", e.n, e.live);
 	T->rd.reader_close(r);
 	writer_close(w);
 	sfs_proc_unregister(slot);
