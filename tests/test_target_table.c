@@ -17,8 +17,12 @@
  * every flush, with each design point switched off in turn; the writer's
  * background thread publishing beside the barrier commits (a counter
  * never reads a barrier twice, a reader never fails); corrupt data and
- * snapshot files refused by name; and a snapshot restored into the store
- * of a new segment reads the same and keeps counting.
+ * snapshot files refused by name; a snapshot restored into the store
+ * of a new segment reads the same and keeps counting; and state TTL:
+ * expired rows physically leave the files in the round and the shaping
+ * merge (also with rounds in the background), an expired put shadows an
+ * older version below it as a tombstone would, and a state without a TTL
+ * loses no row however its values look.
  *
  * Forked children report through their exit code only, are waited for
  * with a timeout and reaped (helpers.h).  Knobs (SFS_TABLE_*) are read
@@ -2042,4 +2046,413 @@ Test(tblt, a_snapshot_restored_into_a_new_segment_reads_the_same_and_keeps_count
 	cr_assert_eq(n, k7 + 1000);
 	sfs_worker_close(c2);
 	sfs_seg_detach(&seg2);
+}
+
+/* ---- 9. state TTL: expired rows dropped in rounds and merges ---------------------- */
+
+/*
+ * The writer is driven through its ops, as the compactor does: ttl() with
+ * the registry's rules (as compactor/flush.c ttl_rules builds them) and a
+ * processing clock, then apply and commit.  Rows are counted in the
+ * published files themselves, deletion vectors ignored: what is physically
+ * there.  A TTL value is [expiry ms][user bytes] (common/ttl.h); the user
+ * bytes start with a letter the counts look at.
+ */
+#define TTL_SOON 100ull             /* expiry of rows that expire (ms) */
+#define TTL_NEVER 1000000000ull     /* ... of rows that stay live */
+#define TTL_BEFORE 50ull            /* a clock at which nothing has expired */
+#define TTL_AFTER 200ull            /* one past TTL_SOON */
+
+static void tell_ttl(struct sfs_target_writer *w, uint64_t proc_ms)
+{
+	static struct sfs_ttl_rule rules[SFS_MAX_STATES];
+	struct sfs_ttl_clock clk = { .proc_ms = proc_ms, .event_ms = 0 };
+
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *sd = &seg.hdr->sh_states[i];
+		int ready = sfs_load_acquire(&sd->sd_state) == SFS_SDESC_READY;
+
+		rules[i].ttl_ms = ready ? sd->sd_ttl_ms : 0;
+		rules[i].event_time = ready && (sd->sd_ttl_flags & SFS_TTL_EVENT_TIME);
+	}
+	T->ttl(w, rules, &clk);
+	memset(rules, 0xa5, sizeof(rules));	/* the rules live for the call only */
+}
+
+struct tview {
+	unsigned char key[32];
+	unsigned char val[32];
+};
+
+/* A put of value key @k of @sid: [@expiry][@user] when @expiry, else
+ * @user alone (a state without a TTL). */
+static void ttl_put(struct sfs_wbuf_view *v, struct tview *tv, uint32_t sid, const char *k,
+		    uint64_t expiry, const char *user)
+{
+	uint32_t n = 0;
+
+	if (expiry) {
+		memcpy(tv->val, &expiry, 8);
+		n = 8;
+	}
+	memcpy(tv->val + n, user, strlen(user));
+	n += (uint32_t)strlen(user);
+	*v = (struct sfs_wbuf_view){ .value = tv->val, .key = tv->key, .len = n,
+				     .klen = vkey(tv->key, sid, k), .kind = SFS_WBUF_PUT };
+}
+
+/* Rows physically in @sid's published files (vectors ignored): *@n in
+ * all, *@first those whose user bytes (after @skip bytes) start with
+ * @first_c.  0, or -1 when a file went meanwhile (call again). */
+static int phys_rows(uint32_t sid, uint32_t skip, char first_c, uint64_t *n, uint64_t *first)
+{
+	static struct pubset ps;
+	char path[512], f[800];
+
+	*n = *first = 0;
+	cr_assert_eq(pub_table(pub_of(&seg, 0), sid, &ps), 0);
+	table_dir(path, sizeof(path), seg.hdr->sh_data_dir, sid);
+	for (uint32_t i = 0; i < ps.n; i++) {
+		sfs_df_reader_t *rd;
+		sfs_df_iter_t *it;
+		struct sfs_df_row row;
+		int rc;
+
+		snprintf(f, sizeof(f), "%s/%s", path, ps.name[i]);
+		if (sfs_df_reader_open(f, NULL, &rd))
+			return -1;	/* collected after a newer publication */
+		cr_assert_eq(sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it), 0);
+		while ((rc = sfs_df_iter_next(it, &row)) == 1) {
+			(*n)++;
+			*first += row.vlen > skip && ((const char *)row.val)[skip] == first_c;
+		}
+		cr_assert_eq(rc, 0, "%s", sfs_last_error());
+		sfs_df_iter_close(it);
+		sfs_df_reader_close(rd);
+	}
+	return 0;
+}
+
+static void phys_count(uint32_t sid, uint32_t skip, char first_c, uint64_t *n, uint64_t *first)
+{
+	int i = 0;
+
+	while (phys_rows(sid, skip, first_c, n, first) && i++ < 1000)
+		usleep(1000);
+}
+
+/* Wait until table @sid is one level-2 file (the shaping merge of its
+ * four level-1 files committed and published). */
+static void wait_merged(uint32_t sid)
+{
+	const struct sfs_table_pub *p = pub_of(&seg, 0);
+	int ok = 0;
+
+	for (int t = 0; t < 10000 && !ok; t++) {
+		ok = published_at_level(p, sid, 2) && !published_at_level(p, sid, 1) &&
+		     !published_level0(p, sid);
+		if (!ok)
+			usleep(1000);
+	}
+	cr_assert(ok, "table %u: its four level-1 files merged into one level-2 file", sid);
+}
+
+/* 1 when value key @k of @sid reads user bytes @user (after @skip bytes;
+ * NULL: absent). */
+static int reads_user(struct sfs_target_reader *r, uint32_t sid, const char *k, uint32_t skip,
+		      const char *user)
+{
+	unsigned char kb[64];
+	struct sfs_probe p = { .ns = 0, .key = kb, .klen = vkey(kb, sid, k) };
+	struct sfs_probe_result res;
+
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.probe(r, &p, 1, &res), 0, "%s", sfs_last_error());
+	if (!user)
+		return !res.found;
+	return res.found && res.len == skip + strlen(user) &&
+	       memcmp((const char *)res.value + skip, user, strlen(user)) == 0;
+}
+
+/*
+ * Ten rows per buffer over four buffers, half of them expiring at
+ * TTL_SOON; the clock passes it before the fourth.  Its round drops its
+ * own expired rows (rewriting the file instead of relabelling it), and the
+ * shaping merge of the four level-1 files drops the other three buffers':
+ * the one level-2 file holds exactly the live rows, which still read.
+ */
+static void expired_rows_vanish(const char *knob)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[10];
+	struct tview tv[10];
+	struct sfs_ttl ttl = { .ttl_ms = 1000 };
+	uint64_t n, live, dropped0;
+	uint32_t sid;
+	sfs_ctx_t *c;
+
+	if (knob)
+		setenv(knob, "0", 1);
+	setenv("SFS_TABLE_BG_IDLE", "0", 1);	/* merges at once, even on a busy machine */
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tv", SFS_STATE_VALUE, &ttl, &sid), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(seg.hdr->sh_states[sid].sd_ttl_ms, 1000u);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	dropped0 = relaxed(&pub_of(&seg, 0)->tp_ttl_dropped);
+	for (uint64_t b = 1; b <= 4; b++) {
+		for (int i = 0; i < 10; i++) {
+			char k[16], u[16];
+
+			snprintf(k, sizeof(k), "k%llu-%d", (unsigned long long)b, i);
+			snprintf(u, sizeof(u), "%s%llu-%d", i % 2 ? "L" : "D",
+				 (unsigned long long)b, i);
+			ttl_put(&v[i], &tv[i], sid, k, i % 2 ? TTL_NEVER : TTL_SOON, u);
+		}
+		tell_ttl(w, b < 4 ? TTL_BEFORE : TTL_AFTER);
+		flush_seq(w, v, 10, b);
+	}
+	wait_merged(sid);
+	phys_count(sid, 8, 'L', &n, &live);
+	cr_assert_eq(live, 20, "the live rows stay: %llu", (unsigned long long)live);
+	cr_assert_eq(n, 20, "the expired rows are gone from the files: %llu rows, %llu live",
+		     (unsigned long long)n, (unsigned long long)live);
+	cr_assert_eq(relaxed(&pub_of(&seg, 0)->tp_ttl_dropped) - dropped0, 20,
+		     "counted as dropped: %llu",
+		     (unsigned long long)(relaxed(&pub_of(&seg, 0)->tp_ttl_dropped) - dropped0));
+	for (int b = 1; b <= 4; b++)
+		for (int i = 0; i < 10; i++) {
+			char k[16], u[16];
+
+			snprintf(k, sizeof(k), "k%d-%d", b, i);
+			snprintf(u, sizeof(u), "L%d-%d", b, i);
+			cr_assert(reads_user(r, sid, k, 8, i % 2 ? u : NULL), "%s", k);
+		}
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+Test(tblt, expired_ttl_rows_are_dropped_by_the_round_and_the_shaping_merge)
+{
+	expired_rows_vanish(NULL);
+}
+
+/* Rounds in the background: without the staged rows, the round looks for
+ * expired rows in the level-0 file itself. */
+Test(tblt, expired_ttl_rows_are_dropped_with_rounds_in_the_background_only)
+{
+	expired_rows_vanish("SFS_TABLE_ROUND");
+}
+
+/*
+ * A newer put that has expired by the round, over an older version live
+ * in level 1: the round drops the newer one as a tombstone — it masks the
+ * older one — so a reader finds the key absent, never the older version.
+ * After the shaping merge neither is in any file.
+ */
+Test(tblt, an_expired_put_over_an_older_version_shadows_it_then_both_go)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[2];
+	struct tview tv[2];
+	struct sfs_ttl ttl = { .ttl_ms = 1000 };
+	uint64_t n, olds, news;
+	uint32_t sid;
+	sfs_ctx_t *c;
+
+	setenv("SFS_TABLE_BG_IDLE", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tv", SFS_STATE_VALUE, &ttl, &sid), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+
+	tell_ttl(w, TTL_BEFORE);
+	ttl_put(&v[0], &tv[0], sid, "a1", TTL_NEVER, "filler");
+	ttl_put(&v[1], &tv[1], sid, "k", TTL_NEVER, "Old");
+	flush_seq(w, v, 2, 1);
+	cr_assert(reads_user(r, sid, "k", 8, "Old"));
+	cr_assert(published_at_level(pub_of(&seg, 0), sid, 1), "the older version is in level 1");
+
+	tell_ttl(w, TTL_AFTER);
+	ttl_put(&v[0], &tv[0], sid, "a2", TTL_NEVER, "filler");
+	ttl_put(&v[1], &tv[1], sid, "k", TTL_SOON, "New");	/* expired when it arrives */
+	flush_seq(w, v, 2, 2);
+	cr_assert(reads_user(r, sid, "k", 8, NULL), "the older version does not resurface");
+	phys_count(sid, 8, 'N', &n, &news);
+	cr_assert_eq(news, 0, "the expired put is not written below level 0");
+	phys_count(sid, 8, 'O', &n, &olds);
+	cr_assert_eq(olds, 1, "the older version is masked, not rewritten, until a merge");
+
+	for (uint64_t b = 3; b <= 4; b++) {
+		char k[8];
+
+		snprintf(k, sizeof(k), "a%llu", (unsigned long long)b);
+		ttl_put(&v[0], &tv[0], sid, k, TTL_NEVER, "filler");
+		tell_ttl(w, TTL_AFTER);
+		flush_seq(w, v, 1, b);
+	}
+	wait_merged(sid);
+	cr_assert(reads_user(r, sid, "k", 8, NULL), "still absent after the merge");
+	phys_count(sid, 8, 'O', &n, &olds);
+	phys_count(sid, 8, 'N', &n, &news);
+	cr_assert(olds == 0 && news == 0 && n == 4, "after the merge neither version is in a "
+		  "file: %llu old, %llu new, %llu rows", (unsigned long long)olds,
+		  (unsigned long long)news, (unsigned long long)n);
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/*
+ * A state without a TTL beside a TTL state, the clock far past: its values
+ * look expired to the TTL rule (an all-zero first 8 bytes, or shorter than
+ * an expiry) and are still never dropped, by the round or the merge.
+ */
+Test(tblt, rows_of_a_state_without_a_ttl_are_never_dropped)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[6];
+	struct tview tv[6];
+	struct sfs_ttl ttl = { .ttl_ms = 1000 };
+	uint64_t n, zero, dropped0;
+	uint32_t sid, sttl;
+	sfs_ctx_t *c;
+
+	setenv("SFS_TABLE_BG_IDLE", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tv", SFS_STATE_VALUE, &ttl, &sttl), 0);
+	cr_assert_eq(sfs_state_register(c, "plain", SFS_STATE_VALUE, &sid), 0);
+	cr_assert_eq(seg.hdr->sh_states[sid].sd_ttl_ms, 0u);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	dropped0 = relaxed(&pub_of(&seg, 0)->tp_ttl_dropped);
+	for (uint64_t b = 1; b <= 4; b++) {
+		for (int i = 0; i < 4; i++) {
+			char k[16];
+			uint64_t zero8 = 0;
+
+			snprintf(k, sizeof(k), "p%llu-%d", (unsigned long long)b, i);
+			if (i % 2) {
+				ttl_put(&v[i], &tv[i], sid, k, 0, "ab");	/* short */
+			} else {
+				ttl_put(&v[i], &tv[i], sid, k, 0, "zzzzzzzzZ");
+				memcpy(tv[i].val, &zero8, 8);	/* "expiry" 0, then 'Z' */
+			}
+		}
+		/* and an expired row of the TTL state in the same buffers */
+		ttl_put(&v[4], &tv[4], sttl, "t", TTL_SOON, "D");
+		tell_ttl(w, TTL_AFTER * 1000);
+		flush_seq(w, v, 5, b);
+	}
+	wait_merged(sid);
+	phys_count(sid, 8, 'Z', &n, &zero);
+	cr_assert(n == 16 && zero == 8, "every row of the state without a TTL stays: %llu rows "
+		  "(%llu with a zero prefix)", (unsigned long long)n, (unsigned long long)zero);
+	for (int b = 1; b <= 4; b++)
+		for (int i = 0; i < 4; i++) {
+			char k[16];
+
+			snprintf(k, sizeof(k), "p%d-%d", b, i);
+			cr_assert(reads_user(r, sid, k, i % 2 ? 0 : 8, i % 2 ? "ab" : "Z"), "%s", k);
+		}
+	cr_assert_eq(relaxed(&pub_of(&seg, 0)->tp_ttl_dropped) - dropped0, 4,
+		     "only the TTL state's four expired rows are counted");
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+struct live_ents {
+	unsigned n, live;
+};
+
+static int count_ents(void *arg, const void *uk, uint32_t ul, const void *v, uint32_t vl)
+{
+	struct live_ents *e = arg;
+
+	(void)uk;
+	(void)ul;
+	e->n++;
+	e->live += vl > 8 && ((const char *)v)[8] == 'L';
+	return 0;
+}
+
+/*
+ * A TTL map: the table holds each entry as map_run hands it over (the
+ * link header stripped: [expiry][user]), and drops the expired ones as it
+ * does values — the merged file holds the live entries only, and the map
+ * reads them.
+ */
+Test(tblt, expired_entries_of_a_ttl_map_are_dropped_by_the_shaping_merge)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[8];
+	unsigned char kb[8][48], vb[8][48];
+	struct sfs_ttl ttl = { .ttl_ms = 1000 };
+	unsigned char pk[64];
+	struct sfs_probe parent;
+	struct live_ents e = { 0, 0 };
+	uint64_t n, live;
+	uint32_t sid;
+	sfs_ctx_t *c;
+
+	setenv("SFS_TABLE_BG_IDLE", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tm", SFS_STATE_MAP, &ttl, &sid), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	for (uint64_t b = 1; b <= 4; b++) {
+		for (int i = 0; i < 8; i++) {
+			struct sfs_map_ent me = { 0, 0 };
+			uint64_t expiry = i % 2 ? TTL_NEVER : TTL_SOON;
+			uint32_t kl = pkey(kb[i], sid, "m");
+			int ul = snprintf((char *)kb[i] + kl, 16, "e%llu-%d", (unsigned long long)b, i);
+
+			memcpy(vb[i], &me, sizeof(me));
+			memcpy(vb[i] + sizeof(me), &expiry, 8);
+			vb[i][sizeof(me) + 8] = i % 2 ? 'L' : 'D';
+			v[i] = (struct sfs_wbuf_view){ .value = vb[i], .key = kb[i],
+						       .len = (uint32_t)sizeof(me) + 9,
+						       .klen = kl + (uint32_t)ul, .kind = SFS_WBUF_PUT,
+						       .off = (uint64_t)i };
+		}
+		tell_ttl(w, b < 4 ? TTL_BEFORE : TTL_AFTER);
+		cr_assert_eq(T->apply(w, v, 8, b), 0, "%s", sfs_last_error());
+		commit(w, b);
+	}
+	wait_merged(sid);
+	phys_count(sid, 8, 'L', &n, &live);
+	cr_assert(n == 16 && live == 16, "the merged file holds the live entries only: %llu rows, "
+		  "%llu live", (unsigned long long)n, (unsigned long long)live);
+	parent = (struct sfs_probe){ .ns = 0, .key = pk, .klen = pkey(pk, sid, "m") };
+	cr_assert_eq(T->rd.catch_up(r), 0);
+	cr_assert_eq(T->rd.map_iter(r, &parent, count_ents, &e), 0, "%s", sfs_last_error());
+	cr_assert(e.n == 16 && e.live == 16, "the map reads %u entries, %u live", e.n, e.live);
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
 }

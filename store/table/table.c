@@ -80,6 +80,27 @@
  * into the stage, flat, and writes TABLES (store/table/table_snap.h); a
  * restore puts them back at <store>/ and open() adopts them (links into
  * the table directories, one COMPACT snapshot per table).
+ *
+ * State TTL (common/ttl.h, store/target.h).  ttl() keeps the compactor's
+ * rules and the newest buffer's clocks in the writer (relaxed atomics: the
+ * background thread reads them; the clocks only move forward; nothing
+ * expires before the first call).  The two places that turn rows of
+ * several files into new ones drop a TTL state's expired puts, by the
+ * engine's tombstone rule: an expired put is a delete of its key.  In the
+ * round it masks what it supersedes in level >= 1 (as every row does) and
+ * is not written, so the file is rewritten rather than relabelled (a
+ * check of its values first: the staged rows in memory, or a pass over
+ * the small level-0 file without them).  Below level 0 there are no
+ * tombstones to keep: once masked, level >= 1 rows are disjoint, so an
+ * expired row a shaping merge meets is the only unmasked version of its
+ * key and is dropped whatever the output level — nothing older of it can
+ * resurface.  Space: a relabelled or merged file keeps rows that expire
+ * later until a shaping merge takes that file (a file of the highest
+ * level waits for FANIN files there); a vector bit is never set for
+ * expiry alone (it would cost a vector-index rewrite per round).  States
+ * without a TTL pay one rule load per round or merge.  Dropped rows are
+ * counted (tp_ttl_dropped).  The level-0 file keeps what the compactor
+ * handed over (it drops expired entries at flush by the same clock).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -374,6 +395,13 @@ struct sfs_target_writer {
 	int stop;                   /* close (release), the background thread (relaxed) */
 	struct scratch main_sc;     /* lookups of the main thread */
 	struct scratch bg_sc;       /* ... and of the background thread */
+	/* State TTL (tbl_ttl; ttl_now reads them): written by the main
+	 * thread, read by both, relaxed word by word; ttl_on (release) once
+	 * the first call stored them. */
+	uint64_t ttl_ms[SFS_MAX_STATES];
+	uint32_t ttl_event[SFS_MAX_STATES];
+	uint64_t ttl_proc_ms, ttl_event_ms;
+	int ttl_on;
 };
 
 static struct table *table_at(struct sfs_target_writer *w, uint32_t sid);
@@ -937,6 +965,78 @@ static int publish(struct sfs_target_writer *w)
 	return rc;
 }
 
+/* ---- state TTL ----------------------------------------------------------------------------- */
+
+/* The target op (store/target.h): the rules copied (the compactor's array
+ * lives for the call only), each clock moved forward only.  O(states),
+ * once per buffer. */
+static void tbl_ttl(struct sfs_target_writer *w, const struct sfs_ttl_rule *rules,
+		    const struct sfs_ttl_clock *now)
+{
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		sfs_store_relaxed(&w->ttl_ms[i], rules[i].ttl_ms);
+		sfs_store_relaxed(&w->ttl_event[i], rules[i].event_time);
+	}
+	/* only this (the main) thread stores them: no lost update */
+	if (now->proc_ms > sfs_load_relaxed(&w->ttl_proc_ms))
+		sfs_store_relaxed(&w->ttl_proc_ms, now->proc_ms);
+	if (now->event_ms > sfs_load_relaxed(&w->ttl_event_ms))
+		sfs_store_relaxed(&w->ttl_event_ms, now->event_ms);
+	sfs_store_release(&w->ttl_on, 1);
+}
+
+/* 1 and *@now, the clock @t's rows expire by, when @t is a TTL state's
+ * table and a clock is known; else 0 (nothing of @t expires).  Read once
+ * per round or merge: one decision for all its rows. */
+static int ttl_now(struct sfs_target_writer *w, const struct table *t, uint64_t *now)
+{
+	struct sfs_ttl_rule r;
+	struct sfs_ttl_clock c;
+
+	if (!sfs_load_acquire(&w->ttl_on) || !(r.ttl_ms = sfs_load_relaxed(&w->ttl_ms[t->sid])))
+		return 0;
+	r.event_time = sfs_load_relaxed(&w->ttl_event[t->sid]);
+	c.proc_ms = sfs_load_relaxed(&w->ttl_proc_ms);
+	c.event_ms = sfs_load_relaxed(&w->ttl_event_ms);
+	*now = sfs_ttl_now(&r, &c);
+	return 1;
+}
+
+/* A row a round or merge drops as expired (only puts carry an expiry: a
+ * TTL counter is written by read-modify-write, never as a delta). */
+static int ttl_drops(int kind, const void *val, size_t vlen, uint64_t now)
+{
+	return kind == SFS_DF_PUT && sfs_ttl_expired(val, (uint32_t)vlen, now);
+}
+
+static const unsigned char *sb_at(const struct table *t, uint64_t off);
+
+/* Whether level-0 file @f0 of @t holds a put expired at @now: 1, 0, or < 0
+ * (a read error).  From the staged rows @pre (its rows, in memory) when
+ * given, else one pass over the file (a round after a restart or in the
+ * background: rare, and the file is one buffer's delta). */
+static int l0_has_expired(const struct table *t, sfs_df_reader_t *rd, const struct srow *pre,
+			  size_t npre, uint64_t now)
+{
+	sfs_df_iter_t *it = NULL;
+	struct sfs_df_row row;
+	int rc;
+
+	if (pre) {
+		for (size_t j = 0; j < npre; j++)
+			if (ttl_drops(pre[j].kind, pre[j].vlen ? sb_at(t, pre[j].voff) : NULL,
+				      pre[j].vlen, now))
+				return 1;
+		return 0;
+	}
+	if ((rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it)))
+		return rc;
+	while ((rc = sfs_df_iter_next(it, &row)) == 1 && !ttl_drops(row.kind, row.val, row.vlen, now))
+		;
+	sfs_df_iter_close(it);
+	return rc;
+}
+
 /* ---- the round: up-level one level-0 file ------------------------------------------------ */
 
 static int lookup_view(struct table *t, const struct tfile *skip, struct tv_file *vf,
@@ -1098,9 +1198,9 @@ static int known(const struct srow *r, size_t n, size_t left)
 
 /*
  * Up-level level-0 file @t->f[@i] (t->mu held): mask the rows it supersedes
- * in the level >= 1 files, fold its counter deltas, drop its tombstones,
- * and commit it as level 1 (relabelled, or rewritten when it holds more
- * than puts).  Older level-0 files must have been up-levelled first.
+ * in the level >= 1 files, fold its counter deltas, drop its tombstones
+ * and its expired puts (state TTL: a tombstone too), and commit it as
+ * level 1 (relabelled, or rewritten when it holds more than live puts).  Older level-0 files must have been up-levelled first.
  * @pre (NULL: none): the staged rows the file was written from, in its
  * row order, with the map diff's lookups (struct srow's old_file).
  */
@@ -1120,8 +1220,8 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	char oname[SFS_TABLE_NAME], path[1024];
 	unsigned char *kb = NULL, *vb = NULL;
 	struct { uint32_t koff, klen, voff, vlen; int kind; } *ch = NULL;
-	uint64_t orows = 0, added = 0, g = 0;
-	int done = 0, from_pre;
+	uint64_t orows = 0, added = 0, g = 0, expired = 0, now = 0;
+	int done = 0, from_pre, ttl = ttl_now(w, t, &now);
 
 	if (!vf || !map) {
 		free(vf);
@@ -1130,6 +1230,10 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	}
 	sfs_df_reader_meta(f0->rd, &m);
 	rewrite = m.puts != m.rows;
+	if (!rewrite && ttl && (rewrite = l0_has_expired(t, f0->rd, pre, npre, now)) < 0) {
+		rc = rewrite;
+		goto fail;
+	}
 	nv = lookup_view(t, f0, vf, map, 1);
 	ch = malloc(ROUND_CHUNK * sizeof(*ch));
 	if (!ch || (rc = scratch_grow(sc, ROUND_CHUNK)))
@@ -1225,6 +1329,10 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 			}
 			if (ch[j].kind == SFS_DF_DELETE || !out)
 				continue;
+			if (ttl && ttl_drops(ch[j].kind, v, vlen, now)) {
+				expired++;	/* a delete: masked what it supersedes, not kept */
+				continue;
+			}
 			if (ch[j].kind == SFS_DF_MERGE) {
 				folded = sfs_df_merge_delta(v);
 				if (r->state == 1 && r->vlen == 8 && t->merge >= 0) {
@@ -1261,6 +1369,8 @@ static int uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struc
 	sfs_fault("table.round");
 	uatomic_add(&w->pub->tp_rounds, 1);
 	uatomic_add(&w->pub->tp_rows_masked, masked);
+	if (expired)
+		uatomic_add(&w->pub->tp_ttl_dropped, expired);
 	uatomic_add(&w->pub->tp_round_ns, (sfs_now_ns() - t0));
 	free(vf);
 	free(map);
@@ -2003,10 +2113,10 @@ struct min {
 static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 {
 	size_t in[MERGE_MAX], n, gone[MERGE_MAX], held = 0;
-	int idle;
+	int idle, ttl;
 	struct min m[MERGE_MAX];
 	uint32_t level = 0;
-	uint64_t t0 = sfs_now_ns(), outrow = 0, loads;
+	uint64_t t0 = sfs_now_ns(), outrow = 0, loads, expired = 0, now = 0;
 	char oname[SFS_TABLE_NAME], path[1024];
 	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES,
 					 .keys_raw = SFS_TABLE_KEYS_RAW };
@@ -2035,6 +2145,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			memcpy(m[k].dv, f->dv, m[k].dv_words * 8);
 	}
 	pthread_mutex_unlock(&t->mu);
+	ttl = ttl_now(w, t, &now);
 	bg_priority(w, held < DEBT_FILES);
 	idle = w->bg_idle;
 	/* read and write without the lock: the inputs are immutable */
@@ -2075,11 +2186,19 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		}
 		if (best < 0)
 			break;
-		rc = sfs_df_writer_add(out, m[best].row.key, m[best].row.klen, SFS_DF_PUT,
-				       m[best].row.val, m[best].row.vlen);
-		if (rc)
-			break;
-		m[best].to[m[best].row.pos] = (uint32_t)outrow++;
+		if (ttl && ttl_drops(m[best].row.kind, m[best].row.val, m[best].row.vlen, now)) {
+			/* expired: a delete of the only unmasked version of its key
+			 * (level >= 1 rows are disjoint), so nothing is kept for it
+			 * at any output level; a bit set on it meanwhile maps to no
+			 * output row (to[] stays UINT32_MAX) */
+			expired++;
+		} else {
+			rc = sfs_df_writer_add(out, m[best].row.key, m[best].row.klen, SFS_DF_PUT,
+					       m[best].row.val, m[best].row.vlen);
+			if (rc)
+				break;
+			m[best].to[m[best].row.pos] = (uint32_t)outrow++;
+		}
 		rc = sfs_df_iter_next(m[best].it, &m[best].row);
 		m[best].live = rc == 1;
 		rc = rc < 0 ? rc : 0;
@@ -2088,7 +2207,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	if (sfs_load_relaxed(&w->stop) && !rc)
 		rc = -ECANCELED;
 	if (!rc && outrow == 0) {
-		sfs_df_writer_abort(out);	/* every row masked meanwhile */
+		sfs_df_writer_abort(out);	/* every row masked meanwhile, or expired */
 		out = NULL;
 	} else if (!rc) {
 		rc = sfs_df_writer_finish(out, NULL);
@@ -2146,6 +2265,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			if (idle)
 				uatomic_add(&w->pub->tp_merges_idle, 1);
 			uatomic_add(&w->pub->tp_merge_rows, outrow);
+			if (expired)
+				uatomic_add(&w->pub->tp_ttl_dropped, expired);
 			uatomic_add(&w->pub->tp_merge_ns, (sfs_now_ns() - t0));
 		}
 	}
@@ -2595,6 +2716,7 @@ const struct sfs_target_ops sfs_target_table = {
 	.rebuild = sfs__table_rebuild,
 	.forget = sfs__table_forget,
 	.scan = sfs__table_scan,
+	.ttl = tbl_ttl,
 	.summary_json = sfs__table_summary_json,
 	.rd.reader_open = sfs__table_reader_open,
 	.rd.catch_up = sfs__table_catch_up,

@@ -143,6 +143,7 @@ struct sfs_table_pub {
 	uint64_t tp_probe_pages;
 	uint64_t tp_bytes_written;
 	uint64_t tp_merge_bytes;
+	uint64_t tp_ttl_dropped;    /* rows of TTL states dropped as expired (rounds, merges) */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };

@@ -81,7 +81,7 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 {
 	uint64_t c = 0, cns = 0, cmax = 0, tmax = 0, dc = 0, rounds = 0, rns = 0, up = 0, merges = 0;
 	uint64_t mrows = 0, masked = 0, same = 0, pruned = 0, rows = 0, files = 0, idle = 0;
-	uint64_t pkeys = 0, ppages = 0, wbytes = 0, mbytes = 0;
+	uint64_t pkeys = 0, ppages = 0, wbytes = 0, mbytes = 0, expired = 0;
 
 	for (uint32_t w = 0; w < workers; w++) {
 		const struct sfs_table_pub *p = sfs_table_pub_of(s, w);
@@ -108,6 +108,7 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 		ppages += p->tp_probe_pages;
 		wbytes += p->tp_bytes_written;
 		mbytes += p->tp_merge_bytes;
+		expired += p->tp_ttl_dropped;
 	}
 	fprintf(out, ", \"table_commit_ms\": %.3f, \"table_commit_max_ms\": %.3f, "
 	       "\"table_sync_max_ms\": %.3f, "
@@ -116,13 +117,15 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 	       "\"table_merges_idle\": %llu, \"table_merge_rows\": %llu, \"table_rows_masked\": %llu, "
 	       "\"table_map_unchanged\": %llu, \"table_map_pruned\": %llu, \"table_files\": %llu, "
 	       "\"table_probe_keys\": %llu, \"table_probe_pages\": %llu, "
-	       "\"table_bytes_written\": %llu, \"table_merge_bytes\": %llu",
+	       "\"table_bytes_written\": %llu, \"table_merge_bytes\": %llu, "
+	       "\"table_ttl_dropped\": %llu",
 	       c ? cns / 1e6 / c : 0.0, cmax / 1e6, tmax / 1e6, (unsigned long long)dc,
 	       (unsigned long long)rows, (unsigned long long)rounds,
 	       rounds ? rns / 1e6 / rounds : 0.0, (unsigned long long)up,
 	       (unsigned long long)merges, (unsigned long long)idle, (unsigned long long)mrows,
 	       (unsigned long long)masked, (unsigned long long)same, (unsigned long long)pruned,
 	       (unsigned long long)files, (unsigned long long)pkeys, (unsigned long long)ppages,
-	       (unsigned long long)wbytes, (unsigned long long)mbytes);
+	       (unsigned long long)wbytes, (unsigned long long)mbytes,
+	       (unsigned long long)expired);
 }
 
