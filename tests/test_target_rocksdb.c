@@ -437,12 +437,12 @@ Test(rdbt, counters_without_the_merge_operator_fold_the_same)
 
 /* ---- compaction shape ------------------------------------------------------------ */
 
-/* The compaction_style of column family @cf in the instance's newest
- * OPTIONS file (RocksDB rewrites it at each family's creation), or "".
- * The file escapes a ':' in a name as "\\:". */
-static void cf_style(const char *cf, char *out, size_t n)
+/* Option @opt of column family @cf in the instance's newest OPTIONS file
+ * (RocksDB rewrites it at each family's creation), or "".  The file
+ * escapes a ':' in a name as "\\:". */
+static void cf_option(const char *cf, const char *opt, char *out, size_t n)
 {
-	char path[200], best[512] = "", line[512], sect[128];
+	char path[200], best[512] = "", line[512], sect[128], key[128];
 	unsigned long num, top = 0;
 	struct dirent *e;
 	DIR *d;
@@ -464,8 +464,10 @@ static void cf_style(const char *cf, char *out, size_t n)
 	while (fgets(line, sizeof(line), f)) {
 		if (line[0] == '[')
 			in = strncmp(line, sect, strlen(sect)) == 0;
-		else if (in && sscanf(line, " compaction_style=%63s", out) == 1)
+		else if (in && sscanf(line, " %127[^=]=%63s", key, out) == 2 && !strcmp(key, opt))
 			break;
+		else
+			out[0] = '\0';
 	}
 	fclose(f);
 	(void)n;
@@ -513,7 +515,7 @@ static void shape(int universal)
 	cr_assert_eq(system(cmd), 0, "no compaction in %s", log);
 	expect(r, sc, "a", 12, 12);
 	expect(r, sc, "z", 24, 12);
-	cf_style("st\\:c", style, sizeof(style));
+	cf_option("st\\:c", "compaction_style", style, sizeof(style));
 	cr_assert_str_eq(style, universal ? "kCompactionStyleUniversal" : "kCompactionStyleLevel");
 	/* the knob switched: the writer reopens the instance under the other
 	 * shape, and what the first one wrote stays readable and mergeable */
@@ -1175,11 +1177,13 @@ Test(rdbt, a_compaction_drops_expired_entries_of_ttl_states_and_keeps_live_ones)
 	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
 	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
 
-	/* value state: processing time; expiries 100, 5000 and 5001 */
+	/* value state: processing time; expiries 100, 5000 and 5001, and 0
+	 * (expired at any clock but the unset one) */
 	ttl_put(&v[0], &t[0], sv, "dead", 100, "D", 1);
 	ttl_put(&v[1], &t[1], sv, "edge", 5000, "E", 1);
 	ttl_put(&v[2], &t[2], sv, "live", 5001, "L", 1);
-	flush_seq(w, v, 3, 1);
+	ttl_put(&v[3], &t[3], sv, "zero", 0, "Z", 1);
+	flush_seq(w, v, 4, 1);
 	/* counter ([expiry][int64]) and map entries: event time */
 	ttl_put(&v[0], &t[0], sc, "c-dead", 700, &n1, 8);
 	ttl_put(&v[1], &t[1], sc, "c-live", 900, &n2, 8);
@@ -1192,6 +1196,7 @@ Test(rdbt, a_compaction_drops_expired_entries_of_ttl_states_and_keeps_live_ones)
 	compact_all(w, sc);
 	compact_all(w, sm);
 	cr_assert_eq(raw_len(w, sv, "dead", NULL, NULL), 9);
+	cr_assert_eq(raw_len(w, sv, "zero", NULL, NULL), 9, "no clock: not even expiry 0");
 	cr_assert_eq(raw_len(w, sc, "c-dead", NULL, NULL), 16);
 	cr_assert_eq(raw_len(w, sm, "m", "a", NULL), 9);
 
@@ -1204,6 +1209,7 @@ Test(rdbt, a_compaction_drops_expired_entries_of_ttl_states_and_keeps_live_ones)
 	compact_all(w, sm);
 	cr_assert_eq(raw_len(w, sv, "dead", NULL, NULL), -1, "expired at 100: dropped");
 	cr_assert_eq(raw_len(w, sv, "edge", NULL, NULL), -1, "expiry == now: dropped");
+	cr_assert_eq(raw_len(w, sv, "zero", NULL, NULL), -1);
 	cr_assert_eq(raw_len(w, sv, "live", NULL, got), 9, "live: intact");
 	cr_assert(sfs_ttl_expiry_of(got) == 5001 && got[8] == 'L');
 	cr_assert_eq(raw_len(w, sc, "c-dead", NULL, NULL), -1);
@@ -1220,18 +1226,17 @@ Test(rdbt, a_compaction_drops_expired_entries_of_ttl_states_and_keeps_live_ones)
 	cr_assert_eq(raw_marker(w, sc), 2);
 	cr_assert_eq(raw_marker(w, sm), 2);
 
-	/* a clock that goes back is ignored: "live" expires at 5001 only once
-	 * the clock reaches it */
-	ttl_tell(w, 10, 10);
-	compact_all(w, sv);
-	cr_assert_eq(raw_len(w, sv, "live", NULL, NULL), 9);
+	/* the clock only moves forward: at 5001 "live" has expired, and a
+	 * smaller clock told after that (a buffer sealed earlier, a restarted
+	 * clock source) is ignored */
 	ttl_tell(w, 5001, 800);
+	ttl_tell(w, 10, 10);
 	compact_all(w, sv);
 	cr_assert_eq(raw_len(w, sv, "live", NULL, NULL), -1);
 	cr_assert_eq(raw_marker(w, sv), 1);
 
 	sfs_target_rocksdb.close(w);
-	cr_assert_eq(pub_of(0)->rp_ttl_dropped, 5, "dropped %llu",
+	cr_assert_eq(pub_of(0)->rp_ttl_dropped, 6, "dropped %llu",
 		     (unsigned long long)pub_of(0)->rp_ttl_dropped);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
@@ -1303,8 +1308,16 @@ Test(rdbt, an_expired_put_removed_above_an_older_version_never_resurrects_it)
 	cr_assert_geq(num_prop(w, sv, "rocksdb.num-files-at-level1"), 1);
 	cr_assert_eq(num_prop(w, sv, "rocksdb.num-files-at-level6"), 1,
 		     "the old version's file was not in that compaction");
-	cr_assert_eq(raw_len(w, sv, "k", NULL, NULL), -1,
-		     "the old version of k resurfaced above a removed expired put");
+	{
+		unsigned char got[64];
+		long n = raw_len(w, sv, "k", NULL, got);
+
+		cr_assert_eq(n, -1, "k reads: %s (expiry %llu)",
+			     n >= 11 && !memcmp(got + 8, "old", 3)
+				     ? "the old version resurfaced above a removed expired put"
+				     : "the expired put was kept",
+			     n >= 8 ? (unsigned long long)sfs_ttl_expiry_of(got) : 0ull);
+	}
 	{
 		/* how: one deletion in the files (no test write deletes) */
 		void *db, *cf;
@@ -1335,7 +1348,8 @@ Test(rdbt, an_expired_put_removed_above_an_older_version_never_resurrects_it)
  * values start with 8 bytes that would read as a long-past expiry, and a
  * counter's merges (8 bytes each, a small int64), beside a TTL state
  * with a clock far ahead; full compactions (the merges folded at the
- * bottommost level) drop only the TTL state's entry.
+ * bottommost level) drop only the TTL state's entry, and the instance's
+ * OPTIONS show a compaction filter on the TTL state's family only.
  */
 Test(rdbt, states_without_a_ttl_are_never_filtered)
 {
@@ -1384,6 +1398,17 @@ Test(rdbt, states_without_a_ttl_are_never_filtered)
 	sfs_target_rocksdb.rd.reader_close(r);
 	sfs_target_rocksdb.close(w);
 	cr_assert_eq(pub_of(0)->rp_ttl_dropped, 1);
+	{
+		/* no filter at all where there is no TTL: no cost */
+		char f[64];
+
+		cf_option("st\\:tv", "compaction_filter", f, sizeof(f));
+		cr_assert_str_eq(f, "sfs.ttl");
+		cf_option("st\\:pv", "compaction_filter", f, sizeof(f));
+		cr_assert_str_eq(f, "nullptr");
+		cf_option("st\\:pc", "compaction_filter", f, sizeof(f));
+		cr_assert_str_eq(f, "nullptr");
+	}
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
 }
