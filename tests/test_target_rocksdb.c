@@ -8,8 +8,12 @@
  * and an SST per state ingested with its marker: SFS_RDBT_INGEST_MIN=1);
  * a write error (a file-size limit: EFBIG, as a full disk fails a write)
  * fails the flush loudly, keeps the buffer sealed and retries it until the
- * limit is lifted, and then everything arrives exactly once.  Forked
- * children report through their exit code only.
+ * limit is lifted, and then everything arrives exactly once.  State TTL:
+ * RocksDB's compactions drop expired entries of TTL states through the
+ * target's compaction filter (read raw, through test-only handles), a
+ * dropped put leaves a deletion over an older version below it, and
+ * states without a TTL get no filter.  Forked children report through
+ * their exit code only.
  */
 #include <criterion/criterion.h>
 #include <rocksdb/c.h>
@@ -1393,6 +1397,8 @@ Test(rdbt, states_without_a_ttl_are_never_filtered)
 	cr_assert(sfs_ttl_expiry_of(got) == 100 && got[8] == 'P');
 	cr_assert_eq(raw_len(w, sp, "q", NULL, NULL), 8);
 	cr_assert_eq(raw_count(w, sp), 3, "p, q and the marker");
+	cr_assert_eq(raw_len(w, sc, "x", NULL, got), 8, "merges folded, not filtered");
+	cr_assert_eq(sfs_ttl_expiry_of(got), 15);	/* the int64, read as the filter would */
 	expect(r, sc, "x", 15, 6);
 	expect(r, sc, "y", 3, 6);
 	sfs_target_rocksdb.rd.reader_close(r);

@@ -803,16 +803,20 @@ static void w_close_db(struct sfs_target_writer *w)
 
 /*
  * State TTL (common/ttl.h): the compaction filter of a TTL state's family.
- * Called by RocksDB for each Put a compaction reads (values only: the C
- * API's filter is Filter(), and CompactionFilter's default leaves merge
- * operands alone — a TTL state has none anyway, its counters are puts).
+ * Called by RocksDB for the newest version of each key a compaction
+ * reads, when it is a Put (older versions under it go without asking;
+ * merge operands never come: the C API's filter is Filter(), and
+ * CompactionFilter's default keeps operands — a TTL state has none
+ * anyway, its counters are puts; tests/test_target_rocksdb.c shows a
+ * counter's merges, folded in a compaction, are not filtered either).
  * Removes an entry whose expiry is <= the state's clock of the newest
  * ttl(); RocksDB then writes a deletion in its place unless the output
  * is the bottommost level with nothing older below (tests: an older
  * version below never resurfaces).  The applied marker is the family's
  * own bookkeeping, not an entry: never dropped (its 8 bytes would read
- * as an expiry = its seq, long past).  Cost: two loads and a compare per
- * Put compacted, in TTL families only.
+ * as an expiry = its seq, long past).  So the count is of keys dropped,
+ * not versions; a compaction that fails and is redone counts again.
+ * Cost: two loads and a compare per key compacted, in TTL families only.
  */
 static unsigned char ttl_filter(void *st, int level, const char *key, size_t klen,
 				const char *val, size_t vlen, char **nval, size_t *nvlen,
