@@ -8,10 +8,15 @@
  * and an SST per state ingested with its marker: SFS_RDBT_INGEST_MIN=1);
  * a write error (a file-size limit: EFBIG, as a full disk fails a write)
  * fails the flush loudly, keeps the buffer sealed and retries it until the
- * limit is lifted, and then everything arrives exactly once.  Forked
- * children report through their exit code only.
+ * limit is lifted, and then everything arrives exactly once.  State TTL:
+ * RocksDB's compactions drop expired entries of TTL states through the
+ * target's compaction filter (read raw, through test-only handles), a
+ * dropped put leaves a deletion over an older version below it, and
+ * states without a TTL get no filter.  Forked children report through
+ * their exit code only.
  */
 #include <criterion/criterion.h>
+#include <rocksdb/c.h>
 #include <dirent.h>
 #include <limits.h>
 #include <signal.h>
@@ -436,12 +441,12 @@ Test(rdbt, counters_without_the_merge_operator_fold_the_same)
 
 /* ---- compaction shape ------------------------------------------------------------ */
 
-/* The compaction_style of column family @cf in the instance's newest
- * OPTIONS file (RocksDB rewrites it at each family's creation), or "".
- * The file escapes a ':' in a name as "\\:". */
-static void cf_style(const char *cf, char *out, size_t n)
+/* Option @opt of column family @cf in the instance's newest OPTIONS file
+ * (RocksDB rewrites it at each family's creation), or "".  The file
+ * escapes a ':' in a name as "\\:". */
+static void cf_option(const char *cf, const char *opt, char *out, size_t n)
 {
-	char path[200], best[512] = "", line[512], sect[128];
+	char path[200], best[512] = "", line[512], sect[128], key[128];
 	unsigned long num, top = 0;
 	struct dirent *e;
 	DIR *d;
@@ -463,8 +468,10 @@ static void cf_style(const char *cf, char *out, size_t n)
 	while (fgets(line, sizeof(line), f)) {
 		if (line[0] == '[')
 			in = strncmp(line, sect, strlen(sect)) == 0;
-		else if (in && sscanf(line, " compaction_style=%63s", out) == 1)
+		else if (in && sscanf(line, " %127[^=]=%63s", key, out) == 2 && !strcmp(key, opt))
 			break;
+		else
+			out[0] = '\0';
 	}
 	fclose(f);
 	(void)n;
@@ -512,7 +519,7 @@ static void shape(int universal)
 	cr_assert_eq(system(cmd), 0, "no compaction in %s", log);
 	expect(r, sc, "a", 12, 12);
 	expect(r, sc, "z", 24, 12);
-	cf_style("st\\:c", style, sizeof(style));
+	cf_option("st\\:c", "compaction_style", style, sizeof(style));
 	cr_assert_str_eq(style, universal ? "kCompactionStyleUniversal" : "kCompactionStyleLevel");
 	/* the knob switched: the writer reopens the instance under the other
 	 * shape, and what the first one wrote stays readable and mergeable */
@@ -982,4 +989,432 @@ Test(rdbt, a_write_error_in_an_sst_fails_loudly_is_retried_and_commits_once)
 Test(rdbt, a_write_error_in_a_memtable_flush_fails_loudly_is_retried_and_commits_once)
 {
 	write_error(0);
+}
+
+/* ---- state TTL: RocksDB's compactions drop expired entries ---------------------- */
+
+/* A TTL value (or TTL counter: [expiry][int64]) put of key @k in state
+ * @sid, as the flush hands it over: [expiry][bytes]. */
+struct tview {
+	unsigned char key[48];
+	unsigned char val[64];
+};
+
+static void ttl_put(struct sfs_wbuf_view *v, struct tview *t, uint32_t sid, const char *k,
+		    uint64_t expiry, const void *b, uint32_t n)
+{
+	memcpy(t->val, &expiry, 8);
+	memcpy(t->val + 8, b, n);
+	*v = (struct sfs_wbuf_view){ .value = t->val, .key = t->key, .len = 8 + n,
+				     .klen = vkey(t->key, sid, k), .kind = SFS_WBUF_PUT };
+}
+
+/* A map entry @uk of map @k in state @sid, as a map run carries it:
+ * [sfs_map_ent][expiry][bytes]. */
+static void ttl_mput(struct sfs_wbuf_view *v, struct tview *t, uint32_t sid, const char *k,
+		     const char *uk, uint64_t expiry, const char *b)
+{
+	struct sfs_map_ent me = { 0, 0 };
+	uint32_t pl = pkey(t->key, sid, k), ul = (uint32_t)strlen(uk), n = (uint32_t)strlen(b);
+
+	memcpy(t->key + pl, uk, ul);
+	memcpy(t->val, &me, sizeof(me));
+	memcpy(t->val + sizeof(me), &expiry, 8);
+	memcpy(t->val + sizeof(me) + 8, b, n);
+	*v = (struct sfs_wbuf_view){ .value = t->val, .key = t->key,
+				     .len = (uint32_t)sizeof(me) + 8 + n, .klen = pl + ul,
+				     .kind = SFS_WBUF_PUT };
+}
+
+/* The RocksDB key of buffered key @k (namespace 0): kg|state|ns|rest. */
+static size_t raw_key(char *out, const unsigned char *k, uint32_t kl)
+{
+	memcpy(out, k, SFS_KEY_PREFIX);
+	memset(out + SFS_KEY_PREFIX, 0, 8);
+	memcpy(out + SFS_KEY_PREFIX + 8, k + SFS_KEY_PREFIX, kl - SFS_KEY_PREFIX);
+	return kl + 8;
+}
+
+/* The instance read raw (no TTL rule applies): the stored value of a
+ * value key @k, or of map @k's entry @uk when @uk is set; its length,
+ * -1 when RocksDB has none (dropped, or shadowed by a deletion). */
+static long raw_len(struct sfs_target_writer *w, uint32_t sid, const char *k, const char *uk,
+		    unsigned char *val)
+{
+	unsigned char kb[64];
+	char rk[80], *err = NULL, *v;
+	void *db, *cf;
+	uint32_t kl = uk ? pkey(kb, sid, k) : vkey(kb, sid, k);
+	size_t len = 0, rl;
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+
+	if (uk) {
+		memcpy(kb + kl, uk, strlen(uk));
+		kl += (uint32_t)strlen(uk);
+	}
+	rl = raw_key(rk, kb, kl);
+	sfs_rdbt_test_handles(w, sid, &db, &cf);
+	cr_assert(db && cf, "state %u has a family", sid);
+	v = rocksdb_get_cf(db, ro, cf, rk, rl, &len, &err);
+	rocksdb_readoptions_destroy(ro);
+	cr_assert_null(err, "%s", err);
+	if (!v)
+		return -1;
+	if (val)
+		memcpy(val, v, len < 64 ? len : 64);
+	rocksdb_free(v);
+	return (long)len;
+}
+
+/* The applied marker of @sid's family, raw (0: none). */
+static uint64_t raw_marker(struct sfs_target_writer *w, uint32_t sid)
+{
+	char *err = NULL, *v;
+	void *db, *cf;
+	size_t len = 0;
+	uint64_t seq = 0;
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+
+	sfs_rdbt_test_handles(w, sid, &db, &cf);
+	v = rocksdb_get_cf(db, ro, cf, "\xff\xff" "sfs.applied", 13, &len, &err);
+	rocksdb_readoptions_destroy(ro);
+	cr_assert_null(err, "%s", err);
+	if (v && len == 8)
+		memcpy(&seq, v, 8);
+	if (v)
+		rocksdb_free(v);
+	return seq;
+}
+
+/* Keys of @sid's family RocksDB returns (the marker included). */
+static unsigned raw_count(struct sfs_target_writer *w, uint32_t sid)
+{
+	rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+	rocksdb_iterator_t *it;
+	unsigned n = 0;
+	void *db, *cf;
+
+	sfs_rdbt_test_handles(w, sid, &db, &cf);
+	rocksdb_readoptions_set_total_order_seek(ro, 1);
+	it = rocksdb_create_iterator_cf(db, ro, cf);
+	for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it))
+		n++;
+	rocksdb_iter_destroy(it);
+	rocksdb_readoptions_destroy(ro);
+	return n;
+}
+
+/* A full manual compaction of @sid's family (every file, down to the
+ * bottommost level: the filter sees every Put). */
+static void compact_all(struct sfs_target_writer *w, uint32_t sid)
+{
+	void *db, *cf;
+
+	sfs_rdbt_test_handles(w, sid, &db, &cf);
+	rocksdb_compact_range_cf(db, cf, NULL, 0, NULL, 0);
+}
+
+/* A numeric property of @sid's family (num-files-at-level<N> has only a
+ * string form). */
+static uint64_t num_prop(struct sfs_target_writer *w, uint32_t sid, const char *prop)
+{
+	uint64_t v;
+	void *db, *cf;
+	char *s;
+
+	sfs_rdbt_test_handles(w, sid, &db, &cf);
+	s = rocksdb_property_value_cf(db, cf, prop);
+	cr_assert_not_null(s, "%s", prop);
+	v = strtoull(s, NULL, 10);
+	rocksdb_free(s);
+	return v;
+}
+
+static void ttl_tell(struct sfs_target_writer *w, uint64_t proc_ms, uint64_t event_ms)
+{
+	struct sfs_ttl_rule rules[SFS_MAX_STATES];
+	struct sfs_ttl_clock clk = { .proc_ms = proc_ms, .event_ms = event_ms };
+
+	/* as the compactor builds them (compactor/flush.c, ttl_rules) */
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		const struct sfs_state_desc *sd = &seg.hdr->sh_states[i];
+		int ready = sd->sd_state == SFS_SDESC_READY;
+
+		rules[i].ttl_ms = ready ? sd->sd_ttl_ms : 0;
+		rules[i].event_time = ready && (sd->sd_ttl_flags & SFS_TTL_EVENT_TIME);
+	}
+	sfs_target_rocksdb.ttl(w, rules, &clk);
+}
+
+/*
+ * Entries of TTL states (a value state on processing time, a counter and
+ * a map on event time) written with expiries on both sides of a clock,
+ * the clock told through ttl(), a full compaction: the expired entries
+ * are physically gone from RocksDB, the live ones intact, the applied
+ * markers (8 bytes that would read as a long-past expiry) untouched, and
+ * the drops counted.  Before any ttl() the clock is 0: a compaction
+ * drops nothing.
+ */
+Test(rdbt, a_compaction_drops_expired_entries_of_ttl_states_and_keeps_live_ones)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_ttl tv = { .ttl_ms = 1000 }, te = { .ttl_ms = 1000,
+						       .flags = SFS_TTL_EVENT_TIME };
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[8];
+	struct tview t[8];
+	unsigned char got[64];
+	uint32_t sv, sc, sm;
+	int64_t n1 = 41, n2 = 42;
+	sfs_ctx_t *c;
+
+	use_ingest(0);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tv", SFS_STATE_VALUE, &tv, &sv), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tc", SFS_STATE_COUNTER, &te, &sc), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tm", SFS_STATE_MAP, &te, &sm), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+
+	/* value state: processing time; expiries 100, 5000 and 5001, and 0
+	 * (expired at any clock but the unset one) */
+	ttl_put(&v[0], &t[0], sv, "dead", 100, "D", 1);
+	ttl_put(&v[1], &t[1], sv, "edge", 5000, "E", 1);
+	ttl_put(&v[2], &t[2], sv, "live", 5001, "L", 1);
+	ttl_put(&v[3], &t[3], sv, "zero", 0, "Z", 1);
+	flush_seq(w, v, 4, 1);
+	/* counter ([expiry][int64]) and map entries: event time */
+	ttl_put(&v[0], &t[0], sc, "c-dead", 700, &n1, 8);
+	ttl_put(&v[1], &t[1], sc, "c-live", 900, &n2, 8);
+	ttl_mput(&v[2], &t[2], sm, "m", "a", 700, "A");
+	ttl_mput(&v[3], &t[3], sm, "m", "b", 900, "B");
+	flush_seq(w, v, 4, 2);
+
+	/* no clock yet: a compaction keeps everything */
+	compact_all(w, sv);
+	compact_all(w, sc);
+	compact_all(w, sm);
+	cr_assert_eq(raw_len(w, sv, "dead", NULL, NULL), 9);
+	cr_assert_eq(raw_len(w, sv, "zero", NULL, NULL), 9, "no clock: not even expiry 0");
+	cr_assert_eq(raw_len(w, sc, "c-dead", NULL, NULL), 16);
+	cr_assert_eq(raw_len(w, sm, "m", "a", NULL), 9);
+
+	/* processing clock 5000 (what the value state uses; the event one
+	 * at 800): "dead" and "edge" (expired at <= now) go, "live" stays;
+	 * entries of 700 go in the event-time states, those of 900 stay */
+	ttl_tell(w, 5000, 800);
+	compact_all(w, sv);
+	compact_all(w, sc);
+	compact_all(w, sm);
+	cr_assert_eq(raw_len(w, sv, "dead", NULL, NULL), -1, "expired at 100: dropped");
+	cr_assert_eq(raw_len(w, sv, "edge", NULL, NULL), -1, "expiry == now: dropped");
+	cr_assert_eq(raw_len(w, sv, "zero", NULL, NULL), -1);
+	cr_assert_eq(raw_len(w, sv, "live", NULL, got), 9, "live: intact");
+	cr_assert(sfs_ttl_expiry_of(got) == 5001 && got[8] == 'L');
+	cr_assert_eq(raw_len(w, sc, "c-dead", NULL, NULL), -1);
+	cr_assert_eq(raw_len(w, sc, "c-live", NULL, got), 16);
+	cr_assert(sfs_ttl_expiry_of(got) == 900 && memcmp(got + 8, &n2, 8) == 0);
+	cr_assert_eq(raw_len(w, sm, "m", "a", NULL), -1);
+	cr_assert_eq(raw_len(w, sm, "m", "b", got), 9);
+	cr_assert(sfs_ttl_expiry_of(got) == 900 && got[8] == 'B');
+	/* physically: the bottommost compaction left only live keys and the
+	 * marker (a deletion there is dropped too) */
+	cr_assert_eq(raw_count(w, sv), 2, "live + marker");
+	cr_assert_eq(num_prop(w, sv, "rocksdb.estimate-num-keys"), 2);
+	cr_assert_eq(raw_marker(w, sv), 1, "the applied marker is never a TTL entry");
+	cr_assert_eq(raw_marker(w, sc), 2);
+	cr_assert_eq(raw_marker(w, sm), 2);
+
+	/* the clock only moves forward: at 5001 "live" has expired, and a
+	 * smaller clock told after that (a buffer sealed earlier, a restarted
+	 * clock source) is ignored */
+	ttl_tell(w, 5001, 800);
+	ttl_tell(w, 10, 10);
+	compact_all(w, sv);
+	cr_assert_eq(raw_len(w, sv, "live", NULL, NULL), -1);
+	cr_assert_eq(raw_marker(w, sv), 1);
+
+	sfs_target_rocksdb.close(w);
+	cr_assert_eq(pub_of(0)->rp_ttl_dropped, 6, "dropped %llu",
+		     (unsigned long long)pub_of(0)->rp_ttl_dropped);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/*
+ * A filter's removal below the bottommost level must leave a deletion:
+ * an older version of the key, live at the clock (written with a longer
+ * TTL), lies in L6 (ingested first); a newer Put of it, expired at the
+ * clock, is in L0 with three more L0 files, whose count starts RocksDB's
+ * own L0 -> L1 compaction (leveled shape).  That compaction does not
+ * reach L6 (the file is still there), yet the key reads absent: the
+ * newer Put became a deletion that shadows the older version.  Then a
+ * full compaction: still absent, and the rest intact.
+ */
+Test(rdbt, an_expired_put_removed_above_an_older_version_never_resurrects_it)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_ttl tv = { .ttl_ms = 1000 };
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[2];
+	struct tview t[2];
+	char log[256], cmd[320];
+	uint32_t sv;
+	sfs_ctx_t *c;
+
+	setenv("SFS_RDBT_UNIVERSAL", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tv", SFS_STATE_VALUE, &tv, &sv), 0, "%s",
+		     sfs_last_error());
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+
+	/* 1: the old version, expiry 10000, as an SST: into the empty L6 */
+	use_ingest(1);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	ttl_tell(w, 1000, 0);
+	ttl_put(&v[0], &t[0], sv, "k", 10000, "old", 3);
+	flush_seq(w, v, 1, 1);
+	cr_assert_eq(num_prop(w, sv, "rocksdb.num-files-at-level6"), 1);
+	sfs_target_rocksdb.close(w);
+
+	/* 2..5: batches, each flushed to an L0 file: the new version of "k"
+	 * (expiry 2000, live when written) and keys that stay live */
+	use_ingest(0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	ttl_tell(w, 1500, 0);
+	ttl_put(&v[0], &t[0], sv, "k", 2000, "new", 3);
+	ttl_put(&v[1], &t[1], sv, "p2", 90000, "P", 1);
+	flush_seq(w, v, 2, 2);
+	cr_assert_eq(raw_len(w, sv, "k", NULL, NULL), 11, "the new version reads");
+	for (uint64_t seq = 3; seq <= 5; seq++) {
+		char k[8];
+
+		snprintf(k, sizeof(k), "p%llu", (unsigned long long)seq);
+		if (seq == 5)
+			ttl_tell(w, 5000, 0);	/* "k" new: expired; old: not */
+		ttl_put(&v[0], &t[0], sv, k, 90000, "P", 1);
+		flush_seq(w, v, 1, seq);
+	}
+	/* the fourth L0 file starts an L0 -> L1 compaction */
+	snprintf(log, sizeof(log), "%s/store/w0/LOG", dir);
+	snprintf(cmd, sizeof(cmd), "grep -q compaction_finished '%s'", log);
+	for (int i = 0; i < 200 && system(cmd) != 0; i++)
+		usleep(50000);
+	cr_assert_eq(system(cmd), 0, "no compaction in %s", log);
+	cr_assert_eq(num_prop(w, sv, "rocksdb.num-files-at-level0"), 0);
+	cr_assert_geq(num_prop(w, sv, "rocksdb.num-files-at-level1"), 1);
+	cr_assert_eq(num_prop(w, sv, "rocksdb.num-files-at-level6"), 1,
+		     "the old version's file was not in that compaction");
+	{
+		unsigned char got[64];
+		long n = raw_len(w, sv, "k", NULL, got);
+
+		cr_assert_eq(n, -1, "k reads: %s (expiry %llu)",
+			     n >= 11 && !memcmp(got + 8, "old", 3)
+				     ? "the old version resurfaced above a removed expired put"
+				     : "the expired put was kept",
+			     n >= 8 ? (unsigned long long)sfs_ttl_expiry_of(got) : 0ull);
+	}
+	{
+		/* how: one deletion in the files (no test write deletes) */
+		void *db, *cf;
+		char *p;
+
+		sfs_rdbt_test_handles(w, sv, &db, &cf);
+		p = rocksdb_property_value_cf(db, cf, "rocksdb.aggregated-table-properties");
+		cr_assert(p && strstr(p, "# deletions=1;"), "%s", p);
+		rocksdb_free(p);
+	}
+	compact_all(w, sv);
+	cr_assert_eq(raw_len(w, sv, "k", NULL, NULL), -1);
+	for (unsigned i = 2; i <= 5; i++) {
+		char k[8];
+
+		snprintf(k, sizeof(k), "p%u", i);
+		cr_assert_eq(raw_len(w, sv, k, NULL, NULL), 9, "%s", k);
+	}
+	cr_assert_eq(raw_marker(w, sv), 5);
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+	unsetenv("SFS_RDBT_UNIVERSAL");
+}
+
+/*
+ * States without a TTL are never filtered: a plain value state whose
+ * values start with 8 bytes that would read as a long-past expiry, and a
+ * counter's merges (8 bytes each, a small int64), beside a TTL state
+ * with a clock far ahead; full compactions (the merges folded at the
+ * bottommost level) drop only the TTL state's entry, and the instance's
+ * OPTIONS show a compaction filter on the TTL state's family only.
+ */
+Test(rdbt, states_without_a_ttl_are_never_filtered)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_ttl tv = { .ttl_ms = 1000 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[4];
+	struct tview t[4];
+	struct mview m[2];
+	unsigned char got[64];
+	uint32_t st, sp, sc;
+	sfs_ctx_t *c;
+
+	use_ingest(0);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register_ttl(c, "tv", SFS_STATE_VALUE, &tv, &st), 0);
+	cr_assert_eq(sfs_state_register(c, "pv", SFS_STATE_VALUE, &sp), 0);
+	cr_assert_eq(sfs_state_register(c, "pc", SFS_STATE_COUNTER, &sc), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &r), 0);
+
+	for (uint64_t seq = 1; seq <= 6; seq += 2) {
+		ttl_put(&v[0], &t[0], st, "t", 100, "T", 1);	/* what the TTL state drops */
+		ttl_put(&v[1], &t[1], sp, "p", 100, "P", 1);	/* "expiry" 100, not a TTL */
+		ttl_put(&v[2], &t[2], sp, "q", 0, "", 0);	/* 8 zero bytes */
+		flush_seq(w, v, 3, seq);
+		merge_view(&v[0], &m[0], sc, "x", 5);
+		merge_view(&v[1], &m[1], sc, "y", 1);
+		flush_seq(w, v, 2, seq + 1);
+	}
+	ttl_tell(w, UINT64_MAX - 1, UINT64_MAX - 1);
+	compact_all(w, st);
+	compact_all(w, sp);
+	compact_all(w, sc);
+	cr_assert_eq(raw_len(w, st, "t", NULL, NULL), -1, "the TTL state's entry: dropped");
+	cr_assert_eq(raw_len(w, sp, "p", NULL, got), 9, "a plain value: kept");
+	cr_assert(sfs_ttl_expiry_of(got) == 100 && got[8] == 'P');
+	cr_assert_eq(raw_len(w, sp, "q", NULL, NULL), 8);
+	cr_assert_eq(raw_count(w, sp), 3, "p, q and the marker");
+	cr_assert_eq(raw_len(w, sc, "x", NULL, got), 8, "merges folded, not filtered");
+	cr_assert_eq(sfs_ttl_expiry_of(got), 15);	/* the int64, read as the filter would */
+	expect(r, sc, "x", 15, 6);
+	expect(r, sc, "y", 3, 6);
+	sfs_target_rocksdb.rd.reader_close(r);
+	sfs_target_rocksdb.close(w);
+	cr_assert_eq(pub_of(0)->rp_ttl_dropped, 1);
+	{
+		/* no filter at all where there is no TTL: no cost */
+		char f[64];
+
+		cf_option("st\\:tv", "compaction_filter", f, sizeof(f));
+		cr_assert_str_eq(f, "sfs.ttl");
+		cf_option("st\\:pv", "compaction_filter", f, sizeof(f));
+		cr_assert_str_eq(f, "nullptr");
+		cf_option("st\\:pc", "compaction_filter", f, sizeof(f));
+		cr_assert_str_eq(f, "nullptr");
+	}
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
 }

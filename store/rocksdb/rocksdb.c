@@ -124,6 +124,18 @@
  * an L0 backlog and for how long, and the LOG has RocksDB's compaction
  * stats every 30 s.
  *
+ * State TTL (common/ttl.h).  Entries of a TTL state are stored as the
+ * flush hands them over ([expiry][user bytes]); expired ones go in
+ * RocksDB's own compactions: each TTL state's family gets a compaction
+ * filter (ttl_filter; attached when the family is created and when the
+ * instance is opened, also after a restore) that removes a Put whose
+ * expiry is <= the state's clock as of the compactor's newest buffer
+ * (ttl(), published to RocksDB's threads with atomics; 0 until the first:
+ * nothing expires).  RocksDB writes a deletion for a removed Put wherever
+ * an older version may lie below, so none resurfaces.  Families of
+ * states without a TTL get no filter: no cost.  Drops are counted
+ * (rp_ttl_dropped: `sfs stat`, the --json summary, the closing log line).
+ *
  * Fault injection (tests): kill points rocksdb.* (common/fault.h).
  */
 #include <errno.h>
@@ -215,6 +227,7 @@ uint64_t sfs_rdbt_layout(void)
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_errors);
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_knobs);
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_ingest_min);
+	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_ttl_dropped);
 	return h;
 }
 
@@ -524,6 +537,8 @@ static void prefix_end(unsigned char *p, uint32_t n)
 struct wcf {
 	rocksdb_column_family_handle_t *h;
 	rocksdb_options_t *o;
+	rocksdb_compactionfilter_t *f; /* a TTL state's (ttl_filter): the options hold a
+					* raw pointer, so it outlives the instance */
 	rocksdb_options_t *so;  /* its SstFileWriter's (sst_options), made at the first ingest */
 	uint64_t applied;       /* its marker, as on disk */
 };
@@ -558,6 +573,15 @@ struct wstage {
 	uint32_t mgen;
 	size_t m_len, m_n, m_nrange;
 	int m_unsorted, m_dup, m_touched;
+};
+
+/* What a TTL state's compaction filter reads (ttl_filter), on RocksDB's
+ * background threads: the clock its rule names as of the newest ttl()
+ * (ms; 0 before the first: nothing expires), stored by the compactor's
+ * thread, loaded by the filter — atomics, the only data they share. */
+struct wttl {
+	struct sfs_target_writer *w;
+	uint64_t now;
 };
 
 struct sfs_target_writer {
@@ -604,6 +628,8 @@ struct sfs_target_writer {
 	uint64_t retry_ns, logged_ns;
 	unsigned char kbuf[KBUF];
 	unsigned char kend[KBUF];
+	struct wttl ttl[SFS_MAX_STATES];  /* per state, kept across reopens */
+	uint64_t ttl_dropped;   /* entries ttl_filter removed (atomic, relaxed) */
 };
 
 static void stage_reset(struct wstage *s)
@@ -752,6 +778,8 @@ static void stage_sort(struct wstage *s)
 
 static void w_close_db(struct sfs_target_writer *w)
 {
+	rocksdb_compactionfilter_t *f[SFS_MAX_STATES];
+
 	for (unsigned i = 0; i < SFS_MAX_STATES; i++) {
 		if (w->cf[i].h)
 			rocksdb_column_family_handle_destroy(w->cf[i].h);
@@ -759,14 +787,81 @@ static void w_close_db(struct sfs_target_writer *w)
 			rocksdb_options_destroy(w->cf[i].o);
 		if (w->cf[i].so)
 			rocksdb_options_destroy(w->cf[i].so);
+		f[i] = w->cf[i].f;
 		w->cf[i] = (struct wcf){ 0 };
 	}
 	if (w->def)
 		rocksdb_column_family_handle_destroy(w->def);
 	w->def = NULL;
 	if (w->db)
-		rocksdb_close(w->db);
+		rocksdb_close(w->db);	/* waits for its compactions: no filter runs after */
 	w->db = NULL;
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		if (f[i])
+			rocksdb_compactionfilter_destroy(f[i]);
+}
+
+/*
+ * State TTL (common/ttl.h): the compaction filter of a TTL state's family.
+ * Called by RocksDB for the newest version of each key a compaction
+ * reads, when it is a Put (older versions under it go without asking;
+ * merge operands never come: the C API's filter is Filter(), and
+ * CompactionFilter's default keeps operands — a TTL state has none
+ * anyway, its counters are puts; tests/test_target_rocksdb.c shows a
+ * counter's merges, folded in a compaction, are not filtered either).
+ * Removes an entry whose expiry is <= the state's clock of the newest
+ * ttl(); RocksDB then writes a deletion in its place unless the output
+ * is the bottommost level with nothing older below (tests: an older
+ * version below never resurfaces).  The applied marker is the family's
+ * own bookkeeping, not an entry: never dropped (its 8 bytes would read
+ * as an expiry = its seq, long past).  So the count is of keys dropped,
+ * not versions; a compaction that fails and is redone counts again.
+ * Cost: two loads and a compare per key compacted, in TTL families only.
+ */
+static unsigned char ttl_filter(void *st, int level, const char *key, size_t klen,
+				const char *val, size_t vlen, char **nval, size_t *nvlen,
+				unsigned char *changed)
+{
+	struct wttl *t = st;
+	uint64_t now = __atomic_load_n(&t->now, __ATOMIC_RELAXED);
+
+	(void)level;
+	(void)nval;
+	(void)nvlen;
+	*changed = 0;
+	if (!now || (klen == MARKER_LEN && memcmp(key, MARKER_KEY, MARKER_LEN) == 0) ||
+	    !sfs_ttl_expired(val, vlen > UINT32_MAX ? UINT32_MAX : (uint32_t)vlen, now))
+		return 0;
+	__atomic_fetch_add(&t->w->ttl_dropped, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+static const char *ttl_filter_name(void *st)
+{
+	(void)st;
+	return "sfs.ttl";
+}
+
+static void ttl_filter_destroy(void *st)
+{
+	(void)st;	/* the writer's: freed with it */
+}
+
+/* The filter for family options @o of state @sid, if the registry gives
+ * it a TTL (NULL: none; a state without one gets nothing, so no cost).
+ * The registry's sd_ttl_ms is set before READY and never turns off
+ * (include/sfs.h), so the family's open or creation is when to decide. */
+static rocksdb_compactionfilter_t *ttl_attach(struct sfs_target_writer *w, int sid,
+					      rocksdb_options_t *o)
+{
+	rocksdb_compactionfilter_t *f;
+
+	if (sid < 0 || !sfs_load_relaxed(&w->seg->hdr->sh_states[sid].sd_ttl_ms))
+		return NULL;
+	f = rocksdb_compactionfilter_create(&w->ttl[sid], ttl_filter_destroy, ttl_filter,
+					    ttl_filter_name);
+	rocksdb_options_set_compaction_filter(o, f);
+	return f;
 }
 
 static uint64_t read_marker(rocksdb_t *db, const rocksdb_readoptions_t *ro,
@@ -812,8 +907,9 @@ static int w_open_db(struct sfs_target_writer *w, const char *ident)
 		const rocksdb_options_t **co = calloc(ncf, sizeof(*co));
 		rocksdb_column_family_handle_t **ch = calloc(ncf, sizeof(*ch));
 		rocksdb_options_t **own = calloc(ncf, sizeof(*own));
+		rocksdb_compactionfilter_t **fl = calloc(ncf, sizeof(*fl));
 
-		if (!cn || !co || !ch || !own) {
+		if (!cn || !co || !ch || !own || !fl) {
 			rc = -ENOMEM;
 			goto out_lists;
 		}
@@ -823,15 +919,21 @@ static int w_open_db(struct sfs_target_writer *w, const char *ident)
 			cn[i] = names[i];
 			own[i] = strcmp(names[i], "default") ? cf_options(desc_of(w->seg, sid), w->cache, &w->k, 1)
 							      : NULL;
+			/* a restored instance's families too: the registry is
+			 * the checkpoint's before the compactor opens */
+			fl[i] = own[i] ? ttl_attach(w, sid, own[i]) : NULL;
 			co[i] = own[i] ? own[i] : w->defo;
 		}
 		w->db = rocksdb_open_column_families(w->dbo, w->path, (int)ncf, cn, co, ch, &err);
 		if (err || !w->db) {
 			rc = rdbt_err(w->path, &err, "open");
 			rc = rc ? rc : -EIO;
-			for (size_t i = 0; i < ncf; i++)
+			for (size_t i = 0; i < ncf; i++) {
 				if (own[i])
 					rocksdb_options_destroy(own[i]);
+				if (fl[i])
+					rocksdb_compactionfilter_destroy(fl[i]);
+			}
 			goto out_lists;
 		}
 		for (size_t i = 0; i < ncf; i++) {
@@ -842,9 +944,10 @@ static int w_open_db(struct sfs_target_writer *w, const char *ident)
 			} else if (sid >= 0 && !w->cf[sid].h) {
 				w->cf[sid].h = ch[i];
 				w->cf[sid].o = own[i];
+				w->cf[sid].f = fl[i];
 			} else {	/* of another job's registry: never read */
 				rocksdb_column_family_handle_destroy(ch[i]);
-				rocksdb_options_destroy(own[i]);
+				rocksdb_options_destroy(own[i]);	/* sid < 0: no filter */
 			}
 		}
 out_lists:
@@ -852,6 +955,7 @@ out_lists:
 		free(co);
 		free(ch);
 		free(own);
+		free(fl);
 		if (rc)
 			goto out;
 	}
@@ -921,19 +1025,6 @@ static void rdbt_close(struct sfs_target_writer *w)
 
 	if (!w)
 		return;
-	if (w->pub)
-		sfs_log("rocksdb target %s: %llu commits, %llu entries (%llu skipped), write %.1f ms, "
-			"flush %.1f ms, %llu SSTs ingested (%llu entries, %.1f ms), %llu waits for "
-			"an L0 backlog (%.1f ms), %llu failed commit attempts, %llu reopens, %llu "
-			"deletion windows",
-			w->path, (unsigned long long)w->pub->rp_commits,
-			(unsigned long long)w->pub->rp_entries,
-			(unsigned long long)w->pub->rp_skipped, w->pub->rp_write_ns / 1e6,
-			w->pub->rp_flush_ns / 1e6, (unsigned long long)w->pub->rp_ingests,
-			(unsigned long long)w->pub->rp_ingest_entries, w->pub->rp_ingest_ns / 1e6,
-			(unsigned long long)w->pub->rp_stalls, w->wait_ns / 1e6,
-			(unsigned long long)w->pub->rp_errors,
-			(unsigned long long)w->pub->rp_reopens, (unsigned long long)w->pub->rp_purges);
 	if (w->db) {
 		/* Leave the deletion count as RocksDB starts it: the next
 		 * open disables again. */
@@ -941,7 +1032,24 @@ static void rdbt_close(struct sfs_target_writer *w)
 		if (err)
 			rocksdb_free(err);
 	}
-	w_close_db(w);
+	w_close_db(w);	/* its compactions done: the filter's count is final */
+	if (w->pub) {
+		sfs_store_relaxed(&w->pub->rp_ttl_dropped,
+				  __atomic_load_n(&w->ttl_dropped, __ATOMIC_RELAXED));
+		sfs_log("rocksdb target %s: %llu commits, %llu entries (%llu skipped), write %.1f ms, "
+			"flush %.1f ms, %llu SSTs ingested (%llu entries, %.1f ms), %llu waits for "
+			"an L0 backlog (%.1f ms), %llu failed commit attempts, %llu reopens, %llu "
+			"deletion windows, %llu expired entries dropped by compactions",
+			w->path, (unsigned long long)w->pub->rp_commits,
+			(unsigned long long)w->pub->rp_entries,
+			(unsigned long long)w->pub->rp_skipped, w->pub->rp_write_ns / 1e6,
+			w->pub->rp_flush_ns / 1e6, (unsigned long long)w->pub->rp_ingests,
+			(unsigned long long)w->pub->rp_ingest_entries, w->pub->rp_ingest_ns / 1e6,
+			(unsigned long long)w->pub->rp_stalls, w->wait_ns / 1e6,
+			(unsigned long long)w->pub->rp_errors,
+			(unsigned long long)w->pub->rp_reopens, (unsigned long long)w->pub->rp_purges,
+			(unsigned long long)w->pub->rp_ttl_dropped);
+	}
 	for (unsigned i = 0; i < SFS_MAX_STATES; i++) {
 		stage_reset(&w->st[i]);
 		free(w->st[i].buf);
@@ -1109,6 +1217,8 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	w->seg = s;
 	w->self = self;
 	w->worker = worker;
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		w->ttl[i].w = w;
 	w->k = knobs_get();
 	if ((rc = inst_path(s, worker, w->path, sizeof(w->path))) || (rc = sfs_mkdirs(w->path, 0700)))
 		goto fail;
@@ -1127,6 +1237,7 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 		goto fail;
 	sfs_store_relaxed(&w->pub->rp_knobs, w->k.on);
 	sfs_store_relaxed(&w->pub->rp_ingest_min, w->k.ingest_min);
+	w->ttl_dropped = w->pub->rp_ttl_dropped;	/* counted on across compactor runs */
 	snprintf(w->ident, sizeof(w->ident), "%s/%llu/%llu", s->hdr->sh_job,
 		 (unsigned long long)s->hdr->sh_created_ns,
 		 (unsigned long long)s->hdr->sh_generation);
@@ -1209,6 +1320,7 @@ static struct wcf *w_cf(struct sfs_target_writer *w, uint32_t sid)
 		return c;
 	snprintf(name, sizeof(name), CF_PREFIX "%s", w->seg->hdr->sh_states[sid].sd_name);
 	c->o = cf_options(&w->seg->hdr->sh_states[sid], w->cache, &w->k, 1);
+	c->f = ttl_attach(w, (int)sid, c->o);
 	c->h = rocksdb_create_column_family(w->db, c->o, name, &err);
 	if (err || !c->h) {
 		int rc = rdbt_err(w->path, &err, "create column family");
@@ -1218,13 +1330,48 @@ static struct wcf *w_cf(struct sfs_target_writer *w, uint32_t sid)
 			sfs__err(-EIO, "rocksdb target %s: column family %s: no handle", w->path,
 				 name);
 		rocksdb_options_destroy(c->o);
+		if (c->f)	/* no family uses it */
+			rocksdb_compactionfilter_destroy(c->f);
 		c->o = NULL;
+		c->f = NULL;
 		c->h = NULL;
 		return NULL;
 	}
 	c->applied = 0;
 	sfs_store_release(&w->pub->rp_cf_gen, w->pub->rp_cf_gen + 1);
 	return c;
+}
+
+/*
+ * State TTL (store/target.h): before the first apply of each buffer, the
+ * registry's rules and the buffer's clocks.  Each TTL state's filter
+ * (ttl_filter) gets the clock its rule names; it only moves forward (a
+ * smaller one — another clock source after a restart of this writer,
+ * which starts at 0 — is ignored).  The rules are the compactor's: only
+ * the clock values are kept.  Also publishes the filter's drop count
+ * for `sfs stat`.  O(states) per buffer.
+ */
+static void rdbt_ttl(struct sfs_target_writer *w, const struct sfs_ttl_rule *rules,
+		     const struct sfs_ttl_clock *now)
+{
+	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
+		uint64_t t;
+
+		if (!rules[i].ttl_ms)
+			continue;
+		t = sfs_ttl_now(&rules[i], now);
+		/* this thread is the only writer: a plain compare, then a store */
+		if (t > __atomic_load_n(&w->ttl[i].now, __ATOMIC_RELAXED))
+			__atomic_store_n(&w->ttl[i].now, t, __ATOMIC_RELAXED);
+	}
+	sfs_store_relaxed(&w->pub->rp_ttl_dropped,
+			  __atomic_load_n(&w->ttl_dropped, __ATOMIC_RELAXED));
+}
+
+void sfs_rdbt_test_handles(struct sfs_target_writer *w, uint32_t sid, void **db, void **cf)
+{
+	*db = w->db;
+	*cf = sid < SFS_MAX_STATES ? w->cf[sid].h : NULL;
 }
 
 static int kind_of_state(const struct sfs_seg *s, uint32_t sid)
@@ -2560,13 +2707,14 @@ static void rdbt_stat(const struct sfs_seg *s, FILE *out)
 		       "       commits %llu (entries %llu, skipped as applied %llu), SSTs ingested %llu "
 		       "(%llu entries, %.1f ms), batch write %.1f ms, memtable flush %.1f ms,\n"
 		       "       failed commit attempts %llu, reopens %llu, L0-backlog waits %llu, "
-		       "deletion windows %llu\n",
+		       "deletion windows %llu, expired entries dropped by compactions %llu\n",
 		       w, pacing, (unsigned long long)p->rp_commits,
 		       (unsigned long long)p->rp_entries, (unsigned long long)p->rp_skipped,
 		       (unsigned long long)p->rp_ingests, (unsigned long long)p->rp_ingest_entries,
 		       p->rp_ingest_ns / 1e6, p->rp_write_ns / 1e6, p->rp_flush_ns / 1e6,
 		       (unsigned long long)p->rp_errors, (unsigned long long)p->rp_reopens,
-		       (unsigned long long)p->rp_stalls, (unsigned long long)p->rp_purges);
+		       (unsigned long long)p->rp_stalls, (unsigned long long)p->rp_purges,
+		       (unsigned long long)sfs_load_relaxed(&p->rp_ttl_dropped));
 	}
 	for (int i = 0; i < SFS_MAX_STATES; i++) {
 		const struct sfs_state_desc *d = &h->sh_states[i];
@@ -2577,6 +2725,22 @@ static void rdbt_stat(const struct sfs_seg *s, FILE *out)
 		sfs_rdbt_tuning(d, kp, tuning, sizeof(tuning));
 		fprintf(out, "  %-24s %s\n", d->sd_name, tuning);
 	}
+}
+
+/* A run's --json summary: what the compaction filters of every worker's
+ * instance dropped as expired (state TTL; as of each compactor's last
+ * buffer or close). */
+static void rdbt_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
+{
+	uint64_t dropped = 0;
+
+	for (uint32_t w = 0; w < workers; w++) {
+		struct sfs_rdbt_pub *p;
+
+		if (pub_find(s, w, 0, &p) == 0 && p)
+			dropped += sfs_load_relaxed(&p->rp_ttl_dropped);
+	}
+	fprintf(out, ", \"rocksdb_ttl_dropped\": %llu", (unsigned long long)dropped);
 }
 
 const struct sfs_target_ops sfs_target_rocksdb = {
@@ -2593,6 +2757,8 @@ const struct sfs_target_ops sfs_target_rocksdb = {
 	.rebuild = rdbt_rebuild_op,
 	.forget = rdbt_forget,
 	.scan = rdbt_scan,
+	.ttl = rdbt_ttl,
+	.summary_json = rdbt_summary_json,
 	.stat = rdbt_stat,
 	.rd.reader_open = rdbt_reader_open,
 	.rd.catch_up = rdbt_catch_up,

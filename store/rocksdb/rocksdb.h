@@ -38,7 +38,7 @@
 #include "store/target.h"
 
 #define SFS_RDBT_MAGIC 0x3154424452534653ull /* "SFSRDBT1" */
-#define SFS_RDBT_VERSION 2u
+#define SFS_RDBT_VERSION 3u  /* 3: rp_ttl_dropped */
 
 /* Tunings the ablation benchmark switches off one at a time (rocksdb.c's
  * knobs_get: SFS_RDBT_<X>=0 in the environment). */
@@ -82,6 +82,8 @@ struct sfs_rdbt_pub {
 	uint32_t rp_knobs;      /* compactor, relaxed, at each open: its sfs_rdbt_knobs.on */
 	uint32_t rp_pad;
 	uint64_t rp_ingest_min; /* compactor, relaxed, at each open: its knobs.ingest_min */
+	uint64_t rp_ttl_dropped; /* compactor, relaxed, per buffer and at close: expired
+				  * entries its compaction filter dropped (state TTL) */
 };
 
 uint64_t sfs_rdbt_layout(void);
@@ -106,5 +108,10 @@ extern const struct sfs_target_ops sfs_target_rocksdb;
  */
 int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src, unsigned n,
 		     uint32_t kg_lo, uint32_t kg_hi);
+
+/* Tests only: writer @w's primary (a rocksdb_t *) and state @sid's column
+ * family handle (NULL: none yet), to compact and read the instance raw.
+ * Valid until the writer's next commit, reopen or close. */
+void sfs_rdbt_test_handles(struct sfs_target_writer *w, uint32_t sid, void **db, void **cf);
 
 #endif
