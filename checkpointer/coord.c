@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/merge.h"
 #include "sfs.h"
+#include "shm/proc.h"
 
 #define MS 1000000ull
 #define POLL_NS (1 * MS)          /* while a checkpoint is in flight */
@@ -227,8 +228,45 @@ static int carry(struct ck_coord *c, struct ck_meta *prev, uint32_t w, const cha
 	return 0;
 }
 
+#define CK_IO_RETRY_NS (1000 * MS)
+
+static int complete_once(struct ck_coord *c, uint64_t now);
+
+/* Checkpoint c->inflight could not be written for @rc, a disk's trouble:
+ * it stays in flight and is tried again later (complete() starts over: a
+ * failed commit removed what it wrote).  The first failure of an episode
+ * is logged with the file the message names; the supervisor stops the
+ * group if the trouble outlasts --io-stall-timeout-ms. */
+static int io_retry(struct ck_coord *c, uint64_t now, int rc)
+{
+	if (sfs_proc_io(c->self, rc))
+		sfs_log("checkpoint %" PRIu64 " cannot be written: %s; retrying every %llu ms "
+			"(checkpoint %" PRIu64 " stays the last complete one)", c->inflight,
+			sfs_last_error(), (unsigned long long)(CK_IO_RETRY_NS / MS),
+			sfs_load_relaxed(&c->ck->ck_done));
+	c->io_retries++;
+	c->io_retry_at = now + CK_IO_RETRY_NS;
+	return 0;
+}
+
 /* The synchronous phase of checkpoint c->inflight. */
 static int complete(struct ck_coord *c, uint64_t now)
+{
+	int rc = complete_once(c, now);
+
+	if (rc < 0 && sfs_io_trouble_errno(rc))
+		return io_retry(c, now, rc);
+	if (rc > 0 && c->io_retries) {
+		sfs_log("checkpoint %" PRIu64 " written after %" PRIu64 " retries: the disk has room "
+			"again", sfs_load_relaxed(&c->ck->ck_done), c->io_retries);
+		c->io_retries = 0;
+	}
+	if (rc > 0)
+		sfs_proc_io(c->self, 0);
+	return rc;
+}
+
+static int complete_once(struct ck_coord *c, uint64_t now)
 {
 	struct sfs_ckpt *ck = c->ck;
 	uint64_t id = c->inflight, took;
@@ -421,6 +459,10 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 		if (sfs_load_acquire(&cw->cw_snap_barrier) < id)
 			continue;
 		ready++;
+	}
+	if (ready == ck->ck_workers && c->io_retry_at > now) {
+		*poll_ns = c->io_retry_at - now;
+		return 0;
 	}
 	if (ready < ck->ck_workers) {
 		if (now >= c->next_wait_log) {

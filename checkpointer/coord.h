@@ -38,6 +38,13 @@ struct ck_coord {
 	uint64_t t_begin;
 	uint64_t next_wait_log;
 	int finishing;             /* a worker finished: no new checkpoints */
+	/* A disk that cannot take the checkpoint (ENOSPC, EDQUOT, EIO, ...):
+	 * its commit is retried every CK_IO_RETRY_NS (the checkpoint stays in
+	 * flight, the last completed one stays valid); said once per episode
+	 * through the slot (shm/proc.h, sfs_proc_io), counted in io_retries. */
+	struct sfs_proc_slot *self;    /* set by the caller (NULL: no report) */
+	uint64_t io_retry_at;
+	uint64_t io_retries;
 };
 
 /* -ENOENT: no checkpoints in this segment (nothing to do). */

@@ -45,8 +45,10 @@ int main(int argc, char **argv)
 	if (sfs_child_start(&c))
 		return 1;
 	rc = ck_coord_open(&coord, &c.seg, c.job);
-	if (rc == 0)
+	if (rc == 0) {
 		coord_on = 1;
+		coord.self = c.slot;
+	}
 	else if (rc != -ENOENT) {
 		sfs_log("%s", sfs_last_error());
 		sfs_child_finish(&c);

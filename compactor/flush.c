@@ -78,6 +78,33 @@ int sfs_flusher_init(struct sfs_flusher *f, struct sfs_seg *seg,
 	return 0;
 }
 
+/* This process's slot, whose I/O-trouble word (shm/proc.h, sfs_proc_io)
+ * the flush reports a disk's failures in: the compactor owns it (the
+ * flusher keeps it const for everything else). */
+static inline struct sfs_proc_slot *me(const struct sfs_flusher *f)
+{
+	return (struct sfs_proc_slot *)(uintptr_t)f->self;
+}
+
+/*
+ * Worker @fw's flush of buffer @seq failed with @rc at @step: said once per
+ * episode — a disk's trouble once for the whole process, until a buffer
+ * goes through again (sfs_proc_io: the apply of the next batch may well
+ * succeed in memory and the commit fail again), any other failure once
+ * while it repeats — and retried by the caller.
+ */
+static void flush_failed(struct sfs_flusher *f, struct sfs_flush_worker *fw, int rc,
+			 const char *step, uint64_t seq)
+{
+	int io = sfs_io_trouble_errno(rc);
+
+	if (io ? sfs_proc_io(me(f), rc) : !fw->failing)
+		sfs_log("worker %u: %s of buffer seq %llu failed, will retry%s: %s", fw->worker, step,
+			(unsigned long long)seq, io ? " until the disk has room" : "",
+			sfs_last_error());
+	fw->failing = 1;
+}
+
 /*
  * Buffer @seq was sealed by barrier @id and is committed: the target now
  * holds exactly the worker's state as of @id (buffers flush in seq order,
@@ -101,10 +128,9 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 			 (unsigned long long)id);
 		rc = f->ops->snapshot_begin(fw->tw, dir, id);
 		/* a full store is fatal, and main.c says so once */
-		if (rc && rc != SFS_ERUNNING && rc != SFS_EFULL && !fw->failing)
-			sfs_log("worker %u: snapshot of barrier %llu failed, will retry: %s",
-				fw->worker, (unsigned long long)id, sfs_last_error());
-		if (rc && rc != SFS_ERUNNING)
+		if (rc && rc != SFS_ERUNNING && rc != SFS_EFULL)
+			flush_failed(f, fw, rc, "snapshot", seq);
+		else if (rc == SFS_EFULL)
 			fw->failing = 1;
 		return rc;
 	}
@@ -118,9 +144,8 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 		 (unsigned long long)id);
 	rc = f->ops->snapshot(fw->tw, dir);
 	if (rc) {
-		if (!fw->failing && rc != SFS_EFULL)
-			sfs_log("worker %u: snapshot of barrier %llu failed, will retry: %s",
-				fw->worker, (unsigned long long)id, sfs_last_error());
+		if (rc != SFS_EFULL)
+			flush_failed(f, fw, rc, "snapshot", seq);
 		fw->failing = 1;
 		return rc;
 	}
@@ -140,8 +165,16 @@ static int publish_snapshots(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 		return 0;
 	rc = f->ops->snapshot_poll(fw->tw, &id, &seq);
 	if (rc < 0) {
-		sfs_log("worker %u: %s", fw->worker, sfs_last_error());
+		/* the target tries again: said once while it keeps failing (a
+		 * disk's trouble once per episode of the process) */
+		if (sfs_io_trouble_errno(rc) ? sfs_proc_io(me(f), rc) : !fw->snap_failing)
+			sfs_log("worker %u: %s (retried)", fw->worker, sfs_last_error());
+		fw->snap_failing = 1;
 		return 0;
+	}
+	if (rc == 1 && fw->snap_failing) {
+		sfs_log("worker %u: a snapshot was staged again", fw->worker);
+		fw->snap_failing = 0;
 	}
 	cw = &f->ck->ck_w[fw->worker];
 	if (rc == 1 && id > sfs_load_relaxed(&cw->cw_snap_barrier)) {
@@ -181,6 +214,7 @@ static int open_worker(struct sfs_flusher *f, struct sfs_flush_lane *l, uint32_t
 		if (!fw->failing)
 			sfs_log("worker %u: cannot open its store, will retry: %s", w, sfs_last_error());
 		fw->failing = 1;
+		sfs_proc_io(me(f), rc);
 		return rc;
 	}
 	fw->failing = 0;
@@ -401,10 +435,7 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 		}
 		if (rc) {
 			/* Retried from fw->pos later: applies are idempotent. */
-			if (!fw->failing)
-				sfs_log("worker %u: flush of buffer seq %llu failed, will retry: %s",
-					fw->worker, (unsigned long long)seq, sfs_last_error());
-			fw->failing = 1;
+			flush_failed(f, fw, rc, "flush", seq);
 			return done ? (int)done : 0;
 		}
 		fw->failing = 0;
@@ -414,10 +445,15 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	}
 	if (fw->pos < fw->n)
 		return (int)done;
-	if (sfs_fault("flush.commit") || f->ops->commit(fw->tw, seq))
+	if ((src = sfs_fault("flush.commit")) || (src = f->ops->commit(fw->tw, seq))) {
+		/* -EAGAIN: durability under way in the background, not a failure */
+		if (src != -EAGAIN)
+			flush_failed(f, fw, src, "commit", seq);
 		return (int)done;
+	}
 	if (d->cb_at_barrier && (src = snapshot_barrier(f, fw, d->cb_barrier, seq)))
 		return src == SFS_EFULL ? src : (int)done;	/* full: as an apply's */
+	sfs_proc_io(me(f), 0);	/* the disk took a whole buffer: any trouble is over */
 	fw->failing = 0;
 	sfs_fault("flush.publish");
 	d->cb_flushed_ns = sfs_now_ns();

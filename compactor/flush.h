@@ -102,6 +102,7 @@ struct sfs_flush_worker {
 	uint64_t t0;
 	uint64_t retire_token[SFS_WCTL_MAX_BUFS]; /* grace period of a RETIRING buffer */
 	int failing;                   /* last apply failed: report once */
+	int snap_failing;              /* a background snapshot failed: report once */
 	/* The registry's TTLs (common/ttl.h) as of the buffer being flushed,
 	 * read at its start: which views of it to drop as expired. */
 	struct sfs_ttl_rule ttl[SFS_MAX_STATES];

@@ -463,6 +463,19 @@ int sfs_task_stage_dir(const sfs_task_t *t, uint64_t id, char *buf, size_t len);
 #define SFS_STAGE_SHARED "shared"
 int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version);
 
+/*
+ * sfs_task_io - a file this worker must write (its sink's output, files it
+ * stages) cannot be written now: @err a negative errno; 0 once it can
+ * again.  A full disk, a quota, an I/O error, a file too big or a
+ * read-only file system are worth retrying (the worker waits and tries
+ * again: back-pressure); the supervisor stops the group, its last
+ * checkpoint intact, when the trouble outlasts `sfs run
+ * --io-stall-timeout-ms`.  Returns 1 when @err starts an episode (log it
+ * once, naming the file), 0 while one goes on (or for @err 0), SFS_EUSAGE
+ * for an error no retry cures (fail as before).  A plain store.
+ */
+int sfs_task_io(sfs_task_t *t, int err);
+
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 

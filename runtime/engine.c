@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sfs.h"
 #include "runtime/chan.h"
@@ -76,6 +77,7 @@ struct rt_engine {
 	uint64_t throttle_until;  /* --max-rate: no events before this (ns) */
 	uint64_t next_beat;       /* the heartbeat's next due time */
 	int finished;           /* part committed */
+	int io_said;            /* a sink write is being retried: said once */
 	/* Checkpoints, through the public task API like any program: NULL
 	 * when the group takes none.  The bytes kept with a checkpoint are
 	 * this worker's split offsets (rt_source_bytes). */
@@ -266,6 +268,48 @@ int rt_sink_retract(struct rt_op *op, const char *row, size_t len)
 	return rt_sink_add(&op->eng->sink, row, len, -1);
 }
 
+/*
+ * Epoch @epoch's changelog, written until it is: a disk's trouble (no
+ * space, a quota, an I/O error: sfs_task_io says which errors a retry may
+ * cure) is retried every 100 ms, offline, the sources waiting meanwhile
+ * (back-pressure, as a full write buffer's); said once, and the supervisor
+ * stops the group if it outlasts --io-stall-timeout-ms.  Any other error
+ * is the caller's, as before.
+ */
+static int sink_write(struct rt_engine *g, uint64_t epoch, uint64_t *rows)
+{
+	for (;;) {
+		int rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, epoch, rows), io;
+
+		if (rc == 0) {
+			if (g->io_said) {
+				rt_log("worker %u: sink epoch %llu written: the disk has room again",
+				       g->me, (unsigned long long)epoch);
+				g->io_said = 0;
+			}
+			if (g->task)
+				(void)sfs_task_io(g->task, 0);
+			return 0;
+		}
+		if (!g->task || *g->env->stop || (io = sfs_task_io(g->task, rc)) < 0)
+			return rc;	/* no retry cures it, or the group stops */
+		if (io == 1 || !g->io_said)
+			rt_log("worker %u: sink epoch %llu: %s: retrying every 100 ms", g->me,
+			       (unsigned long long)epoch, rt_last_error());
+		g->io_said = 1;
+		if (g->op.so->idle)
+			g->op.so->idle(g->op.st, 1);
+		{
+			struct timespec ts = { 0, 100 * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
+		g->env->beat(g->env->beat_arg);	/* waiting, not hung */
+		if (g->op.so->idle)
+			g->op.so->idle(g->op.st, 0);
+	}
+}
+
 /* End of input: the final epoch's changelog (committed by the supervisor
  * once every worker is done: the job's last checkpoint). */
 static int commit(struct rt_engine *g)
@@ -273,7 +317,7 @@ static int commit(struct rt_engine *g)
 	uint64_t rows = 0;
 	int rc;
 
-	rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, RT_EPOCH_FINAL, &rows);
+	rc = sink_write(g, RT_EPOCH_FINAL, &rows);
 	if (rc)
 		return fail(g, rc, "sink: %s", rt_last_error());
 	g->ws->rw_rows += rows;
@@ -347,7 +391,7 @@ static int seal(struct rt_engine *g, uint64_t id)
 		char bytes[SFS_TASK_BYTES_MAX];
 		int n;
 
-		rc = rt_sink_write_epoch(&g->sink, g->job->rj_data_dir, g->me, id, &rows);
+		rc = sink_write(g, id, &rows);
 		if (rc)
 			return fail(g, rc, "sink epoch %llu: %s", (unsigned long long)id,
 				    rt_last_error());

@@ -320,17 +320,20 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
 		h = sfs_hash_bytes(h, &r, sizeof(r));
 		h = sfs_hash_bytes(h, e->bytes, (size_t)r.klen + r.rlen);
 		n++;
-		free(e);
-		s->slot[i] = NULL;
 	}
-	s->used = 0;
 	fwrite(LOG_END, 1, 8, f);
 	fwrite(&n, sizeof(n), 1, f);
 	fwrite(&h, sizeof(h), 1, f);
 	rc = rt_file_commit(f, tmp, path, 0);
-	if (rc == 0)
-		*records = n;
-	return rc;
+	if (rc)
+		return rc;	/* the epoch's rows stay: a retry writes them again */
+	for (size_t i = 0; i < s->cap; i++) {
+		free(s->slot[i]);
+		s->slot[i] = NULL;
+	}
+	s->used = 0;
+	*records = n;
+	return 0;
 }
 
 /* "w<w>-e<epoch>.<ext>": 1 and the fields, or 0. */

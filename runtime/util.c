@@ -126,8 +126,12 @@ int rt_rmtree(const char *path)
 
 int rt_file_commit(FILE *f, const char *tmp, const char *path, int rc)
 {
-	if (!rc && (fflush(f) || fsync(fileno(f))))
-		rc = rt_err(rt_errno(), "%s: write: %s", tmp, strerror(errno));
+	/* ferror: a buffered write that failed earlier (a full disk) drops
+	 * its chunk, and a later fflush of the rest may well succeed — a
+	 * committed file with a hole (found by tests/e2e_diskfull.sh) */
+	if (!rc && (fflush(f) || ferror(f) || fsync(fileno(f))))
+		rc = rt_err(errno ? rt_errno() : -EIO, "%s: write: %s", tmp,
+			    strerror(errno ? errno : EIO));
 	if (fclose(f) && !rc)
 		rc = rt_err(rt_errno(), "%s: close: %s", tmp, strerror(errno));
 	if (!rc && rename(tmp, path))

@@ -64,4 +64,15 @@ done
 
 [ ${#failures[@]} -ne 0 ] && echo "failed: ${failures[*]} (logs in $log_dir)"
 echo "$passed passed, $failed failed"
+# The soak's one line: what the crash scripts counted ("# counts: k=v ..."
+# lines: kills of random roles, recoveries, results that differ from an
+# uninterrupted run's, checkpoints refused on the way), summed.
+if [ -n "${SFS_SOAK:-}" ]; then
+	grep -a -h '^# counts: ' "$log_dir"/e2e_*.log 2>/dev/null | sed 's/^# counts: //' | tr ' ' '\n' |
+		awk -F= 'NF == 2 { s[$1] += $2 } END {
+			printf "soak: %d kills, %d recoveries, %d result differences (must be 0), " \
+			       "%d checkpoints refused, %d disk-full spells, %d power losses\n",
+			       s["kills"], s["recoveries"], s["differences"], s["refused"],
+			       s["diskfull"], s["powerloss"] }'
+fi
 [ "$failed" -eq 0 ]

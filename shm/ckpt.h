@@ -153,7 +153,9 @@ uint64_t sfs_ckpt_layout(uint64_t h);
 /* The task API's (include/sfs.h) open over a segment already mapped (the
  * runtime's workers hold theirs through shm/child.h): @seg must outlive
  * the task. */
-int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_task **out);
+struct sfs_proc_slot;
+int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_proc_slot *slot,
+		       struct sfs_task **out);
 
 /* Publish checkpoint @id as complete and wake sleepers (the checkpointer). */
 void sfs_ckpt_publish_done(struct sfs_ckpt *ck, uint64_t id);

@@ -70,6 +70,7 @@ uint64_t sfs_layout_fingerprint_of(const struct sfs_layout_part *parts)
 	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_heartbeat);
 	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_qsbr);
 	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_attached_ns);
+	SFS_FP_FIELD(h, struct sfs_proc_slot, ps_io);
 
 	SFS_FP_SIZE(h, struct sfs_child_desc);
 	SFS_FP_FIELD(h, struct sfs_child_desc, cd_state);

@@ -51,6 +51,7 @@ int sfs_proc_register(struct sfs_seg *s, unsigned role, uint32_t index,
 			sl->ps_index = index;
 			sl->ps_node = 0;
 			sl->ps_attached_ns = sfs_now_ns();
+			sl->ps_io = 0;
 			sl->ps_heartbeat = sl->ps_attached_ns;
 			sfs_store_release(&sl->ps_claim, (mine & ~0xffull) | SFS_SLOT_LIVE);
 			*out = sl;

@@ -11,7 +11,10 @@
 #ifndef SFS_SHM_PROC_H
 #define SFS_SHM_PROC_H
 
+#include <errno.h>
+
 #include "common/clock.h"
+#include "shm/atomic.h"
 #include "shm/segment.h"
 
 #define SFS_SLOT_STATE(claim) ((uint32_t)((claim) & 0xff))
@@ -38,6 +41,42 @@ int sfs_proc_slot_alive(const struct sfs_proc_slot *slot);
 static inline void sfs_proc_heartbeat(struct sfs_proc_slot *slot)
 {
 	sfs_store_relaxed(&slot->ps_heartbeat, sfs_now_ns());
+}
+
+/*
+ * I/O trouble (issue 22): a write this process must make failed with @err
+ * (a negative errno): the first failure of an episode records since when
+ * and why (later ones keep it); @err 0 ends the episode.  Only the classes
+ * a retry may cure once an operator acts count (sfs_io_trouble_errno:
+ * no space, quota, I/O error, file too big, read-only file system);
+ * others are left to the caller.  Returns 1 when @err starts an episode
+ * (the caller logs it once, naming the file), else 0.  A relaxed load and
+ * store of the slot's word: callers on several threads may race, and the
+ * word stays some failure's (or 0 after a success): it is a report.
+ */
+static inline int sfs_io_trouble_errno(int err)
+{
+	err = err < 0 ? -err : err;
+	return err == ENOSPC || err == EDQUOT || err == EIO || err == EFBIG || err == EROFS;
+}
+
+static inline int sfs_proc_io(struct sfs_proc_slot *slot, int err)
+{
+	uint64_t was;
+
+	if (!slot)
+		return 0;
+	was = sfs_load_relaxed(&slot->ps_io);
+	if (!err) {
+		if (was)
+			sfs_store_relaxed(&slot->ps_io, 0);
+		return 0;
+	}
+	if (!sfs_io_trouble_errno(err) || was)
+		return 0;
+	sfs_store_relaxed(&slot->ps_io, (sfs_now_ns() / 1000000) << 16 |
+					(uint64_t)((err < 0 ? -err : err) & 0xffff));
+	return 1;
 }
 
 /* The LIVE slot of @role/@index whose process is alive, or NULL. */

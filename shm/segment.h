@@ -74,7 +74,11 @@ struct sfs_proc_slot {
 	uint64_t ps_heartbeat; /* owner, relaxed: sfs_now_ns() of last beat */
 	uint64_t ps_qsbr;      /* owner, release: last QSBR token seen, 0 = offline */
 	uint64_t ps_attached_ns; /* owner, before LIVE */
-	uint64_t ps_pad[1];
+	/* owner, relaxed (any of its threads): I/O trouble — since when this
+	 * process cannot write a file it must (ENOSPC, EDQUOT, EIO, ...), as
+	 * CLOCK_MONOTONIC ms << 16 | errno; 0 while writing works (shm/proc.h,
+	 * sfs_proc_io).  The supervisor stops the group when it lasts. */
+	uint64_t ps_io;
 } __sfs_cache_aligned;
 
 /*

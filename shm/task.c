@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "shm/ckpt.h"
+#include "shm/proc.h"
 #include "shm/futex.h"
 #include "shm/handle.h"
 #include "shm/segment.h"
@@ -19,11 +20,13 @@ struct sfs_task {
 	struct sfs_ckpt *ck;
 	struct sfs_ckpt_worker *me;
 	uint32_t worker;
+	struct sfs_proc_slot *slot;   /* the process's, for sfs_task_io (NULL: none) */
 };
 
 _Static_assert(SFS_TASK_BYTES_MAX == SFS_CKPT_BYTES_MAX, "the public limit is the region's");
 
-int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_task **out)
+int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_proc_slot *slot,
+		       struct sfs_task **out)
 {
 	struct sfs_ckpt *ck;
 	struct sfs_task *t;
@@ -39,6 +42,7 @@ int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_ta
 	t->ck = ck;
 	t->worker = worker;
 	t->me = &ck->ck_w[worker];
+	t->slot = slot;
 	/* A restarted worker re-joins: its seal and bytes of an earlier
 	 * incarnation stay (a restart restores the whole group anyway). */
 	sfs_store_release(&t->me->cw_phase, SFS_CKW_RUNNING);
@@ -50,7 +54,14 @@ int sfs_task_open(sfs_handle_t *h, uint32_t worker, sfs_task_t **out)
 {
 	if (!h || !out)
 		return sfs__err(SFS_EUSAGE, "sfs_task_open: NULL argument");
-	return sfs__task_open_seg(&h->seg, worker, out);
+	return sfs__task_open_seg(&h->seg, worker, h->slot, out);
+}
+
+int sfs_task_io(sfs_task_t *t, int err)
+{
+	if (err && !sfs_io_trouble_errno(err))
+		return SFS_EUSAGE;
+	return sfs_proc_io(t->slot, err < 0 ? err : -err);
 }
 
 int sfs_task_close(sfs_task_t *t)

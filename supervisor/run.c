@@ -54,6 +54,7 @@ struct run_cfg {
 	uint64_t start_ns;         /* a child must register within this */
 	unsigned budget;           /* restarts allowed per child per window */
 	uint64_t window_ns;
+	uint64_t io_stall_ns;       /* a child that cannot write this long stops the group */
 	uint64_t backoff_min_ns, backoff_max_ns;
 	uint64_t duration_ns;      /* 0: until a signal */
 	uint64_t stop_grace_ns;    /* SIGTERM -> SIGKILL per role */
@@ -115,6 +116,9 @@ static void usage(FILE *f)
 		"  --segment-mb MB        size of each node's segment (default 64)\n"
 		"  --heartbeat-ms MS      children's heartbeat period (default 100)\n"
 		"  --hang-timeout-ms MS   kill a child silent for this long (default 3000)\n"
+		"  --io-stall-timeout-ms MS  stop the group when a child has not been able\n"
+		"                         to write its files (disk full, quota, I/O error) for\n"
+		"                         this long (default 60000; it retries until then)\n"
 		"  --restart-budget N     restarts per child per window (default 5)\n"
 		"  --restart-window-ms MS the window (default 60000)\n"
 		"  --maintenance-cpus spare|all  cores of the compactor and checkpointer:\n"
@@ -574,6 +578,41 @@ static void tend(uint64_t now)
 	}
 }
 
+/*
+ * A child that has not been able to write its files for --io-stall-timeout-ms
+ * (its slot's I/O-trouble word, shm/proc.h: a full disk, a quota, an I/O
+ * error; it retries and back-pressures meanwhile): 1 after the one line
+ * that says so — which child, since when, the error; the child's own log
+ * named the file when the trouble began — and the group stops (exit 1),
+ * its last completed checkpoint intact.  Else 0.  O(children).
+ */
+static int io_stalled(uint64_t now)
+{
+	/* Every live slot, not only the children's own: a worker's state and
+	 * checkpoint calls report through its keyed-state context's slot. */
+	for (int n = 0; n < nnodes; n++)
+		for (unsigned i = 0; segs[n].hdr && i < SFS_MAX_PROCS; i++) {
+			struct sfs_proc_slot *sl = &segs[n].hdr->sh_procs[i];
+			uint64_t io, since_ms;
+
+			if (SFS_SLOT_STATE(sfs_load_acquire(&sl->ps_claim)) != SFS_SLOT_LIVE)
+				continue;
+			io = sfs_load_relaxed(&sl->ps_io);
+			since_ms = io >> 16;
+			if (!io || now / MS < since_ms || now / MS - since_ms < cfg.io_stall_ns / MS ||
+			    !sfs_proc_alive(sl->ps_pid, sl->ps_start))
+				continue;	/* a dead process's word is no trouble of now */
+			sfs_log("job %s: %s %u (pid %d) cannot write for %llu s (%s; its log above "
+				"names the file): stopping; checkpoint %llu stays the last complete one",
+				cfg.job, sfs_role_name(sl->ps_role), sl->ps_index, (int)sl->ps_pid,
+				(unsigned long long)((now / MS - since_ms) / 1000),
+				strerror((int)(io & 0xffff)),
+				(unsigned long long)(is_job() ? sup_query_last_checkpoint() : 0));
+			return 1;
+		}
+	return 0;
+}
+
 /* Stop one role: SIGTERM, wait up to the grace period, then SIGKILL; every
  * child of the role is reaped before this returns. */
 static void stop_role(unsigned role)
@@ -804,6 +843,7 @@ static int parse(int argc, char **argv)
 		{ "segment-mb", required_argument, NULL, 's' },
 		{ "heartbeat-ms", required_argument, NULL, 'b' },
 		{ "hang-timeout-ms", required_argument, NULL, 't' },
+		{ "io-stall-timeout-ms", required_argument, NULL, 'I' },
 		{ "restart-budget", required_argument, NULL, 'r' },
 		{ "restart-window-ms", required_argument, NULL, 'W' },
 		{ "duration-ms", required_argument, NULL, 'd' },
@@ -842,6 +882,7 @@ static int parse(int argc, char **argv)
 	cfg.budget = 5;
 	cfg.max_recoveries = 10;
 	cfg.window_ns = 60000 * MS;
+	cfg.io_stall_ns = 60000 * MS;
 	cfg.backoff_min_ns = 100 * MS;
 	cfg.backoff_max_ns = 5000 * MS;
 	cfg.stop_grace_ns = 5000 * MS;
@@ -878,6 +919,10 @@ static int parse(int argc, char **argv)
 		case 'b':
 			cfg.heartbeat_ns = (uint64_t)sfs_arg_num("run", "--heartbeat-ms", optarg, 1,
 								 60000) * MS;
+			break;
+		case 'I':
+			cfg.io_stall_ns = (uint64_t)sfs_arg_num("run", "--io-stall-timeout-ms", optarg,
+								100, (long)1 << 40) * MS;
 			break;
 		case 't':
 			cfg.hang_ns = (uint64_t)sfs_arg_num("run", "--hang-timeout-ms", optarg, 10,
@@ -1181,6 +1226,10 @@ int sfs_cmd_run(int argc, char **argv)
 				}
 			}
 			tend(now);
+			if (!failed && io_stalled(now)) {
+				failed = 1;
+				break;
+			}
 			sfs_proc_heartbeat(me);
 			if (now >= stop_at) {
 				sig = 0;

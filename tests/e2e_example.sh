@@ -74,6 +74,7 @@ fi
 ok "uninterrupted run: $lines sessions, every epoch committed"
 
 # Kills: SIGKILL a worker (the program) at random moments.
+all_kills=0 all_recs=0 diffs=0
 for backend in ${SFS_EXAMPLE_BACKENDS:-table rocksdb memory}; do
 	data=$tmp/kill-$backend
 	BACKEND=$backend run "$data" 2 --max-recoveries 50 --exec "$tmp/clicks" "$EVENTS" "$RATE" \
@@ -89,6 +90,8 @@ for backend in ${SFS_EXAMPLE_BACKENDS:-table rocksdb memory}; do
 	rc=$?
 	result "$data" >"$tmp/kill.csv"
 	rec=$(grep -c "recovery [0-9]* of" "$tmp/kill.err")
+	all_kills=$((all_kills + killed))
+	all_recs=$((all_recs + rec))
 	if [ "$rc" -ne 0 ]; then
 		nok "$backend: $killed kills: sfs run exit $rc"; show "$tmp/kill.err"
 	elif [ "$killed" -eq 0 ] || [ "$rec" -eq 0 ]; then
@@ -96,11 +99,15 @@ for backend in ${SFS_EXAMPLE_BACKENDS:-table rocksdb memory}; do
 	elif cmp -s "$tmp/base.csv" "$tmp/kill.csv"; then
 		ok "$backend: $killed workers killed, $rec recoveries from checkpoints: output equals the uninterrupted run's"
 	else
+		diffs=$((diffs + 1))
 		nok "$backend: $killed kills: output differs ($(wc -l <"$tmp/kill.csv") vs $lines lines)"
 		diff "$tmp/base.csv" "$tmp/kill.csv" | head -n 6 | sed 's/^/# /'
 		[ -n "${SFS_EXAMPLE_KEEP:-}" ] && cp -r "$data" "$tmp/base.csv" "$tmp/kill.err" "$SFS_EXAMPLE_KEEP/"
 	fi
 done
+
+# what make soak sums (scripts/run-tests.sh)
+echo "# counts: kills=$all_kills recoveries=$all_recs differences=$diffs"
 
 # Rescale: 2 workers for a while, then the rest with 3 from the checkpoint.
 data=$tmp/rescale

@@ -33,12 +33,17 @@ STOP_BACKENDS=${SFS_RECOVERY_STOP_BACKENDS:-rocksdb-direct memory rocksdb table}
 MTHREADS=${SFS_E2E_MTHREADS:-}
 KILL_MTHREADS=${SFS_E2E_KILL_MTHREADS:-${MTHREADS:-2}}
 if [ -n "${SFS_SOAK:-}" ]; then
+	# the soak (make soak): five queries x four backends x 6 kills = 120
 	EVENTS=${SFS_RECOVERY_EVENTS:-2000000}
-	KILLS=${SFS_RECOVERY_KILLS:-10}
+	KILLS=${SFS_RECOVERY_KILLS:-6}
+	QUERIES=${SFS_RECOVERY_QUERIES:-q4 q9 q17 q18 q20}
 fi
 OUT=$(mktemp -d)
 fails=0
 total_kills=0
+total_recoveries=0
+differences=0
+refused=0
 
 ok()   { echo "ok - $*"; }
 nok()  { echo "not ok - $*"; fails=$((fails + 1)); }
@@ -101,6 +106,9 @@ for b in $BACKENDS; do
 		rc=$?
 		kills=$(wc -l <"$OUT/kills.$job" 2>/dev/null || echo 0)
 		total_kills=$((total_kills + kills))
+		recs=$(grep -o '"recoveries": [0-9]*' "$OUT/kill.json" | awk '{print $2}')
+		total_recoveries=$((total_recoveries + ${recs:-0}))
+		refused=$((refused + $(grep -c "not valid\|refused" "$OUT/kill.err")))
 		restored=$(grep -c "(recovery)" "$OUT/kill.err")
 		wkills=$(grep -c sfs-worker "$OUT/kills.$job" 2>/dev/null)
 		if [ "$kills" -eq 0 ] || { [ "${wkills:-0}" -gt 0 ] && [ "$restored" -eq 0 ]; }; then
@@ -116,12 +124,15 @@ for b in $BACKENDS; do
 				awk '{printf "%s %s ", $1, $2}')), $(grep -o '"recoveries": [0-9]*' \
 				"$OUT/kill.json" | awk '{print $2}') recoveries ($restored from a checkpoint), result equals the uninterrupted run"
 		else
+			differences=$((differences + 1))
 			nok "$q on $b with $kills kills: result differs ($(wc -l <"$OUT/base.csv") vs $(wc -l <"$OUT/kill.csv") lines)"
 			diff "$OUT/base.csv" "$OUT/kill.csv" | head -n 6 | sed 's/^/# /'
 		fi
 	done
 done
 note "$total_kills processes killed"
+# what make soak sums over its scripts (scripts/run-tests.sh)
+note "counts: kills=$total_kills recoveries=$total_recoveries differences=$differences refused=$refused"
 
 # Stop after a while, then continue from the newest checkpoint.
 q=q17

@@ -549,7 +549,7 @@ int sfs_worker_task(sfs_ctx_t *c, sfs_task_t **out)
 {
 	if (!c || !out)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_task: NULL argument");
-	return sfs__task_open_seg(&c->seg, c->worker, out);
+	return sfs__task_open_seg(&c->seg, c->worker, c->slot, out);
 }
 
 int sfs_worker_close(sfs_ctx_t *c)

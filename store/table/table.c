@@ -131,6 +131,7 @@
 #include "store/table/layout/manifest.h"
 #include "store/table/layout/sync.h"
 #include "shm/atomic.h"
+#include "shm/proc.h"
 #include "shm/qsbr.h"
 #include "store/table/table.h"
 #include "store/table/table_int.h"
@@ -2285,7 +2286,11 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	}
 	sfs_df_writer_abort(out);
 	if (rc) {
-		if (rc != -ECANCELED)
+		/* a disk's trouble is said once per episode of the process (the
+		 * flush's own failure says it first: shm/proc.h), the rest each time */
+		if (rc != -ECANCELED &&
+		    (!sfs_io_trouble_errno(rc) ||
+		     sfs_proc_io((struct sfs_proc_slot *)(uintptr_t)w->self, rc)))
 			sfs_log("worker %u, table %s: shaping merge failed (retried later): %s",
 				w->worker, t->dir, sfs_last_error());
 		snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
