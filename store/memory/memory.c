@@ -484,18 +484,20 @@ static inline int rec_expired(const struct sfs_mstore_entry *e, uint64_t now)
  * ms_index below; until then the published half, index and lists are
  * untouched (a record left behind is simply not copied: the old half
  * still has it).  So a kill before the publication leaves the old version
- * whole, and the next copy starts over.  The counters of what was left
- * behind (ms_live, ms_bytes, ms_maps, ms_ttl_dropped) are stored after the
- * publication: a kill in between leaves ms_live, ms_bytes and ms_maps too
- * high and ms_ttl_dropped too low by that copy's drops (statistics and an
- * index sizing hint; the next copy's index is only the bigger for it).
+ * whole, and the next copy starts over (and drops the same records).  The
+ * counters (ms_live, ms_bytes, ms_maps: what the copy put in the new half;
+ * ms_ttl_dropped) are stored after the publication: a kill in between
+ * leaves the first three as before the copy (too high by its drops: an
+ * index sizing hint, statistics) until the next copy sets them exactly,
+ * and ms_ttl_dropped short of that copy's drops.  Fault points
+ * memory.copy and memory.copied (tests/test_mstore_ttl.c kills there).
  */
 static int compact(struct sfs_mstore_writer *w)
 {
 	struct sfs_mstore *ms = w->ms;
 	unsigned from = ms->ms_active, to = !from;
 	struct sfs_mstore_index *old = index_at(ms, ms->ms_index), *nx;
-	uint64_t noff, d_live = 0, d_bytes = 0, d_maps = 0;
+	uint64_t noff, c_live = 0, c_bytes = 0, c_maps = 0, dropped = 0;
 	int ttl = w->ttl_any;	/* no TTL state: no per-record check at all */
 
 	if (sfs_load_relaxed(&ms->ms_dump_list) && ms->ms_dump_half == to) {
@@ -540,54 +542,61 @@ static int compact(struct sfs_mstore_writer *w)
 		at = entry_kind(e) == SFS_MSTORE_K_HEAD ? link_of(e)->ml_next : 0;
 		if (exp) {
 			/* A value left behind; a map's list from its first live entry. */
-			if (entry_kind(e) != SFS_MSTORE_K_HEAD && rec_expired(e, now))
-				goto drop;
-			for (; at && rec_expired(rec(ms, at), now); at = link_of(rec(ms, at))->ml_next) {
-				d_live++;
-				d_bytes += entry_klen(rec(ms, at)) + rec(ms, at)->me_vlen;
+			if (entry_kind(e) != SFS_MSTORE_K_HEAD && rec_expired(e, now)) {
+				dropped++;
+				sfs_fault("memory.copy");
+				continue;
 			}
+			for (; at && rec_expired(rec(ms, at), now); at = link_of(rec(ms, at))->ml_next)
+				dropped++;
 			if (entry_kind(e) == SFS_MSTORE_K_HEAD && !at) {
-				d_maps++;
-				goto drop;	/* every entry expired: the head goes too */
+				sfs_fault("memory.copy");
+				continue;	/* every entry expired: the head goes too */
 			}
 		}
 		nh = copy_rec(ms, to, nx, e);
 		if (!nh)
 			return SFS_EFULL;	/* unpublished: the old half stays in use */
-		if (entry_kind(e) != SFS_MSTORE_K_HEAD)
+		c_live++;
+		c_bytes += entry_klen(e) + e->me_vlen;
+		if (entry_kind(e) != SFS_MSTORE_K_HEAD) {
+			sfs_fault("memory.copy");
 			continue;
+		}
+		c_maps++;
 		prev = nh;
 		link_of(rec(ms, nh))->ml_next = 0;
 		for (; at; at = link_of(rec(ms, at))->ml_next) {
+			const struct sfs_mstore_entry *x = rec(ms, at);
 			uint64_t ne;
 
-			if (exp && rec_expired(rec(ms, at), now)) {
-				d_live++;
-				d_bytes += entry_klen(rec(ms, at)) + rec(ms, at)->me_vlen;
+			if (exp && rec_expired(x, now)) {
+				dropped++;
 				continue;
 			}
-			if (!(ne = copy_rec(ms, to, nx, rec(ms, at))))
+			if (!(ne = copy_rec(ms, to, nx, x)))
 				return SFS_EFULL;
+			c_live++;
+			c_bytes += entry_klen(x) + x->me_vlen;
 			link_of(rec(ms, ne))->ml_next = 0;
 			link_of(rec(ms, ne))->ml_prev = prev;
 			link_of(rec(ms, prev))->ml_next = ne;
 			prev = ne;
 		}
-		continue;
-drop:
-		d_live++;
-		d_bytes += entry_klen(e) + e->me_vlen;
+		sfs_fault("memory.copy");
 	}
 	sfs_store_relaxed(&ms->ms_garbage, 0);
 	sfs_store_release(&ms->ms_index, noff);
 	sfs_store_release(&ms->ms_active, to);
 	sfs_store_relaxed(&ms->ms_copies, ms->ms_copies + 1);
-	if (d_live) {
-		sfs_store_relaxed(&ms->ms_live, ms->ms_live - d_live);
-		sfs_store_relaxed(&ms->ms_bytes, ms->ms_bytes - d_bytes);
-		sfs_store_relaxed(&ms->ms_maps, ms->ms_maps - d_maps);
-		sfs_store_relaxed(&ms->ms_ttl_dropped, ms->ms_ttl_dropped + d_live - d_maps);
-	}
+	sfs_fault("memory.copied");
+	/* What the new half holds, counted by the copy itself (so a count a
+	 * kill left off is exact again after the next copy). */
+	sfs_store_relaxed(&ms->ms_live, c_live);
+	sfs_store_relaxed(&ms->ms_bytes, c_bytes);
+	sfs_store_relaxed(&ms->ms_maps, c_maps);
+	if (dropped)
+		sfs_store_relaxed(&ms->ms_ttl_dropped, ms->ms_ttl_dropped + dropped);
 	w->idle_token = sfs_qsbr_start(w->seg->hdr);
 	w->ttl_mark = w->ttl_now;
 	w->ttl_mark_written = ms->ms_written;

@@ -132,7 +132,8 @@ struct sfs_mstore {
 	uint64_t ms_copies;     /* compactor, relaxed: semispace copies done */
 	uint64_t ms_written;    /* compactor, relaxed: record bytes appended by flushes
 				 * (semispace copies not included) */
-	uint64_t ms_maps;       /* compactor, relaxed: map heads (a kill may leave it off by one) */
+	uint64_t ms_maps;       /* compactor, relaxed: map heads (a kill may leave it off by
+				 * one until the next copy, which counts them) */
 	uint64_t ms_redone;     /* compactor, relaxed: intents finished at open */
 	uint64_t ms_ttl_dropped;/* compactor, relaxed: values, counters and map entries of
 				 * TTL states a copy left behind as expired ("State TTL") */
