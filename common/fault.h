@@ -95,6 +95,9 @@
 	X("memory.index", SFS_FAULT_KILL_ONLY, "the list done, before the index") \
 	X("memory.clear", SFS_FAULT_KILL_ONLY, "one entry of a cleared map unindexed") \
 	X("memory.done", SFS_FAULT_KILL_ONLY, "the intent cleared") \
+	X("memory.copy", SFS_FAULT_KILL_ONLY, "a semispace copy past one record (copied or " \
+	  "left behind as expired), unpublished") \
+	X("memory.copied", SFS_FAULT_KILL_ONLY, "a copy published, its counters not yet set") \
 	/* store/rocksdb/rocksdb.c: the RocksDB target's flush */ \
 	X("rocksdb.apply", SFS_FAULT_KILL_ONLY, "a piece staged") \
 	X("rocksdb.write", SFS_FAULT_KILL_ONLY, "the batch in the memtables, not flushed") \

@@ -71,6 +71,21 @@
  * pass over the index at the freeze (~10 ms per million slots), instead of
  * a whole-store dump inside the flush.
  *
+ * State TTL (common/ttl.h).  The writer keeps the compactor's rules and the
+ * newest buffer's clocks (sfs_mstore_ttl; process-local, the clocks only
+ * move forward, nothing expires before the first call).  A semispace copy
+ * leaves behind every record of a TTL state whose expiry (a value's or
+ * counter's first 8 bytes; a map entry's first 8 after its link block) is
+ * <= the clock its rule names: the store keeps one version per key, so
+ * not copying a record deletes it, and nothing older can resurface.  A
+ * map whose entries all expired loses its head too.  Readers never see
+ * the difference: their clock is at least the flushed buffer's, at which
+ * every record left behind was already expired.  A copy runs when a half
+ * fills (above) and, with TTL states, also at a commit once enough of the
+ * clock has passed (sfs_mstore_commit: the rule and its cost are there).
+ * States without a TTL cost one rule load per record in a copy (nothing
+ * at all while no state has a TTL).
+ *
  * Tags make flushes idempotent and reads exact.  Every record carries the
  * sequence number (tag) of the write buffer whose flush wrote it.  A flush
  * of buffer b skips a key whose record already has tag >= b (a redone flush
@@ -86,6 +101,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/ttl.h"
 #include "shm/qsbr.h"
 #include "shm/segment.h"
 
@@ -116,8 +132,11 @@ struct sfs_mstore {
 	uint64_t ms_copies;     /* compactor, relaxed: semispace copies done */
 	uint64_t ms_written;    /* compactor, relaxed: record bytes appended by flushes
 				 * (semispace copies not included) */
-	uint64_t ms_maps;       /* compactor, relaxed: map heads (a kill may leave it off by one) */
+	uint64_t ms_maps;       /* compactor, relaxed: map heads (a kill may leave it off by
+				 * one until the next copy, which counts them) */
 	uint64_t ms_redone;     /* compactor, relaxed: intents finished at open */
+	uint64_t ms_ttl_dropped;/* compactor, relaxed: values, counters and map entries of
+				 * TTL states a copy left behind as expired ("State TTL") */
 	/* The frozen version of a dump in flight (see the top).  The ms_dump_*
 	 * operands are written by the compactor's main thread before the
 	 * release store of ms_dump_list that publishes the pin, and stay fixed
@@ -238,6 +257,17 @@ struct sfs_mstore_writer {
 	 * NULL: such a copy fails with SFS_ETIMEDOUT. */
 	int (*pin_wait)(void *arg);
 	void *pin_arg;
+	/* State TTL (sfs_mstore_ttl; the writer's process only). */
+	int ttl_on;             /* sfs_mstore_ttl was called */
+	int ttl_any;            /* some rule has a TTL (never before the first call) */
+	struct sfs_ttl_rule ttl_rule[SFS_MAX_STATES]; /* by state id */
+	struct sfs_ttl_clock ttl_now;   /* the newest buffer's clocks, never back */
+	uint64_t ttl_min[2];    /* smallest TTL on the processing [0] and event [1]
+				 * clock, 0: no state uses that clock */
+	/* As of the last copy (any cause): its clocks, ms_written, and the
+	 * bytes it copied — what the commit-time trigger measures against. */
+	struct sfs_ttl_clock ttl_mark;
+	uint64_t ttl_mark_written, ttl_mark_copied;
 };
 
 /* Find or create the store of worker @w (@bytes for a new region); @self is
@@ -278,8 +308,21 @@ int sfs_mstore_map_remove(struct sfs_mstore_writer *w, uint64_t h, uint64_t ns, 
 int sfs_mstore_map_clear(struct sfs_mstore_writer *w, uint64_t ph, uint64_t ns, const void *pk,
 			 uint32_t plen, uint64_t tag);
 
-/* Publish: every write of buffer @seq is applied. */
+/* Publish: every write of buffer @seq is applied.  Then, with TTL states,
+ * maybe a copy that drops what expired (see memory.c, ttl_due). */
 void sfs_mstore_commit(struct sfs_mstore_writer *w, uint64_t seq);
+
+/*
+ * sfs_mstore_ttl - the TTL rules (@rules: SFS_MAX_STATES by state id,
+ * ttl_ms 0 for none; copied) and the clocks of the buffer about to be
+ * applied (each kept only if it moves forward).  O(states).
+ */
+void sfs_mstore_ttl(struct sfs_mstore_writer *w, const struct sfs_ttl_rule *rules,
+		    const struct sfs_ttl_clock *now);
+
+/* A semispace copy now (tests; the writer's triggers call it too): 0, or
+ * as a copy fails (SFS_EFULL, a wait for a grace period or a dump). */
+int sfs_mstore_compact(struct sfs_mstore_writer *w);
 
 /*
  * sfs_mstore_freeze - pin the version of the last commit for a dump named

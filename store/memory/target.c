@@ -389,6 +389,30 @@ static void mem_close(struct sfs_target_writer *w)
 	free(w);
 }
 
+/* State TTL (store/target.h): the rules and clocks go to the store's
+ * writer, whose semispace copies leave expired records behind (memory.h,
+ * "State TTL"). */
+static void mem_ttl(struct sfs_target_writer *w, const struct sfs_ttl_rule *rules,
+		    const struct sfs_ttl_clock *now)
+{
+	sfs_mstore_ttl(&w->m, rules, now);
+}
+
+/* A run's --json summary: the expired records the copies of every
+ * worker's store left behind. */
+static void mem_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
+{
+	uint64_t dropped = 0;
+
+	for (uint32_t i = 0; i < workers; i++) {
+		struct sfs_mstore *ms;
+
+		if (sfs_mstore_attach(s, i, &ms) == 0 && ms)
+			dropped += sfs_load_relaxed(&ms->ms_ttl_dropped);
+	}
+	fprintf(out, ", \"memory_ttl_dropped\": %llu", (unsigned long long)dropped);
+}
+
 static int mem_reader_open(struct sfs_seg *s, uint32_t worker, struct sfs_target_reader **out)
 {
 	struct sfs_target_reader *r = calloc(1, sizeof(*r));
@@ -511,6 +535,8 @@ const struct sfs_target_ops sfs_target_memory = {
 	.rebuild = mem_rebuild,
 	.scan = mem_scan,
 	.forget = mem_forget,
+	.ttl = mem_ttl,
+	.summary_json = mem_summary_json,
 	.rd.reader_open = mem_reader_open,
 	.rd.catch_up = mem_catch_up,
 	.rd.probe = mem_probe,
