@@ -20,11 +20,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run() { # data-dir [more args]: a short q4 job on the table target, with checkpoints
-	local data=$1
-	shift
-	timeout 300 "$SFS" run --job "$job" --query q4 --events 400000 --workers 2 --backend table \
-		--checkpoint-interval 50 --data "$data" --json "$@" >"$tmp/run.out" 2>"$tmp/run.err"
+run() { # data-dir [backend]: a short q4 job (on the table target), with checkpoints
+	timeout 300 "$SFS" run --job "$job" --query q4 --events 400000 --workers 2 \
+		--backend "${2:-table}" --checkpoint-interval 50 --data "$1" --json \
+		>"$tmp/run.out" 2>"$tmp/run.err"
 }
 
 # --data refused: exit 2 and a line naming the directory and the problem
@@ -68,15 +67,17 @@ fi
 	ok "the link's target unchanged, the link left alone" || nok "the link or its target was touched"
 rm -f "$seg"
 
-# a real run: every directory it made is 0700
-data=$tmp/data
-if ! run "$data"; then
-	nok "the q4 run"; tail -n 5 "$tmp/run.err" | sed 's/^/# /'; exit 1
-fi
-open_dirs=$(find "$data" -type d ! -perm 700 | head -n 5)
-ndirs=$(find "$data" -type d | wc -l)
-[ -z "$open_dirs" ] && ok "all $ndirs directories under --data are 0700" ||
-	{ nok "directories not 0700:"; echo "$open_dirs" | sed 's/^/# /'; }
+# real runs: every directory they made is 0700 (the table run's data is used below)
+for backend in memory rocksdb table; do
+	data=$tmp/data-$backend
+	if ! run "$data" "$backend"; then
+		nok "the q4 run on $backend"; tail -n 5 "$tmp/run.err" | sed 's/^/# /'; exit 1
+	fi
+	open_dirs=$(find "$data" -type d ! -perm 700 | head -n 5)
+	ndirs=$(find "$data" -type d | wc -l)
+	[ -z "$open_dirs" ] && ok "$backend: all $ndirs directories under --data are 0700" ||
+		{ nok "$backend: directories not 0700:"; echo "$open_dirs" | sed 's/^/# /'; }
+done
 
 # sfs inspect on a crafted _metadata: exit 1, the file and the entry named
 crc32c() { # file: rewrite its last line (crc32c 0x...) over everything before it
