@@ -3,7 +3,8 @@
 # refuses a data directory that is a symbolic link, another user's, or
 # group/world-writable (exit 2, one line naming it) and a symbolic link
 # planted at the job's segment path (its target untouched); a run makes its
-# data and checkpoint directories 0700; `sfs inspect` refuses a checkpoint
+# data and checkpoint directories 0700; job names that are hidden, "..", an
+# option or hold a '/' are refused; `sfs inspect` refuses a checkpoint
 # whose _metadata names a file outside its root or whose file is a link
 # (exit 1, the file and the entry named).  TAP-style lines.
 set -u
@@ -51,6 +52,17 @@ if [ "$(id -u)" -eq 0 ]; then
 else
 	echo "ok - --data owned by another user # SKIP needs root"
 fi
+
+# job names that would be hidden, "..", an option or leave a directory: exit 2, nothing made
+for name in .x .. -rf a/b "a b"; do
+	"$SFS" run --job "$name" --query q4 --events 10 --data "$tmp/jobname" >/dev/null 2>"$tmp/err"
+	rc=$?
+	if [ "$rc" -eq 2 ] && grep -qF -- "job name '$name'" "$tmp/err" && [ ! -e "$tmp/jobname" ]; then
+		ok "job name '$name': exit 2, '$(head -n 1 "$tmp/err")'"
+	else
+		nok "job name '$name': exit $rc"; head -n 3 "$tmp/err" | sed 's/^/# /'
+	fi
+done
 
 # a symbolic link planted at the segment path: refused by name, never followed
 seg=/dev/shm/sfs.$job.0
