@@ -92,10 +92,10 @@ static int pjoin(char *out, size_t cap, const char *a, const char *b)
  * a name that can neither split a metadata line nor leave its directory. */
 static int name_ok(const char *s, size_t len)
 {
-	if (len == 0 || len > CK_LOCAL_MAX || (s[0] == '.' && (len == 1 || (len == 2 && s[1] == '.'))))
+	if (len > CK_LOCAL_MAX || !sfs_name_is_plain(s, len))
 		return 0;
 	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f || s[i] == '/')
+		if ((unsigned char)s[i] == ' ' || (unsigned char)s[i] >= 0x7f)
 			return 0;
 	return 1;
 }
@@ -324,6 +324,16 @@ static int mp_bad(const struct mp *c, const char *what)
 	return sfs__err(SFS_ECORRUPT, "%s: line %u: %s", c->file, c->line, what);
 }
 
+/* A bad name or path of a line, named (escaped: it came from the file). */
+static int mp_bad_name(const struct mp *c, const char *what, const char *name, size_t n)
+{
+	char show[4 * 64 + 1];
+
+	return sfs__err(SFS_ECORRUPT, "%s: line %u: %s: '%s' (empty, '/', '.', '..', a space, "
+			"a control byte or over %u bytes)", c->file, c->line, what,
+			sfs_name_show(name, n, show, sizeof(show)), CK_LOCAL_MAX);
+}
+
 /* The next line as at most @max fields; @rest: the last field takes the
  * rest of the line, spaces and all (the config), and may be empty. */
 static int mp_next(struct mp *c, int max, int rest)
@@ -439,9 +449,9 @@ static int parse_file_line(struct mp *c, const struct ck_meta *m, struct ck_file
 	    hex32(c->tok[6], c->tl[6], &f->crc))
 		return mp_bad(c, "bad worker (>= workers), size or crc32c");
 	if (!name_ok(c->tok[4], c->tl[4]))
-		return mp_bad(c, "bad local name (empty, too long, '/', space or '..')");
+		return mp_bad_name(c, "bad local name", c->tok[4], c->tl[4]);
 	if (c->tl[2] >= CK_PATH_MAX)
-		return mp_bad(c, "path too long");
+		return mp_bad_name(c, "path too long", c->tok[2], c->tl[2]);
 	f->shared = c->tok[1][0] == 's';
 	f->worker = (uint32_t)w;
 	f->size = size;
@@ -453,11 +463,13 @@ static int parse_file_line(struct mp *c, const struct ck_meta *m, struct ck_file
 	 * this checkpoint's chk-<id>/w<worker>/<local>. */
 	if (f->shared) {
 		if (strncmp(f->path, "shared/", 7) || !name_ok(f->path + 7, strlen(f->path + 7)))
-			return mp_bad(c, "shared path must be shared/<name>");
+			return mp_bad_name(c, "shared path must be shared/<name>", f->path,
+					   strlen(f->path));
 		return 0;
 	}
 	snprintf(want, sizeof(want), "chk-%llu/w%u/%s", (ull)m->id, f->worker, f->local);
-	return strcmp(want, f->path) ? mp_bad(c, "private path must be chk-<id>/w<worker>/<local>") : 0;
+	return strcmp(want, f->path) ? mp_bad_name(c, "private path must be chk-<id>/w<worker>/<local>",
+						   f->path, strlen(f->path)) : 0;
 }
 
 /* Format 1: "splits N", then N "split INDEX OFFSET". */
@@ -643,14 +655,15 @@ static int meta_parse(const char *file, const char *buf, size_t len, struct ck_m
 
 static int meta_load(const char *file, char **buf, size_t *len)
 {
-	int fd = open(file, O_RDONLY | O_CLOEXEC), rc = 0;
+	int fd = open(file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
 	struct stat st;
 	size_t got = 0;
 
 	*buf = NULL;
 	if (fd < 0)
 		return errno == ENOENT ? sfs__err(-ENOENT, "%s: missing (not a checkpoint)", file)
-				       : sfs__err(sfs__errno(), "%s: %s", file, strerror(errno));
+				       : sfs__err(sfs__errno(), "%s: %s%s", file, strerror(errno),
+						  errno == ELOOP ? " (a symbolic link: never followed)" : "");
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > CK_META_MAX) {
 		rc = sfs__err(SFS_ECORRUPT, "%s: not a regular file of at most %u bytes", file, CK_META_MAX);
 		goto out;
@@ -736,9 +749,14 @@ int ck_read(const char *path, const char *job, int verify, struct ck_meta *m)
 
 		if ((rc = pjoin(p, sizeof(p), root, f->path)))
 			break;
-		if (stat(p, &st))
+		/* lstat: a link in the root is refused, never followed (it could
+		 * name any file; the restore would copy it into the data). */
+		if (lstat(p, &st))
 			rc = sfs__err(sfs__errno(), "%s: file %s is missing (%s)", file, f->path,
 				      strerror(errno));
+		else if (S_ISLNK(st.st_mode))
+			rc = sfs__err(SFS_ECORRUPT, "%s: file %s is a symbolic link (never followed)",
+				      file, f->path);
 		else if (!S_ISREG(st.st_mode))
 			rc = sfs__err(SFS_ECORRUPT, "%s: file %s is not a regular file", file, f->path);
 		else if ((uint64_t)st.st_size != f->size)

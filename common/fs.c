@@ -23,6 +23,39 @@
 ssize_t (*sfs__fs_write)(int fd, const void *p, size_t n);
 int (*sfs__fs_link)(const char *from, const char *to);
 
+int sfs_name_is_plain(const char *name, size_t n)
+{
+	if (!name || n == 0 || n > 255 || (name[0] == '.' && (n == 1 || (n == 2 && name[1] == '.'))))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (c < 0x20 || c == 0x7f || c == '/')
+			return 0;
+	}
+	return 1;
+}
+
+const char *sfs_name_show(const char *name, size_t n, char *buf, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; name && i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		int esc = c < 0x20 || c >= 0x7f;
+
+		if (o + (esc ? 4 : 1) >= cap)
+			break;   /* cut whole: never half an escape */
+		if (esc)
+			o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+		else
+			buf[o++] = (char)c;
+	}
+	if (cap)
+		buf[o < cap ? o : cap - 1] = 0;
+	return buf;
+}
+
 static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
 	(void)st;
@@ -286,8 +319,11 @@ int sfs_copy_file(const char *from, const char *to, enum sfs_exist ex, mode_t dm
 		return rc;
 	if (ex == SFS_EXIST_REPLACE)
 		dst = tmp;
-	if ((in = open(from, O_RDONLY | O_CLOEXEC)) < 0)
-		return sfs__err(sfs__errno(), "%s: open: %s", from, strerror(errno));
+	/* O_NOFOLLOW: every source is a file of sfs's own state, named by a
+	 * checkpoint or a table; a link in its place is refused, not copied. */
+	if ((in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return sfs__err(sfs__errno(), "%s: open: %s%s", from, strerror(errno),
+				errno == ELOOP ? " (a symbolic link: never followed)" : "");
 	if ((out = create_new(dst, dmode)) < 0) {
 		close(in);
 		return out == -EEXIST ? on_exists(from, to, ex) : out;

@@ -86,6 +86,22 @@ int sfs_copy_file(const char *from, const char *to, enum sfs_exist ex, mode_t dm
 int sfs_link_or_copy(const char *from, const char *to, enum sfs_exist ex, mode_t dmode,
 		     struct sfs_copy_info *info);
 
+/*
+ * 1 if the @n bytes at @name are a plain file name, one entry of the
+ * directory it is joined to: 1..255 bytes, no '/', no control byte (below
+ * 0x20, or 0x7f), not "." or "..".  The one check every on-disk format
+ * (_metadata, TABLES, manifests, snapshots, deletion-vector indexes) runs
+ * on a name it read before the name is joined to a path, so no file can
+ * name anything outside its root.  Formats that split lines at spaces
+ * refuse spaces on top.  O(n).
+ */
+int sfs_name_is_plain(const char *name, size_t n);
+
+/* @name's first @n bytes for a message, into @buf: control bytes and bytes
+ * >= 0x7f as \xNN, cut at @cap - 1 (a name read from a hostile file must
+ * not write to the terminal).  Returns @buf. */
+const char *sfs_name_show(const char *name, size_t n, char *buf, size_t cap);
+
 /* rm -rf @path (a missing path is fine); an error names the path. */
 int sfs_rmtree(const char *path);
 

@@ -172,6 +172,10 @@ int rt_rdb_checkpoint(rocksdb_t *db, const char *dir, const char *shared, const 
 	rocksdb_checkpoint_object_destroy(cp);
 	if ((rc = rt_rdb_err(who, dir, &err, "checkpoint")))
 		return rc;
+	/* RocksDB makes the checkpoint directory 0755: the staged state is
+	 * private like the instance (one chmod per checkpoint). */
+	if (chmod(dir, 0700))
+		return rt_err(rt_errno(), "%s %s: chmod: %s", who, dir, strerror(errno));
 	snprintf(sub, sizeof(sub), "%s/%s", dir, shared);
 	if (mkdir(sub, 0700) && errno != EEXIST)
 		return rt_err(rt_errno(), "%s %s: mkdir: %s", who, sub, strerror(errno));

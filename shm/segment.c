@@ -61,7 +61,57 @@ int sfs_job_name_check(const char *job)
 					"job name '%s': only letters, digits, '_', '-', '.' allowed",
 					job);
 	}
+	/* The name becomes part of file names (sfs.<job>.<node>, /tmp/sfs-<job>)
+	 * and an argument of other commands: never "." or "..", never hidden,
+	 * never read as an option. */
+	if (job[0] == '.' || job[0] == '-')
+		return sfs__err(SFS_EUSAGE, "job name '%s': must not start with '%c'", job, job[0]);
 	return 0;
+}
+
+/*
+ * The checks on an open segment file, for create (after O_EXCL made it:
+ * a second line of defence that costs one fstat) and attach (where it is
+ * the only one): a regular file (not a FIFO or a device a link led to),
+ * owned by this euid (root can open anything: the check is explicit, not
+ * left to open(2)), mode 0600 and one link (a hard link planted elsewhere
+ * could otherwise hand over a file of ours that is not a segment).  The
+ * message names the path and the field.
+ */
+static int seg_fd_check(int fd, const char *path, struct stat *st)
+{
+	if (fstat(fd, st) != 0)
+		return sfs__err(sfs__errno(), "segment %s: stat: %s", path, strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		return sfs__err(SFS_EFOREIGN, "segment %s: file type 0%o, not a regular file", path,
+				(unsigned)(st->st_mode & S_IFMT));
+	if (st->st_uid != geteuid())
+		return sfs__err(SFS_EFOREIGN, "segment %s: owned by uid %u, this process is uid %u",
+				path, (unsigned)st->st_uid, (unsigned)geteuid());
+	if ((st->st_mode & 07777) != 0600)
+		return sfs__err(SFS_EFOREIGN, "segment %s: mode %03o, expected 0600", path,
+				(unsigned)(st->st_mode & 07777));
+	if (st->st_nlink != 1)
+		return sfs__err(SFS_EFOREIGN, "segment %s: link count %lu, expected 1", path,
+				(unsigned long)st->st_nlink);
+	return 0;
+}
+
+/* What is in the way at @path, for the message of a create or open that
+ * failed with EEXIST or ELOOP: sfs never follows a link or takes over a
+ * file it did not make. */
+static int seg_in_the_way(const char *path, int err, const char *op)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+		return sfs__err(SFS_EFOREIGN, "segment %s: %s: a symbolic link is in the way "
+				"(never followed; remove it if it is not an attack)", path, op);
+	if (err == -EEXIST && lstat(path, &st) == 0)
+		return sfs__err(-EEXIST, "segment %s: %s: exists (type 0%o, uid %u, mode %03o)", path,
+				op, (unsigned)(st.st_mode & S_IFMT), (unsigned)st.st_uid,
+				(unsigned)(st.st_mode & 07777));
+	return sfs__err(err, "segment %s: %s: %s", path, op, strerror(-err));
 }
 
 static const char *shm_dir(void)
@@ -135,7 +185,8 @@ int sfs_seg_path(const char *job, int node, char *buf, size_t n)
 		node = 0;
 	/* An existing segment on hugetlbfs wins; otherwise the plain dir. */
 	hd = huge_dir(hbuf, sizeof(hbuf));
-	if (hd && path_in(hd, job, node, buf, n) == 0 && access(buf, F_OK) == 0)
+	if (hd && path_in(hd, job, node, buf, n) == 0 &&
+	    faccessat(AT_FDCWD, buf, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return 0;
 	return path_in(shm_dir(), job, node, buf, n);
 }
@@ -203,15 +254,23 @@ int sfs_seg_create(const char *job, int node, size_t size, uint64_t generation,
 
 	if ((rc = sfs_fault("seg.create.open")))
 		return sfs__err(rc, "segment %s: create: %s", s.path, strerror(-rc));
-	s.fd = open(s.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	/* O_EXCL: a file or link already at the path (planted by anyone) is
+	 * never reused or followed; O_NOFOLLOW says so twice. */
+	s.fd = open(s.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (s.fd < 0)
-		return sfs__err(sfs__errno(), "segment %s: create: %s", s.path, strerror(errno));
+		return seg_in_the_way(s.path, sfs__errno(), "create");
 	/* The mode must be 0600 whatever the umask. */
 	if ((rc = sfs_fault("seg.create.size")))
 		errno = -rc;
 	if (rc || fchmod(s.fd, 0600) != 0 || ftruncate(s.fd, (off_t)size) != 0) {
 		rc = sfs__err(sfs__errno(), "segment %s: size %zu: %s", s.path, size, strerror(errno));
 		goto fail;
+	}
+	{
+		struct stat st;
+
+		if ((rc = seg_fd_check(s.fd, s.path, &st)))
+			goto fail;
 	}
 	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd, 0);
 	if (h == MAP_FAILED) {
@@ -297,25 +356,17 @@ int sfs_seg_attach(const char *job, int node, struct sfs_seg *out)
 	rc = sfs_seg_path(job, s.node, s.path, sizeof(s.path));
 	if (rc)
 		return rc;
-	s.fd = open(s.path, O_RDWR | O_CLOEXEC);
+	/* O_NOFOLLOW: a link at the path is refused, never followed (as root
+	 * it could lead anywhere); O_NONBLOCK: a FIFO planted there cannot
+	 * hold the open, and seg_fd_check refuses it. */
+	s.fd = open(s.path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (s.fd < 0 && errno == ELOOP)
+		return seg_in_the_way(s.path, -ELOOP, "open");
 	if (s.fd < 0)
 		return sfs__err(sfs__errno(), "segment %s: open: %s%s", s.path, strerror(errno),
 				errno == ENOENT ? " (is the job running?)" : "");
-	if (fstat(s.fd, &st) != 0) {
-		rc = sfs__err(sfs__errno(), "segment %s: stat: %s", s.path, strerror(errno));
+	if ((rc = seg_fd_check(s.fd, s.path, &st)))
 		goto fail;
-	}
-	/* root can open anything: the uid check is explicit, not left to open(). */
-	if (st.st_uid != geteuid()) {
-		rc = sfs__err(SFS_EFOREIGN, "segment %s: owned by uid %u, this process is uid %u",
-			      s.path, (unsigned)st.st_uid, (unsigned)geteuid());
-		goto fail;
-	}
-	if ((st.st_mode & 0777) != 0600) {
-		rc = sfs__err(SFS_EFOREIGN, "segment %s: mode %03o, expected 0600", s.path,
-			      (unsigned)(st.st_mode & 0777));
-		goto fail;
-	}
 	if ((size_t)st.st_size < sizeof(probe)) {
 		rc = sfs__err(SFS_EMAGIC, "segment %s: %lld bytes, smaller than a header", s.path,
 			      (long long)st.st_size);
@@ -355,6 +406,21 @@ int sfs_seg_destroy(const char *job, int node)
 
 	if (rc)
 		return rc;
+	/* Only a segment of ours goes: as root, unlink(2) would remove anyone's
+	 * file at the path, even in the sticky /dev/shm.  A link is removed
+	 * (unlink never follows it) only if this euid made it. */
+	{
+		struct stat st;
+
+		if (lstat(path, &st) != 0)
+			return sfs__err(sfs__errno(), "segment %s: unlink: %s", path, strerror(errno));
+		if (st.st_uid != geteuid())
+			return sfs__err(SFS_EFOREIGN, "segment %s: owned by uid %u, not removed", path,
+					(unsigned)st.st_uid);
+		if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+			return sfs__err(SFS_EFOREIGN, "segment %s: file type 0%o, not removed", path,
+					(unsigned)(st.st_mode & S_IFMT));
+	}
 	if (unlink(path) != 0)
 		return sfs__err(sfs__errno(), "segment %s: unlink: %s", path, strerror(errno));
 	return 0;
@@ -371,7 +437,7 @@ static int check_stale_foreign_build(const char *path, int why, uint64_t *genera
 {
 	struct sfs_seg_hdr prefix;
 	char msg[256];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	ssize_t n;
 
 	snprintf(msg, sizeof(msg), "%s", sfs_last_error());
@@ -397,7 +463,9 @@ int sfs_seg_check_stale(const char *job, int node, uint64_t *generation, pid_t *
 
 	if (rc)
 		return rc;
-	if (access(path, F_OK) != 0)
+	/* lstat, not access(2): a link at the path (even a dangling one) is
+	 * something in the way, which attach refuses by name. */
+	if (lstat(path, &(struct stat){ 0 }) != 0)
 		return 0;
 	rc = sfs_seg_attach(job, node, &s);
 	if (rc == SFS_ELAYOUT || rc == SFS_EVERSION)

@@ -236,7 +236,7 @@ static inline uint64_t sfs_seg_off(const struct sfs_seg *s, const void *p)
 uint64_t sfs_layout_fingerprint(void);
 
 /* Path of the segment of @job on @node; -ENAMETOOLONG / SFS_EUSAGE on a bad
- * job name (1..SFS_JOB_NAME_MAX of [A-Za-z0-9_.-]). */
+ * job name (1..SFS_JOB_NAME_MAX of [A-Za-z0-9_.-], not starting with '.' or '-'). */
 int sfs_seg_path(const char *job, int node, char *buf, size_t n);
 int sfs_job_name_check(const char *job);
 

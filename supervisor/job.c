@@ -99,6 +99,49 @@ static int writable_dir(const char *dir, int create)
 	return 0;
 }
 
+/*
+ * The data directory holds the job's checkpoints, which a restore loads:
+ * whoever can write it can plant state.  An existing one must be a real
+ * directory (lstat: not a link, which could lead anywhere, e.g. the default
+ * /tmp/sfs-<job> planted by another user), owned by this euid and not
+ * group- or world-writable; a missing one is made 0700 by writable_dir.
+ * Its parents are the user's choice and not checked.  Prints the line and
+ * returns nonzero.
+ */
+static int private_dir(const char *dir)
+{
+	struct stat st;
+
+	if (lstat(dir, &st)) {
+		if (errno == ENOENT)
+			return 0;
+		fprintf(stderr, "sfs run: --data %s: %s\n", dir, strerror(errno));
+		return -errno;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		fprintf(stderr, "sfs run: --data %s: a symbolic link (refused: pass the directory "
+			"it names)\n", dir);
+		return SFS_EFOREIGN;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "sfs run: --data %s: not a directory\n", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		fprintf(stderr, "sfs run: --data %s: owned by uid %u, this process is uid %u "
+			"(refused: another user could plant state in it)\n", dir,
+			(unsigned)st.st_uid, (unsigned)geteuid());
+		return SFS_EFOREIGN;
+	}
+	if (st.st_mode & 022) {
+		fprintf(stderr, "sfs run: --data %s: mode %03o, group- or world-writable "
+			"(refused: others could plant state in it; chmod 700)\n", dir,
+			(unsigned)(st.st_mode & 07777));
+		return SFS_EFOREIGN;
+	}
+	return 0;
+}
+
 int sup_query_check(struct sup_query *q, unsigned workers)
 {
 	char dir[PATH_MAX];
@@ -138,6 +181,8 @@ int sup_query_check(struct sup_query *q, unsigned workers)
 		fprintf(stderr, "sfs run: --data %s: path too long\n", q->data_dir);
 		return 2;
 	}
+	if ((rc = private_dir(q->data_dir)))
+		return 2;
 	if ((rc = writable_dir(q->data_dir, 1))) {
 		fprintf(stderr, "sfs run: --data %s: not a writable directory (%s)\n", q->data_dir,
 			strerror(-rc));

@@ -691,6 +691,70 @@ Test(ckstore, refuses_bad_checkpoints_naming_file_and_problem)
 	}
 }
 
+/* Names in _metadata that would leave the storage root ('..', an absolute
+ * path, another directory) are refused by name; a file of the root that is
+ * a symbolic link, even to a file of the right bytes, is refused, never
+ * followed, and so is a _metadata that is one. */
+Test(ckstore, refuses_names_and_links_leaving_the_root)
+{
+	char p[512], out[256], meta[256], *buf;
+	uint8_t bytes[64];
+	size_t len, n;
+
+	make_three();
+	edit_meta(2, "\nfile s shared/", "\nfile s /shared/", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "shared path must be shared/<name>: '/shared/");
+	edit_meta(2, "\nfile s /shared/", "\nfile s shared/../", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "'shared/../");
+	edit_meta(2, "\nfile s shared/../", "\nfile s shared/", 1);
+	edit_meta(2, " 0 MANIFEST ", " 0 .. ", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "bad local name: '..'");
+	edit_meta(2, " 0 .. ", " 0 MANIFEST ", 1);
+	edit_meta(2, "chk-2/w0/MANIFEST", "chk-1/w0/MANIFEST", 1);
+	refused(2, job, 0, SFS_ECORRUPT, "'chk-1/w0/MANIFEST'");
+	edit_meta(2, "chk-1/w0/MANIFEST", "chk-2/w0/MANIFEST", 1);
+	refused(2, job, 1, 0, "");
+
+	/* chk-2/w0/MANIFEST a link to a copy outside the root: same bytes */
+	snprintf(p, sizeof(p), "%s/chk-2/w0/MANIFEST", root);
+	snprintf(out, sizeof(out), "%s/outside", dir);
+	n = read_file(p, bytes, sizeof(bytes));
+	write_file(out, bytes, n);
+	cr_assert_eq(unlink(p), 0);
+	cr_assert_eq(symlink(out, p), 0);
+	refused(2, job, 1, SFS_ECORRUPT, "chk-2/w0/MANIFEST is a symbolic link");
+	refused(2, job, 0, SFS_ECORRUPT, "chk-2/w0/MANIFEST is a symbolic link");
+	cr_assert_eq(unlink(p), 0);
+	write_file(p, bytes, n);
+	refused(2, job, 1, 0, "");
+
+	/* a shared file likewise */
+	snprintf(meta, sizeof(meta), "%s/chk-2/_metadata", root);
+	buf = slurp(meta, &len);
+	{
+		char *at = strstr(buf, "\nfile s shared/"), name[128];
+
+		cr_assert_not_null(at);
+		cr_assert_eq(sscanf(at, "\nfile s shared/%127s", name), 1);
+		snprintf(p, sizeof(p), "%s/shared/%s", root, name);
+	}
+	snprintf(out, sizeof(out), "%s/outside-shared", dir);
+	cr_assert_eq(rename(p, out), 0);
+	cr_assert_eq(symlink(out, p), 0);
+	refused(2, job, 1, SFS_ECORRUPT, "is a symbolic link");
+	cr_assert_eq(unlink(p), 0);
+	cr_assert_eq(rename(out, p), 0);
+
+	/* _metadata itself a link (to a valid copy) */
+	snprintf(out, sizeof(out), "%s/outside-meta", dir);
+	cr_assert_eq(rename(meta, out), 0);
+	cr_assert_eq(symlink(out, meta), 0);
+	refused(2, job, 0, -ELOOP, "symbolic link");
+	cr_assert_eq(unlink(meta), 0);
+	cr_assert_eq(rename(out, meta), 0);
+	refused(2, job, 1, 0, "");
+}
+
 /* A format-1 checkpoint (offsets per split) still reads: its splits come
  * back for the restore's migration, its sources are none. */
 Test(ckstore, reads_format_1_splits)

@@ -441,6 +441,17 @@ Test(datafile, single_row_and_one_row_pages)
 	check_scan(it, &one, NULL, 0, in_all, NULL);
 	sfs_df_iter_close(it);
 	sfs_df_reader_close(rd);
+	{
+		/* a data file is never read through a symbolic link */
+		char link_[160];
+
+		snprintf(link_, sizeof(link_), "%s/link.df", dir);
+		cr_assert_eq(symlink(path, link_), 0);
+		cr_assert_eq(sfs_df_reader_open(link_, NULL, &rd), -ELOOP);
+		cr_assert(strstr(sfs_last_error(), link_) && strstr(sfs_last_error(), "symbolic link"),
+			  "%s", sfs_last_error());
+		unlink(link_);
+	}
 
 	snprintf(path, sizeof(path), "%s/tiny.df", dir);
 	write_ref(path, &r, &o);

@@ -301,6 +301,42 @@ Test(fs, copy_file_never_writes_through_an_existing_target)
 	cr_assert_eq(tmp_files(dir), 0);
 }
 
+/* A source that is a symbolic link is refused, not copied: a checkpoint's
+ * or a table's file is never read through a link. */
+Test(fs, copy_file_never_reads_through_a_link)
+{
+	char from[PATH_MAX], to[PATH_MAX], target[PATH_MAX];
+
+	snprintf(target, sizeof(target), "%s/secret", dir);
+	snprintf(from, sizeof(from), "%s/from", dir);
+	snprintf(to, sizeof(to), "%s/to", dir);
+	put(target, "secret");
+	cr_assert_eq(symlink(target, from), 0);
+	cr_assert_eq(sfs_copy_file(from, to, SFS_EXIST_FAIL, 0, NULL), -ELOOP);
+	cr_assert(strstr(sfs_last_error(), from) && strstr(sfs_last_error(), "symbolic link"), "%s",
+		  sfs_last_error());
+	cr_assert_neq(access(to, F_OK), 0, "copied through the link");
+}
+
+/* The one name check of every on-disk format, and how a name is shown. */
+Test(fs, name_is_plain_and_shown_escaped)
+{
+	static const char *const good[] = { "a", "f1.sst", "a b", "..a", "a..", "-x", "\xc3\xa9" };
+	static const char *const bad[] = { "", ".", "..", "/", "a/b", "/etc", "../x", "a\n", "\x1b[2J",
+					   "a\x7f" };
+	char big[300], show[64];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
+		cr_assert(sfs_name_is_plain(good[i], strlen(good[i])), "'%s' refused", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		cr_assert(!sfs_name_is_plain(bad[i], strlen(bad[i])), "'%s' accepted", bad[i]);
+	memset(big, 'a', sizeof(big));
+	cr_assert(sfs_name_is_plain(big, 255));
+	cr_assert(!sfs_name_is_plain(big, 256));
+	cr_assert_str_eq(sfs_name_show("a\x1b[2J\n", 6, show, sizeof(show)), "a\\x1b[2J\\x0a");
+	cr_assert_str_eq(sfs_name_show(big, 300, show, 8), "aaaaaaa");
+}
+
 /* ---- write all -------------------------------------------------------------------------- */
 
 static int calls;

@@ -92,6 +92,13 @@ Test(segment, bad_job_names)
 
 	cr_assert_eq(sfs_seg_create("", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
 	cr_assert_eq(sfs_seg_create("a/b", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs_seg_create(".", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs_seg_create("..", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs_seg_create(".hidden", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs_seg_create("-rf", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "'-rf'"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_create("a b", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs_seg_create("a\nb", 0, SEG_SIZE, 1, &s), SFS_EUSAGE);
 	cr_assert_eq(sfs_seg_create("0123456789012345678901234567890123456789012345678", 0,
 				    SEG_SIZE, 1, &s), SFS_EUSAGE);
 	cr_assert(strstr(sfs_last_error(), "job name"));
@@ -245,6 +252,123 @@ Test(segment, another_uid_or_mode_is_refused)
 	sfs_seg_detach(&t);
 	sfs_seg_detach(&s);
 	sfs_seg_destroy(job, 0);
+}
+
+/* A symlink planted at the segment path, to a file elsewhere that looks
+ * like a segment of ours (a copy of a real one): create does not follow
+ * it, attach and the stale check refuse it by name, destroy removes only
+ * the link; the target's bytes are unchanged throughout. */
+Test(segment, a_planted_symlink_is_never_followed)
+{
+	char job[64], path[256], target[] = "/tmp/sfs-seg-target-XXXXXX", buf[4096], orig[4096];
+	struct sfs_seg s, t;
+	uint64_t gen = 0;
+	pid_t owner = 0;
+	int fd, sfd;
+
+	th_job(job, sizeof(job), "link");
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_path(job, 0, path, sizeof(path)), 0);
+	fd = mkstemp(target);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pread(s.fd, orig, sizeof(orig), 0), (ssize_t)sizeof(orig));
+	cr_assert_eq(pwrite(fd, orig, sizeof(orig), 0), (ssize_t)sizeof(orig));
+	cr_assert_eq(ftruncate(fd, (off_t)s.size), 0);
+	cr_assert_eq(fchmod(fd, 0600), 0);
+	sfs_seg_detach(&s);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(symlink(target, path), 0);
+
+	cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EFOREIGN, "attach followed the link");
+	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "symbolic link"), "%s",
+		  sfs_last_error());
+	cr_assert_eq(sfs_seg_check_stale(job, 0, &gen, &owner), SFS_EFOREIGN);
+	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "symbolic link"), "%s",
+		  sfs_last_error());
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 2, &s), SFS_EFOREIGN);
+	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "symbolic link"), "%s",
+		  sfs_last_error());
+	sfd = open(target, O_RDONLY);
+	cr_assert(sfd >= 0);
+	cr_assert_eq(pread(sfd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	cr_assert_eq(memcmp(buf, orig, sizeof(buf)), 0, "the link's target was written");
+	close(sfd);
+
+	/* a dangling link: create makes nothing at its target */
+	cr_assert_eq(unlink(target), 0);
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 2, &s), SFS_EFOREIGN);
+	cr_assert_neq(access(target, F_OK), 0, "create followed a dangling link");
+	cr_assert_eq(sfs_seg_destroy(job, 0), 0, "%s", sfs_last_error());   /* our own link */
+	close(fd);
+}
+
+/* A file planted at the segment path by another user (as root: chowned to
+ * nobody), with mode 0666, or a FIFO: create, attach and the stale check
+ * each refuse it naming the path, and destroy leaves another user's file. */
+Test(segment, a_planted_file_or_fifo_is_refused)
+{
+	char job[64], path[256];
+	struct sfs_seg s;
+	uint64_t gen = 0;
+	pid_t owner = 0;
+	struct stat st;
+	int fd;
+
+	th_job(job, sizeof(job), "plant");
+	cr_assert_eq(sfs_seg_path(job, 0, path, sizeof(path)), 0);
+
+	/* mode 0666, ours: refused (another user could have written it) */
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	cr_assert(fd >= 0);
+	cr_assert_eq(fchmod(fd, 0666), 0);
+	cr_assert_eq(ftruncate(fd, SEG_SIZE), 0);
+	close(fd);
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), -EEXIST);
+	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "mode 666"), "%s",
+		  sfs_last_error());
+	cr_assert_eq(sfs_seg_attach(job, 0, &s), SFS_EFOREIGN);
+	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "mode 666"), "%s",
+		  sfs_last_error());
+	cr_assert_eq(sfs_seg_check_stale(job, 0, &gen, &owner), SFS_EFOREIGN);
+
+	if (geteuid() == 0) {
+		cr_assert_eq(chmod(path, 0600), 0);
+		cr_assert_eq(chown(path, 65534, 65534), 0);
+		cr_assert_eq(sfs_seg_attach(job, 0, &s), SFS_EFOREIGN);
+		cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "uid 65534"),
+			  "%s", sfs_last_error());
+		cr_assert_eq(sfs_seg_destroy(job, 0), SFS_EFOREIGN, "removed another user's file");
+		cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "uid 65534"),
+			  "%s", sfs_last_error());
+		cr_assert_eq(lstat(path, &st), 0, "another user's file is gone");
+	}
+	cr_assert_eq(unlink(path), 0);
+
+	/* a FIFO of ours, mode 0600: not a regular file (and no open blocks) */
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	cr_assert_eq(sfs_seg_attach(job, 0, &s), SFS_EFOREIGN);
+	cr_assert(strstr(sfs_last_error(), path) && strstr(sfs_last_error(), "not a regular file"),
+		  "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_check_stale(job, 0, &gen, &owner), SFS_EFOREIGN);
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), -EEXIST);
+	cr_assert(strstr(sfs_last_error(), path), "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_destroy(job, 0), SFS_EFOREIGN, "removed a FIFO");
+	cr_assert_eq(unlink(path), 0);
+
+	/* a second link to a segment of ours: link count 2 */
+	cr_assert_eq(sfs_seg_create(job, 0, SEG_SIZE, 1, &s), 0, "%s", sfs_last_error());
+	{
+		char other[300];
+		struct sfs_seg t;
+
+		snprintf(other, sizeof(other), "%s.other", path);
+		cr_assert_eq(link(path, other), 0);
+		cr_assert_eq(sfs_seg_attach(job, 0, &t), SFS_EFOREIGN);
+		cr_assert(strstr(sfs_last_error(), "link count 2"), "%s", sfs_last_error());
+		unlink(other);
+	}
+	sfs_seg_detach(&s);
+	cr_assert_eq(sfs_seg_destroy(job, 0), 0, "%s", sfs_last_error());
 }
 
 static int child_create_and_die(void *p)

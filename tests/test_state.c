@@ -201,6 +201,12 @@ Test(state, bad_input_is_an_error_never_a_crash)
 	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &other), 0);
 	cr_assert_eq(other, v, "registration finds the existing state");
 	cr_assert_eq(sfs_state_register(c, "", SFS_STATE_VALUE, &other), SFS_EUSAGE);
+	/* a name every checkpoint could not carry is refused at once, by name */
+	cr_assert_eq(sfs_state_register(c, "a b", SFS_STATE_VALUE, &other), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "'a b'"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "../x", SFS_STATE_VALUE, &other), SFS_EUSAGE);
+	cr_assert_eq(sfs_state_register(c, "a\rb", SFS_STATE_VALUE, &other), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "'a\\x0db'"), "%s", sfs_last_error());
 
 	/* A key this worker owns (key group in 0..63 of 128 for worker 0 of 2). */
 	char key[16];

@@ -231,6 +231,11 @@ Test(table_snap, read_refusals)
 		{ "sfs-tables 1\nwatermark 5\ntable 1 1 -\nfile . 0 1\n", "not a plain file name", "line 4" },
 		{ "sfs-tables 1\nwatermark 5\ntable 1 0 d/x\n", "dvi name 'd/x' is not a plain", "line 3" },
 		{ "sfs-tables 1\nwatermark 5\ntable 1 1 -\nfile a\x01 0 1\n", "not a plain file name", "line 4" },
+		/* named in the message, escaped: it came from the file */
+		{ "sfs-tables 1\nwatermark 5\ntable 1 1 -\nfile a\x1b[2J 0 1\n", "file name 'a\\x1b[2J'", "line 4" },
+		{ "sfs-tables 1\nwatermark 5\ntable 1 1 -\nfile /etc/passwd 0 1\n", "file name '/etc/passwd'", "line 4" },
+		{ "sfs-tables 1\nwatermark 5\ntable 1 1 -\nfile ../x.sst 0 1\n", "file name '../x.sst'", "line 4" },
+		{ "sfs-tables 1\nwatermark 5\ntable 1 0 ..\n", "dvi name '..'", "line 3" },
 		/* duplicates */
 		{ GOOD "table 1 0 -\n", "duplicate table sid 1 (first on line 3)", "line 7" },
 		{ GOOD "table 3 1 -\nfile t1-x.sst 2 3\n", "duplicate file name 't1-x.sst' (first on line 4)", "line 8" },
@@ -273,6 +278,18 @@ Test(table_snap, read_refusals)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		put_text(path, bad[i].body, 0);
 		refused(path, SFS_ECORRUPT, bad[i].needle, bad[i].line);
+	}
+
+	/* a TABLES that is a symbolic link (to a valid one outside): never followed */
+	{
+		char out[PATH_MAX];
+
+		pjoin(out, dir, "outside-TABLES");
+		put_text(out, GOOD, 0);
+		unlink(path);
+		cr_assert_eq(symlink(out, path), 0);
+		refused(path, -ELOOP, "symbolic link", NULL);
+		unlink(path);
 	}
 
 	/* version and magic */

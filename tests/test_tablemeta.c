@@ -20,6 +20,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 
+#include "common/crc32c.h"
 #include "common/fault.h"
 #include "store/table/layout/dvec.h"
 #include "store/table/layout/manifest.h"
@@ -526,6 +527,81 @@ Test(tablemeta, chain_corruption_refused)
 		cr_assert(strstr(sfs_last_error(), "snapshot-2"));
 		free(img);
 	}
+}
+
+/* Rewrite @old (as many bytes as @new) in the file at @path with @new and
+ * fix the frame's checksum: only the name check can object. */
+static void patch_name(const char *path, const char *old, const char *new_, size_t n)
+{
+	size_t len;
+	uint8_t *img = slurp(path, &len), *at = NULL;
+	uint32_t crc;
+
+	for (size_t i = 0; i + n <= len && !at; i++)
+		if (!memcmp(img + i, old, n))
+			at = img + i;
+	cr_assert_not_null(at, "'%s' not in %s", old, path);
+	memcpy(at, new_, n);
+	crc = sfs_crc32c(0, img, len - 8);
+	memcpy(img + len - 8, &crc, 4);
+	spit(path, img, len);
+	free(img);
+}
+
+/* A manifest naming a file outside the table's directory ('/', an absolute
+ * path) or with a control byte is refused naming the name (escaped); a
+ * manifest or snapshot that is a symbolic link is refused, not followed. */
+Test(tablemeta, hostile_names_and_links_refused)
+{
+	struct sfs_mf_entry e[2] = { mk(SFS_MF_ADD, 1), mk(SFS_MF_ADD, 2) };
+	struct sfs_mf_commit c1 = { .kind = SFS_MF_DATA, .entries = e, .n = 2 };
+	static const struct { const char *name, *needle; } bad[] = {
+		{ "../sst", "bad name '../sst'" },
+		{ "/f.sst", "bad name '/f.sst'" },
+		{ "f\x1b.sst", "bad name 'f\\x1b.sst'" },
+		{ "f\n.sst", "bad name 'f\\x0a.sst'" },
+	};
+	struct sfs_mf_snapshot sn;
+	struct sfs_mf_list_item *it;
+	size_t n;
+	char path[384], out[384], man[384];
+	const char *cur = "f1.sst";
+
+	cr_assert_eq(sfs_mf_commit(dir, 1, &c1), 0, "%s", sfs_last_error());
+	cur_id = 1;
+	cr_assert_eq(read_chain(NULL), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_mf_snapshot_read(dir, 1, &sn), 0);
+	cr_assert_eq(sfs_mf_list_read(dir, sn.delta_list, &it, &n), 0, "%s", sfs_last_error());
+	cr_assert_eq(n, 1);
+	snprintf(man, sizeof(man), "%s/%s", dir, it[0].name);
+	free(it);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		patch_name(man, cur, bad[i].name, 6);
+		cur = bad[i].name;
+		cr_assert_eq(read_chain(NULL), SFS_ECORRUPT, "%s accepted", bad[i].needle);
+		cr_assert(strstr(sfs_last_error(), man) && strstr(sfs_last_error(), bad[i].needle),
+			  "%s", sfs_last_error());
+	}
+	patch_name(man, cur, "f1.sst", 6);
+	cr_assert_eq(read_chain(NULL), 0, "%s", sfs_last_error());
+
+	/* the manifest, then the snapshot, a link to a valid copy outside */
+	snprintf(out, sizeof(out), "%s.outside", dir);
+	cr_assert_eq(rename(man, out), 0);
+	cr_assert_eq(symlink(out, man), 0);
+	cr_assert_eq(read_chain(NULL), -ELOOP);
+	cr_assert(strstr(sfs_last_error(), man) && strstr(sfs_last_error(), "symbolic link"), "%s",
+		  sfs_last_error());
+	cr_assert_eq(unlink(man), 0);
+	cr_assert_eq(rename(out, man), 0);
+	snprintf(path, sizeof(path), "%s/snapshot-1", dir);
+	cr_assert_eq(rename(path, out), 0);
+	cr_assert_eq(symlink(out, path), 0);
+	cr_assert_eq(read_chain(NULL), -ELOOP);
+	cr_assert(strstr(sfs_last_error(), "symbolic link"), "%s", sfs_last_error());
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(rename(out, path), 0);
+	cr_assert_eq(read_chain(NULL), 0, "%s", sfs_last_error());
 }
 
 Test(tablemeta, commit_refuses_bad_names)

@@ -22,9 +22,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "common/err.h"
 #include "common/keygroup.h"
+#include "common/rdb.h"
 #include "common/fault.h"
 #include "compactor/flush.h"
 #include "sfs.h"
@@ -1417,4 +1419,34 @@ Test(rdbt, states_without_a_ttl_are_never_filtered)
 	}
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
+}
+
+/* A staged checkpoint of an instance is private like the rest of the data:
+ * RocksDB makes its checkpoint directory 0755, sfs_rdb_checkpoint makes
+ * it 0700 (and the shared/ beneath). */
+Test(rdbt, a_staged_checkpoint_directory_is_0700)
+{
+	rocksdb_options_t *o = rocksdb_options_create();
+	rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+	char db[256], st[256], sub[300], *err = NULL;
+	struct stat sb;
+	rocksdb_t *d;
+
+	rocksdb_options_set_create_if_missing(o, 1);
+	snprintf(db, sizeof(db), "%s/db", dir);
+	snprintf(st, sizeof(st), "%s/stage", dir);
+	d = rocksdb_open(o, db, &err);
+	cr_assert_null(err, "%s", err);
+	rocksdb_put(d, wo, "k", 1, "v", 1, &err);
+	cr_assert_null(err, "%s", err);
+	cr_assert_eq(sfs_rdb_checkpoint(d, st, SFS_STAGE_SHARED, "test", db), 0, "%s",
+		     sfs_last_error());
+	snprintf(sub, sizeof(sub), "%s/%s", st, SFS_STAGE_SHARED);
+	cr_assert_eq(stat(st, &sb), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0700, "%s: mode %o", st, sb.st_mode & 07777);
+	cr_assert_eq(stat(sub, &sb), 0);
+	cr_assert_eq(sb.st_mode & 07777, 0700, "%s: mode %o", sub, sb.st_mode & 07777);
+	rocksdb_close(d);
+	rocksdb_writeoptions_destroy(wo);
+	rocksdb_options_destroy(o);
 }

@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fingerprint.h"
+#include "common/fs.h"
 #include "common/keygroup.h"
 #include "common/merge.h"
 #include "shm/ckpt.h"
@@ -173,6 +174,17 @@ static int register_state(sfs_ctx_t *c, const char *name, int kind, unsigned op,
 	if (!name || !*name || strlen(name) >= SFS_STATE_NAME_MAX)
 		return sfs__err(SFS_EUSAGE, "state name '%s': 1..%d characters", name ? name : "",
 				SFS_STATE_NAME_MAX - 1);
+	/* A state's name is written into every checkpoint's _metadata (one
+	 * line, split at spaces, control bytes refused on read) and names a
+	 * RocksDB column family; refused here, at the first use, rather than
+	 * at the first checkpoint, where it would fail the job. */
+	for (const char *p = name; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p == 0x7f || *p == '/') {
+			char show[4 * SFS_STATE_NAME_MAX + 1];
+
+			return sfs__err(SFS_EUSAGE, "state name '%s': no space, '/' or control "
+					"byte", sfs_name_show(name, strlen(name), show, sizeof(show)));
+		}
 	if (kind < SFS_STATE_VALUE || kind > SFS_STATE_LIST)
 		return sfs__err(SFS_EUSAGE,
 				"state '%s': kind %d is not one of value, counter, map, list", name,

@@ -1003,6 +1003,10 @@ static int w_fresh(struct sfs_target_writer *w, const char *ident)
 	rocksdb_destroy_db(w->dbo, w->path, &err);
 	if ((rc = rdbt_err(w->path, &err, "destroy a previous job's instance")))
 		return rc;
+	/* DestroyDB removed the directory, and RocksDB's create_if_missing
+	 * would make it 0755: made here again, 0700 (data: private). */
+	if ((rc = sfs_mkdirs(w->path, 0700)))
+		return rc;
 	w->db = rocksdb_open(w->dbo, w->path, &err);
 	if (err || !w->db)
 		return (rc = rdbt_err(w->path, &err, "open")) ? rc : -EIO;

@@ -37,15 +37,7 @@ typedef unsigned long long ull;
 /* A plain name of the flat directory that also survives space splitting. */
 static int name_ok(const char *s, size_t n)
 {
-	if (n == 0 || n > NAME_MAX_ || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c <= 0x20 || c == 0x7f || c == '/')
-			return 0;
-	}
-	return 1;
+	return n <= NAME_MAX_ && sfs_name_is_plain(s, n) && !memchr(s, ' ', n);
 }
 
 static int join(char *out, size_t cap, const char *dir, const char *name)
@@ -304,9 +296,12 @@ static int tok_u64(const struct tok *t, uint64_t max, uint64_t *out)
 
 static int tok_name(const struct parse *ps, const struct tok *t, char *out, const char *what)
 {
+	char show[4 * 80 + 1];
+
 	if (!name_ok(t->s, t->n))
-		return sfs__err(SFS_ECORRUPT, "%s: line %u: %s name '%.*s' is not a plain file name",
-				ps->path, ps->line, what, (int)(t->n > NAME_MAX_ ? NAME_MAX_ : t->n), t->s);
+		return sfs__err(SFS_ECORRUPT, "%s: line %u: %s name '%s' is not a plain file name "
+				"(empty, '/', '.', '..', a control byte or over %u bytes)", ps->path,
+				ps->line, what, sfs_name_show(t->s, t->n, show, sizeof(show)), NAME_MAX_);
 	memcpy(out, t->s, t->n);
 	out[t->n] = '\0';
 	return 0;
@@ -442,8 +437,9 @@ int sfs_tsnap_read(const char *path, struct sfs_tsnap *out)
 	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return sfs__err(sfs__errno(), "%s: open: %s", path, strerror(errno));
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return sfs__err(sfs__errno(), "%s: open: %s%s", path, strerror(errno),
+				errno == ELOOP ? " (a symbolic link: never followed)" : "");
 	if (fstat(fd, &st)) {
 		rc = sfs__err(sfs__errno(), "%s: stat: %s", path, strerror(errno));
 		close(fd);

@@ -1032,8 +1032,11 @@ int sfs_df_reader_open(const char *path, const struct sfs_df_read_opts *opts, sf
 		free(r);
 		return -ENOMEM;
 	}
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb)) {
-		rc = sfs__err(sfs__errno(), "%s: open: %s", path, strerror(errno));
+	/* O_NOFOLLOW: a data file is named by a manifest or TABLES; a link in
+	 * its place could lead out of the table's directory. */
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0 || fstat(fd, &sb)) {
+		rc = sfs__err(sfs__errno(), "%s: open: %s%s", path, strerror(errno),
+			      errno == ELOOP ? " (a symbolic link: never followed)" : "");
 		goto fail_fd;
 	}
 	r->dr_size = (size_t)sb.st_size;

@@ -45,8 +45,7 @@ int sfs__layout_name_ok(const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
-	return n && n <= SFS_LAYOUT_NAME_MAX && !strchr(name, '/') && strcmp(name, ".") &&
-	       strcmp(name, "..");
+	return n <= SFS_LAYOUT_NAME_MAX && sfs_name_is_plain(name, n);
 }
 
 static void dir_of(const char *path, char *out, size_t cap)
@@ -124,10 +123,13 @@ int sfs__layout_read(const char *path, uint8_t **buf, size_t *len)
 	struct stat st;
 	uint8_t *p;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NOFOLLOW: every file read here is named by another file of the
+	 * table's directory; a link there could lead out of it. */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
-		return sfs__err(sfs__errno(), "%s: open: %s", path, strerror(errno));
+		return sfs__err(sfs__errno(), "%s: open: %s%s", path, strerror(errno),
+				errno == ELOOP ? " (a symbolic link: never followed)" : "");
 	if (fstat(fd, &st)) {
 		close(fd);
 		return sfs__err(sfs__errno(), "%s: stat: %s", path, strerror(errno));

@@ -19,6 +19,7 @@
 
 #include "common/crc32c.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "store/table/layout/manifest.h"
 
 #define MF_MAGIC_MANIFEST 0x4d464d53u   /* "SMFM" */
@@ -161,8 +162,13 @@ static int take_name(struct frame *f, size_t nl, char *out, int optional)
 		return bad(f, at, "name out of bounds");
 	memcpy(out, p, nl);
 	out[nl] = 0;
-	if ((nl || !optional) && (strlen(out) != nl || !sfs__layout_name_ok(out)))
-		return bad(f, at, "bad name");
+	if ((nl || !optional) && (strlen(out) != nl || !sfs__layout_name_ok(out))) {
+		char show[4 * 64 + 1], what[4 * 64 + 96];
+
+		snprintf(what, sizeof(what), "bad name '%s' (not a plain file name of its directory)",
+			 sfs_name_show((const char *)p, nl, show, sizeof(show)));
+		return bad(f, at, what);
+	}
 	return 0;
 }
 
