@@ -181,7 +181,18 @@ $(BUILD)/bench/%: bench/%.c $(LIB) $(BINS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-test: all $(TEST_BINS)
+# The power-loss test's tools (tests/powerloss/): the LD_PRELOAD shim that records what
+# fsync made durable, and the tool that rebuilds a tree from it.  Test-only, never in
+# libsfs; built without $(SAN) (a preloaded library cannot bring its own sanitizer).
+POWERLOSS := $(BUILD)/tests/libsfs_powerloss.so $(BUILD)/tests/powerloss_restore
+$(BUILD)/tests/libsfs_powerloss.so: tests/powerloss/shim.c tests/powerloss/powerloss.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -I . -fPIC -shared -o $@ $< -ldl
+$(BUILD)/tests/powerloss_restore: tests/powerloss/restore.c tests/powerloss/powerloss.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -I . -o $@ $<
+
+test: all $(TEST_BINS) $(POWERLOSS)
 	@BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) SFS_EXPECT_ALLOC=$(EXPECT_ALLOC) JOBS=$(JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) ./scripts/run-tests.sh
 
 # Sanitized binaries run the Nexmark oracle ~5x slower: a smaller stream.
@@ -253,7 +264,7 @@ $(FUZZ_RUNS): fuzz-%: $(LIB) fuzz-tools
 	  $(FUZZ_DIR)/fuzz_$*_gcc $(FUZZ_DIR)/corpus-$* $(FUZZ_TIME); \
 	fi
 
-soak: all $(TEST_BINS)
+soak: all $(TEST_BINS) $(POWERLOSS)
 	@SFS_SOAK=1 BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) JOBS=$(JOBS) TEST_TIMEOUT=1800 ./scripts/run-tests.sh
 
 clean:

@@ -1139,8 +1139,13 @@ int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t b
 	s->st_retain = retain;
 	s->st_inc = incarnation();
 	/* The skeleton, once: chk-<id> directories are made per checkpoint. */
-	if ((rc = sfs_mkdirs(root, CK_DIR_MODE)) || (rc = pjoin(p, sizeof(p), root, "shared")) ||
-	    (rc = sfs_mkdirs(p, CK_DIR_MODE)) ||
+	/* Durable, parents included: the power-loss test (tests/e2e_powerloss.sh)
+	 * showed that with mkdir(2) alone the data directory's entry of
+	 * checkpoints/ was never fsynced, and a power loss took every
+	 * checkpoint with it although each commit fsynced its own files and
+	 * checkpoints/ itself. */
+	if ((rc = sfs_mkdirs_durable(root, CK_DIR_MODE)) || (rc = pjoin(p, sizeof(p), root, "shared")) ||
+	    (rc = sfs_mkdirs_durable(p, CK_DIR_MODE)) ||
 	    (rc = ck_ids(root, &ids, &nids)))
 		goto fail;
 	for (size_t i = nids; i-- > 0;)

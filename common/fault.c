@@ -10,6 +10,7 @@
  * rule or the hook is armed.  Cost when armed: a strcmp per point name to
  * find it listed, then one per rule — nothing a test notices.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,7 +21,7 @@
 #include "common/err.h"
 #include "common/fault.h"
 
-enum { ACT_KILL, ACT_FAIL };
+enum { ACT_KILL, ACT_FAIL, ACT_POWERLOSS };
 
 #define POINT_MAX 48
 #define RULE_TEXT_MAX 128
@@ -149,8 +150,12 @@ static const char *parse_rule(char *txt, struct rule *r)
 	r->r_action = ACT_KILL;
 	if (!c2 || strcmp(c2 + 1, "kill") == 0)
 		return NULL;
+	if (strcmp(c2 + 1, "powerloss") == 0) {
+		r->r_action = ACT_POWERLOSS;
+		return NULL;
+	}
 	if (strncmp(c2 + 1, "fail=", 5) != 0)
-		return "the action is kill or fail=ERR";
+		return "the action is kill, powerloss or fail=ERR";
 	{
 		const char *e = c2 + 6;
 
@@ -166,6 +171,31 @@ static const char *parse_rule(char *txt, struct rule *r)
 		return "a point it names is kill only: it cannot fail";
 	r->r_action = ACT_FAIL;
 	return NULL;
+}
+
+/*
+ * The power goes off: tell the test's durability model (the LD_PRELOAD
+ * shim of tests/powerloss/ records nothing more once the marker exists),
+ * then SIGKILL the whole process group, this process and the supervisor
+ * included (the test runs the group under setsid).  No fsync after this
+ * point is seen; every process dies with what it has not synced.
+ */
+static void power_off(const char *point)
+{
+	const char *dir = getenv("SFS_POWERLOSS_DIR");
+	char p[4096], line[128];
+	int fd, n;
+
+	if (dir && *dir && snprintf(p, sizeof(p), "%s/.powerloss", dir) < (int)sizeof(p) &&
+	    (fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) >= 0) {
+		n = snprintf(line, sizeof(line), "%d %s\n", (int)getpid(), point);
+		if (write(fd, line, (size_t)n) < 0) {
+			/* the kill below is what matters */
+		}
+		close(fd);
+	}
+	kill(0, SIGKILL);
+	raise(SIGKILL);	/* not in the group's reach (never: kill(0) includes us) */
 }
 
 /* Add the rules of @spec; under mu.  @src names it in the message. */
@@ -252,6 +282,8 @@ int sfs__fault_hit(const char *point)
 			continue;
 		if (r->r_action == ACT_KILL)
 			raise(SIGKILL);	/* never returns: SIGKILL cannot be caught */
+		if (r->r_action == ACT_POWERLOSS)
+			power_off(point);	/* never returns either */
 		rc = sfs__err(-r->r_err, "fault injected at %s: %s", point, strerror(r->r_err));
 	}
 	return rc;

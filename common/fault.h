@@ -30,6 +30,11 @@
  *              action fires; 0 never fires (the rule only counts hits);
  *              "n+" fires at the n-th hit and at every hit after it
  *    action := kill           SIGKILL to the process, at once (the default)
+ *            | powerloss      power loss: write $SFS_POWERLOSS_DIR/.powerloss
+ *                             (when set) and SIGKILL the whole process
+ *                             group, at once; with the LD_PRELOAD shim of
+ *                             tests/powerloss/ every write not made durable
+ *                             by fsync is then discarded (tests/e2e_powerloss.sh)
  *            | fail=ERR       the point returns -ERR, ERR a name (EIO, ENOSPC,
  *                             EDQUOT, EFBIG, EROFS, ENOMEM, EACCES, ENOENT,
  *                             EEXIST, EINTR, EAGAIN, EBUSY) or a decimal errno;
@@ -38,9 +43,10 @@
  *    SFS_FAULT=table.datafile:1                 die after the first level-0 file
  *    SFS_FAULT=layout.file.*:3:fail=EIO         the 3rd metadata I/O call fails
  *    SFS_FAULT=flush.apply:2+:fail=ENOSPC,seg.create.size:0
+ *    SFS_FAULT=ck.commit.meta-tmp:3:powerloss   the power fails at the 3rd commit
  *
  * Room to grow: an action is an enum and a few lines of the parser
- * (power loss, short writes and delays are the next ones).
+ * (short writes and delays are the next ones).
  */
 #ifndef SFS_COMMON_FAULT_H
 #define SFS_COMMON_FAULT_H

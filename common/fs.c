@@ -120,6 +120,53 @@ int sfs_mkdirs(const char *path, mode_t mode)
 	}
 }
 
+static int sfs_mkdir_parent_durable(const char *path, mode_t mode);
+
+/* fsync the directory that holds @path ("/" and "." for none). */
+static int sync_parent(const char *path)
+{
+	char p[PATH_MAX];
+	const char *s = strrchr(path, '/');
+	int fd, rc = 0;
+
+	if (!s)
+		snprintf(p, sizeof(p), ".");
+	else if (s == path)
+		snprintf(p, sizeof(p), "/");
+	else
+		snprintf(p, sizeof(p), "%.*s", (int)(s - path), path);
+	if ((fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sfs__err(sfs__errno(), "directory %s: open: %s", p, strerror(errno));
+	if (fsync(fd))
+		rc = sfs__err(sfs__errno(), "directory %s: fsync: %s", p, strerror(errno));
+	close(fd);
+	return rc;
+}
+
+int sfs_mkdirs_durable(const char *path, mode_t mode)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(path);
+	int rc;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	if (n == 0 || n >= sizeof(p))
+		return sfs__err(SFS_EUSAGE, "directory '%s': empty or too long", path);
+	memcpy(p, path, n);
+	p[n] = '\0';
+	if (mkdir(p, mode) == 0 || errno == EEXIST)
+		return (rc = is_dir(p)) ? rc : sync_parent(p);
+	if (errno != ENOENT)
+		return sfs__err(sfs__errno(), "directory %s: mkdir: %s", p, strerror(errno));
+	/* the parent first (durable), then this one */
+	if ((rc = sfs_mkdir_parent_durable(p, mode)))
+		return rc;
+	if (mkdir(p, mode) && errno != EEXIST)
+		return sfs__err(sfs__errno(), "directory %s: mkdir: %s", p, strerror(errno));
+	return (rc = is_dir(p)) ? rc : sync_parent(p);
+}
+
 int sfs_mkdir_parent(const char *path, mode_t mode)
 {
 	char p[PATH_MAX];
@@ -390,4 +437,16 @@ int sfs_link_or_copy(const char *from, const char *to, enum sfs_exist ex, mode_t
 		return rc;
 	}
 	return 0;
+}
+
+/* sfs_mkdirs_durable of @path's parent ("/" and "." exist). */
+static int sfs_mkdir_parent_durable(const char *path, mode_t mode)
+{
+	char p[PATH_MAX];
+	const char *s = strrchr(path, '/');
+
+	if (!s || s == path)
+		return 0;
+	snprintf(p, sizeof(p), "%.*s", (int)(s - path), path);
+	return sfs_mkdirs_durable(p, mode);
 }

@@ -33,6 +33,15 @@
  */
 int sfs_mkdirs(const char *path, mode_t mode);
 
+/*
+ * sfs_mkdirs, then durable: the parent of every directory it creates, and
+ * of @path itself whether created now or before, is fsynced, so the whole
+ * chain survives a power loss (a directory made by mkdir(2) alone may not:
+ * tests/e2e_powerloss.sh).  For directories that hold durable data, made
+ * once per process (the checkpoint storage, the sink); not for hot paths.
+ */
+int sfs_mkdirs_durable(const char *path, mode_t mode);
+
 /* mkdir -p of @path's parent directory, with @mode: the retry of a create
  * that failed with ENOENT (the mkdir-once rule above). */
 int sfs_mkdir_parent(const char *path, mode_t mode);

@@ -406,7 +406,16 @@ static int seal(struct rt_engine *g, uint64_t id)
 					    rt_last_error());
 		}
 		rt_store_relaxed(&g->ws->rw_sink_epoch, id);
-		n = rt_source_bytes(bytes, sizeof(bytes), g->split_id, g->inj_off[id & 7], g->nsplit);
+		/* A barrier this worker's source did not inject (it had ended:
+		 * the stages aligned on the other workers' barriers and this
+		 * input's END) has no inj_off slot of its own — the slot holds
+		 * zeros or an older barrier's offsets.  The split offsets are then
+		 * the final ones: every split read to its end.  The power-loss
+		 * test (tests/e2e_powerloss.sh) found it: a checkpoint taken after
+		 * worker 0's end of input recorded split 0 at block 0, and a
+		 * restore from it read the split again onto state that had it. */
+		n = rt_source_bytes(bytes, sizeof(bytes), g->split_id,
+				    g->injected >= id ? g->inj_off[id & 7] : g->split_next, g->nsplit);
 		if (n < 0 || (rc = rt_sfs(sfs_task_sealed(g->task, id, bytes, (size_t)n))))
 			return fail(g, n < 0 ? n : rc, "seal %llu: %s", (unsigned long long)id,
 				    rt_last_error());

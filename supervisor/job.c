@@ -84,8 +84,14 @@ static int writable_dir(const char *dir, int create)
 	struct stat st;
 	int fd;
 
-	if (create && mkdir(dir, 0700) && errno != EEXIST)   /* the data directory: private */
-		return -errno;
+	if (create && mkdir(dir, 0700)) {   /* the data directory: private */
+		if (errno != EEXIST)
+			return -errno;
+	} else if (create && (fd = sfs_mkdirs_durable(dir, 0700))) {
+		/* made now: its entry durable too (the checkpoints and the sink
+		 * below it are; a power loss must not take the directory) */
+		return fd;
+	}
 	if (stat(dir, &st))
 		return -errno;
 	if (!S_ISDIR(st.st_mode))

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 
 #include "common/err.h"
@@ -116,6 +117,59 @@ Test(fault, kill_is_sigkill_at_the_nth_hit)
 	cr_assert_eq(th_exit_code(th_wait(th_fork(kill_child, (void *)"table.round:6"), 10000)), 0);
 }
 
+/* powerloss: a group of two (this child, leader of its own group, and a
+ * grandchild); both hold the write end of @arg's pipe. */
+struct pl_arg {
+	int wfd;
+	char dir[64];
+};
+
+static int powerloss_child(void *arg)
+{
+	struct pl_arg *a = arg;
+
+	if (setpgid(0, 0))
+		return 9;
+	if (fork() == 0) {
+		for (;;)
+			pause();	/* only the group kill ends it */
+	}
+	setenv("SFS_POWERLOSS_DIR", a->dir, 1);
+	return kill_child((void *)"table.round:2:powerloss");
+}
+
+Test(fault, powerloss_kills_the_whole_group_and_marks_the_directory)
+{
+	struct pl_arg a;
+	int p[2], status;
+	char buf[128], path[128];
+	struct pollfd pfd;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(a.dir, sizeof(a.dir), "/tmp/sfs-fault-pl-XXXXXX");
+	cr_assert(mkdtemp(a.dir));
+	cr_assert_eq(pipe(p), 0);
+	a.wfd = p[1];
+	status = th_wait(th_fork(powerloss_child, &a), 10000);
+	close(p[1]);
+	cr_assert(status >= 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		  "status %d exit %d", status, th_exit_code(status));
+	/* EOF once every holder of the write end is dead: the grandchild too. */
+	pfd = (struct pollfd){ .fd = p[0], .events = POLLIN };
+	cr_assert_eq(poll(&pfd, 1, 5000), 1, "the group's other process survived");
+	cr_assert_eq(read(p[0], buf, sizeof(buf)), 0);
+	close(p[0]);
+	snprintf(path, sizeof(path), "%s/.powerloss", a.dir);
+	cr_assert((f = fopen(path, "r")), "no marker");
+	n = (ssize_t)fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n > 0 ? n : 0] = 0;
+	cr_assert(strstr(buf, " table.round\n"), "marker says '%s'", buf);
+	unlink(path);
+	rmdir(a.dir);
+}
+
 Test(fault, bad_specs_are_refused_naming_the_rule)
 {
 	static const struct {
@@ -131,7 +185,7 @@ Test(fault, bad_specs_are_refused_naming_the_rule)
 		{ "flush.apply:x", "decimal hit count" },
 		{ "flush.apply:-1", "decimal hit count" },
 		{ "flush.apply:0+", "N+ needs" },
-		{ "flush.apply:1:boom", "kill or fail=ERR" },
+		{ "flush.apply:1:boom", "kill, powerloss or fail=ERR" },
 		{ "flush.apply:1:fail=EWHAT", "errno name" },
 		{ "flush.apply:1:fail=0", "errno name" },
 		{ "table.round:1:fail=EIO", "kill only" },

@@ -128,6 +128,27 @@ Test(fs, mkdirs_accepts_existing_directories_and_leaves_their_mode)
 	cr_assert_eq(mode_of(a), 0755, "%o", mode_of(a));
 }
 
+/* What it makes durable is tests/e2e_powerloss.sh's to check; here: the
+ * same directories, modes and refusals as sfs_mkdirs. */
+Test(fs, mkdirs_durable_makes_the_chain_and_refuses_a_file_in_the_way)
+{
+	char a[PATH_MAX], c[PATH_MAX], f[PATH_MAX];
+
+	snprintf(a, sizeof(a), "%s/a", dir);
+	snprintf(c, sizeof(c), "%s/a/b/c/", dir);
+	cr_assert_eq(sfs_mkdirs_durable(c, 0700), 0, "%s", sfs_last_error());
+	cr_assert_eq(mode_of(a), 0700, "%o", mode_of(a));
+	cr_assert_eq(mode_of(c), 0700, "%o", mode_of(c));
+	cr_assert_eq(sfs_mkdirs_durable(c, 0750), 0, "%s", sfs_last_error());	/* there */
+	cr_assert_eq(mode_of(c), 0700, "%o", mode_of(c));
+	snprintf(f, sizeof(f), "%s/f", dir);
+	put(f, "x");
+	cr_assert_eq(sfs_mkdirs_durable(f, 0700), -ENOTDIR);
+	snprintf(f, sizeof(f), "%s/f/g/h", dir);
+	cr_assert_eq(sfs_mkdirs_durable(f, 0700), -ENOTDIR);
+	cr_assert(strstr(sfs_last_error(), "/f"), "%s", sfs_last_error());
+}
+
 Test(fs, mkdirs_names_a_file_in_the_way)
 {
 	char f[PATH_MAX], below[PATH_MAX];
