@@ -440,22 +440,17 @@ static int cmp_logs(const void *a, const void *b)
 	return (x->w > y->w) - (x->w < y->w);
 }
 
-static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *cap)
+int rt_sink_read_log(struct rt_sink *t, FILE *f, const char *path, char **buf, size_t *cap)
 {
 	char magic[8];
 	uint32_t hw[2];
 	uint64_t epoch, n = 0, want_n, want_h, h = SFS_HASH_P0;
 	struct rec_hdr r;
-	FILE *f = fopen(path, "r");
 	int rc = 0;
 
-	if (!f)
-		return rt_err(rt_errno(), "%s: %s", path, strerror(errno));
 	if (fread(magic, 1, 8, f) != 8 || memcmp(magic, LOG_MAGIC, 8) ||
-	    fread(hw, sizeof(hw), 1, f) != 1 || fread(&epoch, sizeof(epoch), 1, f) != 1) {
-		fclose(f);
+	    fread(hw, sizeof(hw), 1, f) != 1 || fread(&epoch, sizeof(epoch), 1, f) != 1)
 		return rt_err(SFS_ECORRUPT, "%s: not a sink changelog (bad header)", path);
-	}
 	for (;;) {
 		size_t len;
 
@@ -466,17 +461,13 @@ static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *c
 		if (fread((char *)&r + 8, sizeof(r) - 8, 1, f) != 1)
 			goto truncated;
 		len = (size_t)r.klen + r.rlen;
-		if (len > (64u << 20) || (r.op != 'U' && r.op != 'D' && r.op != 'C')) {
-			fclose(f);
+		if (len > (64u << 20) || (r.op != 'U' && r.op != 'D' && r.op != 'C'))
 			return rt_err(SFS_ECORRUPT, "%s: record %" PRIu64 " is malformed", path, n);
-		}
 		if (len > *cap) {
 			char *nb = realloc(*buf, len);
 
-			if (!nb) {
-				fclose(f);
+			if (!nb)
 				return rt_err(-ENOMEM, "replay: out of memory");
-			}
 			*buf = nb;
 			*cap = len;
 		}
@@ -491,21 +482,29 @@ static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *c
 			rc = rt_sink_del(t, *buf, r.klen);
 		else
 			rc = rt_sink_add(t, *buf, r.klen, r.delta);
-		if (rc) {
-			fclose(f);
+		if (rc)
 			return rc;
-		}
 	}
 	if (fread(&want_n, sizeof(want_n), 1, f) != 1 || fread(&want_h, sizeof(want_h), 1, f) != 1)
 		goto truncated;
-	fclose(f);
 	if (want_n != n || want_h != h)
 		return rt_err(SFS_ECORRUPT, "%s: checksum mismatch (%" PRIu64 " records read, "
 			      "%" PRIu64 " written)", path, n, want_n);
 	return 0;
 truncated:
-	fclose(f);
 	return rt_err(SFS_ECORRUPT, "%s: truncated after %" PRIu64 " records", path, n);
+}
+
+static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *cap)
+{
+	FILE *f = fopen(path, "r");
+	int rc;
+
+	if (!f)
+		return rt_err(rt_errno(), "%s: %s", path, strerror(errno));
+	rc = rt_sink_read_log(t, f, path, buf, cap);
+	fclose(f);
+	return rc;
 }
 
 int rt_sink_replay(const char *data_dir, const char *header, const char *out_path,
