@@ -201,6 +201,7 @@ int rt_sink_del(struct rt_sink *s, const void *key, size_t klen)
 
 int rt_sink_add(struct rt_sink *s, const char *row, size_t rlen, int64_t delta)
 {
+	int64_t sum;
 	uint64_t h;
 	size_t i;
 
@@ -220,7 +221,10 @@ int rt_sink_add(struct rt_sink *s, const char *row, size_t rlen, int64_t delta)
 		s->used++;
 		return 0;
 	}
-	s->slot[i]->count += delta;
+	/* a corrupt changelog's deltas (the replay's) must not wrap a count */
+	if (__builtin_add_overflow(s->slot[i]->count, delta, &sum))
+		return rt_err(-EOVERFLOW, "sink: a row's count overflows (%" PRId64 " more)", delta);
+	s->slot[i]->count = sum;
 	if (s->slot[i]->count == 0)
 		remove_at(s, i);
 	return 0;
@@ -463,13 +467,15 @@ int rt_sink_read_log(struct rt_sink *t, FILE *f, const char *path, char **buf, s
 		len = (size_t)r.klen + r.rlen;
 		if (len > (64u << 20) || (r.op != 'U' && r.op != 'D' && r.op != 'C'))
 			return rt_err(SFS_ECORRUPT, "%s: record %" PRIu64 " is malformed", path, n);
-		if (len > *cap) {
-			char *nb = realloc(*buf, len);
+		/* never NULL, even for an empty key and row: the table copies and
+		 * compares through it (memcpy/memcmp of a NULL is undefined) */
+		if (len > *cap || !*buf) {
+			char *nb = realloc(*buf, len ? len : 1);
 
 			if (!nb)
 				return rt_err(-ENOMEM, "replay: out of memory");
 			*buf = nb;
-			*cap = len;
+			*cap = len ? len : 1;
 		}
 		if (len && fread(*buf, 1, len, f) != len)
 			goto truncated;
@@ -482,6 +488,9 @@ int rt_sink_read_log(struct rt_sink *t, FILE *f, const char *path, char **buf, s
 			rc = rt_sink_del(t, *buf, r.klen);
 		else
 			rc = rt_sink_add(t, *buf, r.klen, r.delta);
+		if (rc == -EOVERFLOW)
+			return rt_err(SFS_ECORRUPT, "%s: record %" PRIu64 ": a row's count overflows "
+				      "(delta %" PRId64 ")", path, n - 1, r.delta);
 		if (rc)
 			return rc;
 	}
