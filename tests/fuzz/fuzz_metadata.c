@@ -35,6 +35,23 @@ static int str_ok(const char *s, size_t cap)
 	return memchr(s, 0, cap) != NULL;
 }
 
+/* A relative path none of whose components is empty, "." or "..": it
+ * stays inside the storage root. */
+static int inside(const char *p)
+{
+	if (p[0] == '/' || !p[0])
+		return 0;
+	for (const char *c = p;;) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 0 || (c[0] == '.' && (n == 1 || (n == 2 && c[1] == '.'))))
+			return 0;
+		if (!c[n])
+			return 1;
+		c += n + 1;
+	}
+}
+
 static void check(const struct ck_meta *m, size_t len)
 {
 	uint64_t sum = 0;
@@ -65,7 +82,7 @@ static void check(const struct ck_meta *m, size_t len)
 		const struct ck_file *f = &m->files[i];
 
 		if (f->worker >= m->workers || !str_ok(f->path, sizeof(f->path)) ||
-		    !str_ok(f->local, sizeof(f->local)) || strstr(f->path, "..") || f->path[0] == '/' ||
+		    !str_ok(f->local, sizeof(f->local)) || !inside(f->path) ||
 		    (f->shared ? strncmp(f->path, "shared/", 7) : strncmp(f->path, "chk-", 4)))
 			abort();
 		sum += f->size;
