@@ -1,5 +1,6 @@
 /*
- * coord.c — checkpoint coordination (coord.h).
+ * coord.c — checkpoint coordination (coord.h); the state registry's config
+ * value and its parser are coord_states.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +15,6 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
-#include "common/merge.h"
 #include "sfs.h"
 
 #define MS 1000000ull
