@@ -10,7 +10,8 @@
 #   make bench-scale  bench/scale.sh: queries x backends x 2M/20M/100M events, one run at a
 #                   time (hours; QUERIES, BACKENDS, EVENTS, TIMEOUT... narrow it, see the script)
 #   make soak       every test with SFS_SOAK=1: randomized and crash tests run 20x longer
-#   make fuzz       the table store's file readers under libFuzzer, FUZZ_TIME (60) s each
+#   make fuzz       every reader of a file under libFuzzer, FUZZ_TIME (60) s each;
+#                   make fuzz-long: 10M executions each (FUZZ_RUNS)
 #   make install    the public headers, libsfs.so + libsfs.a, sfs.pc and the binaries under
 #                   $(DESTDIR)$(PREFIX) (scripts/install.sh); make uninstall removes them
 #
@@ -223,45 +224,73 @@ bench: all $(BENCH_BINS)
 bench-scale: all
 	@SFS_BIN=$(abspath $(BIN)) bash bench/scale.sh
 
-# The table store's readers under libFuzzer, FUZZ_TIME seconds each (tests/fuzz/): data files
-# (fuzz_datafile), snapshots + manifest lists + manifests (fuzz_manifest) and deletion-vector
-# indexes (fuzz_dvec); tests/fuzz/seed_<target>.c writes each one's corpus of valid files, and
-# findings land in $(FUZZ_DIR) as <target>-crash-*.  Needs clang and libFuzzer (Debian: clang,
-# libclang-rt-*-dev), installed here only, never by `make test`.  Without them it falls back to
-# tests/fuzz/fuzz_main.c: the same targets, gcc + ASan/UBSan, random mutations of the seed
-# corpus, no coverage feedback.  One target alone: make fuzz-manifest (fuzz-datafile, fuzz-dvec).
+# Every reader of a file under libFuzzer, FUZZ_TIME seconds each (tests/fuzz/): the table
+# store's data files (fuzz_datafile), snapshots + manifest lists + manifests (fuzz_manifest)
+# and deletion-vector indexes (fuzz_dvec); a checkpoint's _metadata (fuzz_metadata), the table
+# target's TABLES (fuzz_tables), the sink's changelogs (fuzz_sinklog), the memory target's
+# dump (fuzz_memdump) and the state registry's states= value (fuzz_states).
+# tests/fuzz/seed_<target>.c writes each one's corpus of valid files, and findings land in
+# $(FUZZ_DIR) as <target>-crash-*; a finding, once fixed, goes under tests/fuzz/regress/
+# <target>/ as the bytes the reader saw, and tests/test_fuzz_regress.c feeds it to the reader
+# in `make test`.  Needs clang and libFuzzer (Debian: clang, libclang-rt-*-dev), installed
+# here only, never by `make test`.  Without them it falls back to tests/fuzz/fuzz_main.c: the
+# same targets, gcc + ASan/UBSan, random mutations of the seed corpus, no coverage feedback.
+# One target alone: make fuzz-<target> (fuzz-metadata, ...).  FUZZ_RUNS=N runs each target
+# for N executions instead of FUZZ_TIME seconds; make fuzz-long is FUZZ_RUNS=10000000 over
+# every target, one at a time, each one's output in $(FUZZ_DIR)/<target>.log
+# (bench/RESULTS.md, "File readers under libFuzzer").
 FUZZ_TIME ?= 60
+FUZZ_RUNS ?=
 FUZZ_DIR  := $(BUILD)/fuzz
-FUZZ_TARGETS := datafile manifest dvec
-FUZZ_COMMON := common/crc32c.c common/err.c common/fs.c
+FUZZ_TARGETS := datafile manifest dvec metadata tables sinklog memdump states
+FUZZ_COMMON := common/crc32c.c common/err.c common/fault.c common/fs.c
 FUZZ_SRCS_datafile := store/table/layout/datafile.c store/table/layout/file.c
 FUZZ_SRCS_manifest := store/table/layout/manifest.c store/table/layout/file.c
 FUZZ_SRCS_dvec := store/table/layout/dvec.c store/table/layout/file.c
+# The harnesses of _metadata and TABLES stub what their reader's file needs only for writing
+# (fuzz_metadata: the checkpointer's heartbeat; fuzz_tables: the table engine's key prefix),
+# so each links these sources alone.
+FUZZ_SRCS_metadata := checkpointer/ckstore.c common/log.c
+FUZZ_SRCS_tables := store/table/table_snap.c store/table/layout/datafile.c \
+                    store/table/layout/dvec.c store/table/layout/file.c
+FUZZ_SRCS_sinklog := runtime/sink.c runtime/util.c
+FUZZ_SRCS_memdump := store/memory/memdump_read.c
+FUZZ_SRCS_states := checkpointer/coord_states.c common/merge.c
 # UBSan findings abort (not just print), so the fuzzer stops on them as on a crash.
 FUZZ_FLAGS = -std=gnu11 -g -O1 -D_GNU_SOURCE -I include -I . -fno-omit-frame-pointer \
              -fno-sanitize-recover=undefined
-FUZZ_RUNS := $(FUZZ_TARGETS:%=fuzz-%)
-.PHONY: fuzz-tools $(FUZZ_RUNS)
-fuzz: $(FUZZ_RUNS)
+# libFuzzer's bound, and the fallback's (seconds, then executions: a day, or FUZZ_RUNS).
+FUZZ_BOUND = $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_TIME))
+FUZZ_GCC_BOUND = $(if $(FUZZ_RUNS),86400 $(FUZZ_RUNS),$(FUZZ_TIME))
+FUZZ_GOALS := $(FUZZ_TARGETS:%=fuzz-%)
+.PHONY: fuzz-tools fuzz-long $(FUZZ_GOALS)
+fuzz: $(FUZZ_GOALS)
+fuzz-long: $(LIB) fuzz-tools
+	@mkdir -p $(FUZZ_DIR); for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz-$$t: 10000000 executions, log $(FUZZ_DIR)/$$t.log"; \
+	  $(MAKE) --no-print-directory fuzz-$$t FUZZ_RUNS=10000000 >$(FUZZ_DIR)/$$t.log 2>&1 || \
+	    { echo "fuzz-$$t failed: $(FUZZ_DIR)/$$t.log"; exit 1; }; \
+	  grep -E '^stat::(number_of_executed_units|average_exec_per_sec)|^fuzz_main:' $(FUZZ_DIR)/$$t.log; \
+	done
 fuzz-tools:
 	@command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
 	  >/dev/null 2>&1 || { echo "fuzz: installing clang + libFuzzer"; SUDO=; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	  --no-install-recommends clang libclang-rt-dev >/dev/null || echo "fuzz: install failed"; }
-$(FUZZ_RUNS): fuzz-%: $(LIB) fuzz-tools
+$(FUZZ_GOALS): fuzz-%: $(LIB) fuzz-tools
 	@mkdir -p $(FUZZ_DIR)/corpus-$*
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $(FUZZ_DIR)/seed_$* tests/fuzz/seed_$*.c $(LIB) $(LDLIBS)
 	$(FUZZ_DIR)/seed_$* $(FUZZ_DIR)/corpus-$*
 	@if clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $(FUZZ_DIR)/fuzz_$* \
 	      tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lpthread; then \
-	  echo "fuzz $*: libFuzzer, $(FUZZ_TIME) s"; \
-	  $(FUZZ_DIR)/fuzz_$* -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=640 \
+	  echo "fuzz $*: libFuzzer, $(FUZZ_BOUND)"; \
+	  $(FUZZ_DIR)/fuzz_$* $(FUZZ_BOUND) -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=640 \
 	    -artifact_prefix=$(FUZZ_DIR)/$*- -print_final_stats=1 $(FUZZ_DIR)/corpus-$*; \
 	else \
-	  echo "fuzz $*: no libFuzzer here: the gcc + ASan fallback driver, $(FUZZ_TIME) s"; \
+	  echo "fuzz $*: no libFuzzer here: the gcc + ASan fallback driver, $(FUZZ_GCC_BOUND)"; \
 	  $(CC) $(FUZZ_FLAGS) -fsanitize=address,undefined -o $(FUZZ_DIR)/fuzz_$*_gcc \
 	    tests/fuzz/fuzz_main.c tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lpthread && \
-	  $(FUZZ_DIR)/fuzz_$*_gcc $(FUZZ_DIR)/corpus-$* $(FUZZ_TIME); \
+	  $(FUZZ_DIR)/fuzz_$*_gcc $(FUZZ_DIR)/corpus-$* $(FUZZ_GCC_BOUND); \
 	fi
 
 soak: all $(TEST_BINS) $(POWERLOSS)

@@ -611,7 +611,7 @@ static int meta_parse_rest(struct mp *c, struct ck_meta *m)
 /* Parse @len bytes of @file: header and version first (an unknown version
  * may have another layout), then the checksum of everything before the
  * last line, then every line in order. */
-static int meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m)
+int ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m)
 {
 	static const char magic[] = "sfs-checkpoint ";
 	struct mp c = { .p = buf, .end = buf + len, .file = file };
@@ -731,7 +731,7 @@ int ck_read(const char *path, const char *job, int verify, struct ck_meta *m)
 	if ((rc = resolve(path, dir, root, &id)) || (rc = pjoin(file, sizeof(file), dir, CK_META)) ||
 	    (rc = meta_load(file, &buf, &len)))
 		return rc;
-	rc = meta_parse(file, buf, len, m);
+	rc = ck_meta_parse(file, buf, len, m);
 	free(buf);
 	if (rc)
 		return rc;
@@ -1021,7 +1021,7 @@ static int load_one(struct ck_store *s, uint64_t id)
 	if (id > s->st_max)
 		s->st_max = id;
 	if (!rc) {
-		rc = meta_parse(file, buf, len, &m);
+		rc = ck_meta_parse(file, buf, len, &m);
 		free(buf);
 		if (!rc && m.id != id)
 			rc = sfs__err(SFS_ECORRUPT, "%s: says id %llu", file, (ull)m.id);

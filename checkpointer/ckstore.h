@@ -182,6 +182,15 @@ void ck_txn_abort(struct ck_txn *t);
 int ck_ids(const char *root, uint64_t **ids, size_t *n);
 
 /*
+ * The strict parser of ck_read alone: @len bytes of a _metadata named
+ * @file (for messages) into @m, without the checks that need the
+ * directory (its id, the job, the files).  Freed with ck_meta_free; on
+ * error @m is left empty.  Apart so a buffer can be checked on its own
+ * (tests/fuzz/fuzz_metadata.c).
+ */
+int ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m);
+
+/*
  * Read and validate checkpoint @path (a chk-<id> directory or its
  * _metadata).  @job: refuse another job's checkpoint (NULL: any).
  * @verify: also check every file's crc32c (else existence and size).

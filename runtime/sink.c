@@ -201,6 +201,7 @@ int rt_sink_del(struct rt_sink *s, const void *key, size_t klen)
 
 int rt_sink_add(struct rt_sink *s, const char *row, size_t rlen, int64_t delta)
 {
+	int64_t sum;
 	uint64_t h;
 	size_t i;
 
@@ -220,7 +221,10 @@ int rt_sink_add(struct rt_sink *s, const char *row, size_t rlen, int64_t delta)
 		s->used++;
 		return 0;
 	}
-	s->slot[i]->count += delta;
+	/* a corrupt changelog's deltas (the replay's) must not wrap a count */
+	if (__builtin_add_overflow(s->slot[i]->count, delta, &sum))
+		return rt_err(-EOVERFLOW, "sink: a row's count overflows (%" PRId64 " more)", delta);
+	s->slot[i]->count = sum;
 	if (s->slot[i]->count == 0)
 		remove_at(s, i);
 	return 0;
@@ -471,22 +475,17 @@ static int cmp_logs(const void *a, const void *b)
 	return (x->w > y->w) - (x->w < y->w);
 }
 
-static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *cap)
+int rt_sink_read_log(struct rt_sink *t, FILE *f, const char *path, char **buf, size_t *cap)
 {
 	char magic[8];
 	uint32_t hw[2];
 	uint64_t epoch, n = 0, want_n, want_h, h = SFS_HASH_P0;
 	struct rec_hdr r;
-	FILE *f = fopen(path, "r");
 	int rc = 0;
 
-	if (!f)
-		return rt_err(rt_errno(), "%s: %s", path, strerror(errno));
 	if (fread(magic, 1, 8, f) != 8 || memcmp(magic, LOG_MAGIC, 8) ||
-	    fread(hw, sizeof(hw), 1, f) != 1 || fread(&epoch, sizeof(epoch), 1, f) != 1) {
-		fclose(f);
+	    fread(hw, sizeof(hw), 1, f) != 1 || fread(&epoch, sizeof(epoch), 1, f) != 1)
 		return rt_err(SFS_ECORRUPT, "%s: not a sink changelog (bad header)", path);
-	}
 	for (;;) {
 		size_t len;
 
@@ -497,19 +496,17 @@ static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *c
 		if (fread((char *)&r + 8, sizeof(r) - 8, 1, f) != 1)
 			goto truncated;
 		len = (size_t)r.klen + r.rlen;
-		if (len > (64u << 20) || (r.op != 'U' && r.op != 'D' && r.op != 'C')) {
-			fclose(f);
+		if (len > (64u << 20) || (r.op != 'U' && r.op != 'D' && r.op != 'C'))
 			return rt_err(SFS_ECORRUPT, "%s: record %" PRIu64 " is malformed", path, n);
-		}
-		if (len > *cap) {
-			char *nb = realloc(*buf, len);
+		/* never NULL, even for an empty key and row: the table copies and
+		 * compares through it (memcpy/memcmp of a NULL is undefined) */
+		if (len > *cap || !*buf) {
+			char *nb = realloc(*buf, len ? len : 1);
 
-			if (!nb) {
-				fclose(f);
+			if (!nb)
 				return rt_err(-ENOMEM, "replay: out of memory");
-			}
 			*buf = nb;
-			*cap = len;
+			*cap = len ? len : 1;
 		}
 		if (len && fread(*buf, 1, len, f) != len)
 			goto truncated;
@@ -522,21 +519,32 @@ static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *c
 			rc = rt_sink_del(t, *buf, r.klen);
 		else
 			rc = rt_sink_add(t, *buf, r.klen, r.delta);
-		if (rc) {
-			fclose(f);
+		if (rc == -EOVERFLOW)
+			return rt_err(SFS_ECORRUPT, "%s: record %" PRIu64 ": a row's count overflows "
+				      "(delta %" PRId64 ")", path, n - 1, r.delta);
+		if (rc)
 			return rc;
-		}
 	}
 	if (fread(&want_n, sizeof(want_n), 1, f) != 1 || fread(&want_h, sizeof(want_h), 1, f) != 1)
 		goto truncated;
-	fclose(f);
 	if (want_n != n || want_h != h)
 		return rt_err(SFS_ECORRUPT, "%s: checksum mismatch (%" PRIu64 " records read, "
 			      "%" PRIu64 " written)", path, n, want_n);
 	return 0;
 truncated:
-	fclose(f);
 	return rt_err(SFS_ECORRUPT, "%s: truncated after %" PRIu64 " records", path, n);
+}
+
+static int replay_one(struct rt_sink *t, const char *path, char **buf, size_t *cap)
+{
+	FILE *f = fopen(path, "r");
+	int rc;
+
+	if (!f)
+		return rt_err(rt_errno(), "%s: %s", path, strerror(errno));
+	rc = rt_sink_read_log(t, f, path, buf, cap);
+	fclose(f);
+	return rc;
 }
 
 int rt_sink_replay(const char *data_dir, const char *header, const char *out_path,

@@ -27,6 +27,7 @@
 #define SFS_RUNTIME_SINK_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define RT_EPOCH_FINAL UINT64_MAX
@@ -89,5 +90,14 @@ int rt_sink_reset(const char *data_dir);
  */
 int rt_sink_replay(const char *data_dir, const char *header, const char *out_path,
 		   uint64_t *rows);
+
+/*
+ * One changelog of the replay: the records of @f (named @path in messages)
+ * applied to the TABLE-mode @t, then its trailer checked.  *@buf (*@cap
+ * bytes, grown with realloc, the caller frees) holds one record at a time.
+ * SFS_ECORRUPT naming @path for a bad header, record or trailer.  Apart so
+ * a changelog in memory can be read on its own (tests/fuzz/fuzz_sinklog.c).
+ */
+int rt_sink_read_log(struct rt_sink *t, FILE *f, const char *path, char **buf, size_t *cap);
 
 #endif

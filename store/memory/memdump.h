@@ -40,6 +40,7 @@
 #define SFS_STORE_MEMDUMP_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "store/memory/memory.h"
@@ -126,5 +127,12 @@ struct sfs_mdump_rec {
  */
 int sfs_mdump_read(const char *path, int (*fn)(void *arg, const struct sfs_mdump_rec *r),
 		   void *arg, uint64_t *records);
+
+/* sfs_mdump_read of an open stream @f (named @path in messages), from its
+ * current position; @f stays open.  A dump in memory is read with
+ * fmemopen (tests/fuzz/fuzz_memdump.c). */
+int sfs_mdump_read_stream(FILE *f, const char *path,
+			  int (*fn)(void *arg, const struct sfs_mdump_rec *r), void *arg,
+			  uint64_t *records);
 
 #endif

@@ -430,7 +430,6 @@ static int parse_file(struct parse *ps, struct sfs_tsnap *out)
 
 int sfs_tsnap_read(const char *path, struct sfs_tsnap *out)
 {
-	struct parse ps = { .path = path };
 	struct stat st;
 	char *buf;
 	size_t got = 0;
@@ -470,11 +469,19 @@ int sfs_tsnap_read(const char *path, struct sfs_tsnap *out)
 		got += (size_t)r;
 	}
 	close(fd);
-	ps.buf = ps.p = buf;
-	ps.end = buf + got;
+	rc = sfs_tsnap_parse(path, buf, got, out);
+	free(buf);
+	return rc;
+}
+
+int sfs_tsnap_parse(const char *path, const char *buf, size_t len, struct sfs_tsnap *out)
+{
+	struct parse ps = { .path = path, .buf = buf, .p = buf, .end = buf + len };
+	int rc;
+
+	memset(out, 0, sizeof(*out));
 	if ((rc = parse_file(&ps, out)))
 		sfs_tsnap_free(out);
-	free(buf);
 	return rc;
 }
 

@@ -96,6 +96,13 @@ int sfs_tsnap_write(const char *path, const struct sfs_tsnap *s);
  */
 int sfs_tsnap_read(const char *path, struct sfs_tsnap *out);
 
+/*
+ * sfs_tsnap_parse - sfs_tsnap_read's parser alone: @len bytes of a TABLES
+ * named @path (for messages) into @out, by the same rules.  Apart so a
+ * buffer can be checked without a file (tests/fuzz/fuzz_tables.c).
+ */
+int sfs_tsnap_parse(const char *path, const char *buf, size_t len, struct sfs_tsnap *out);
+
 /* sfs_tsnap_free - what sfs_tsnap_read allocated; zeroes @s.  NULL is fine. */
 void sfs_tsnap_free(struct sfs_tsnap *s);
 

@@ -4,8 +4,9 @@
  * directory, then over random mutations of them (byte flips, overwrites,
  * truncations, splices) until a time bound, built with gcc + ASan/UBSan.
  * No coverage feedback: a weaker fuzzer, but the same target and checks.
+ * RUNS, if given, also bounds the mutated inputs (make fuzz-long).
  *
- *   fuzz_main CORPUS_DIR SECONDS
+ *   fuzz_main CORPUS_DIR SECONDS [RUNS]
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -35,15 +36,17 @@ int main(int argc, char **argv)
 {
 	struct input in[256];
 	size_t nin = 0;
-	uint64_t s = (uint64_t)time(NULL), runs = 0;
+	uint64_t s = (uint64_t)time(NULL), runs = 0, max_runs = UINT64_MAX;
 	time_t end;
 	DIR *d;
 	struct dirent *e;
 
-	if (argc != 3 || !(d = opendir(argv[1]))) {
-		fprintf(stderr, "usage: fuzz_main CORPUS_DIR SECONDS\n");
+	if ((argc != 3 && argc != 4) || !(d = opendir(argv[1]))) {
+		fprintf(stderr, "usage: fuzz_main CORPUS_DIR SECONDS [RUNS]\n");
 		return 2;
 	}
+	if (argc == 4)
+		max_runs = strtoull(argv[3], NULL, 10);
 	end = time(NULL) + atoi(argv[2]);
 	while ((e = readdir(d)) && nin < 256) {
 		char p[4096];
@@ -63,7 +66,7 @@ int main(int argc, char **argv)
 	closedir(d);
 	if (!nin)
 		return fprintf(stderr, "fuzz_main: empty corpus %s\n", argv[1]), 1;
-	while (time(NULL) < end) {
+	while (runs < max_runs && ((runs & 1023) || time(NULL) < end)) {
 		const struct input *a = &in[rnd(&s) % nin], *b = &in[rnd(&s) % nin];
 		size_t n = a->n;
 		uint8_t *m = malloc(n + 1);
