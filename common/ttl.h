@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sfs.h"
+
 #define SFS_TTL_PREFIX 8u  /* bytes of the expiry in front of a TTL value */
 
 /* The clocks of a sealed buffer (worker/wctl.h cb_ttl) and of maintenance. */
@@ -71,6 +73,24 @@ static inline uint64_t sfs_ttl_deadline(uint64_t now_ms, uint64_t ttl_ms)
 static inline int sfs_ttl_expired(const void *val, uint32_t len, uint64_t now_ms)
 {
 	return len < SFS_TTL_PREFIX || sfs_ttl_expiry_of(val) <= now_ms;
+}
+
+/* A read's answer @rc (1: found, with its stored bytes in *@v) made the
+ * user's at @now_ms: 0 and an empty view when it has expired, else 1 and
+ * the view past the expiry.  Any other @rc is passed on.  The one rule of
+ * every reader (the owner's reads, queryable state). */
+static inline int sfs_ttl_answer(int rc, struct sfs_view *v, uint64_t now_ms)
+{
+	if (rc != 1)
+		return rc;
+	if (sfs_ttl_expired(v->data, v->len, now_ms)) {
+		v->data = NULL;
+		v->len = 0;
+		return 0;
+	}
+	v->data = (const char *)v->data + SFS_TTL_PREFIX;
+	v->len -= SFS_TTL_PREFIX;
+	return 1;
 }
 
 /* The clock of @c a state with rule @r uses. */

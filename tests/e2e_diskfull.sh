@@ -60,6 +60,15 @@ run() { # backend data output [options]
 		--store-mb 1024 "$@"
 }
 
+# first_checkpoint: wait (10 s at most) for the run's first checkpoint, then 1 s more
+first_checkpoint() {
+	for ((t = 0; t < 200; t++)); do
+		ls -d "$FS"/data/checkpoints/chk-* >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	sleep 1
+}
+
 # fill: take every free byte of the tmpfs (dd stops at ENOSPC)
 fill() { dd if=/dev/zero of="$FS/filler" bs=1M status=none 2>/dev/null; sync; }
 
@@ -72,11 +81,7 @@ for b in $BACKENDS; do
 		2>"$OUT/full.err" &
 	pid=$!
 	# fill once the first checkpoint exists, hold it 3 s, free it
-	for ((t = 0; t < 200; t++)); do
-		ls -d "$FS"/data/checkpoints/chk-* >/dev/null 2>&1 && break
-		sleep 0.05
-	done
-	sleep 1
+	first_checkpoint
 	fill
 	sleep 3
 	full_at=$(df -k --output=avail "$FS" | tail -n 1)
@@ -116,11 +121,7 @@ start=$(date +%s)
 run "$b" "$FS/data" "$OUT/stuck.csv" --max-rate "$RATE" --io-stall-timeout-ms 4000 \
 	>/dev/null 2>"$OUT/stuck.err" &
 pid=$!
-for ((t = 0; t < 200; t++)); do
-	ls -d "$FS"/data/checkpoints/chk-* >/dev/null 2>&1 && break
-	sleep 0.05
-done
-sleep 1
+first_checkpoint
 fill
 wait $pid
 rc=$?

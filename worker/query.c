@@ -483,19 +483,6 @@ static uint64_t ttl_clock(const struct sfs_query *q, const struct qworker *w)
 	return now;
 }
 
-static int ttl_answer(const struct sfs_query *q, uint64_t now, int rc, struct sfs_view *out)
-{
-	if (rc != 1)
-		return rc;
-	if (sfs_ttl_expired(out->data, out->len, now)) {
-		out->data = NULL;
-		out->len = 0;
-		return 0;
-	}
-	out->data = (const char *)out->data + SFS_TTL_PREFIX;
-	out->len -= SFS_TTL_PREFIX;
-	return 1;
-}
 
 /* The worker a point key of q->kbuf routes to (for ttl_clock). */
 static const struct qworker *owner_of(const struct sfs_query *q, const void *key, size_t klen)
@@ -513,7 +500,7 @@ int sfs_query_value(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
 	if (rc)
 		return rc;
 	rc = point(q, ns, key, klen, out, NULL, "query value");
-	return q->ttl.ttl_ms && rc == 1 ? ttl_answer(q, ttl_clock(q, owner_of(q, key, klen)), rc, out)
+	return q->ttl.ttl_ms && rc == 1 ? sfs_ttl_answer(rc, out, ttl_clock(q, owner_of(q, key, klen)))
 					: rc;
 }
 
@@ -529,7 +516,7 @@ int sfs_query_counter(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
 		return point(q, ns, key, klen, &v, out, "query counter");
 	/* A TTL counter is a put of [expiry][int64], never a merge. */
 	rc = point(q, ns, key, klen, &v, NULL, "query counter");
-	rc = rc == 1 ? ttl_answer(q, ttl_clock(q, owner_of(q, key, klen)), rc, &v) : rc;
+	rc = rc == 1 ? sfs_ttl_answer(rc, &v, ttl_clock(q, owner_of(q, key, klen))) : rc;
 	if (rc == 1 && v.len != 8)
 		return sfs__err(SFS_ECORRUPT, "query counter: a value of %u bytes, not 8", v.len);
 	if (rc == 1)
@@ -594,7 +581,7 @@ int sfs_query_map_get(sfs_query_t *q, uint64_t ns, const void *key, size_t klen,
 			}
 		}
 		if (rc < 0 || snap_held(q, w, &sn))
-			return q->ttl.ttl_ms ? ttl_answer(q, ttl_clock(q, w), rc, out) : rc;
+			return q->ttl.ttl_ms ? sfs_ttl_answer(rc, out, ttl_clock(q, w)) : rc;
 	}
 	return changing(q, "query map get");
 }
@@ -681,7 +668,7 @@ int sfs_query_map_iter(sfs_query_t *q, uint64_t ns, const void *key, size_t klen
 		for (size_t i = 0; i < q->nents; i++) {
 			struct sfs_view v = { q->ents[i].v, q->ents[i].vl };
 
-			if (q->ttl.ttl_ms && ttl_answer(q, ttl_clock(q, w), 1, &v) != 1)
+			if (q->ttl.ttl_ms && sfs_ttl_answer(1, &v, ttl_clock(q, w)) != 1)
 				continue;
 			if ((rc = fn(arg, q->ents[i].k, q->ents[i].kl, v.data, v.len)))
 				return rc;

@@ -101,16 +101,7 @@ static inline uint64_t sfs__ttl_expiry(const sfs_ctx_t *c, uint32_t state)
 }
 static inline int sfs__ttl_view(const sfs_ctx_t *c, uint32_t state, int rc, struct sfs_view *out)
 {
-	if (rc != 1)
-		return rc;
-	if (sfs_ttl_expired(out->data, out->len, sfs__ttl_now(c, state))) {
-		out->data = NULL;
-		out->len = 0;
-		return 0;
-	}
-	out->data = (const char *)out->data + SFS_TTL_PREFIX;
-	out->len -= SFS_TTL_PREFIX;
-	return 1;
+	return sfs_ttl_answer(rc, out, sfs__ttl_now(c, state));
 }
 
 /* Map state in one buffer, for any reader of it (worker/mapstate.c; the
