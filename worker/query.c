@@ -463,9 +463,8 @@ static int point(struct sfs_query *q, uint64_t ns, const void *key, size_t klen,
 }
 
 /*
- * A TTL state's answer @rc (view *@out) made the user's: absent when its
- * expiry has passed, else stripped of it (common/ttl.h).  The clock is the
- * owner's as of its newest seal (the largest a buffer control records),
+ * The clock a TTL state's answers are judged by (sfs_ttl_answer,
+ * common/ttl.h): the owner's as of its newest seal (the largest a buffer control records),
  * which is what the answer is as of: an entry the owner could still read
  * at S is returned, and one maintenance may have dropped never is.
  */
