@@ -12,8 +12,8 @@
 # exists: kill k of K when the newest completed checkpoint holds at least
 # SIZE x (0.8 + 0.4 (k - 1) / (K - 1)) GB (0.8 to 1.2 x SIZE: the median
 # kill at SIZE), and only once a checkpoint newer than the previous kill's
-# is complete (the previous recovery is over and the group checkpoints
-# again).  After the last kill and a checkpoint after it, the run is
+# is complete (the previous recovery is over — the supervisor has logged
+# it and chosen its checkpoint — and the new group checkpoints again).  After the last kill and a checkpoint after it, the run is
 # stopped (TERM: sfs stops its group and prints its summary); it is not
 # run to the end of its input.
 #
@@ -45,7 +45,8 @@
 #   nice bench/recovery.sh
 #   env: BACKENDS ("table rocksdb memory"), SIZES (GB of state at the kills,
 #   "0.1 1 3"), EVENTS (events of every run; default per point: SIZE x
-#   EVENTS_PER_GB x 1.6 + 2M, enough to pass 1.2 x SIZE), EVENTS_PER_GB
+#   EVENTS_PER_GB x 1.6 + 20M, enough to pass 1.2 x SIZE with slow
+#   recoveries: the run is stopped after its kills anyway), EVENTS_PER_GB
 #   (10M: q20 holds ~140 B of state per event on the table target), KILLS
 #   (5), WORKERS (2), CKPT (1000 ms), STORE_MB (memory backend's --store-mb,
 #   8192), TIMEOUT (1800 s per run), OUT (/tmp/sfs-recov-bench), RESULTS
@@ -247,7 +248,7 @@ for size in $SIZES; do	# the smallest points of every backend first
 		if [ -n "$EVENTS" ]; then
 			n=$EVENTS
 		else
-			n=$(awk -v s="$size" -v e="$EVENTS_PER_GB" 'BEGIN { printf "%.0f", s * e * 1.6 + 2000000 }')
+			n=$(awk -v s="$size" -v e="$EVENTS_PER_GB" 'BEGIN { printf "%.0f", s * e * 1.6 + 20000000 }')
 		fi
 		tag=$b-$size
 		data=$OUT/data-$tag
@@ -293,7 +294,15 @@ for size in $SIZES; do	# the smallest points of every backend first
 						kill -9 "$w" 2>/dev/null &&
 							echo "$(awk "BEGIN { printf \"%.2f\", $(date +%s.%N) - $t0 }") $w $id $bytes $lb" >>"$kills"
 						k=$((k + 1))
-						last=$id
+						# the supervisor says which recovery it starts once
+						# it has chosen its checkpoint: every newer one
+						# is the new incarnation's
+						while kill -0 "$pid" 2>/dev/null &&
+						      ! grep -q "job $JOB: recovery $k of" "$RAW/$tag.err"; do
+							sleep 0.1
+						done
+						read -r last _ <<<"$(newest_ckpt "$data")"
+						last=${last:-$id}
 					fi
 				fi
 			fi
