@@ -33,7 +33,7 @@
 # Output: a table on stdout; one JSON line per point (the script's figures,
 # the summary's recovery lists, the kills' moments and state sizes, the
 # summary) appended to RESULTS; bench/recovery.png (PNG: recovery ms
-# against state GB, one line per backend, min-max bars; the newest point of
+# against state GB (log scale), one line per backend, min-max bars; the newest point of
 # each backend and size in RESULTS) with gnuplot (scripts/deps.sh installs
 # it); in OUT/STAMP (one directory per invocation) each run's summary,
 # stderr and kill log, and the invocation's table (report.txt) and lines.
@@ -52,7 +52,9 @@
 #   8192), TIMEOUT (1800 s per run), OUT (/tmp/sfs-recov-bench), RESULTS
 #   (bench/recovery-results.jsonl), PNG (bench/recovery.png), JOB
 #   (recov-bench-PID), MIN_FREE_GB (10), SFS_BIN (./bin), BUILD (a label
-#   recorded with each point; default HEAD and the md5 of SFS_BIN/sfs)
+#   recorded with each point; default HEAD and the md5 of SFS_BIN/sfs),
+#   PLOT_ONLY (1: no runs, only the figure from RESULTS; an empty BACKENDS
+#   or SIZES means the default)
 #
 #   e.g. SIZES=0.05 BACKENDS=table KILLS=2 RESULTS=/tmp/r.jsonl PNG=/tmp/r.png bench/recovery.sh
 set -u
@@ -86,6 +88,8 @@ for b in $BACKENDS; do
 	*) echo "recovery.sh: backend '$b' (table, rocksdb, memory, rocksdb-direct)" >&2; exit 2 ;;
 	esac
 done
+# PLOT_ONLY=1: no runs, the figure from RESULTS only
+[ -n "${PLOT_ONLY:-}" ] && SIZES=""
 mkdir -p "$OUT" "$(dirname "$RESULTS")"
 STAMP=$(date +%Y%m%d-%H%M%S)
 RAW=$OUT/$STAMP
@@ -342,10 +346,10 @@ set terminal png size 900,560
 set output '$PNG'
 set title "q20, $WORKERS workers: recovery time today (restart from the last checkpoint)\nmedian of the kills, bars min-max; from the death's detection to the first record again"
 set xlabel 'state at the kill: the newest checkpoint (GB)'
-set ylabel 'recovery (ms)'
+set ylabel 'recovery (ms, log scale)'
 set key left top
 set grid
-set yrange [0:*]
+set logscale y
 set xrange [0:*]
 plot $plot
 EOF
