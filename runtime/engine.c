@@ -490,7 +490,10 @@ static int drain_stage(struct rt_engine *g, unsigned s)
 				rt_chan_consume(&in->e, r);
 				if (rc)
 					return rc;
-				g->records++;
+				/* the first one of this incarnation: the end of a
+				 * recovery for the supervisor's recovery_ms */
+				if (!g->records++)
+					rt_store_relaxed(&g->ws->rw_first_record_ns, rt_now_ns());
 				continue;
 			}
 			if (r->type == RT_REC_BARRIER) {

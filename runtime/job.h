@@ -31,7 +31,7 @@
 #define RT_JOB_REGION   "job"
 #define RT_CHAN_REGION  "chans"
 #define RT_JOB_MAGIC    0x73667320716a6f62ull /* "sfs qjob" */
-#define RT_JOB_VERSION  5u  /* 5: the checkpoint protocol moved to shm/ckpt.h */
+#define RT_JOB_VERSION  6u  /* 6: rw_first_record_ns */
 #define RT_MAX_WORKERS  48u
 #define RT_MAX_STAGES   3u
 #define RT_NAME_MAX     32u
@@ -60,6 +60,8 @@ struct rt_worker_status {
 	uint32_t rw_pad;
 	uint64_t rw_sink_epoch;    /* last epoch whose changelog is written (pending) */
 	uint64_t rw_sink_committed; /* last epoch it committed (checkpoint complete) */
+	uint64_t rw_first_record_ns; /* CLOCK_MONOTONIC when this incarnation's first record
+				      * was processed (0: none yet); written once */
 	char rw_error[192];
 } __rt_cache_aligned;
 

@@ -78,6 +78,24 @@ static struct {
 	uint64_t ckpt_max_ns;
 } carried;
 
+/* The run's recoveries, in order: each one's moments (CLOCK_MONOTONIC ns)
+ * for the summary's recovery_* lists.  An entry is opened by
+ * sup_query_recovery() once the old group is stopped, gets its restore's
+ * end when the next incarnation's setup returns, and its first record when
+ * that incarnation is carried (before the next recovery or the summary). */
+struct recovery {
+	uint64_t detect_ns;      /* the supervisor saw the worker's death */
+	uint64_t stopped_ns;     /* the old group's children all stopped */
+	uint64_t restored_ns;    /* segments recreated, checkpoint restored (0: setup failed) */
+	uint64_t first_ns;       /* the new incarnation's workers' first record (0: none) */
+	const char *kind;        /* "restart" (the whole group from its checkpoint) */
+};
+static struct {
+	struct recovery *v;
+	size_t n, cap;
+	int open;                /* v[n - 1] still waits for its first record */
+} recs;
+
 static int writable_dir(const char *dir, int create)
 {
 	char probe[PATH_MAX];
@@ -644,6 +662,8 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	job_config(q);	/* a restore's splits are the checkpoint's */
 	ck->ck_barrier_req = ck->ck_first_barrier;
 	t_start = sfs_now_ns();
+	if (recs.open && !recs.v[recs.n - 1].restored_ns)
+		recs.v[recs.n - 1].restored_ns = t_start;
 	progress_tty = !q->json && isatty(STDERR_FILENO);
 	carried.done = 0;
 	if (q->exec)
@@ -660,6 +680,87 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	return 0;
 }
 
+void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kind)
+{
+	struct recovery *r;
+
+	recs.open = 0;
+	if (recs.n == recs.cap) {
+		size_t cap = recs.cap ? recs.cap * 2 : 16;
+
+		r = realloc(recs.v, cap * sizeof(*r));
+		if (!r) {
+			sfs_log("recovery times: out of memory, this one is left out");
+			return;
+		}
+		recs.v = r;
+		recs.cap = cap;
+	}
+	r = &recs.v[recs.n++];
+	memset(r, 0, sizeof(*r));
+	r->detect_ns = detect_ns;
+	r->stopped_ns = stopped_ns;
+	r->kind = kind;
+	recs.open = 1;
+}
+
+/* The open recovery's end: the latest first record of the incarnation's
+ * workers (every worker that processed one: the job runs again once each
+ * of them does), read before the segment goes. */
+static void recovery_close(void)
+{
+	struct recovery *r;
+
+	if (!recs.open || !job)
+		return;
+	recs.open = 0;
+	r = &recs.v[recs.n - 1];
+	for (uint32_t w = 0; w < job->rj_workers; w++) {
+		uint64_t t = sfs_load_relaxed(&job->rj_ws[w].rw_first_record_ns);
+
+		if (t > r->first_ns)
+			r->first_ns = t;
+	}
+	if (r->first_ns && r->first_ns < r->detect_ns)
+		r->first_ns = 0;	/* cannot be: not this incarnation's */
+}
+
+static void ms_or_null(const char *sep, uint64_t from, uint64_t to)
+{
+	if (from && to >= from)
+		printf("%s%.3f", sep, (double)(to - from) / 1e6);
+	else
+		printf("%snull", sep);
+}
+
+/* The summary's recovery lists, one entry per recovery (see README). */
+static void recovery_json(void)
+{
+	static const char *const names[] = { "recovery_ms", "recovery_stop_ms",
+					     "recovery_restore_ms", "recovery_first_record_ms" };
+
+	recovery_close();
+	printf(", \"recovery_kind\": [");
+	for (size_t i = 0; i < recs.n; i++)
+		printf("%s\"%s\"", i ? ", " : "", recs.v[i].kind);
+	printf("]");
+	for (unsigned f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
+		printf(", \"%s\": [", names[f]);
+		for (size_t i = 0; i < recs.n; i++) {
+			const struct recovery *r = &recs.v[i];
+			const char *sep = i ? ", " : "";
+
+			switch (f) {
+			case 0: ms_or_null(sep, r->first_ns ? r->detect_ns : 0, r->first_ns); break;
+			case 1: ms_or_null(sep, r->detect_ns, r->stopped_ns); break;
+			case 2: ms_or_null(sep, r->restored_ns ? r->stopped_ns : 0, r->restored_ns); break;
+			case 3: ms_or_null(sep, r->first_ns ? r->restored_ns : 0, r->first_ns); break;
+			}
+		}
+		printf("]");
+	}
+}
+
 void sup_query_carry(struct sfs_seg *segs, int nsegs)
 {
 	uint64_t n;
@@ -667,6 +768,7 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 	if (!job || carried.done)
 		return;
 	carried.done = 1;
+	recovery_close();
 	for (uint32_t w = 0; w < job->rj_workers; w++) {
 		/* the worker's region is in its node's segment (none for
 		 * rocksdb-direct, whose workers write no buffers) */
@@ -852,8 +954,10 @@ static int exec_finish(const struct sup_query *q, int ok, const struct sup_usage
 		       "\"seconds\": %.3f, \"checkpoint_last_ms\": %.3f", q->exec[0], q->backend,
 		       job->rj_workers, secs, ck->ck_last_ns / 1e6);
 		usage_json(u);
-		printf(", \"checkpoints_completed\": %llu, \"recoveries\": %u, \"ok\": %s}\n",
-		       (unsigned long long)ck->ck_count, q->recoveries, ok ? "true" : "false");
+		printf(", \"checkpoints_completed\": %llu, \"recoveries\": %u",
+		       (unsigned long long)ck->ck_count, q->recoveries);
+		recovery_json();
+		printf(", \"ok\": %s}\n", ok ? "true" : "false");
 	} else {
 		printf("sfs: %s on %s, %u workers: %s in %.3f s, %llu checkpoints, %u recoveries\n",
 		       q->exec[0], q->backend, job->rj_workers, ok ? "done" : "stopped", secs,
@@ -925,10 +1029,11 @@ int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 			tgt->summary_json(job_seg, job->rj_workers, stdout);
 		usage_json(u);
 		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
-		       "\"recoveries\": %u, \"stall_ms\": %.3f, \"result_rows\": %llu, "
-		       "\"ok\": %s}\n", (unsigned long long)bar,
-		       (unsigned long long)ck->ck_count, q->recoveries, stall / 1e6,
-		       (unsigned long long)rows, ok ? "true" : "false");
+		       "\"recoveries\": %u", (unsigned long long)bar,
+		       (unsigned long long)ck->ck_count, q->recoveries);
+		recovery_json();
+		printf(", \"stall_ms\": %.3f, \"result_rows\": %llu, \"ok\": %s}\n",
+		       stall / 1e6, (unsigned long long)rows, ok ? "true" : "false");
 	} else {
 		printf("sfs: %s on %s, %u workers: %llu events in %.3f s = %.0f events/s "
 		       "(%.0f per worker), %llu checkpoints, stall %.3f ms%s%s\n",

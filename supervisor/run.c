@@ -1149,7 +1149,7 @@ int sfs_cmd_run(int argc, char **argv)
 {
 	struct sup_metrics_server *metrics = NULL;
 	struct sfs_proc_slot *me = NULL;
-	uint64_t generation = 1, t0, stop_at;
+	uint64_t generation = 1, t0, stop_at, detect_ns, stopped_ns;
 	unsigned recoveries = 0;
 	sigset_t set;
 	int rc = parse(argc, argv), failed, sig, done, recover;
@@ -1192,6 +1192,7 @@ int sfs_cmd_run(int argc, char **argv)
 	stop_at = cfg.duration_ns ? t0 + cfg.duration_ns : UINT64_MAX;
 	for (;;) {
 		failed = sig = done = recover = 0;
+		detect_ns = 0;
 		rc = start_group(generation, &me);
 		if (rc > 0) {
 			sup_metrics_stop(metrics);
@@ -1211,6 +1212,8 @@ int sfs_cmd_run(int argc, char **argv)
 				recover = r == -2;
 			}
 			now = sfs_now_ns();
+			if (failed)
+				detect_ns = now;	/* a death: its recovery starts here */
 			if (cfg.q.exec && !failed && exec_done()) {
 				done = 1;
 				break;
@@ -1218,8 +1221,10 @@ int sfs_cmd_run(int argc, char **argv)
 			if (cfg.q.query && !failed) {
 				int st = sup_query_tick(&cfg.q, now);
 
-				if (st < 0)
+				if (st < 0) {
 					failed = recover = 1;
+					detect_ns = now;
+				}
 				if (st > 0) {
 					done = 1;
 					break;
@@ -1246,6 +1251,7 @@ int sfs_cmd_run(int argc, char **argv)
 		stop_role(SFS_ROLE_WORKER);
 		stop_role(SFS_ROLE_COMPACTOR);
 		stop_role(SFS_ROLE_CHECKPOINTER);
+		stopped_ns = sfs_now_ns();
 		if (failed && recover && is_job() && recoveries < cfg.max_recoveries) {
 			/* Exactly once: the next incarnation starts from the last
 			 * completed checkpoint (or from the beginning), the sinks'
@@ -1255,6 +1261,7 @@ int sfs_cmd_run(int argc, char **argv)
 			cfg.q.recover_id = sup_query_last_checkpoint();
 			cfg.q.restore = NULL;
 			sup_query_carry(segs, nnodes);
+			sup_query_recovery(detect_ns ? detect_ns : stopped_ns, stopped_ns, "restart");
 			sfs_proc_unregister(me);
 			destroy_segments();
 			generation++;

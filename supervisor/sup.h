@@ -84,6 +84,12 @@ struct sup_usage {
  * durations) into the run's totals: before a recovery destroys the
  * segments, and once before sup_query_finish. */
 void sup_query_carry(struct sfs_seg *segs, int nsegs);
+/* A recovery begins (after sup_query_carry of the old incarnation): the
+ * CLOCK_MONOTONIC ns the supervisor saw the worker's death and the old
+ * group was stopped; its kind ("restart").  The summary's recovery_* lists
+ * take its restore's end from the next sup_query_setup and its first record
+ * from the next incarnation's workers (rw_first_record_ns). */
+void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kind);
 /* Merge the result and print the summary (@u: the children's resources);
  * the exit code. */
 int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u);

@@ -44,6 +44,8 @@ total_kills=0
 total_recoveries=0
 differences=0
 refused=0
+rec_checked=0   # killed runs whose summary's recovery_* lists were checked
+rec_bad=""
 
 ok()   { echo "ok - $*"; }
 nok()  { echo "not ok - $*"; fails=$((fails + 1)); }
@@ -109,6 +111,21 @@ for b in $BACKENDS; do
 		recs=$(grep -o '"recoveries": [0-9]*' "$OUT/kill.json" | awk '{print $2}')
 		total_recoveries=$((total_recoveries + ${recs:-0}))
 		refused=$((refused + $(grep -c "not valid\|refused" "$OUT/kill.err")))
+		# the summary times each recovery: one positive recovery_ms and a
+		# "restart" recovery_kind per recovery
+		if why=$(python3 -c '
+import json, sys
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+n, ms, kind = s["recoveries"], s["recovery_ms"], s["recovery_kind"]
+if len(ms) != n or len(kind) != n or len(s["recovery_stop_ms"]) != n:
+    sys.exit(f"{n} recoveries, recovery_ms {ms}, recovery_kind {kind}")
+if any(not isinstance(x, (int, float)) or x <= 0 for x in ms) or any(k != "restart" for k in kind):
+    sys.exit(f"recovery_ms {ms}, recovery_kind {kind}")
+' "$OUT/kill.json" 2>&1); then
+			rec_checked=$((rec_checked + 1))
+		else
+			rec_bad="$rec_bad $q/$b: ${why##*$'\n'};"
+		fi
 		restored=$(grep -c "(recovery)" "$OUT/kill.err")
 		wkills=$(grep -c sfs-worker "$OUT/kills.$job" 2>/dev/null)
 		if [ "$kills" -eq 0 ] || { [ "${wkills:-0}" -gt 0 ] && [ "$restored" -eq 0 ]; }; then
@@ -130,6 +147,11 @@ for b in $BACKENDS; do
 		fi
 	done
 done
+if [ -z "$rec_bad" ]; then
+	ok "the killed runs' summaries ($rec_checked) time each recovery: recovery_ms has one positive entry per recovery ($total_recoveries), recovery_kind \"restart\""
+else
+	nok "recovery_ms / recovery_kind:$rec_bad"
+fi
 note "$total_kills processes killed"
 # what make soak sums over its scripts (scripts/run-tests.sh)
 note "counts: kills=$total_kills recoveries=$total_recoveries differences=$differences refused=$refused"
