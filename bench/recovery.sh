@@ -90,24 +90,8 @@ for b in $BACKENDS; do
 done
 # PLOT_ONLY=1: no runs, the figure from RESULTS only
 [ -n "${PLOT_ONLY:-}" ] && SIZES=""
-mkdir -p "$OUT" "$(dirname "$RESULTS")"
-STAMP=$(date +%Y%m%d-%H%M%S)
-RAW=$OUT/$STAMP
-mkdir -p "$RAW"
-THESE=$RAW/points.jsonl
-: >"$THESE"
-pid=""
-data=""
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill -TERM "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-		"$SFS" clean --job "$JOB" >/dev/null 2>&1
-	fi
-	[ -n "$data" ] && rm -rf "$data"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. "$(dirname "$0")/lib.sh"
+bench_raw points.jsonl
 
 # The newest valid checkpoint: "ID BYTES" (nothing when none); its size as
 # `sfs checkpoints` gives it: every file it references (shared ones too).

@@ -92,25 +92,8 @@ for m in $MODES; do
 	case $m in ttl|none) ;; *) echo "ttl.sh: mode '$m' (ttl or none)" >&2; exit 2 ;; esac
 done
 [ -x "$SFS" ] || { echo "ttl.sh: no $SFS (make first, or set SFS_BIN)" >&2; exit 2; }
-mkdir -p "$OUT" "$(dirname "$RESULTS")"
-STAMP=$(date +%Y%m%d-%H%M%S)
-RAW=$OUT/$STAMP
-mkdir -p "$RAW"
-THESE=$RAW/runs.jsonl
-: >"$THESE"
-pid=""
-data=""
-cleanup() {
-	# the run in flight: timeout passes the TERM on to sfs, which stops its group
-	if [ -n "$pid" ]; then
-		kill -TERM "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-		"$SFS" clean --job "$JOB" >/dev/null 2>&1
-	fi
-	[ -n "$data" ] && rm -rf "$data"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. "$(dirname "$0")/lib.sh"
+bench_raw runs.jsonl
 
 # bytes (each inode once) and files of the live state's directories: "BYTES FILES"
 live() {
