@@ -16,6 +16,7 @@
 #include "common/hash.h"
 #include "store/memory/memdump.h"
 #include "sfs.h"
+#include "tests/fuzz/seed.h"
 
 struct rec {
 	uint8_t kind;
@@ -85,33 +86,12 @@ static int hand(const char *path, int nrec, int maps)
 
 static int keep(const char *dir, const char *path, int n)
 {
-	char out[600];
 	uint64_t seen = 0, recs = 0;
 	FILE *f;
-	char *buf;
-	long sz;
-	int rc = 0;
 
 	if (sfs_mdump_read(path, count, &seen, &recs) || !(f = fopen(path, "rb")))
 		return -1;
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	if (!(buf = malloc((size_t)sz + 1)) || fread(buf + 1, 1, (size_t)sz, f) != (size_t)sz) {
-		fclose(f);
-		free(buf);
-		return -1;
-	}
-	fclose(f);
-	unlink(path);
-	for (int mode = 0; mode < 2 && !rc; mode++) {
-		buf[0] = (char)mode;
-		snprintf(out, sizeof(out), "%s/seed-%d-%d", dir, n, mode);
-		rc = !(f = fopen(out, "wb")) || fwrite(buf, 1, (size_t)sz + 1, f) != (size_t)sz + 1 ||
-		     fclose(f) ? -1 : 0;
-	}
-	free(buf);
-	return rc;
+	return seed_write_moded(f, path, dir, n);
 }
 
 int main(int argc, char **argv)

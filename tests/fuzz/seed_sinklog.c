@@ -14,15 +14,14 @@
 
 #include "runtime/sink.h"
 #include "runtime/util.h"
+#include "tests/fuzz/seed.h"
 
 static int seed(const char *dir, const char *scratch, int n, int puts, int dels, int adds)
 {
 	struct rt_sink s;
-	char path[4096], out[600], key[32], row[600], fill[501];
+	char path[4096], key[32], row[600], fill[501];
 	uint64_t recs;
 	FILE *f;
-	char *buf;
-	long sz;
 	int rc;
 
 	memset(fill, 'x', sizeof(fill) - 1);
@@ -53,24 +52,7 @@ static int seed(const char *dir, const char *scratch, int n, int puts, int dels,
 	rt_sink_path(path, sizeof(path), scratch, (uint32_t)n, (uint64_t)n + 1, 0);
 	if (!(f = fopen(path, "rb")))
 		return -1;
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	if (!(buf = malloc((size_t)sz + 1)) || fread(buf + 1, 1, (size_t)sz, f) != (size_t)sz) {
-		fclose(f);
-		free(buf);
-		return -1;
-	}
-	fclose(f);
-	unlink(path);
-	for (int mode = 0; mode < 2 && !rc; mode++) {
-		buf[0] = (char)mode;
-		snprintf(out, sizeof(out), "%s/seed-%d-%d", dir, n, mode);
-		rc = !(f = fopen(out, "wb")) || fwrite(buf, 1, (size_t)sz + 1, f) != (size_t)sz + 1 ||
-		     fclose(f) ? -1 : 0;
-	}
-	free(buf);
-	return rc;
+	return seed_write_moded(f, path, dir, n);
 }
 
 int main(int argc, char **argv)

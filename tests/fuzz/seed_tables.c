@@ -14,14 +14,13 @@
 
 #include "store/table/table_snap.h"
 #include "sfs.h"
+#include "tests/fuzz/seed.h"
 
 static int seed(const char *dir, int n, uint32_t ntables, uint32_t nfiles)
 {
 	struct sfs_tsnap s = { .watermark = 1000ull * (uint64_t)n + 7, .ntables = ntables };
-	char path[512], out[600];
+	char path[512];
 	FILE *f;
-	char *buf;
-	long sz;
 	int rc = 0;
 
 	if (ntables && !(s.tables = calloc(ntables, sizeof(*s.tables))))
@@ -50,24 +49,7 @@ static int seed(const char *dir, int n, uint32_t ntables, uint32_t nfiles)
 	free(s.tables);
 	if (rc || !(f = fopen(path, "rb")))
 		return -1;
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	if (!(buf = malloc((size_t)sz + 1)) || fread(buf + 1, 1, (size_t)sz, f) != (size_t)sz) {
-		fclose(f);
-		free(buf);
-		return -1;
-	}
-	fclose(f);
-	unlink(path);
-	for (int mode = 0; mode < 2 && !rc; mode++) {
-		buf[0] = (char)mode;
-		snprintf(out, sizeof(out), "%s/seed-%d-%d", dir, n, mode);
-		rc = !(f = fopen(out, "wb")) || fwrite(buf, 1, (size_t)sz + 1, f) != (size_t)sz + 1 ||
-		     fclose(f) ? -1 : 0;
-	}
-	free(buf);
-	return rc;
+	return seed_write_moded(f, path, dir, n);
 }
 
 int main(int argc, char **argv)
