@@ -79,6 +79,40 @@
  * into deletes (values, counters) or flagged SFS_WBUF_EXPIRED (map and
  * list entries: sfs_map_run_walk treats them as removed).
  *
+ * Rollback in place (NULL: the target cannot, and a worker's death
+ * restarts the group from the checkpoint's files; supervisor/run.c says
+ * so).  When a worker dies, the group returns to the last completed
+ * checkpoint C without leaving shared memory or the live instances: the
+ * workers restart, and each target's published version goes back to
+ * the one it staged for C.  The compactor's thread that owns worker w
+ * calls, on w's writer, in this order:
+ *  - pin(w, id): checkpoint @id is complete (ck_done).  If this writer
+ *    staged @id (snapshot or snapshot_begin, its version's seq then
+ *    reported), that version becomes the one a rollback returns to; the
+ *    previous pin is released.  Until the next pin, nothing the pinned
+ *    version needs is deleted or rewritten in place (files leaving the
+ *    live set by merges or compactions included) — the cost is disk held
+ *    for one checkpoint interval's churn, never a copy of the instance.
+ *    @id 0, called right after open when nothing was applied since: the
+ *    version at open (a fresh or restored instance) is pinned.  Returns 0,
+ *    or -ENOENT when this writer did not stage @id (staged before the
+ *    compactor restarted): nothing is pinned then, and a rollback before
+ *    the next pin falls back.
+ *  - rollback(w, &seq): make the pinned version the published one again,
+ *    as a new publication readers catch up to like any other (a reader
+ *    holding a newer version must see the change; the target reopens what
+ *    it must), with its applied seq; everything applied, committed or
+ *    staged after it is dropped — a flush that was under way is
+ *    abandoned (the compactor discards its buffer), a background snapshot
+ *    or merge is stopped or its result discarded.  *@seq: the pinned
+ *    version's applied seq.  The pin stays (a second rollback before the
+ *    next pin returns to the same version).  Survives a kill -9 at any
+ *    point: the next open finds either the version before the call or the
+ *    pinned one, never a mix.  -ENOENT: nothing pinned (the caller
+ *    falls back to a restore from files); any other error also falls back.
+ *    The time it takes is the recovery's: it must not grow with the
+ *    state (the target's metadata of one version, not its data).
+ *
  * Reports (NULL: none): summary_json(s, workers, out) appends the target's
  * counters over workers [0, workers) to a run's --json summary, as
  * `, "name": value` members; stat(s, out) adds lines to `sfs stat`.
@@ -178,6 +212,10 @@ struct sfs_target_ops {
 	/* State TTL (see above). */
 	void (*ttl)(struct sfs_target_writer *w, const struct sfs_ttl_rule *rules,
 		    const struct sfs_ttl_clock *now);
+
+	/* Rollback in place (see above). */
+	int (*pin)(struct sfs_target_writer *w, uint64_t id);
+	int (*rollback)(struct sfs_target_writer *w, uint64_t *seq);
 
 	/* Reports. */
 	void (*summary_json)(struct sfs_seg *s, uint32_t workers, FILE *out);
