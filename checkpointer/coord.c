@@ -13,6 +13,7 @@
 #include "checkpointer/coord.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/fs.h"
 #include "common/log.h"
 #include "sfs.h"
@@ -270,13 +271,43 @@ published:
 	return 1;
 }
 
+/*
+ * Rollback R asked (shm/ckpt.h, step a): abandon the checkpoint in flight,
+ * name the one to return to and ack.  Every worker is gone and reset to
+ * STARTING, so nothing is requested again until they all run.
+ */
+static int rollback(struct ck_coord *c, uint64_t r, uint64_t now)
+{
+	struct sfs_ckpt *ck = c->ck;
+	uint64_t to = sfs_load_relaxed(&ck->ck_done);
+
+	if (!to)
+		to = ck->ck_restored_id;
+	if (c->inflight) {
+		sfs_log("checkpoint %" PRIu64 " abandoned: the group rolls back to checkpoint %"
+			PRIu64, c->inflight, to);
+		sfs_store_relaxed(&ck->ck_aborted, ck->ck_aborted + 1);
+		drop_stage(c, c->inflight);
+		c->inflight = 0;
+	}
+	c->finishing = 0;
+	c->io_retry_at = 0;
+	c->next_ns = now + c->interval_ns;
+	sfs_fault("ck.rollback");
+	sfs_store_relaxed(&ck->ck_rb_to, to);
+	sfs_store_release(&ck->ck_rb_ack, r);
+	return 1;
+}
+
 int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 {
 	struct sfs_ckpt *ck = c->ck;
-	uint64_t id = c->inflight;
+	uint64_t id = c->inflight, r = sfs_load_acquire(&ck->ck_rb_req);
 	unsigned ready = 0, running = 0;
 
 	*poll_ns = 0;
+	if (r > sfs_load_relaxed(&ck->ck_rb_ack))
+		return rollback(c, r, now);
 	if (!id) {
 		if (c->finishing)
 			return 0;

@@ -66,6 +66,8 @@
 	X("flush.apply", SFS_FAULT_CAN_FAIL, "before a batch goes to the target (fail: retried)") \
 	X("flush.commit", SFS_FAULT_CAN_FAIL, "all applied, before the target's commit (fail: retried)") \
 	X("flush.publish", SFS_FAULT_KILL_ONLY, "committed, before the flushed seq is published") \
+	X("flush.rollback", SFS_FAULT_CAN_FAIL, "a rollback in place, before the target's " \
+	  "(fail: the group restarts from files)") \
 	/* shm/segment.c: sfs_seg_create */ \
 	X("seg.create.open", SFS_FAULT_CAN_FAIL, "before the segment file is created") \
 	X("seg.create.size", SFS_FAULT_CAN_FAIL, "file created, before it is sized and mapped") \
@@ -74,6 +76,8 @@
 	X("ck.commit.meta-tmp", SFS_FAULT_KILL_ONLY, "_metadata.tmp durable, before the rename") \
 	X("ck.commit.renamed", SFS_FAULT_KILL_ONLY, "the checkpoint exists, before retention") \
 	X("ck.retention", SFS_FAULT_KILL_ONLY, "an old _metadata removed, before its files") \
+	X("ck.rollback", SFS_FAULT_KILL_ONLY, "a rollback: the checkpoint in flight abandoned, " \
+	  "not answered") \
 	/* store/table/table.c: the table engine */ \
 	X("table.datafile", SFS_FAULT_KILL_ONLY, "a level-0 file written, not committed") \
 	X("table.datacommit", SFS_FAULT_KILL_ONLY, "committed, not up-levelled") \

@@ -184,6 +184,79 @@ static int publish_snapshots(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	return rc;
 }
 
+/* ---- rollback in place (flush.h) ------------------------------------------------------ */
+
+static int ckpt_worker(const struct sfs_flusher *f, const struct sfs_flush_worker *fw)
+{
+	return f->ck && fw->worker < f->ck->ck_workers && f->ops->pin && f->ops->rollback;
+}
+
+/* Checkpoint ck_done is complete: pin w's version of it (once per id). */
+static void pin_done(struct sfs_flusher *f, struct sfs_flush_worker *fw)
+{
+	uint64_t done = sfs_load_acquire(&f->ck->ck_done);
+	int rc;
+
+	if (done <= fw->pinned)
+		return;
+	rc = f->ops->pin(fw->tw, done);
+	fw->pinned = done;
+	fw->pin_ok = rc == 0;
+	if (rc && rc != -ENOENT)
+		sfs_log("worker %u: cannot pin checkpoint %llu for a rollback in place (a worker's "
+			"death before the next one restarts the group): %s", fw->worker,
+			(unsigned long long)done, sfs_last_error());
+}
+
+/*
+ * Rollback R, acked by the checkpointer, not answered yet for @fw: return
+ * its target to the version pinned for ck_rb_to, drop its SEALED buffers
+ * (each gets a grace period as a flushed one: an attached reader may still
+ * look at it), and answer.  1 if it answered, else 0.
+ */
+static int rollback_worker(struct sfs_flusher *f, struct sfs_flush_worker *fw)
+{
+	struct sfs_ckpt *ck = f->ck;
+	struct sfs_ckpt_worker *cw = &ck->ck_w[fw->worker];
+	struct sfs_wctl *ctl = fw->ctl;
+	uint64_t r = sfs_load_acquire(&ck->ck_rb_ack), to, seq = 0, t0 = sfs_now_ns();
+	unsigned dropped = 0;
+	int rc;
+
+	if (r <= sfs_load_relaxed(&cw->cw_rb_ack))
+		return 0;
+	to = sfs_load_relaxed(&ck->ck_rb_to);
+	pin_done(f, fw);	/* a checkpoint completed just before the ack */
+	if (!fw->pin_ok || fw->pinned != to)
+		rc = sfs__err(-ENOENT, "worker %u: no version of checkpoint %llu is pinned (the "
+			      "compactor started after it was staged)", fw->worker,
+			      (unsigned long long)to);
+	else if (!(rc = sfs_fault("flush.rollback")))
+		rc = f->ops->rollback(fw->tw, &seq);
+	if (rc == 0) {
+		fw->cur = -1;
+		fw->failing = 0;
+		for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
+			if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_SEALED) {
+				sfs_store_release(&ctl->wc_buf[i].cb_state, SFS_BUF_RETIRING);
+				fw->retire_token[i] = sfs_qsbr_start(f->seg->hdr);
+				dropped++;
+			}
+		/* Every seal of the dead incarnation is done with (flushed or
+		 * dropped): the backlog is empty, and the word never goes back. */
+		if (sfs_load_relaxed(&ctl->wc_seq) > sfs_load_relaxed(&ctl->wc_flushed_seq))
+			sfs_store_release(&ctl->wc_flushed_seq, sfs_load_relaxed(&ctl->wc_seq));
+		sfs_log("worker %u: rolled back to checkpoint %llu (its version of seq %llu) in %.1f "
+			"ms, %u sealed buffers dropped", fw->worker, (unsigned long long)to,
+			(unsigned long long)seq, (sfs_now_ns() - t0) / 1e6, dropped);
+	} else {
+		sfs_log("worker %u: cannot roll back in place: %s", fw->worker, sfs_last_error());
+	}
+	sfs_store_relaxed(&cw->cw_rb_rc, rc);
+	sfs_store_release(&cw->cw_rb_ack, r);
+	return 1;
+}
+
 static void pool_stop(struct sfs_flusher *f);
 
 void sfs_flusher_fini(struct sfs_flusher *f)
@@ -224,6 +297,12 @@ static int open_worker(struct sfs_flusher *f, struct sfs_flush_lane *l, uint32_t
 		if (sfs_load_acquire(&fw->ctl->wc_buf[i].cb_state) == SFS_BUF_RETIRING)
 			fw->retire_token[i] = sfs_qsbr_start(f->seg->hdr);
 	fw->open = 1;
+	if (ckpt_worker(f, fw) && sfs_load_acquire(&fw->ctl->wc_flushed_seq) == 0) {
+		/* Nothing flushed since the group started: the version at open
+		 * is the one it started from (fresh, or restored). */
+		fw->pinned = f->ck->ck_restored_id;
+		fw->pin_ok = f->ops->pin(fw->tw, 0) == 0;
+	}
 	if (w + 1 > l->nworkers)
 		l->nworkers = w + 1;
 	return 0;
@@ -518,6 +597,10 @@ static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned b
 		/* Requests are doorbells; the states below are the truth. */
 		while (sfs_ring_dequeue_burst(fw->ring, req, 8) > 0)
 			work++;
+		if (ckpt_worker(f, fw)) {
+			pin_done(f, fw);
+			work += rollback_worker(f, fw);
+		}
 		if (fw->cur < 0) {
 			int b = next_sealed(fw);
 

@@ -70,6 +70,12 @@
  *  memory target's stores are per worker; the fault points
  *  (common/fault.h) read SFS_FAULT once under a lock and count hits
  *  atomically.
+ * Rollback in place (shm/ckpt.h, step b; store/target.h, pin and
+ * rollback): the thread owning worker w pins w's version of each
+ * completed checkpoint (ck_done) as it sees it, and answers a rollback
+ * the checkpointer has acked by returning w's target to the pinned
+ * version and dropping w's SEALED buffers — no buffer of w is in flight
+ * then (the worker is dead; the flush under way is abandoned).
  * Only the main thread waits for the slowest thread's round (a long
  * commit): the other threads keep flushing their workers meanwhile.
  * Cost: one mutex and condition-variable round trip per main step, i.e.
@@ -108,6 +114,10 @@ struct sfs_flush_worker {
 	struct sfs_ttl_rule ttl[SFS_MAX_STATES];
 	int ttl_any;
 	uint64_t ttl_dropped;          /* of the current buffer */
+	/* Rollback in place (shm/ckpt.h): the checkpoint whose version the
+	 * target pinned (pin_ok), the last one pin() was asked for. */
+	uint64_t pinned;
+	int pin_ok;
 };
 
 struct sfs_ckpt;

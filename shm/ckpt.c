@@ -84,12 +84,17 @@ uint64_t sfs_ckpt_layout(uint64_t h)
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_done);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_done_seq);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_us);
+	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_req);
+	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_to);
+	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_ack);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_w);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_prev);
 	SFS_FP_SIZE(h, struct sfs_ckpt_worker);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_sealed);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_snap_barrier);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_snap_version);
+	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_ack);
+	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_rc);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_bytes);
 	SFS_FP_SIZE(h, struct sfs_ckpt_prev);
 	return sfs_fp(h, SFS_CKPT_BYTES_MAX);

@@ -29,11 +29,13 @@
  *
  * Ownership (who writes which bytes, and how it is published):
  *  - configuration (ck_workers ... ck_recoveries): the supervisor, before any
- *    child starts; read-only for the life of the segment.  Readers find the
- *    region by name (the directory entry is published with a release
- *    store), so no further ordering is needed.
+ *    child starts; read-only for the life of the segment, but for the
+ *    start words a rollback in place rewrites (below) while no worker
+ *    exists (workers are started after, fork being the barrier).  Readers
+ *    find the region by name (the directory entry is published with a
+ *    release store), so no further ordering is needed.
  *  - ck_prev[] (the restored checkpoint's bytes per old worker): the
- *    supervisor, before any child starts; read-only after.
+ *    supervisor, before any worker starts; read-only while workers run.
  *  - ck_barrier_req: the checkpointer, release; sources read it relaxed
  *    (a late barrier is just a later one).
  *  - ck_done, ck_done_seq and the counters below them: the checkpointer;
@@ -43,6 +45,33 @@
  *  - ck_w[w]: worker w writes cw_phase (release), cw_bytes/cw_bytes_len
  *    (plain, then cw_sealed release); the snapshotter of w's state writes
  *    cw_snap_version (relaxed) then cw_snap_barrier (release).
+ *
+ * Rollback in place (supervisor/run.c, issue 23).  When a worker dies the
+ * supervisor kills and reaps every other worker, sets each cw_phase back
+ * to STARTING, and asks for rollback R (ck_rb_req = R, release; R counts
+ * the group's rollbacks from 1).  Then, each side once per R:
+ *   a. the checkpointer abandons the checkpoint in flight (its stage
+ *      directories removed; a completion already under way finishes
+ *      first: the checkpointer is one thread), writes ck_rb_to = the
+ *      newest completed checkpoint (ck_done, else ck_restored_id: this
+ *      group's starting point), and acks: ck_rb_ack = R (release).  It
+ *      requests no barrier until every worker runs again.
+ *   b. seeing ck_rb_ack = R (acquire), the compactor that owns worker w
+ *      returns w's target to the version it pinned for ck_rb_to
+ *      (store/target.h, pin and rollback), drops every SEALED buffer of w
+ *      (all belong to barriers after ck_rb_to: a checkpoint completes only
+ *      once the buffers of its barrier are flushed), sets wc_flushed_seq
+ *      to the pinned version's seq, and acks: cw_rb_rc (0, or the error
+ *      that makes the supervisor fall back to a restore from files), then
+ *      cw_rb_ack = R (release).
+ *   c. the supervisor, with every ack in, rewrites the start words a
+ *      starting worker reads (ck_start, ck_restored_id, ck_prev_workers,
+ *      ck_prev[], ck_first_barrier, ck_barrier_req: no worker and no
+ *      request exist meanwhile), rolls the sinks back to ck_rb_to, empties
+ *      the exchange channels and starts the workers again.
+ * ck_rb_req: the supervisor; ck_rb_to then ck_rb_ack: the checkpointer;
+ * cw_rb_rc then cw_rb_ack: the compactor owning w.  A process restarted
+ * meanwhile finds R unanswered by comparing the words and answers it.
  */
 #ifndef SFS_SHM_CKPT_H
 #define SFS_SHM_CKPT_H
@@ -57,7 +86,7 @@ struct sfs_task;
 
 #define SFS_CKPT_REGION      "ckpt"
 #define SFS_CKPT_MAGIC       0x74706b6320736673ull /* "sfs ckpt" */
-#define SFS_CKPT_VERSION     2u  /* 2: ck_recoveries */
+#define SFS_CKPT_VERSION     3u  /* 2: ck_recoveries; 3: rollback in place */
 #define SFS_CKPT_MAX_WORKERS 48u
 #define SFS_CKPT_PATH_MAX    256u
 #define SFS_CKPT_CONFIG_MAX  256u
@@ -89,6 +118,9 @@ struct sfs_ckpt_worker {
 	uint64_t cw_sealed;         /* worker (release): last barrier sealed */
 	uint64_t cw_snap_barrier;   /* snapshotter (release): last barrier staged */
 	uint64_t cw_snap_version;   /* snapshotter: its target version (flushed seq) */
+	uint64_t cw_rb_ack;         /* compactor (release): last rollback answered */
+	int32_t cw_rb_rc;           /* compactor, before cw_rb_ack: 0 or why it could not */
+	uint32_t cw_pad0;
 	uint8_t cw_bytes[SFS_CKPT_BYTES_MAX]; /* worker: its bytes of cw_sealed */
 } __sfs_cache_aligned;
 
@@ -130,6 +162,11 @@ struct sfs_ckpt {
 	uint64_t ck_links;          /* files linked or copied into storage, total */
 	uint64_t ck_refs;           /* files riding as references, total */
 	uint32_t ck_us[SFS_CKPT_DURATIONS]; /* µs, saturated, of completed i */
+
+	/* Rollback in place (see above). */
+	uint64_t ck_rb_req __sfs_cache_aligned; /* supervisor (release) */
+	uint64_t ck_rb_to;          /* checkpointer, before ck_rb_ack */
+	uint64_t ck_rb_ack;         /* checkpointer (release) */
 
 	struct sfs_ckpt_worker ck_w[SFS_CKPT_MAX_WORKERS];
 	struct sfs_ckpt_prev ck_prev[SFS_CKPT_MAX_WORKERS];

@@ -606,6 +606,113 @@ static int restore(struct sup_query *q, unsigned workers)
 	return rc;
 }
 
+/* ---- rollback in place (sup.h) ------------------------------------------------------------ */
+
+void sup_query_rollback_ask(void)
+{
+	for (uint32_t w = 0; w < ck->ck_workers; w++)
+		sfs_store_release(&ck->ck_w[w].cw_phase, SFS_CKW_STARTING);
+	sfs_store_release(&ck->ck_rb_req, ck->ck_rb_req + 1);
+}
+
+int sup_query_rollback_poll(char *why, size_t n)
+{
+	uint64_t r = ck->ck_rb_req;
+
+	if (sfs_load_acquire(&ck->ck_rb_ack) < r)
+		return 0;
+	for (uint32_t w = 0; w < ck->ck_workers; w++) {
+		struct sfs_wctl *ctl;
+		struct sfs_ring *ring;
+		struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
+
+		/* A worker that never opened its keyed state has none to roll
+		 * back, and no compactor answers for it. */
+		if (sfs_wctl_attach(job_seg, w, &ctl, &ring, bufs))
+			continue;
+		if (sfs_load_acquire(&ck->ck_w[w].cw_rb_ack) < r)
+			return 0;
+		if (ck->ck_w[w].cw_rb_rc) {
+			snprintf(why, n, "worker %u's %s target could not return to checkpoint %"
+				 PRIu64 " (%s; the compactor's log says more)", w, job->rj_backend,
+				 ck->ck_rb_to, sfs_strerror(ck->ck_w[w].cw_rb_rc));
+			return -1;
+		}
+	}
+	return 1;
+}
+
+uint64_t sup_query_rollback_to(void)
+{
+	return ck ? ck->ck_rb_to : 0;
+}
+
+int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
+{
+	char root[PATH_MAX - 64], dir[PATH_MAX];
+	uint64_t to = ck->ck_rb_to, first, off, size;
+	struct ck_meta m;
+	int rc = 0;
+
+	snprintf(root, sizeof(root), SFS_CKPT_DIR_FMT, q->data_dir);
+	memset(&m, 0, sizeof(m));
+	if (to) {
+		snprintf(dir, sizeof(dir), "%s/chk-%" PRIu64, root, to);
+		if ((rc = ck_read(dir, job_name, 1, &m))) {
+			snprintf(why, n, "%s", sfs_last_error());
+			ck_meta_free(&m);
+			return -1;
+		}
+		/* A checkpoint of this group: the workers start restored from
+		 * it.  The one the group started from: its start words stand
+		 * (a rescale stays a rescale). */
+		if (to != ck->ck_restored_id || ck->ck_start == SFS_START_FRESH) {
+			if ((rc = restore_sources(q, &m, dir))) {
+				snprintf(why, n, "checkpoint %s: its sources cannot be read", dir);
+				ck_meta_free(&m);
+				return -1;
+			}
+			ck->ck_start = SFS_START_RESTORED;
+			ck->ck_restored_id = to;
+		}
+		rc = rt_adopt(rt_sink_commit_upto(q->data_dir, m.sink_epoch, 1));
+	} else {
+		rc = rt_adopt(rt_sink_reset(q->data_dir));
+	}
+	ck_meta_free(&m);
+	if (rc) {
+		snprintf(why, n, "the sink: %s", sfs_last_error());
+		return -1;
+	}
+	/* Ids are never reused: above every one requested or stored. */
+	first = sfs_load_relaxed(&ck->ck_barrier_req);
+	if (max_checkpoint_id(root) > first)
+		first = max_checkpoint_id(root);
+	if (ck->ck_done > first)
+		first = ck->ck_done;
+	ck->ck_first_barrier = first;
+	sfs_store_release(&ck->ck_barrier_req, first);
+	ck->ck_recoveries = q->recoveries;
+	stage_reset(q);
+	if (!q->exec && sfs_seg_region_find(job_seg, RT_CHAN_REGION, &off, &size) == 0) {
+		unsigned char *chans = sfs_seg_ptr(job_seg, off);
+
+		for (uint64_t i = 0; i < (uint64_t)RT_MAX_STAGES * job->rj_workers * job->rj_workers;
+		     i++)
+			rt_chan_init((struct rt_chan *)(chans + i * rt_chan_stride(job->rj_chan_bytes)),
+				     job->rj_chan_bytes);
+	}
+	memset(job->rj_ws, 0, sizeof(job->rj_ws));
+	memset(job->rj_bell, 0, sizeof(job->rj_bell));
+	return 0;
+}
+
+void sup_query_recovery_restored(void)
+{
+	if (recs.open && !recs.v[recs.n - 1].restored_ns)
+		recs.v[recs.n - 1].restored_ns = sfs_now_ns();
+}
+
 uint64_t sup_query_last_checkpoint(void)
 {
 	uint64_t id;
@@ -680,11 +787,13 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	return 0;
 }
 
+static void recovery_close(void);
+
 void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kind)
 {
 	struct recovery *r;
 
-	recs.open = 0;
+	recovery_close();	/* an earlier one in place: its workers are still here */
 	if (recs.n == recs.cap) {
 		size_t cap = recs.cap ? recs.cap * 2 : 16;
 

@@ -34,7 +34,9 @@
 #include "common/log.h"
 #include "common/merge.h"
 #include "common/procinfo.h"
+#include "shm/atomic.h"
 #include "shm/child.h"
+#include "shm/futex.h"
 #include "shm/proc.h"
 #include "runtime/backend.h"
 #include "store/target.h"
@@ -62,6 +64,7 @@ struct run_cfg {
 	const char *merge_lib;     /* --merge-lib: loaded here and by every child */
 	struct sup_query q;        /* --query: a query job */
 	unsigned max_recoveries;   /* job restarts from a checkpoint */
+	int restart_only;          /* --recovery restart: never roll back in place */
 	int maint_spare;           /* --maintenance-cpus spare */
 	unsigned maint_threads;    /* --maintenance-threads; 0: per node, its spare cores */
 	const char *metrics_addr;  /* --metrics-addr: serve /metrics there (NULL: no) */
@@ -162,6 +165,12 @@ static void usage(FILE *f)
 		"  --retain N             checkpoints kept (default 3)\n"
 		"  --max-recoveries N     a failed worker restarts the job from its last\n"
 		"                         checkpoint at most N times (default 10)\n"
+		"  --recovery in-place|restart  after a worker's death, roll the group back\n"
+		"                         to its last checkpoint in shared memory and the\n"
+		"                         live stores, restarting only the workers (in-place,\n"
+		"                         the default; a restart when it cannot, saying why),\n"
+		"                         or restart the whole group from the checkpoint's\n"
+		"                         files (restart)\n"
 		"\n"
 		"A user's program as the workers (options as for a query job: --backend\n"
 		"table|rocksdb|memory, --checkpoint-interval, --data, --restore, --retain,\n"
@@ -864,6 +873,7 @@ static int parse(int argc, char **argv)
 		{ "restore", required_argument, NULL, 'X' },
 		{ "retain", required_argument, NULL, 'T' },
 		{ "max-recoveries", required_argument, NULL, 'M' },
+		{ "recovery", required_argument, NULL, 'V' },
 		{ "maintenance-cpus", required_argument, NULL, 'U' },
 		{ "maintenance-threads", required_argument, NULL, 'N' },
 		{ "merge-lib", required_argument, NULL, 'L' },
@@ -996,6 +1006,14 @@ static int parse(int argc, char **argv)
 			cfg.max_recoveries = (unsigned)sfs_arg_num("run", "--max-recoveries", optarg, 0,
 								   1000);
 			break;
+		case 'V':
+			if (strcmp(optarg, "in-place") && strcmp(optarg, "restart")) {
+				fprintf(stderr, "sfs run: --recovery %s: want in-place or restart\n",
+					optarg);
+				return 2;
+			}
+			cfg.restart_only = !strcmp(optarg, "restart");
+			break;
 		case 'L':	/* here too: a restore checks the checkpoint's operators */
 			cfg.merge_lib = optarg;
 			if (sfs_merge_load(optarg)) {
@@ -1073,6 +1091,140 @@ static int parse(int argc, char **argv)
 	return 0;
 }
 
+/* ---- rollback in place ------------------------------------------------------------ */
+
+#define ROLLBACK_BOUND_NS (10000 * MS)  /* the protocol's answers; then a restart */
+
+/* Reap what exited while a rollback runs (non-blocking): workers are
+ * expected; a compactor's or checkpointer's death is handled as always
+ * (its restart scheduled) and makes the rollback fall back (1). */
+static int rollback_reap(void)
+{
+	struct rusage ru;
+	int status, lost = 0;
+	pid_t pid;
+
+	while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
+		struct child *k = child_by_pid(pid);
+
+		if (!k)
+			continue;
+		account(k, &ru);
+		if (k->role == SFS_ROLE_WORKER) {
+			k->pid = 0;
+			k->slot = -1;
+			sfs_store_relaxed(&k->d->cd_pid, 0);
+			k->d->cd_last_status = status;
+			sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPED);
+			continue;
+		}
+		on_child_death(k, status, sfs_now_ns());
+		lost = 1;
+	}
+	return lost;
+}
+
+/* Wake the compactors (their doorbells) and the checkpointer (it naps on
+ * the shutdown word): the rollback's requests are theirs to see now. */
+static void rollback_wake(void)
+{
+	for (int n = 0; n < nnodes; n++) {
+		struct sfs_seg_hdr *h = segs[n].hdr;
+
+		uatomic_inc(&h->sh_bell);
+		sfs_futex_wake(&h->sh_bell, INT_MAX);
+		sfs_futex_wake(&h->sh_shutdown, INT_MAX);
+	}
+}
+
+/*
+ * A worker died: roll the group back to its last completed checkpoint in
+ * place (shm/ckpt.h, "Rollback in place"; sup.h): every other worker is
+ * killed and reaped, the checkpointer and the compactors answer the
+ * rollback, and the workers start again as restored from that checkpoint
+ * — the segments, the compactors with their open stores and the
+ * checkpointer stay.  0 with the workers started; -1 when it cannot (why
+ * in @why: the caller restarts the group from files instead).
+ */
+static int rollback(uint64_t detect_ns, char *why, size_t n)
+{
+	const struct sfs_target_ops *t = sup_backend_target(cfg.q.backend);
+	uint64_t deadline, stopped;
+	int rc, live;
+
+	if (!cfg.q.checkpoint_ns) {
+		snprintf(why, n, "the job takes no checkpoints");
+		return -1;
+	}
+	if (!t || !t->pin || !t->rollback) {
+		snprintf(why, n, "the %s backend cannot roll back in place", cfg.q.backend);
+		return -1;
+	}
+	for (unsigned i = 0; i < nkids; i++)
+		if (kids[i].role != SFS_ROLE_WORKER && kids[i].pid <= 0) {
+			snprintf(why, n, "%s %u is down", sfs_role_name(kids[i].role), kids[i].index);
+			return -1;
+		}
+	for (unsigned i = 0; i < nkids; i++)
+		if (kids[i].role == SFS_ROLE_WORKER && kids[i].pid > 0) {
+			sfs_store_relaxed(&kids[i].d->cd_state, SFS_CHILD_STOPPING);
+			kill(kids[i].pid, SIGKILL);
+		}
+	deadline = sfs_now_ns() + ROLLBACK_BOUND_NS;
+	do {
+		if (rollback_reap()) {
+			snprintf(why, n, "a maintenance process died while the workers stopped");
+			return -1;
+		}
+		live = 0;
+		for (unsigned i = 0; i < nkids; i++)
+			live += kids[i].role == SFS_ROLE_WORKER && kids[i].pid > 0;
+		if (live && sfs_now_ns() > deadline) {
+			snprintf(why, n, "%d workers outlived SIGKILL for %llu ms", live,
+				 (unsigned long long)(ROLLBACK_BOUND_NS / MS));
+			return -1;
+		}
+		if (live)
+			sfs_sleep_ns(MS / 4);
+	} while (live);
+	stopped = sfs_now_ns();
+	sup_query_rollback_ask();
+	while ((rc = sup_query_rollback_poll(why, n)) == 0) {
+		if (rollback_reap()) {
+			snprintf(why, n, "a maintenance process died during the rollback");
+			return -1;
+		}
+		if (sfs_now_ns() > deadline) {
+			snprintf(why, n, "no answer from the checkpointer and compactors in %llu ms",
+				 (unsigned long long)(ROLLBACK_BOUND_NS / MS));
+			return -1;
+		}
+		rollback_wake();
+		sfs_sleep_ns(MS / 4);
+	}
+	if (rc < 0 || sup_query_rollback_finish(&cfg.q, why, n))
+		return -1;
+	sup_query_recovery(detect_ns, stopped, "in-place");
+	sup_query_recovery_restored();
+	rc = 0;
+	for (unsigned i = 0; i < nkids; i++)
+		if (kids[i].role == SFS_ROLE_WORKER) {
+			kids[i].exited = 0;
+			if (spawn(&kids[i]))
+				rc = -1;
+			else
+				kids[i].d->cd_restarts++;
+		}
+	if (rc) {
+		snprintf(why, n, "a worker could not be started again");
+		return -1;
+	}
+	sfs_log("job %s: rolled back in place to checkpoint %llu in %.1f ms (workers stopped "
+		"in %.1f ms)", cfg.job, (unsigned long long)sup_query_rollback_to(),
+		(sfs_now_ns() - detect_ns) / 1e6, (stopped - detect_ns) / 1e6);
+	return 0;
+}
+
 /* Segments, the job description, every child: one incarnation of the
  * group.  On failure everything it made is undone. */
 static int start_group(uint64_t generation, struct sfs_proc_slot **me)
@@ -1145,12 +1297,37 @@ static int exec_done(void)
 	return n > 0;
 }
 
+static unsigned recoveries;
+
+/* A worker's death or failure while the job runs (detected at
+ * @detect_ns): 1 once the group rolled back in place, 0 when the caller
+ * restarts it from files (--recovery restart, the budget spent, or a
+ * rollback that could not be done: said why). */
+static int in_place(uint64_t detect_ns)
+{
+	char why[256];
+
+	if (cfg.restart_only || !is_job() || recoveries >= cfg.max_recoveries)
+		return 0;
+	recoveries++;
+	cfg.q.recoveries = recoveries;
+	if (rollback(detect_ns, why, sizeof(why)) == 0) {
+		sfs_log("job %s: recovery %u of at most %u (in place)", cfg.job, recoveries,
+			cfg.max_recoveries);
+		return 1;
+	}
+	recoveries--;
+	cfg.q.recoveries = recoveries;
+	sfs_log("job %s: no rollback in place (%s): restarting the group from its last "
+		"checkpoint's files", cfg.job, why);
+	return 0;
+}
+
 int sfs_cmd_run(int argc, char **argv)
 {
 	struct sup_metrics_server *metrics = NULL;
 	struct sfs_proc_slot *me = NULL;
 	uint64_t generation = 1, t0, stop_at, detect_ns, stopped_ns;
-	unsigned recoveries = 0;
 	sigset_t set;
 	int rc = parse(argc, argv), failed, sig, done, recover;
 
@@ -1214,6 +1391,10 @@ int sfs_cmd_run(int argc, char **argv)
 			now = sfs_now_ns();
 			if (failed)
 				detect_ns = now;	/* a death: its recovery starts here */
+			if (failed && recover && in_place(detect_ns)) {
+				failed = recover = 0;
+				continue;
+			}
 			if (cfg.q.exec && !failed && exec_done()) {
 				done = 1;
 				break;
@@ -1224,6 +1405,10 @@ int sfs_cmd_run(int argc, char **argv)
 				if (st < 0) {
 					failed = recover = 1;
 					detect_ns = now;
+					if (in_place(detect_ns)) {
+						failed = recover = 0;
+						continue;
+					}
 				}
 				if (st > 0) {
 					done = 1;

@@ -84,12 +84,33 @@ struct sup_usage {
  * durations) into the run's totals: before a recovery destroys the
  * segments, and once before sup_query_finish. */
 void sup_query_carry(struct sfs_seg *segs, int nsegs);
-/* A recovery begins (after sup_query_carry of the old incarnation): the
- * CLOCK_MONOTONIC ns the supervisor saw the worker's death and the old
- * group was stopped; its kind ("restart").  The summary's recovery_* lists
+/* A recovery begins (a restart: after sup_query_carry of the old
+ * incarnation): the CLOCK_MONOTONIC ns the supervisor saw the worker's
+ * death and the old group (or its workers, in place) was stopped; its kind
+ * ("restart" or "in-place").  The summary's recovery_* lists
  * take its restore's end from the next sup_query_setup and its first record
  * from the next incarnation's workers (rw_first_record_ns). */
 void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kind);
+/*
+ * Rollback in place, the protocol's supervisor side (shm/ckpt.h, steps a-c;
+ * run.c kills and reaps the workers before, wakes the compactors and the
+ * checkpointer and bounds the wait, and starts the workers after):
+ *  - ask: every worker's phase back to STARTING, rollback R requested;
+ *  - poll: 1 once the checkpointer and the compactor of every worker with
+ *    state answered R, 0 while not, -1 when one could not (@why says who
+ *    and why: the caller falls back to a restart from files);
+ *  - finish: the start words of checkpoint ck_rb_to (its workers' bytes
+ *    from its _metadata), the sinks rolled back to it, the exchange
+ *    channels emptied, the workers' status reset; 0, or -1 (@why).
+ * The workers are gone throughout: these words have no other writer.
+ */
+void sup_query_rollback_ask(void);
+int sup_query_rollback_poll(char *why, size_t n);
+int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n);
+/* The checkpoint the last rollback returned to (ck_rb_to). */
+uint64_t sup_query_rollback_to(void);
+/* The rollback's end (its restore, in the summary's terms): now. */
+void sup_query_recovery_restored(void);
 /* Merge the result and print the summary (@u: the children's resources);
  * the exit code. */
 int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u);

@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # e2e_recovery.sh — exactly-once through checkpoints (the checkpointer issue):
 #  - kills: a query job's processes are SIGKILLed at random moments while it
-#    runs (workers: the job restarts from its last checkpoint; the compactor
-#    and the checkpointer: restarted alone); the final --output must equal
-#    an uninterrupted run's, byte for byte, for q4, q17 and q18 on every
-#    backend;
+#    runs (workers: the group rolls back in place to its last checkpoint on
+#    the table and rocksdb backends, restarts from the checkpoint's files on
+#    the others or with --recovery restart; the compactor and the
+#    checkpointer: restarted alone); the final --output must equal an
+#    uninterrupted run's, byte for byte, for q4, q17 and q18 on every
+#    backend, and on table and rocksdb at least one recovery of each run
+#    must have been in place (recovery_kind);
+#  - restart as the baseline: the same kills with --recovery restart on
+#    RESTART_BACKENDS (every recovery a restart);
+#  - a crash during the rollback (the compactor killed at flush.rollback, the
+#    checkpointer at ck.rollback): the group falls back to a restart, says
+#    why, and the result is the uninterrupted run's;
 #  - stop and --restore latest: a run stopped by --duration-ms, continued by
 #    a second `sfs run --restore latest`, gives the uninterrupted result;
 #  - bad checkpoints: a corrupt _metadata is refused by name, `latest` falls
@@ -27,6 +35,11 @@ RATE=${SFS_RECOVERY_RATE:-200000}   # --max-rate of the interrupted runs: ~3 s e
 STOP_MS=${SFS_RECOVERY_STOP_MS:-2000}
 QUERIES=${SFS_RECOVERY_QUERIES:-q4 q17 q18}
 BACKENDS=${SFS_RECOVERY_BACKENDS:-rocksdb-direct memory rocksdb table}
+# backends that roll back in place (store/target.h: pin and rollback)
+IN_PLACE_BACKENDS=${SFS_RECOVERY_IN_PLACE_BACKENDS:-rocksdb table}
+# the restart path, kept as the baseline: these backends again with --recovery restart
+RESTART_BACKENDS=${SFS_RECOVERY_RESTART_BACKENDS:-table}
+RESTART_QUERIES=${SFS_RECOVERY_RESTART_QUERIES:-q17}
 WORKERS=${SFS_RECOVERY_WORKERS:-2}
 RESCALE_BACKENDS=${SFS_RECOVERY_RESCALE_BACKENDS:-rocksdb-direct memory rocksdb table}
 STOP_BACKENDS=${SFS_RECOVERY_STOP_BACKENDS:-rocksdb-direct memory rocksdb table}
@@ -91,70 +104,119 @@ kill_loop() {
 	done
 }
 
-for b in $BACKENDS; do
-	for q in $QUERIES; do
-		job=e2e-rc-$$-$q
-		if ! run "$job" "$OUT/base-$q-$b" "$OUT/base.csv" --query "$q" --backend "$b" \
-			>"$OUT/base.json" 2>"$OUT/base.err"; then
-			nok "$q on $b: uninterrupted run failed"; tail -n 5 "$OUT/base.err" | sed 's/^/# /'
-			continue
-		fi
-		rm -f "$OUT/kills.$job"
-		MT=$KILL_MTHREADS run "$job" "$OUT/kill-$q-$b" "$OUT/kill.csv" --query "$q" \
-			--backend "$b" --max-rate "$RATE" >"$OUT/kill.json" 2>"$OUT/kill.err" &
-		runner=$!
-		kill_loop "$job" "$KILLS" "$OUT/kill-$q-$b"
-		wait "$runner"
-		rc=$?
-		kills=$(wc -l <"$OUT/kills.$job" 2>/dev/null || echo 0)
-		total_kills=$((total_kills + kills))
-		recs=$(grep -o '"recoveries": [0-9]*' "$OUT/kill.json" | awk '{print $2}')
-		total_recoveries=$((total_recoveries + ${recs:-0}))
-		refused=$((refused + $(grep -c "not valid\|refused" "$OUT/kill.err")))
-		# the summary times each recovery: one positive recovery_ms and a
-		# "restart" recovery_kind per recovery
-		if why=$(python3 -c '
+plan=""
+for b in $BACKENDS; do for q in $QUERIES; do plan="$plan $b:$q:default"; done; done
+for b in $RESTART_BACKENDS; do for q in $RESTART_QUERIES; do plan="$plan $b:$q:restart"; done; done
+for item in $plan; do
+	IFS=: read -r b q mode <<<"$item"
+	want=restart extra=()
+	[ "$mode" = restart ] && extra=(--recovery restart)
+	if [ "$mode" = default ] && [[ " $IN_PLACE_BACKENDS " == *" $b "* ]]; then
+		want=in-place
+	fi
+	job=e2e-rc-$$-$q
+	if [ ! -s "$OUT/base-$q-$b.csv" ] && ! run "$job" "$OUT/base-$q-$b" "$OUT/base-$q-$b.csv" \
+		--query "$q" --backend "$b" >"$OUT/base.json" 2>"$OUT/base.err"; then
+		nok "$q on $b: uninterrupted run failed"; tail -n 5 "$OUT/base.err" | sed 's/^/# /'
+		continue
+	fi
+	cp "$OUT/base-$q-$b.csv" "$OUT/base.csv"
+	rm -f "$OUT/kills.$job"
+	MT=$KILL_MTHREADS run "$job" "$OUT/kill-$q-$b-$mode" "$OUT/kill.csv" --query "$q" \
+		--backend "$b" --max-rate "$RATE" "${extra[@]}" >"$OUT/kill.json" 2>"$OUT/kill.err" &
+	runner=$!
+	kill_loop "$job" "$KILLS" "$OUT/kill-$q-$b-$mode"
+	wait "$runner"
+	rc=$?
+	kills=$(wc -l <"$OUT/kills.$job" 2>/dev/null || echo 0)
+	total_kills=$((total_kills + kills))
+	recs=$(grep -o '"recoveries": [0-9]*' "$OUT/kill.json" | awk '{print $2}')
+	total_recoveries=$((total_recoveries + ${recs:-0}))
+	refused=$((refused + $(grep -c "not valid\|refused" "$OUT/kill.err")))
+	# the summary times each recovery: one positive recovery_ms and a
+	# recovery_kind per recovery — "restart" only where no rollback in
+	# place is wanted, at least one "in-place" where it is (a worker
+	# killed soon after the compactor restarted falls back: the new
+	# compactor pinned no checkpoint yet)
+	if why=$(python3 -c '
 import json, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+want = sys.argv[2]
 n, ms, kind = s["recoveries"], s["recovery_ms"], s["recovery_kind"]
 if len(ms) != n or len(kind) != n or len(s["recovery_stop_ms"]) != n:
     sys.exit(f"{n} recoveries, recovery_ms {ms}, recovery_kind {kind}")
-if any(not isinstance(x, (int, float)) or x <= 0 for x in ms) or any(k != "restart" for k in kind):
+if any(not isinstance(x, (int, float)) or x <= 0 for x in ms) or any(k not in ("restart", "in-place") for k in kind):
     sys.exit(f"recovery_ms {ms}, recovery_kind {kind}")
-' "$OUT/kill.json" 2>&1); then
-			rec_checked=$((rec_checked + 1))
-		else
-			rec_bad="$rec_bad $q/$b: ${why##*$'\n'};"
-		fi
-		restored=$(grep -c "(recovery)" "$OUT/kill.err")
-		wkills=$(grep -c sfs-worker "$OUT/kills.$job" 2>/dev/null)
-		if [ "$kills" -eq 0 ] || { [ "${wkills:-0}" -gt 0 ] && [ "$restored" -eq 0 ]; }; then
-			# a run that nothing interrupted, or whose killed workers never
-			# came back from a checkpoint, proves nothing
-			nok "$q on $b: $kills kills, $restored restores from a checkpoint (want >= 1 each)"
-			grep -v '^  ' "$OUT/kill.err" | tail -n 5 | sed 's/^/# /'
-		elif [ "$rc" -ne 0 ]; then
-			nok "$q on $b with $kills kills: sfs run exit $rc"
-			grep -v '^  ' "$OUT/kill.err" | tail -n 8 | sed 's/^/# /'
-		elif cmp -s "$OUT/base.csv" "$OUT/kill.csv"; then
-			ok "$q on $b, $(grep -o '[0-9]* maintenance thread' "$OUT/kill.err" | head -n 1)s: $kills kills ($(sort "$OUT/kills.$job" 2>/dev/null | uniq -c |
-				awk '{printf "%s %s ", $1, $2}')), $(grep -o '"recoveries": [0-9]*' \
-				"$OUT/kill.json" | awk '{print $2}') recoveries ($restored from a checkpoint), result equals the uninterrupted run"
-		else
-			differences=$((differences + 1))
-			nok "$q on $b with $kills kills: result differs ($(wc -l <"$OUT/base.csv") vs $(wc -l <"$OUT/kill.csv") lines)"
-			diff "$OUT/base.csv" "$OUT/kill.csv" | head -n 6 | sed 's/^/# /'
-		fi
-	done
+if want == "restart" and "in-place" in kind:
+    sys.exit(f"recovery_kind {kind}: wanted restarts only")
+if want == "in-place" and n and "in-place" not in kind:
+    sys.exit(f"recovery_kind {kind}: no recovery in place")
+' "$OUT/kill.json" "$want" 2>&1); then
+		rec_checked=$((rec_checked + 1))
+	else
+		rec_bad="$rec_bad $q/$b/$mode: ${why##*$'\n'};"
+	fi
+	restored=$(grep -c "(recovery)\|rolled back in place to checkpoint" "$OUT/kill.err")
+	inplace=$(grep -c "rolled back in place to checkpoint" "$OUT/kill.err")
+	wkills=$(grep -c sfs-worker "$OUT/kills.$job" 2>/dev/null)
+	if [ "$kills" -eq 0 ] || { [ "${wkills:-0}" -gt 0 ] && [ "$restored" -eq 0 ]; }; then
+		# a run that nothing interrupted, or whose killed workers never
+		# came back from a checkpoint, proves nothing
+		nok "$q on $b ($mode): $kills kills, $restored restores from a checkpoint (want >= 1 each)"
+		grep -v '^  ' "$OUT/kill.err" | tail -n 5 | sed 's/^/# /'
+	elif [ "$rc" -ne 0 ]; then
+		nok "$q on $b ($mode) with $kills kills: sfs run exit $rc"
+		grep -v '^  ' "$OUT/kill.err" | tail -n 8 | sed 's/^/# /'
+	elif cmp -s "$OUT/base.csv" "$OUT/kill.csv"; then
+		ok "$q on $b ($mode recovery), $(grep -o '[0-9]* maintenance thread' "$OUT/kill.err" | head -n 1)s: $kills kills ($(sort "$OUT/kills.$job" 2>/dev/null | uniq -c |
+			awk '{printf "%s %s ", $1, $2}')), $(grep -o '"recoveries": [0-9]*' \
+			"$OUT/kill.json" | awk '{print $2}') recoveries ($restored from a checkpoint, $inplace in place), result equals the uninterrupted run"
+	else
+		differences=$((differences + 1))
+		nok "$q on $b ($mode) with $kills kills: result differs ($(wc -l <"$OUT/base.csv") vs $(wc -l <"$OUT/kill.csv") lines)"
+		diff "$OUT/base.csv" "$OUT/kill.csv" | head -n 6 | sed 's/^/# /'
+	fi
 done
 if [ -z "$rec_bad" ]; then
-	ok "the killed runs' summaries ($rec_checked) time each recovery: recovery_ms has one positive entry per recovery ($total_recoveries), recovery_kind \"restart\""
+	ok "the killed runs' summaries ($rec_checked) time each recovery: recovery_ms has one positive entry per recovery ($total_recoveries), recovery_kind in place on $IN_PLACE_BACKENDS, restart elsewhere"
 else
 	nok "recovery_ms / recovery_kind:$rec_bad"
 fi
 note "$total_kills processes killed"
 # what make soak sums over its scripts (scripts/run-tests.sh)
 note "counts: kills=$total_kills recoveries=$total_recoveries differences=$differences refused=$refused"
+
+# A crash during the rollback itself: the compactor killed as it begins
+# one worker's rollback (flush.rollback), the checkpointer killed after it
+# abandoned the checkpoint in flight and before it answered (ck.rollback).
+# The group must fall back to a restart from files, say why, and produce
+# the uninterrupted result.
+for fb in table:flush.rollback rocksdb:ck.rollback; do
+	b=${fb%%:*} point=${fb#*:} q=q17
+	job=e2e-rc-$$-fb
+	data=$OUT/fallback-$b
+	[ -s "$OUT/base-$q-$b.csv" ] || run "$job" "$OUT/base-fb-$b" "$OUT/base-$q-$b.csv" --query $q \
+		--backend "$b" >/dev/null 2>"$OUT/base.err"
+	SFS_FAULT=$point:1 run "$job" "$data" "$OUT/fb.csv" --query $q --backend "$b" \
+		--max-rate "$RATE" >"$OUT/fb.json" 2>"$OUT/fb.err" &
+	runner=$!
+	for ((t = 0; t < 100; t++)); do
+		ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	sleep 0.3
+	pkill -9 -f -- "sfs-worker --job $job --index 0 " 2>/dev/null
+	wait "$runner"
+	rc=$?
+	if [ $rc -eq 0 ] && grep -q "no rollback in place" "$OUT/fb.err" &&
+		grep -q '"recovery_kind": \["restart"' "$OUT/fb.json" &&
+		cmp -s "$OUT/base-$q-$b.csv" "$OUT/fb.csv"; then
+		ok "$point killed mid-rollback on $b: the group fell back to a restart ($(grep -o 'no rollback in place ([^)]*' "$OUT/fb.err" | head -n 1 | cut -c23-)), result equals the uninterrupted run"
+	else
+		nok "$point killed mid-rollback on $b: exit $rc"
+		grep -v '^  ' "$OUT/fb.err" | grep -i "roll\|recover\|died" | tail -n 6 | sed 's/^/# /'
+	fi
+done
 
 # Stop after a while, then continue from the newest checkpoint.
 q=q17
