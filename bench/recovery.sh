@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# bench/recovery.sh — how long a recovery takes today (the restart path: a
-# worker dies, the supervisor stops the whole group and starts it again
-# from the last completed checkpoint), against the size of the state.
+# bench/recovery.sh — how long a recovery takes against the size of the
+# state, in place (a worker dies: the group rolls back to its last completed
+# checkpoint in shared memory and the live stores, only the workers
+# restart) and by a restart (the supervisor stops the whole group and
+# starts it again from the checkpoint's files), measured in the same
+# invocation, one after the other, for the same points.
 #
-# For each point of SIZES (GB of state) and each backend of BACKENDS, one
-# `sfs run --query q20 --backend B --events N --workers WORKERS
+# For each point of SIZES (GB of state), each backend of BACKENDS and each
+# mode of MODES, one `sfs run --query q20 --backend B --recovery MODE
+# --events N --workers WORKERS
 # --checkpoint-interval CKPT --max-recoveries 10 --json` in a fresh data
 # directory (q20's state grows steadily with the events), in sequence
 # (never two at once).  While it runs, KILLS times, one worker (chosen at
@@ -30,11 +34,14 @@
 # Per point: the median, min and max of recovery_ms over the kills, the
 # median state bytes at the kills and the median of each part.
 #
+# A recovery in place that could not be done falls back to a restart (the
+# summary's recovery_kind says which each was; the table counts them).
+#
 # Output: a table on stdout; one JSON line per point (the script's figures,
 # the summary's recovery lists, the kills' moments and state sizes, the
 # summary) appended to RESULTS; bench/recovery.png (PNG: recovery ms
-# against state GB (log scale), one line per backend, min-max bars; the newest point of
-# each backend and size in RESULTS) with gnuplot (scripts/deps.sh installs
+# against state GB (log scale), one line per backend and mode, min-max bars;
+# the newest point of each backend, mode and size in RESULTS) with gnuplot (scripts/deps.sh installs
 # it); in OUT/STAMP (one directory per invocation) each run's summary,
 # stderr and kill log, and the invocation's table (report.txt) and lines.
 # A run that fails or exceeds TIMEOUT says so and the script goes on;
@@ -43,8 +50,9 @@
 # free under OUT.
 #
 #   nice bench/recovery.sh
-#   env: BACKENDS ("table rocksdb memory"), SIZES (GB of state at the kills,
-#   "0.1 1 3"), EVENTS (events of every run; default per point: SIZE x
+#   env: BACKENDS ("table rocksdb memory"), MODES ("in-place restart": the
+#   --recovery of the runs; memory has no rollback in place and always
+#   restarts), SIZES (GB of state at the kills, "0.1 1 3"), EVENTS (events of every run; default per point: SIZE x
 #   EVENTS_PER_GB x 1.6 + 20M, enough to pass 1.2 x SIZE with slow
 #   recoveries: the run is stopped after its kills anyway), EVENTS_PER_GB
 #   (10M: q20 holds ~140 B of state per event on the table target), KILLS
@@ -61,6 +69,7 @@ set -u
 BIN=${SFS_BIN:-$PWD/bin}
 SFS=$BIN/sfs
 BACKENDS=${BACKENDS:-table rocksdb memory}
+MODES=${MODES:-in-place restart}
 SIZES=${SIZES:-0.1 1 3}
 EVENTS=${EVENTS:-}
 EVENTS_PER_GB=${EVENTS_PER_GB:-10000000}
@@ -86,6 +95,11 @@ esac
 for b in $BACKENDS; do
 	case $b in table|rocksdb|memory|rocksdb-direct) ;;
 	*) echo "recovery.sh: backend '$b' (table, rocksdb, memory, rocksdb-direct)" >&2; exit 2 ;;
+	esac
+done
+for m in $MODES; do
+	case $m in in-place|restart) ;;
+	*) echo "recovery.sh: mode '$m' (in-place, restart)" >&2; exit 2 ;;
 	esac
 done
 # PLOT_ONLY=1: no runs, the figure from RESULTS only
@@ -128,9 +142,10 @@ def f(x, fmt="{:.0f}"):
     return "-" if x is None else fmt.format(x)
 
 if mode == "record":
-    (out, summary, err, kills, rc, backend, size, n, wall, load, free, cmd, build) = sys.argv[2:15]
+    (out, summary, err, kills, rc, backend, size, n, wall, load, free, cmd, build,
+     rmode) = sys.argv[2:16]
     rec = {"bench": "recovery", "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "query": "q20",
-           "backend": backend, "size_gb_target": float(size), "events_requested": int(n),
+           "backend": backend, "recovery": rmode, "size_gb_target": float(size), "events_requested": int(n),
            "exit": int(rc), "wall_s": float(wall), "load_before": load,
            "disk_free_before_bytes": int(free), "command": cmd, "build": build}
     try:
@@ -180,12 +195,13 @@ def load(path):
             recs.append(r)
     return recs
 
-HDR = (f"{'backend':>8} {'GB tgt':>6} {'state GB':>8} {'live GB':>7} {'kills':>5} "
+HDR = (f"{'backend':>8} {'recovery':>8} {'in pl':>5} {'GB tgt':>6} {'state GB':>8} {'live GB':>7} {'kills':>5} "
        f"{'median ms':>9} {'min':>7} {'max':>7} {'stop':>7} {'restore':>7} {'1st rec':>7}")
 
 def line(r):
     gb = lambda x: f(None if x is None else x / 1e9, "{:.2f}")
-    return (f"{r['backend']:>8} {r['size_gb_target']:>6g} {gb(r['state_bytes_median']):>8} "
+    inpl = sum(1 for k in r.get("recovery_kind", []) if k == "in-place")
+    return (f"{r['backend']:>8} {r.get('recovery', 'restart'):>8} {inpl:>5} {r['size_gb_target']:>6g} {gb(r['state_bytes_median']):>8} "
             f"{gb(r['live_bytes_median']):>7} {len(r['kills']):>5} "
             f"{f(r['recovery_ms_median']):>9} {f(r['recovery_ms_min']):>7} "
             f"{f(r['recovery_ms_max']):>7} {f(r['recovery_stop_ms_median']):>7} "
@@ -199,7 +215,7 @@ if mode == "one":
     sys.exit(0)
 
 if mode == "report":
-    print("\n# q20, restart path: recovery_ms over the kills (median, min, max), state = the "
+    print("\n# q20: recovery_ms over the kills, by --recovery (in pl: recoveries done in place) (median, min, max), state = the "
           "newest completed checkpoint's bytes at the kills (median), live = the flush target's "
           "directories; stop/restore/1st rec = medians of the parts (ms)")
     print(HDR)
@@ -208,11 +224,11 @@ if mode == "report":
     sys.exit(0)
 
 if mode == "plotdata":
-    # the newest point of each (backend, size) in RESULTS: "backend gb median min max"
+    # the newest point of each (backend + mode, size) in RESULTS: "gb median min max"
     newest = {}
     for r in load(sys.argv[2]):
         if r["recovery_ms_median"] is not None and r["state_bytes_median"]:
-            newest[(r["backend"], r["size_gb_target"])] = r
+            newest[(r["backend"] + "_" + r.get("recovery", "restart"), r["size_gb_target"])] = r
     with open(sys.argv[3], "w") as fo:
         for b in dict.fromkeys(k[0] for k in newest):
             fo.write(f"# {b}\n")
@@ -233,12 +249,14 @@ echo "# recovery bench: q20, backends $BACKENDS, state sizes $SIZES GB, $KILLS k
      "in $RAW; results appended to $RESULTS; binaries $BIN ($BUILD)"
 for size in $SIZES; do	# the smallest points of every backend first
 	for b in $BACKENDS; do
+	for mode in $MODES; do
+		[ "$b" = memory ] && [ "$mode" = in-place ] && [[ " $MODES " == *" restart "* ]] && continue
 		if [ -n "$EVENTS" ]; then
 			n=$EVENTS
 		else
 			n=$(awk -v s="$size" -v e="$EVENTS_PER_GB" 'BEGIN { printf "%.0f", s * e * 1.6 + 20000000 }')
 		fi
-		tag=$b-$size
+		tag=$b-$mode-$size
 		data=$OUT/data-$tag
 		free=$(df -PB1 "$OUT" | awk 'NR == 2 { print $4 }')
 		need=$(awk -v s="$size" -v m="$MIN_FREE_GB" 'BEGIN { printf "%.0f", (m + 4 * s) * 1e9 }')
@@ -254,10 +272,10 @@ for size in $SIZES; do	# the smallest points of every backend first
 		load=$(cut -d' ' -f1-3 /proc/loadavg)
 		set -- "$SFS" run --job "$JOB" --query q20 --events "$n" --backend "$b" \
 			--workers "$WORKERS" --checkpoint-interval "$CKPT" --max-recoveries 10 \
-			--data "$data" --json
+			--recovery "$mode" --data "$data" --json
 		[ "$b" = memory ] && set -- "$@" --store-mb "$STORE_MB"
 		cmd="$*"
-		echo "== $b, $size GB: $n events (load $load, $((free / 1000000000)) GB free): $cmd"
+		echo "== $b, $mode, $size GB: $n events (load $load, $((free / 1000000000)) GB free): $cmd"
 		kills=$RAW/$tag.kills
 		: >"$kills"
 		t0=$(date +%s.%N)
@@ -305,11 +323,12 @@ for size in $SIZES; do	# the smallest points of every backend first
 		wall=$(awk "BEGIN { print $(date +%s.%N) - $t0 }")
 		"$SFS" clean --job "$JOB" >/dev/null 2>&1
 		python3 -c "$PY" record "$RESULTS" "$RAW/$tag.json" "$RAW/$tag.err" "$kills" "$rc" \
-			"$b" "$size" "$n" "$wall" "$load" "$free" "$cmd" "$BUILD"
+			"$b" "$size" "$n" "$wall" "$load" "$free" "$cmd" "$BUILD" "$mode"
 		tail -n 1 "$RESULTS" >>"$THESE"
 		python3 -c "$PY" one "$THESE"
 		rm -rf "$data"
 		data=""
+	done
 	done
 done
 [ -s "$THESE" ] && python3 -c "$PY" report "$THESE" | tee "$RAW/report.txt"
@@ -322,13 +341,13 @@ if command -v gnuplot >/dev/null; then
 		plot=""
 		i=0
 		for b in $names; do
-			plot="$plot${plot:+, }'$dat' index $i using 1:2:3:4 with yerrorlines title '$b'"
+			plot="$plot${plot:+, }'$dat' index $i using 1:2:3:4 with yerrorlines title '${b/_/ }'"
 			i=$((i + 1))
 		done
 		gnuplot <<EOF
 set terminal png size 900,560
 set output '$PNG'
-set title "q20, $WORKERS workers: recovery time today (restart from the last checkpoint)\nmedian of the kills, bars min-max; from the death's detection to the first record again"
+set title "q20, $WORKERS workers: recovery in place against a restart from the checkpoint's files\nmedian of the kills, bars min-max; from the death's detection to the first record again"
 set xlabel 'state at the kill: the newest checkpoint (GB)'
 set ylabel 'recovery (ms, log scale)'
 set key left top
