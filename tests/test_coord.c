@@ -217,3 +217,62 @@ Test(coord, an_end_with_no_state_in_a_checkpoint_aborts_the_one_in_flight, .time
 	cr_assert_eq(sfs_task_requested(f.t[0]), 1);
 	teardown(&f);
 }
+
+/* A rollback in place (shm/ckpt.h, step a): the checkpoint in flight is
+ * abandoned with its stage, the answer names the newest completed one, and
+ * nothing is requested until every worker runs again — then above every
+ * id used (the abandoned one is never reused). */
+Test(coord, a_rollback_abandons_the_checkpoint_in_flight_and_names_the_last_complete, .timeout = 60)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	struct fx f = { 0 };
+
+	setup(&f);
+	cr_assert_eq(sfs_task_open(f.h, 0, &f.t[0]), 0);
+	cr_assert_eq(sfs_task_open(f.h, 1, &f.t[1]), 0);
+	steps(&f, 2);
+	seal_and_stage(&f, 0, 1, "a1");
+	seal_and_stage(&f, 1, 1, "b1");
+	steps(&f, 3);
+	cr_assert_eq(sfs_task_completed(f.t[0]), 1);
+	cr_assert_eq(sfs_task_requested(f.t[0]), 2);
+	seal_and_stage(&f, 0, 2, "a2");
+	cr_assert_eq(sfs_task_stage_dir(f.t[0], 2, dir, sizeof(dir)), 0);
+	cr_assert_eq(stat(dir, &st), 0);
+
+	/* the supervisor: workers gone, phases back to STARTING, rollback 1 */
+	for (int w = 0; w < 2; w++) {
+		sfs_task_close(f.t[w]);
+		f.t[w] = NULL;
+		sfs_store_release(&f.ck->ck_w[w].cw_phase, SFS_CKW_STARTING);
+	}
+	sfs_store_release(&f.ck->ck_rb_req, 1);
+	steps(&f, 1);
+	cr_assert_eq(f.ck->ck_rb_ack, 1);
+	cr_assert_eq(f.ck->ck_rb_to, 1, "the newest completed checkpoint");
+	cr_assert_eq(f.ck->ck_aborted, 1);
+	cr_assert_neq(stat(dir, &st), 0, "the abandoned checkpoint's stage is gone");
+	steps(&f, 3);
+	cr_assert_eq(f.ck->ck_done, 1);
+	cr_assert_eq(f.ck->ck_barrier_req, 2, "nothing requested while the workers start");
+
+	/* the supervisor's start words; the workers run again */
+	f.ck->ck_first_barrier = 2;
+	sfs_store_release(&f.ck->ck_barrier_req, 2);
+	cr_assert_eq(sfs_task_open(f.h, 0, &f.t[0]), 0);
+	cr_assert_eq(sfs_task_open(f.h, 1, &f.t[1]), 0);
+	usleep(3000);
+	steps(&f, 2);
+	cr_assert_eq(sfs_task_requested(f.t[0]), 3, "the abandoned id 2 is not reused");
+	seal_and_stage(&f, 0, 3, "a3");
+	seal_and_stage(&f, 1, 3, "b3");
+	steps(&f, 3);
+	cr_assert_eq(sfs_task_completed(f.t[0]), 3);
+	/* a second rollback names checkpoint 3 */
+	sfs_store_release(&f.ck->ck_rb_req, 2);
+	steps(&f, 1);
+	cr_assert_eq(f.ck->ck_rb_ack, 2);
+	cr_assert_eq(f.ck->ck_rb_to, 3);
+	teardown(&f);
+}
