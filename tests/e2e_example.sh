@@ -2,9 +2,10 @@
 # e2e_example.sh — the example stream processor (examples/clicks), built
 # from an installed sfs with pkg-config's flags alone and run as the workers
 # of `sfs run --exec`:
-#  - kills: workers are SIGKILLed at random moments; the job restarts from
-#    its last checkpoint and the committed output equals an uninterrupted
-#    run's, line for line;
+#  - kills: workers are SIGKILLed at random moments; the job goes back to
+#    its last checkpoint (in place on table and rocksdb: the program is
+#    started again as restored, its state already rolled back) and the
+#    committed output equals an uninterrupted run's, line for line;
 #  - rescale: a run of 2 workers stopped by --duration-ms, continued with
 #    --restore latest and 3 workers, gives the uninterrupted output;
 #  - bad input: --exec of a missing or non-executable file, and a program
@@ -90,6 +91,7 @@ for backend in ${SFS_EXAMPLE_BACKENDS:-table rocksdb memory}; do
 	rc=$?
 	result "$data" >"$tmp/kill.csv"
 	rec=$(grep -c "recovery [0-9]* of" "$tmp/kill.err")
+	inplace=$(grep -c "rolled back in place to checkpoint" "$tmp/kill.err")
 	all_kills=$((all_kills + killed))
 	all_recs=$((all_recs + rec))
 	if [ "$rc" -ne 0 ]; then
@@ -97,7 +99,7 @@ for backend in ${SFS_EXAMPLE_BACKENDS:-table rocksdb memory}; do
 	elif [ "$killed" -eq 0 ] || [ "$rec" -eq 0 ]; then
 		nok "$backend: no kill landed ($killed kills, $rec recoveries): the run was too short"
 	elif cmp -s "$tmp/base.csv" "$tmp/kill.csv"; then
-		ok "$backend: $killed workers killed, $rec recoveries from checkpoints: output equals the uninterrupted run's"
+		ok "$backend: $killed workers killed, $rec recoveries from checkpoints ($inplace in place): output equals the uninterrupted run's"
 	else
 		diffs=$((diffs + 1))
 		nok "$backend: $killed kills: output differs ($(wc -l <"$tmp/kill.csv") vs $lines lines)"
