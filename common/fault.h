@@ -81,6 +81,9 @@
 	X("table.round", SFS_FAULT_KILL_ONLY, "the round committed, not published") \
 	X("table.mergefile", SFS_FAULT_KILL_ONLY, "a shaping merge's file written, not committed") \
 	X("table.merge", SFS_FAULT_KILL_ONLY, "the merge committed, not published") \
+	X("table.rollback.intent", SFS_FAULT_KILL_ONLY, "a rollback's intent written, no table switched") \
+	X("table.rollback.table", SFS_FAULT_KILL_ONLY, "a rollback switched one more table") \
+	X("table.rollback.done", SFS_FAULT_KILL_ONLY, "every table switched, the intent still there") \
 	/* store/table/layout/file.c: atomic whole-file writes (metadata) */ \
 	X("layout.file.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.file.write", SFS_FAULT_CAN_FAIL, "each write(2)") \
