@@ -109,7 +109,9 @@
 	X("rocksdb.write", SFS_FAULT_KILL_ONLY, "the batch in the memtables, not flushed") \
 	X("rocksdb.flush", SFS_FAULT_KILL_ONLY, "the batch durable, the buffer not published") \
 	X("rocksdb.sst", SFS_FAULT_KILL_ONLY, "a state's SST written, not ingested") \
-	X("rocksdb.ingest", SFS_FAULT_KILL_ONLY, "one state's SST ingested, others not yet")
+	X("rocksdb.ingest", SFS_FAULT_KILL_ONLY, "one state's SST ingested, others not yet") \
+	X("rocksdb.rollback.copy", SFS_FAULT_KILL_ONLY, "rollback: the pin's copy made, not swapped in") \
+	X("rocksdb.rollback.swap", SFS_FAULT_KILL_ONLY, "rollback: swapped in, old instance not removed")
 
 #define SFS_FAULT_RULES_MAX 16
 
