@@ -85,6 +85,9 @@
 	X("table.round", SFS_FAULT_KILL_ONLY, "the round committed, not published") \
 	X("table.mergefile", SFS_FAULT_KILL_ONLY, "a shaping merge's file written, not committed") \
 	X("table.merge", SFS_FAULT_KILL_ONLY, "the merge committed, not published") \
+	X("table.rollback.intent", SFS_FAULT_KILL_ONLY, "a rollback's intent written, no table switched") \
+	X("table.rollback.table", SFS_FAULT_KILL_ONLY, "a rollback switched one more table") \
+	X("table.rollback.done", SFS_FAULT_KILL_ONLY, "every table switched, the intent still there") \
 	/* store/table/layout/file.c: atomic whole-file writes (metadata) */ \
 	X("layout.file.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.file.write", SFS_FAULT_CAN_FAIL, "each write(2)") \
@@ -113,7 +116,9 @@
 	X("rocksdb.write", SFS_FAULT_KILL_ONLY, "the batch in the memtables, not flushed") \
 	X("rocksdb.flush", SFS_FAULT_KILL_ONLY, "the batch durable, the buffer not published") \
 	X("rocksdb.sst", SFS_FAULT_KILL_ONLY, "a state's SST written, not ingested") \
-	X("rocksdb.ingest", SFS_FAULT_KILL_ONLY, "one state's SST ingested, others not yet")
+	X("rocksdb.ingest", SFS_FAULT_KILL_ONLY, "one state's SST ingested, others not yet") \
+	X("rocksdb.rollback.copy", SFS_FAULT_KILL_ONLY, "rollback: the pin's copy made, not swapped in") \
+	X("rocksdb.rollback.swap", SFS_FAULT_KILL_ONLY, "rollback: swapped in, old instance not removed")
 
 #define SFS_FAULT_RULES_MAX 16
 

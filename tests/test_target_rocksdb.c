@@ -1450,3 +1450,723 @@ Test(rdbt, a_staged_checkpoint_directory_is_0700)
 	rocksdb_writeoptions_destroy(wo);
 	rocksdb_options_destroy(o);
 }
+
+/* ---- rollback in place: pin and rollback (store/target.h) ----------------------- */
+
+#define RB_KEYS 48u	/* value keys v0..v47 */
+#define RB_CTRS 16u	/* counters n0..n15 */
+#define RB_MAPS 4u	/* maps m0..m3, entries u0..u7 each */
+#define RB_UKEYS 8u
+#define RB_VLEN 24u
+#define RB_MAXV (RB_KEYS + RB_CTRS + RB_MAPS * RB_UKEYS)
+
+/* What the instance must hold: the model a buffer is applied to. */
+struct rb_model {
+	int has[RB_KEYS];
+	char val[RB_KEYS][RB_VLEN];
+	int chas[RB_CTRS];
+	int64_t cnt[RB_CTRS];
+	int mhas[RB_MAPS][RB_UKEYS];
+	char mval[RB_MAPS][RB_UKEYS][RB_VLEN];
+};
+
+/* One buffer as the flush hands it over: each key once, a map's entries
+ * together. */
+struct rb_buf {
+	struct sfs_wbuf_view v[RB_MAXV];
+	unsigned char key[RB_MAXV][48];
+	unsigned char val[RB_MAXV][sizeof(struct sfs_map_ent) + RB_VLEN];
+	int64_t d[RB_MAXV];
+	unsigned n;
+};
+
+static uint32_t rb_v, rb_c, rb_m;
+
+static uint64_t rb_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* A random buffer @seq over @m (applied to it): puts and deletes of
+ * values, counter deltas, map puts and removes. */
+static void rb_gen(struct rb_buf *b, struct rb_model *m, uint64_t *rng, uint64_t seq)
+{
+	char k[16];
+
+	b->n = 0;
+	for (unsigned i = 0; i < RB_KEYS; i++) {
+		struct sfs_wbuf_view *v = &b->v[b->n];
+
+		if (rb_rand(rng) % 3)
+			continue;
+		snprintf(k, sizeof(k), "v%u", i);
+		*v = (struct sfs_wbuf_view){ .key = b->key[b->n], .klen = vkey(b->key[b->n], rb_v, k) };
+		if (rb_rand(rng) % 4) {
+			snprintf(m->val[i], RB_VLEN, "s%llu.%u.%llu", (unsigned long long)seq, i,
+				 (unsigned long long)(rb_rand(rng) % 1000));
+			m->has[i] = 1;
+			memcpy(b->val[b->n], m->val[i], strlen(m->val[i]));
+			v->value = b->val[b->n];
+			v->len = (uint32_t)strlen(m->val[i]);
+			v->kind = SFS_WBUF_PUT;
+		} else {
+			m->has[i] = 0;
+			v->kind = SFS_WBUF_DELETE;
+		}
+		b->n++;
+	}
+	for (unsigned i = 0; i < RB_CTRS; i++) {
+		struct mview mv;
+
+		if (rb_rand(rng) % 3)
+			continue;
+		snprintf(k, sizeof(k), "n%u", i);
+		b->d[b->n] = (int64_t)(rb_rand(rng) % 100) - 20;
+		merge_view(&b->v[b->n], &mv, rb_c, k, b->d[b->n]);
+		memcpy(b->key[b->n], mv.key, b->v[b->n].klen);
+		b->v[b->n].key = b->key[b->n];
+		b->v[b->n].value = &b->d[b->n];
+		m->cnt[i] += b->d[b->n];
+		m->chas[i] = 1;
+		b->n++;
+	}
+	for (unsigned j = 0; j < RB_MAPS; j++)
+		for (unsigned u = 0; u < RB_UKEYS; u++) {
+			struct sfs_map_ent me = { 0, 0 };
+			struct sfs_wbuf_view *v = &b->v[b->n];
+			uint32_t pl, len = 0;
+			char uk[8];
+
+			if (rb_rand(rng) % 4)
+				continue;
+			snprintf(k, sizeof(k), "m%u", j);
+			snprintf(uk, sizeof(uk), "u%u", u);
+			pl = pkey(b->key[b->n], rb_m, k);
+			memcpy(b->key[b->n] + pl, uk, strlen(uk));
+			if (rb_rand(rng) % 4) {
+				snprintf(m->mval[j][u], RB_VLEN, "e%llu.%u.%u", (unsigned long long)seq, j,
+					 u);
+				m->mhas[j][u] = 1;
+				len = (uint32_t)strlen(m->mval[j][u]);
+				memcpy(b->val[b->n] + sizeof(me), m->mval[j][u], len);
+			} else {
+				m->mhas[j][u] = 0;
+				me.me_flags = SFS_MAP_REMOVED;
+			}
+			memcpy(b->val[b->n], &me, sizeof(me));
+			*v = (struct sfs_wbuf_view){ .key = b->key[b->n], .klen = pl + (uint32_t)strlen(uk),
+						     .value = b->val[b->n],
+						     .len = (uint32_t)sizeof(me) + len,
+						     .kind = SFS_WBUF_PUT };
+			b->n++;
+		}
+}
+
+/* 0 if reader @r, caught up, holds exactly @m; else 1 + which differs
+ * (in @why). */
+static int rb_diff(struct sfs_target_reader *r, const struct rb_model *m, char *why, size_t wn)
+{
+	char k[16];
+	int rc;
+
+	if ((rc = sfs_target_rocksdb.rd.catch_up(r))) {
+		snprintf(why, wn, "catch_up: %s", sfs_last_error());
+		return 1;
+	}
+	for (unsigned i = 0; i < RB_KEYS; i++) {
+		snprintf(k, sizeof(k), "v%u", i);
+		if (!probe_str(r, rb_v, 0, k, m->has[i] ? m->val[i] : NULL)) {
+			snprintf(why, wn, "value %s: expected %s", k, m->has[i] ? m->val[i] : "none");
+			return 1;
+		}
+	}
+	for (unsigned i = 0; i < RB_CTRS; i++) {
+		unsigned char kb[32];
+		struct sfs_probe p = { .ns = 0, .key = kb };
+		struct sfs_probe_result res;
+		int64_t v = 0;
+
+		snprintf(k, sizeof(k), "n%u", i);
+		p.klen = vkey(kb, rb_c, k);
+		if (sfs_target_rocksdb.rd.probe(r, &p, 1, &res) || res.found != m->chas[i] ||
+		    (res.found && (res.len != 8 || (memcpy(&v, res.value, 8), v != m->cnt[i])))) {
+			snprintf(why, wn, "counter %s: %lld, expected %lld", k, (long long)v,
+				 (long long)m->cnt[i]);
+			return 1;
+		}
+	}
+	for (unsigned j = 0; j < RB_MAPS; j++) {
+		char want[512];
+		size_t n = 0;
+
+		want[0] = '\0';
+		for (unsigned u = 0; u < RB_UKEYS; u++)
+			if (m->mhas[j][u])
+				n += (size_t)snprintf(want + n, sizeof(want) - n, "u%u=%s;", u,
+						      m->mval[j][u]);
+		snprintf(k, sizeof(k), "m%u", j);
+		if (!map_is(r, rb_m, 0, k, want, 0)) {
+			snprintf(why, wn, "map %s: expected '%s'", k, want);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void rb_expect(struct sfs_target_reader *r, const struct rb_model *m, const char *who)
+{
+	char why[600];
+
+	cr_assert_eq(rb_diff(r, m, why, sizeof(why)), 0, "%s: %s", who, why);
+}
+
+static void rb_flush(struct sfs_target_writer *w, struct rb_model *m, uint64_t *rng, uint64_t seq)
+{
+	static struct rb_buf b;
+
+	rb_gen(&b, m, rng, seq);
+	flush_seq(w, b.v, b.n, seq);
+}
+
+static void rb_stage(char *buf, size_t n, uint64_t id)
+{
+	snprintf(buf, n, "%s/ck/stage/w0/b%llu", dir, (unsigned long long)id);
+}
+
+/* Stage checkpoint @id of @w's current version, as the compactor does. */
+static void rb_snapshot(struct sfs_target_writer *w, uint64_t id)
+{
+	char st[256];
+
+	rb_stage(st, sizeof(st), id);
+	cr_assert_eq(sfs_target_rocksdb.snapshot(w, st), 0, "%s", sfs_last_error());
+}
+
+/* Open a deletion window (the grace period over this process's worker
+ * passed): obsolete files leave the instance for real. */
+static void rb_purge(struct sfs_target_writer *w, sfs_ctx_t *c)
+{
+	uint64_t p0 = pub_of(0)->rp_purges;
+
+	for (int i = 0; i < 5000 && pub_of(0)->rp_purges == p0; i++) {
+		sfs_ctx_quiescent(c);
+		(void)sfs_target_rocksdb.busy(w);
+		usleep(1000);
+	}
+	cr_assert_gt(pub_of(0)->rp_purges, p0, "a deletion window opened");
+}
+
+static void rb_register(sfs_ctx_t **c)
+{
+	struct sfs_worker_opts o = small_opts();
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(*c, "v", SFS_STATE_VALUE, &rb_v), 0);
+	cr_assert_eq(sfs_state_register(*c, "c", SFS_STATE_COUNTER, &rb_c), 0);
+	cr_assert_eq(sfs_state_register(*c, "m", SFS_STATE_MAP, &rb_m), 0);
+}
+
+/* Names in directory @d (one level), and how many; 0 if it is missing. */
+static unsigned rb_ls(const char *d, char *out, size_t n)
+{
+	DIR *dd = opendir(d);
+	struct dirent *e;
+	unsigned cnt = 0;
+	size_t o = 0;
+
+	if (out)
+		out[0] = '\0';
+	if (!dd)
+		return 0;
+	while ((e = readdir(dd)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			cnt++;
+			if (out && o < n)
+				o += (size_t)snprintf(out + o, n - o, "%s ", e->d_name);
+		}
+	closedir(dd);
+	return cnt;
+}
+
+/* SSTs in pin directory @pd that the live instance no longer has. */
+static unsigned rb_gone_from_live(const char *pd)
+{
+	char live[256], f[600];
+	DIR *dd = opendir(pd);
+	struct dirent *e;
+	unsigned n = 0;
+
+	snprintf(live, sizeof(live), "%s/store/w0", dir);
+	cr_assert_not_null(dd, "%s", pd);
+	while ((e = readdir(dd))) {
+		size_t l = strlen(e->d_name);
+
+		if (l < 4 || strcmp(e->d_name + l - 4, ".sst"))
+			continue;
+		snprintf(f, sizeof(f), "%s/%s", live, e->d_name);
+		n += access(f, F_OK) != 0;
+	}
+	closedir(dd);
+	return n;
+}
+
+/*
+ * The model test: random puts, deletes, counter merges and map entries
+ * over several buffers, staged at barriers; the version of barrier 4
+ * pinned when its checkpoint completes; more buffers, with compactions and
+ * a deletion window that remove the pinned version's files from the live
+ * instance; then a rollback.  A new reader and one that had caught up to
+ * the newest version before the rollback both read exactly the model as
+ * of the pin; a redo of a buffer <= the pinned seq is skipped; later
+ * buffers apply on top; a second rollback returns to the same version; a
+ * buffer applied but not committed at a rollback is abandoned (the
+ * restarted stream reuses its seq); the next pin leaves no directory or
+ * file of the old ones behind.
+ * Several seeds, both write paths (SST ingest from 8 entries of a state,
+ * batches below).
+ */
+static void rb_model_run(uint64_t seed)
+{
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *old, *fresh, *again;
+	struct sfs_proc_slot *slot;
+	static struct rb_model m, at[16], pinned;
+	uint64_t rng = seed, seq, got = 0;
+	char pd[256], names[512];
+	sfs_ctx_t *c;
+
+	setenv("SFS_RDBT_INGEST_MIN", "8", 1);
+	memset(&m, 0, sizeof(m));
+	rb_register(&c);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), -ENOENT, "nothing pinned yet");
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 0), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &old), 0);
+
+	for (seq = 1; seq <= 6; seq++) {
+		rb_flush(w, &m, &rng, seq);
+		if (seq % 2 == 0) {	/* a barrier: staged as checkpoint @seq */
+			rb_snapshot(w, seq);
+			at[seq] = m;
+		}
+		if (seq == 3)
+			compact_all(w, rb_v);
+	}
+	rb_expect(old, &m, "before the pin");
+	/* checkpoint 4 completes (6 is staged, not complete) */
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 4), 0, "%s", sfs_last_error());
+	pinned = at[4];
+	for (; seq <= 12; seq++) {
+		rb_flush(w, &m, &rng, seq);
+		if (seq % 3 == 0) {
+			compact_all(w, rb_v);
+			compact_all(w, rb_c);
+			compact_all(w, rb_m);
+		}
+	}
+	rb_purge(w, c);
+	snprintf(pd, sizeof(pd), "%s/store/w0.pin/c4", dir);
+	cr_assert_gt(rb_gone_from_live(pd), 0, "compactions removed files of the pinned version "
+		     "from the live instance (what the pin must keep)");
+	rb_expect(old, &m, "the newest version, before the rollback");
+
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), 0, "%s", sfs_last_error());
+	cr_assert_eq(got, 4, "the pinned version's seq: %llu", (unsigned long long)got);
+	cr_assert_eq(pub_of(0)->rp_applied, 4);
+	rb_expect(old, &pinned, "a reader that had caught up to a newer version");
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &fresh), 0);
+	rb_expect(fresh, &pinned, "a new reader");
+
+	/* a redo of an old buffer is skipped (its seq is <= the pin's) */
+	{
+		struct rb_model scratch = pinned;
+		uint64_t r2 = seed ^ 0x5555;
+
+		rb_flush(w, &scratch, &r2, 3);
+		rb_expect(fresh, &pinned, "after a redo of seq 3");
+	}
+	/* the writer goes on: buffers 5.. again, other contents */
+	m = pinned;
+	for (seq = 5; seq <= 7; seq++)
+		rb_flush(w, &m, &rng, seq);
+	compact_all(w, rb_m);
+	rb_expect(old, &m, "buffers after the rollback (old reader)");
+	rb_expect(fresh, &m, "buffers after the rollback (new reader)");
+
+	/* the pin stays: a second rollback returns to the same version */
+	got = 0;
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), 0, "%s", sfs_last_error());
+	cr_assert_eq(got, 4);
+	rb_expect(old, &pinned, "second rollback (old reader)");
+	rb_expect(fresh, &pinned, "second rollback");
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &again), 0);
+	rb_expect(again, &pinned, "second rollback (a new reader)");
+	/* buffer 5 under way (applied, not committed) when a rollback comes:
+	 * abandoned, the restarted stream's own buffer 5 is all that lands */
+	{
+		static struct rb_buf jb;
+		struct rb_model scratch = pinned;
+		uint64_t r3 = seed ^ 0xabcdef;
+
+		rb_gen(&jb, &scratch, &r3, 5);
+		cr_assert_eq(sfs_target_rocksdb.apply(w, jb.v, jb.n, 5), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), 0, "%s", sfs_last_error());
+		cr_assert_eq(got, 4);
+	}
+	m = pinned;
+	for (seq = 5; seq <= 8; seq++)
+		rb_flush(w, &m, &rng, seq);
+	rb_expect(again, &m, "after the second rollback");
+	rb_expect(old, &m, "after the second rollback (old reader)");
+
+	/* no leak: the next pin leaves its own version only */
+	rb_snapshot(w, 20);
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 20), 0, "%s", sfs_last_error());
+	snprintf(pd, sizeof(pd), "%s/store/w0.pin", dir);
+	cr_assert_eq(rb_ls(pd, names, sizeof(names)), 1, "%s: %s", pd, names);
+	cr_assert_str_eq(names, "c20 ");
+	snprintf(pd, sizeof(pd), "%s/store", dir);
+	rb_ls(pd, names, sizeof(names));
+	cr_assert_eq(rb_ls(pd, NULL, 0), 4, "%s: %s", pd, names);	/* w0 .ingest .pin .sec */
+
+	sfs_target_rocksdb.rd.reader_close(old);
+	sfs_target_rocksdb.rd.reader_close(fresh);
+	sfs_target_rocksdb.rd.reader_close(again);
+	sfs_target_rocksdb.close(w);
+	cr_assert_eq(rb_ls(pd, names, sizeof(names)), 2, "after close: %s", names);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+Test(rdbt, rollback_returns_every_reader_to_the_pinned_version_seed1)
+{
+	rb_model_run(0x9e3779b97f4a7c15ull);
+}
+
+Test(rdbt, rollback_returns_every_reader_to_the_pinned_version_seed2)
+{
+	rb_model_run(0x2545f4914f6cdd1dull);
+}
+
+/* -ENOENT: a rollback with nothing pinned, a pin of an id this writer
+ * never staged (which also releases the previous pin: nothing is pinned
+ * then), and the rollback after it. */
+Test(rdbt, pin_and_rollback_say_enoent_when_nothing_is_pinned)
+{
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	static struct rb_model m;
+	uint64_t rng = 7, got = 99;
+	char pd[256], names[256];
+	sfs_ctx_t *c;
+
+	rb_register(&c);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), -ENOENT);
+	cr_assert_eq(got, 99, "*seq untouched");
+	rb_flush(w, &m, &rng, 1);
+	rb_snapshot(w, 1);
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 1), 0, "%s", sfs_last_error());
+	rb_flush(w, &m, &rng, 2);
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 2), -ENOENT, "2 was never staged");
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), -ENOENT, "the pin of 1 is released");
+	snprintf(pd, sizeof(pd), "%s/store/w0.pin", dir);
+	cr_assert_eq(rb_ls(pd, names, sizeof(names)), 0, "%s: %s", pd, names);
+	/* staged once, pinned, then a pin of an id never staged by this writer */
+	rb_snapshot(w, 3);
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 3), 0);
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 5), -ENOENT);
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), -ENOENT);
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/*
+ * Kill -9 inside a rollback: a child compactor flushes buffers 1-4,
+ * stages and pins checkpoint 2, and dies at a fault point of its
+ * rollback.  A new compactor's open then finds the version before the
+ * call (killed before the swap) or the pinned one (after it), whole: a
+ * reader reads exactly one model, and it is the one expected for that
+ * point; buffers flushed after the recovery apply on top.
+ */
+static const char *rb_crash;
+
+static int rb_child(void *arg)
+{
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	static struct rb_model m;
+	struct sfs_seg s;
+	uint64_t rng = 42, got;
+
+	(void)arg;
+	if (sfs_seg_attach(job, 0, &s) || sfs_proc_register(&s, SFS_ROLE_COMPACTOR, 0, &slot))
+		return 10;
+	if (sfs_target_rocksdb.open(&s, 0, slot, &cfg, &w))
+		return 11;
+	for (uint64_t seq = 1; seq <= 4; seq++) {
+		static struct rb_buf b;
+		char st[256];
+
+		rb_gen(&b, &m, &rng, seq);
+		if (sfs_target_rocksdb.apply(w, b.v, b.n, seq))
+			return 12;
+		for (int i = 0; i < 20000; i++) {
+			int rc = sfs_target_rocksdb.commit(w, seq);
+
+			if (rc == 0)
+				break;
+			if (rc != -EAGAIN)
+				return 13;
+			usleep(500);
+		}
+		if (seq == 2) {
+			rb_stage(st, sizeof(st), 2);
+			if (sfs_target_rocksdb.snapshot(w, st) || sfs_target_rocksdb.pin(w, 2))
+				return 14;
+		}
+	}
+	sfs_fault_reset();
+	if (sfs_fault_arm(rb_crash))
+		return 15;
+	sfs_target_rocksdb.rollback(w, &got);
+	return 16;	/* the fault point was not reached */
+}
+
+static void rb_killed_at(const char *rule, int pinned_expected)
+{
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	static struct rb_model m, at2, at4;
+	uint64_t rng = 42;
+	char why[600], pd[256], names[256];
+	int st, in2, in4;
+	sfs_ctx_t *c;
+	pid_t pid;
+
+	setenv("SFS_RDBT_INGEST_MIN", "8", 1);
+	rb_register(&c);
+	rb_crash = rule;
+	pid = th_fork(rb_child, NULL);
+	st = th_wait(pid, 120000);
+	cr_assert(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		  "the child died at %s (status 0x%x, exit %d)", rule, st, th_exit_code(st));
+	/* the models, as the child built them (the same seed) */
+	for (uint64_t seq = 1; seq <= 4; seq++) {
+		static struct rb_buf b;
+
+		rb_gen(&b, &m, &rng, seq);
+		if (seq == 2)
+			at2 = m;
+	}
+	at4 = m;
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	snprintf(pd, sizeof(pd), "%s/store/w0.pin", dir);
+	cr_assert_eq(rb_ls(pd, names, sizeof(names)), 0, "the open removed %s: %s", pd, names);
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &r), 0);
+	in2 = rb_diff(r, &at2, why, sizeof(why)) == 0;
+	in4 = rb_diff(r, &at4, why, sizeof(why)) == 0;
+	cr_assert(in2 || in4, "killed at %s: neither version (a mix): %s", rule, why);
+	cr_assert_eq(in2, pinned_expected, "killed at %s: the %s version expected", rule,
+		     pinned_expected ? "pinned" : "previous");
+	/* the writer goes on from the version found */
+	m = pinned_expected ? at2 : at4;
+	rng = 4242;
+	rb_flush(w, &m, &rng, 5);
+	rb_expect(r, &m, "a buffer after the recovery");
+	sfs_target_rocksdb.rd.reader_close(r);
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+Test(rdbt, a_rollback_killed_before_its_swap_leaves_the_previous_version)
+{
+	rb_killed_at("rocksdb.rollback.copy:1", 0);
+}
+
+Test(rdbt, a_rollback_killed_after_its_swap_leaves_the_pinned_version)
+{
+	rb_killed_at("rocksdb.rollback.swap:1", 1);
+}
+
+/*
+ * Readers racing rollbacks: a reader in another process probes every value
+ * key and every counter in a loop (one batch each: one catch-up) while the
+ * compactor applies buffers 3..6 over the pinned version 2 (other contents
+ * each round) and rolls back, again and again.  Each batch must be one version whole, the one
+ * its tag (the state's applied marker) names: a secondary that tailed
+ * the new instance's MANIFEST over the old one's files fails it; and it
+ * must follow (nearly) every rollback: one that kept catching up on the
+ * old instance after a rollback was published reads stale versions.
+ */
+#define RB_ROUNDS 12
+#define RB_TOP 6	/* buffers 3..RB_TOP follow the pin each round */
+
+/* The versions of round @round: at[0] empty, 1 and 2 before the pin, 3
+ * and 4 what each round applies after it (other contents each round). */
+static void rb_models(struct rb_model *at, int round)
+{
+	uint64_t rng = 0x1234;
+	struct rb_model m;
+
+	memset(&m, 0, sizeof(m));
+	memset(at, 0, sizeof(*at));
+	for (uint64_t seq = 1; seq <= RB_TOP; seq++) {
+		static struct rb_buf b;
+
+		if (seq == 3)
+			rng = 0x777 + (uint64_t)round;
+		rb_gen(&b, &m, &rng, seq);
+		at[seq] = m;
+	}
+}
+
+/* Batch @res of @n results (values: part 0, counters: 1) is state @part of
+ * version @tag of some round. */
+static int rb_matches(struct rb_model (*at)[RB_TOP + 1], const struct sfs_probe_result *res, unsigned part,
+		      uint64_t tag)
+{
+	for (int round = 0; round < RB_ROUNDS; round++) {
+		const struct rb_model *m = &at[round][tag];
+		int ok = 1;
+
+		for (unsigned i = 0; ok && i < (part ? RB_CTRS : RB_KEYS); i++) {
+			int64_t v;
+
+			if (!part)
+				ok = res[i].found == m->has[i] &&
+				     (!res[i].found || (res[i].len == strlen(m->val[i]) &&
+							!memcmp(res[i].value, m->val[i], res[i].len)));
+			else
+				ok = res[i].found == m->chas[i] &&
+				     (!res[i].found || (memcpy(&v, res[i].value, 8), v == m->cnt[i]));
+		}
+		if (ok)
+			return 1;
+	}
+	return 0;
+}
+
+static int rb_race_reader(void *arg)
+{
+	static struct rb_model at[RB_ROUNDS][RB_TOP + 1];
+	struct sfs_target_reader *r;
+	struct sfs_probe p[RB_KEYS + RB_CTRS];
+	struct sfs_probe_result res[RB_KEYS + RB_CTRS];
+	unsigned char kb[RB_KEYS + RB_CTRS][32];
+	struct sfs_rdbt_pub *pub = NULL;
+	unsigned loops = 0, seen_rb = 0, backs = 0;
+	uint64_t last = 0;
+	struct sfs_seg s;
+	char k[16];
+
+	(void)arg;
+	for (int round = 0; round < RB_ROUNDS; round++)
+		rb_models(at[round], round);
+	for (unsigned i = 0; i < RB_KEYS + RB_CTRS; i++) {
+		if (i < RB_KEYS)
+			snprintf(k, sizeof(k), "v%u", i);
+		else
+			snprintf(k, sizeof(k), "n%u", i - RB_KEYS);
+		p[i] = (struct sfs_probe){ .key = kb[i],
+					   .klen = vkey(kb[i], i < RB_KEYS ? rb_v : rb_c, k) };
+	}
+	if (sfs_seg_attach(job, 0, &s) || sfs_target_rocksdb.rd.reader_open(&s, 0, &r))
+		return 10;
+	for (;;) {
+		if (!pub) {
+			uint64_t off, size;
+
+			if (sfs_seg_region_find(&s, "rdbt.0", &off, &size) == 0)
+				pub = sfs_seg_ptr(&s, off);
+		}
+		if (pub && sfs_load_acquire(&pub->rp_rollbacks) >= RB_ROUNDS)
+			break;
+		for (unsigned part = 0; part < 2; part++) {
+			unsigned lo = part ? RB_KEYS : 0, n = part ? RB_CTRS : RB_KEYS;
+			uint64_t tag = UINT64_MAX;
+
+			if (sfs_target_rocksdb.rd.catch_up(r) ||
+			    sfs_target_rocksdb.rd.probe(r, p + lo, n, res + lo))
+				return 11;
+			for (unsigned i = lo; i < lo + n; i++)
+				if (res[i].found) {
+					if (tag != UINT64_MAX && res[i].tag != tag)
+						return 12;	/* two versions in one batch */
+					tag = res[i].tag;
+				}
+			if (tag == UINT64_MAX)
+				continue;	/* nothing yet */
+			if (tag > RB_TOP)
+				return 13;
+			if (!rb_matches(at, res + lo, part, tag))
+				return (part ? 30 : 20) + (int)tag;
+			if (!part) {
+				backs += tag < last;	/* a rollback followed */
+				last = tag;
+			}
+		}
+		loops++;
+		seen_rb = pub ? (unsigned)sfs_load_relaxed(&pub->rp_rollbacks) : 0;
+	}
+	sfs_target_rocksdb.rd.reader_close(r);
+	sfs_seg_detach(&s);
+	fprintf(stderr, "racing reader: %u loops, %u rollbacks followed of %u\n", loops, backs,
+		seen_rb);
+	return loops >= 20 && backs >= RB_ROUNDS - 3 ? 0 : 50;	/* 11 of 12 seen here */
+}
+
+Test(rdbt, readers_racing_rollbacks_read_one_whole_version_at_a_time)
+{
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	static struct rb_model m, at[RB_TOP + 1];
+	uint64_t rng = 0x1234, got;
+
+	int st;
+	sfs_ctx_t *c;
+	pid_t pid;
+
+	setenv("SFS_RDBT_INGEST_MIN", "8", 1);
+	rb_register(&c);
+	rb_models(at, 0);
+	pid = th_fork(rb_race_reader, NULL);	/* before this process touches RocksDB */
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	rb_flush(w, &m, &rng, 1);
+	rb_flush(w, &m, &rng, 2);
+	rb_snapshot(w, 2);
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 2), 0, "%s", sfs_last_error());
+	for (int round = 0; round < RB_ROUNDS; round++) {
+		m = at[2];
+		rng = 0x777 + (uint64_t)round;
+		for (uint64_t seq = 3; seq <= RB_TOP; seq++)
+			rb_flush(w, &m, &rng, seq);
+		compact_all(w, rb_v);
+		usleep(20000);	/* the reader catches up to the newest */
+		cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), 0, "%s", sfs_last_error());
+		cr_assert_eq(got, 2);
+		usleep(20000);
+	}
+	st = th_wait(pid, 120000);
+	cr_assert_eq(th_exit_code(st), 0, "the racing reader: exit %d (20+v: values of version v "
+		     "of no round, 30+v: counters, 12: two versions in a batch, 50: too few loops or rollbacks followed)",
+		     th_exit_code(st));
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}

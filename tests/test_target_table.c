@@ -22,7 +22,15 @@
  * expired rows physically leave the files in the round and the shaping
  * merge (also with rounds in the background), an expired put shadows an
  * older version below it as a tombstone would, and a state without a TTL
- * loses no row however its values look.
+ * loses no row however its values look; and rollback in place (pin,
+ * rollback): the randomized model rolled back to a pinned barrier through
+ * merges that took pinned files out of the live set (which must survive),
+ * read by a reader that had seen newer versions and by a new one, going on
+ * from there, and leaving no orphan once the next pin releases what only
+ * the old pin needed; the contract's edges (-ENOENT, pin(0), watermarks,
+ * an abandoned flush, a table first written after the pin); and a
+ * compactor killed at each step of a rollback opening on the pinned
+ * version.
  *
  * Forked children report through their exit code only, are waited for
  * with a timeout and reaped (helpers.h).  Knobs (SFS_TABLE_*) are read
@@ -47,6 +55,7 @@
 #include "store/table/layout/datafile.h"
 #include "store/table/table.h"
 #include "store/table/table_int.h"
+#include "store/table/table_snap.h"
 #include "tests/helpers.h"
 #include "tests/state_helpers.h"
 #include "tests/target_keys.h"
@@ -2455,4 +2464,425 @@ Test(tblt, expired_entries_of_a_ttl_map_are_dropped_by_the_shaping_merge)
 	writer_close(w);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
+}
+
+/* ---- 8. rollback in place (store/target.h: pin, rollback) ---------------------------- */
+
+/* Stage the flusher's writer as checkpoint @id (the compactor's stage
+ * path: its last component names the checkpoint). */
+static void stage_as(struct inproc *p, uint64_t id, char *out, size_t n)
+{
+	char buf[256];
+
+	if (!out) {
+		out = buf;
+		n = sizeof(buf);
+	}
+	snprintf(out, n, "%s/stage/w0/b%llu", dir, (unsigned long long)id);
+	cr_assert_eq(p->f.ops->snapshot(p->f.w[0].tw, out), 0, "%s", sfs_last_error());
+}
+
+/* 1 if table @sid's directory holds file @name. */
+static int in_table_dir(uint32_t sid, const char *name)
+{
+	char path[640], d[320];
+
+	table_dir(d, sizeof(d), seg.hdr->sh_data_dir, sid);
+	snprintf(path, sizeof(path), "%s/%s", d, name);
+	return exists(path);
+}
+
+/* 1 if @name is published for table @sid. */
+static int is_published(uint32_t sid, const char *name)
+{
+	static struct pubset ps;
+
+	cr_assert_eq(pub_table(pub_of(&seg, 0), sid, &ps), 0);
+	for (uint32_t i = 0; i < ps.n; i++)
+		if (strcmp(ps.name[i], name) == 0)
+			return 1;
+	return strcmp(ps.dvi, name) == 0;
+}
+
+/* Wait until no shaping merge has run for 300 ms (none is due any more). */
+static void merges_settle(sfs_ctx_t *c)
+{
+	uint64_t last = relaxed(&pub_of(&seg, 0)->tp_merges);
+
+	for (int quiet = 0, t = 0; quiet < 300 && t < 20000; t++) {
+		uint64_t now = relaxed(&pub_of(&seg, 0)->tp_merges);
+
+		quiet = now == last ? quiet + 1 : 0;
+		last = now;
+		sfs_ctx_quiescent(c);
+		usleep(1000);
+	}
+}
+
+/* 1 if every file of the version staged in TABLES @s is in its table
+ * directory; *@gone_from_pub: how many of its data files are no longer
+ * published (merged away, or wholly superseded). */
+static int pinned_files_exist(const struct sfs_tsnap *s, unsigned *gone_from_pub)
+{
+	int ok = 1;
+
+	*gone_from_pub = 0;
+	for (uint32_t i = 0; i < s->ntables; i++) {
+		const struct sfs_tsnap_table *st = &s->tables[i];
+
+		for (uint32_t f = 0; f < st->nfiles; f++) {
+			ok &= in_table_dir(st->sid, st->files[f].name);
+			*gone_from_pub += !is_published(st->sid, st->files[f].name);
+		}
+		if (st->dvi[0])
+			ok &= in_table_dir(st->sid, st->dvi);
+	}
+	return ok;
+}
+
+/*
+ * The randomized model of section 5 with a checkpoint staged at every
+ * barrier: one of them (random) is pinned two barriers after it (when its
+ * checkpoint would complete), then barriers go on until shaping merges
+ * have taken pinned files out of the live set — which must survive in the
+ * table directories — then a rollback.  Every key then reads as the model
+ * did at the pinned barrier, through a reader that had caught up to the
+ * newer versions and through a new one; the returned seq is the pinned
+ * version's; more barriers apply on top of it; and once the next pin no
+ * longer needs the abandoned and parked files, they are all unlinked.
+ */
+Test(tblt, a_rollback_returns_every_key_to_the_pinned_barrier_and_goes_on_from_there)
+{
+	struct sfs_worker_opts o = small_opts();
+	static struct model m, pm;
+	struct sfs_target_reader *r, *r2;
+	struct inproc *p = &live_flusher;
+	uint64_t seed0 = test_seed(), seed = seed0, b = 0, pin_b, pin_seq = 0, seq = 0;
+	uint64_t merges_at_pin = 0;
+	const unsigned every = 40;
+	char why[1024], stage[256], pstage[256], path[512];
+	struct sfs_tsnap ts;
+	unsigned gone = 0;
+	sfs_ctx_t *c;
+
+	memset(&m, 0, sizeof(m));
+	o.flags = SFS_WORKER_NO_CACHE;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &r_v), 0);
+	cr_assert_eq(sfs_state_register(c, "add", SFS_STATE_COUNTER, &r_add), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "max", SFS_MERGE_MAX, &r_max), 0);
+	cr_assert_eq(sfs_state_register(c, "map", SFS_STATE_MAP, &r_map), 0);
+	flusher_start();
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	pin_b = 4 + th_rand(&seed) % 8;
+	/* before the pin, then until merges took pinned files (at most 60) */
+	while (b < pin_b + 4 ||
+	       (b < 80 && (gone == 0 || relaxed(&pub_of(&seg, 0)->tp_merges) == merges_at_pin))) {
+		for (unsigned i = 0; i < every; i++)
+			model_op(c, &m, &seed);
+		cr_assert_eq(sfs_barrier(c, ++b), 0, "%s", sfs_last_error());
+		inproc_drain(p, c);
+		stage_as(p, b, stage, sizeof(stage));
+		if (b == pin_b) {
+			pm = m;
+			pin_seq = sfs_load_acquire(&pub_of(&seg, 0)->tp_applied);
+			snprintf(pstage, sizeof(pstage), "%s", stage);
+		}
+		if (b == pin_b + 2) {
+			cr_assert_eq(T->pin(p->f.w[0].tw, pin_b), 0, "%s", sfs_last_error());
+			merges_at_pin = relaxed(&pub_of(&seg, 0)->tp_merges);
+			snprintf(path, sizeof(path), "%s/TABLES", pstage);
+			cr_assert_eq(sfs_tsnap_read(path, &ts), 0, "%s", sfs_last_error());
+		}
+		model_check(r, &m, why, sizeof(why));
+		cr_assert(!why[0], "seed %llu, barrier %llu: %s", (unsigned long long)seed0,
+			  (unsigned long long)b, why);
+		if (b > pin_b + 2) {
+			/* a grace period or two: whatever is unlinked is gone now */
+			for (int t = 0; t < 50; t++) {
+				sfs_ctx_quiescent(c);
+				usleep(1000);
+			}
+			cr_assert(pinned_files_exist(&ts, &gone), "seed %llu, barrier %llu: a file "
+				  "of the pinned version was unlinked", (unsigned long long)seed0,
+				  (unsigned long long)b);
+		}
+	}
+	cr_assert_gt(gone, 0, "seed %llu: pinned files left the live set (%llu merges since "
+		     "the pin)", (unsigned long long)seed0,
+		     (unsigned long long)(relaxed(&pub_of(&seg, 0)->tp_merges) - merges_at_pin));
+	cr_assert_gt(relaxed(&pub_of(&seg, 0)->tp_merges), merges_at_pin,
+		     "shaping merges ran after the pin");
+
+	/* the rollback, the reader that saw newer versions, and a new one */
+	cr_assert_eq(T->rollback(p->f.w[0].tw, &seq), 0, "%s", sfs_last_error());
+	cr_assert_eq(seq, pin_seq, "rollback returned seq %llu, the pinned version's is %llu",
+		     (unsigned long long)seq, (unsigned long long)pin_seq);
+	cr_assert_eq(sfs_load_acquire(&pub_of(&seg, 0)->tp_applied), pin_seq);
+	model_check(r, &pm, why, sizeof(why));
+	cr_assert(!why[0], "seed %llu, pinned barrier %llu, a reader that caught up before: %s",
+		  (unsigned long long)seed0, (unsigned long long)pin_b, why);
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r2), 0);
+	model_check(r2, &pm, why, sizeof(why));
+	cr_assert(!why[0], "seed %llu, pinned barrier %llu, a new reader: %s",
+		  (unsigned long long)seed0, (unsigned long long)pin_b, why);
+	/* later buffers apply on top of the pinned version */
+	m = pm;
+	for (unsigned k = 0; k < 8; k++) {
+		for (unsigned i = 0; i < every; i++)
+			model_op(c, &m, &seed);
+		cr_assert_eq(sfs_barrier(c, ++b), 0, "%s", sfs_last_error());
+		inproc_drain(p, c);
+		model_check(r, &m, why, sizeof(why));
+		cr_assert(!why[0], "seed %llu, barrier %llu after the rollback: %s",
+			  (unsigned long long)seed0, (unsigned long long)b, why);
+		model_check(r2, &m, why, sizeof(why));
+		cr_assert(!why[0], "seed %llu, barrier %llu after the rollback, new reader: %s",
+			  (unsigned long long)seed0, (unsigned long long)b, why);
+	}
+
+	/* the next pin: nothing but the live files stays (a merge starved at
+	 * idle priority may still park the files of the pinned version: the
+	 * checkpoint after it releases them; and a file's grace period starts
+	 * at a publication: an empty barrier's) */
+	merges_settle(c);
+	for (int tries = 0, ok = 0; !ok; tries++) {
+		char w2[512] = "";
+
+		cr_assert_eq(sfs_barrier(c, ++b), 0, "%s", sfs_last_error());
+		inproc_drain(p, c);
+		stage_as(p, b, NULL, 0);
+		cr_assert_eq(T->pin(p->f.w[0].tw, b), 0, "%s", sfs_last_error());
+		for (int t = 0; t < 500 && !ok; t++) {
+			sfs_ctx_quiescent(c);
+			ok = dir_matches_pub(pub_of(&seg, 0), r_v, w2, sizeof(w2)) &&
+			     dir_matches_pub(pub_of(&seg, 0), r_add, w2, sizeof(w2)) &&
+			     dir_matches_pub(pub_of(&seg, 0), r_max, w2, sizeof(w2)) &&
+			     dir_matches_pub(pub_of(&seg, 0), r_map, w2, sizeof(w2));
+			if (!ok)
+				usleep(1000);
+		}
+		cr_assert(ok || tries < 20, "seed %llu: after %d pins: %s",
+			  (unsigned long long)seed0, tries + 1, w2);
+	}
+	cr_assert_eq(relaxed(&pub_of(&seg, 0)->tp_errors), 0);
+	sfs_tsnap_free(&ts);
+	T->rd.reader_close(r);
+	T->rd.reader_close(r2);
+	flusher_stop();
+	sfs_worker_close(c);
+}
+
+/*
+ * The contract's edges on a writer driven by hand: -ENOENT with nothing
+ * pinned, for a checkpoint this writer never staged (which also drops
+ * the previous pin), and for pin(0) once something was applied; pin(0)
+ * right after open returns to the version at open; the rollback's
+ * watermark makes a redone seq up to it a no-op and a later seq apply
+ * (even one the abandoned version had applied); a table first written
+ * after the pin comes back empty; and a second rollback returns to the
+ * same version.
+ */
+Test(tblt, pin_and_rollback_keep_the_contract_at_its_edges)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[2];
+	struct mview mv[2];
+	uint32_t sc, sc2;
+	uint64_t seq = 99;
+	sfs_ctx_t *c;
+	int64_t n;
+	char stage[256];
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
+	cr_assert_eq(sfs_state_register(c, "late", SFS_STATE_COUNTER, &sc2), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+
+	cr_assert_eq(T->rollback(w, &seq), -ENOENT, "rollback with nothing pinned");
+	cr_assert_eq(seq, 99, "*seq untouched");
+	merge_view(&v[0], &mv[0], sc, "x", 5);
+	flush_seq(w, v, 1, 1);
+	cr_assert_eq(T->pin(w, 0), -ENOENT, "pin(0) after an apply");
+	merge_view(&v[0], &mv[0], sc, "x", 7);
+	flush_seq(w, v, 1, 2);
+	snprintf(stage, sizeof(stage), "%s/stage/w0/b7", dir);
+	cr_assert_eq(T->snapshot(w, stage), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->pin(w, 8), -ENOENT, "pin of a checkpoint never staged");
+	cr_assert_eq(T->rollback(w, &seq), -ENOENT, "a failed pin leaves nothing pinned");
+	cr_assert_eq(T->pin(w, 7), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->pin(w, 7), -ENOENT, "a pinned checkpoint is no longer staged");
+	cr_assert_eq(T->rollback(w, &seq), -ENOENT);
+	writer_close(w);
+
+	/* reopened: pin(0) pins the version at open (x = 12, seq 2) */
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->pin(w, 0), 0, "%s", sfs_last_error());
+	merge_view(&v[0], &mv[0], sc, "x", 1);
+	merge_view(&v[1], &mv[1], sc2, "y", 3);
+	flush_seq(w, v, 2, 3);
+	expect(r, sc, "x", 13, 3);
+	expect(r, sc2, "y", 3, 3);
+	/* a flush under way: applied, not committed, abandoned */
+	merge_view(&v[0], &mv[0], sc, "x", 1000);
+	cr_assert_eq(T->apply(w, v, 1, 4), 0);
+	cr_assert_eq(T->rollback(w, &seq), 0, "%s", sfs_last_error());
+	cr_assert_eq(seq, 2);
+	expect(r, sc, "x", 12, 2);
+	cr_assert_eq(T->rd.catch_up(r), 0);
+	cr_assert_eq(probe_i64(r, sc2, 0, "y", &n, NULL), 0, "a table first written after the "
+		     "pin comes back empty");
+	/* seq 3 again (the abandoned version had it): applies on top */
+	merge_view(&v[0], &mv[0], sc, "x", 1);
+	flush_seq(w, v, 1, 3);
+	expect(r, sc, "x", 13, 3);
+	/* a redo of seq 2 (<= the pinned seq) is a no-op */
+	merge_view(&v[0], &mv[0], sc, "x", 7);
+	flush_seq(w, v, 1, 2);
+	expect(r, sc, "x", 13, 3);
+	/* the pin stays */
+	cr_assert_eq(T->rollback(w, &seq), 0, "%s", sfs_last_error());
+	cr_assert_eq(seq, 2);
+	expect(r, sc, "x", 12, 2);
+	/* and a reopen finds the rolled-back version */
+	writer_close(w);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	expect(r, sc, "x", 12, 2);
+	cr_assert_eq(T->rollback(w, &seq), -ENOENT, "no pin survives a reopen");
+
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/*
+ * A compactor killed in a rollback: a child builds the state (the model,
+ * a checkpoint staged at each barrier, one pinned, more barriers), saves
+ * the pinned and the final models, arms @point and rolls back.  Killed
+ * there, the next open (this process) must find the pinned version whole
+ * in every table — the intent is written before any table switches — and
+ * publish it with its seq; the store then keeps no orphan.
+ */
+#define RB_PIN 3u
+#define RB_LAST 9u
+
+static int rollback_child(void *arg)
+{
+	struct sfs_worker_opts o = small_opts();
+	static struct model m, pm;
+	struct inproc *p = &live_flusher;
+	uint64_t seed = 42, seq = 0, pin_seq = 0;
+	char stage[256], path[512];
+	sfs_ctx_t *c;
+	FILE *f;
+
+	sfs_fault_reset();
+	o.flags = SFS_WORKER_NO_CACHE;
+	if (sfs_worker_open(job, 0, 0, &o, &c) ||
+	    sfs_state_register(c, "v", SFS_STATE_VALUE, &r_v) ||
+	    sfs_state_register(c, "add", SFS_STATE_COUNTER, &r_add) ||
+	    sfs_state_register_merge(c, "max", SFS_MERGE_MAX, &r_max) ||
+	    sfs_state_register(c, "map", SFS_STATE_MAP, &r_map))
+		return 20;
+	inproc_start(p);
+	for (uint64_t b = 1; b <= RB_LAST; b++) {
+		for (unsigned i = 0; i < 60; i++)
+			model_op(c, &m, &seed);
+		if (sfs_barrier(c, b))
+			return 21;
+		inproc_drain(p, c);
+		stage_as(p, b, stage, sizeof(stage));
+		if (b == RB_PIN) {
+			pm = m;
+			pin_seq = sfs_load_acquire(&pub_of(&seg, 0)->tp_applied);
+		}
+		if (b == RB_PIN + 1 && T->pin(p->f.w[0].tw, RB_PIN))
+			return 22;
+	}
+	snprintf(path, sizeof(path), "%s/models", dir);
+	if (!(f = fopen(path, "w")) || fwrite(&pm, sizeof(pm), 1, f) != 1 ||
+	    fwrite(&m, sizeof(m), 1, f) != 1 || fwrite(&pin_seq, 8, 1, f) != 1 || fclose(f))
+		return 23;
+	if (sfs_fault_arm((const char *)arg))
+		return 24;
+	if (T->rollback(p->f.w[0].tw, &seq))
+		return 25;
+	return 26;	/* not killed */
+}
+
+static void killed_in_a_rollback(const char *point)
+{
+	static struct model pm, last;
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_worker_opts o = small_opts();
+	uint64_t pin_seq = 0;
+	char path[512], why[1024];
+	sfs_ctx_t *c;
+	FILE *f;
+	int status;
+	pid_t pid;
+
+	pid = live_child = th_fork(rollback_child, (void *)point);
+	status = th_wait(pid, 50000);
+	live_child = 0;
+	cr_assert(killed_at_its_point(status), "the rollback died at '%s' (exit %d)", point,
+		  th_exit_code(status));
+	snprintf(path, sizeof(path), "%s/store/w0/ROLLBACK", dir);
+	cr_assert(exists(path), "the intent is there after a death at '%s'", point);
+	snprintf(path, sizeof(path), "%s/models", dir);
+	cr_assert_not_null(f = fopen(path, "r"));
+	cr_assert_eq(fread(&pm, sizeof(pm), 1, f), 1);
+	cr_assert_eq(fread(&last, sizeof(last), 1, f), 1);
+	cr_assert_eq(fread(&pin_seq, 8, 1, f), 1);
+	fclose(f);
+
+	/* the next compactor's open: a reader sees the pinned version */
+	o.flags = SFS_WORKER_NO_CACHE;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &r_v), 0);
+	cr_assert_eq(sfs_state_register(c, "add", SFS_STATE_COUNTER, &r_add), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "max", SFS_MERGE_MAX, &r_max), 0);
+	cr_assert_eq(sfs_state_register(c, "map", SFS_STATE_MAP, &r_map), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	snprintf(path, sizeof(path), "%s/store/w0/ROLLBACK", dir);
+	cr_assert(!exists(path), "the open finished the rollback");
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	model_check(r, &last, why, sizeof(why));
+	cr_assert(why[0], "the pre-rollback version differs from the pinned one (a test that "
+		  "can tell)");
+	model_check(r, &pm, why, sizeof(why));
+	cr_assert(!why[0], "after a death at '%s', the pinned version: %s", point, why);
+	cr_assert_eq(sfs_load_acquire(&pub_of(&seg, 0)->tp_applied), pin_seq);
+	expect_no_orphans(c, r_v);
+	expect_no_orphans(c, r_add);
+	expect_no_orphans(c, r_max);
+	expect_no_orphans(c, r_map);
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+Test(tblt, a_compactor_killed_after_the_rollback_intent_opens_on_the_pinned_version)
+{
+	killed_in_a_rollback("table.rollback.intent:1");
+}
+
+Test(tblt, a_compactor_killed_with_half_the_tables_rolled_back_opens_on_the_pinned_version)
+{
+	killed_in_a_rollback("table.rollback.table:2");
+}
+
+Test(tblt, a_compactor_killed_before_the_rollback_intent_is_removed_opens_on_the_pinned_version)
+{
+	killed_in_a_rollback("table.rollback.done:1");
 }

@@ -138,6 +138,7 @@
  *
  * Fault injection (tests): kill points rocksdb.* (common/fault.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -214,6 +215,9 @@
 #define PACE_RATE_MB 128
 #define UNPACED_JOBS 4
 #define LOG_EVERY_NS (10ull * 1000000000ull)
+/* Staged versions kept for a pin at once: checkpoints complete in order,
+ * a few at most are staged and not yet complete. */
+#define CAND_MAX 4u
 
 uint64_t sfs_rdbt_layout(void)
 {
@@ -228,6 +232,8 @@ uint64_t sfs_rdbt_layout(void)
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_knobs);
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_ingest_min);
 	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_ttl_dropped);
+	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_incarnation);
+	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_rollbacks);
 	return h;
 }
 
@@ -630,6 +636,12 @@ struct sfs_target_writer {
 	unsigned char kend[KBUF];
 	struct wttl ttl[SFS_MAX_STATES];  /* per state, kept across reopens */
 	uint64_t ttl_dropped;   /* entries ttl_filter removed (atomic, relaxed) */
+	/* Rollback in place ("Rollback" below): process-local, like a pin */
+	char ppath[PATH_MAX];   /* <path>.pin */
+	struct { uint64_t id, seq; } cand[CAND_MAX]; /* staged, not pinned: c<id> */
+	unsigned ncand;
+	int pinned;             /* <ppath>/c<pin_id> is the version a rollback returns to */
+	uint64_t pin_id, pin_seq;
 };
 
 static void stage_reset(struct wstage *s)
@@ -1061,6 +1073,8 @@ static void rdbt_close(struct sfs_target_writer *w)
 	}
 	if (w->ipath[0])
 		rm_tree(w->ipath);
+	if (w->ppath[0])
+		rm_tree(w->ppath);
 	if (w->wb)
 		rocksdb_writebatch_destroy(w->wb);
 	if (w->wo)
@@ -1237,8 +1251,19 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 	rm_tree(w->ipath);
 	if ((rc = sfs_mkdirs(w->ipath, 0700)))
 		goto fail;
+	/* Pins die with their compactor (store/target.h): what a previous
+	 * one kept goes, with the old instance a rollback killed after its
+	 * swap left in "next" (the swap itself is one atomic rename). */
+	snprintf(w->ppath, sizeof(w->ppath), "%.*s.pin", PATH_MAX - 16, w->path);
+	rm_tree(w->ppath);
+	if ((rc = sfs_mkdirs(w->ppath, 0700)))
+		goto fail;
 	if ((rc = pub_find(s, worker, 1, &w->pub)))
 		goto fail;
+	/* A rollback killed between its two bumps: readers held off are
+	 * released (w_start's rp_cf_gen bump makes them reopen). */
+	if (sfs_load_acquire(&w->pub->rp_incarnation) & 1)
+		sfs_store_release(&w->pub->rp_incarnation, w->pub->rp_incarnation + 1);
 	sfs_store_relaxed(&w->pub->rp_knobs, w->k.on);
 	sfs_store_relaxed(&w->pub->rp_ingest_min, w->k.ingest_min);
 	w->ttl_dropped = w->pub->rp_ttl_dropped;	/* counted on across compactor runs */
@@ -2014,6 +2039,7 @@ struct sfs_target_reader {
 	uint64_t applied[SFS_MAX_STATES];
 	uint64_t seen;          /* rp_published at the last catch-up */
 	uint64_t cf_gen;        /* rp_cf_gen at the last (re)open */
+	uint64_t inc;           /* rp_incarnation the secondary was opened under (even) */
 	struct sfs_bump arena;     /* values handed out until the next catch-up */
 	unsigned char kbuf[KBUF];
 	unsigned char kend[KBUF];
@@ -2137,10 +2163,33 @@ out:
 	return rc;
 }
 
-/* Follow the primary when it published a version since the last time. */
+/* rp_incarnation once it is even (no rollback replacing the instance),
+ * waiting up to ROLLBACK_WAIT_NS; odd if it stays odd that long (a
+ * compactor killed mid-rollback: its successor's open makes it even). */
+#define ROLLBACK_WAIT_NS (30ull * 1000000000ull)
+static uint64_t r_incarnation(const struct sfs_target_reader *r)
+{
+	uint64_t inc = sfs_load_acquire(&r->pub->rp_incarnation), until = 0;
+
+	while ((inc & 1) && (!until || sfs_now_ns() < until)) {
+		if (!until)
+			until = sfs_now_ns() + ROLLBACK_WAIT_NS;
+		usleep(1000);
+		inc = sfs_load_acquire(&r->pub->rp_incarnation);
+	}
+	return inc;
+}
+
+/*
+ * Follow the primary when it published a version since the last time.  A
+ * rollback (rp_incarnation moved: "Rollback" above) is followed by a
+ * reopen, never a catch-up, and an open or catch-up that overlapped one
+ * (odd, or moved by the end) is thrown away and redone: a secondary may
+ * hold the old instance's version or the new one's, never a mix.
+ */
 static int r_refresh(struct sfs_target_reader *r)
 {
-	uint64_t v, g;
+	uint64_t v, g, inc;
 	char *err = NULL;
 	int rc;
 
@@ -2152,25 +2201,52 @@ static int r_refresh(struct sfs_target_reader *r)
 	}
 	v = sfs_load_acquire(&r->pub->rp_published);
 	g = sfs_load_acquire(&r->pub->rp_cf_gen);
-	if (r->db && v == r->seen && g == r->cf_gen)
+	inc = sfs_load_acquire(&r->pub->rp_incarnation);
+	if (r->db && v == r->seen && g == r->cf_gen && inc == r->inc)
 		return 0;
-	if (!r->db || g != r->cf_gen) {
-		if ((rc = r_open_db(r)))
-			return rc;
-		r->cf_gen = g;
-	} else {
-		rocksdb_try_catch_up_with_primary(r->db, &err);
-		if (err) {
-			/* Retry once from scratch: a reopen reads CURRENT anew. */
-			rocksdb_free(err);
-			if ((rc = r_open_db(r)))
-				return rc;
+	if ((inc & 1) && r->db)
+		return 0;	/* the version held stays readable until the rollback ends */
+	for (unsigned tries = 0;; tries++) {
+		if ((inc = r_incarnation(r)) & 1) {
+			r_close_db(r);
+			return sfs__err(SFS_ETIMEDOUT, "rocksdb target %s: a rollback of the "
+					"instance has not ended in %llu s", r->path,
+					ROLLBACK_WAIT_NS / 1000000000ull);
 		}
+		v = sfs_load_acquire(&r->pub->rp_published);
+		g = sfs_load_acquire(&r->pub->rp_cf_gen);
+		if (!r->db || g != r->cf_gen || inc != r->inc) {
+			if ((rc = r_open_db(r)))
+				goto check;
+			r->cf_gen = g;
+		} else {
+			rocksdb_try_catch_up_with_primary(r->db, &err);
+			if (err) {
+				/* Retry once from scratch: a reopen reads CURRENT anew. */
+				rocksdb_free(err);
+				err = NULL;
+				rc = r_open_db(r);
+			}
+		}
+check:
+		/* The files read above, then the incarnation: a rollback that
+		 * began meanwhile shows here. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (sfs_load_acquire(&r->pub->rp_incarnation) == inc) {
+			if (rc)
+				return rc;
+			break;
+		}
+		r_close_db(r);
+		if (tries >= 8)
+			return sfs__err(SFS_ETIMEDOUT, "rocksdb target %s: the instance was rolled "
+					"back during each of %u reopens", r->path, tries + 1);
 	}
 	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
 		if (r->cf[i])
 			r->applied[i] = read_marker(r->db, r->ro, r->cf[i]);
 	r->seen = v;
+	r->inc = inc;
 	return 0;
 }
 
@@ -2480,6 +2556,317 @@ out_opts:
 	return rc;
 }
 
+/* ---- rollback in place (store/target.h) ----------------------------------------- */
+
+/*
+ * Rollback.  The way back to a checkpoint's version without copying the
+ * instance: every version staged for a checkpoint is kept, until the next
+ * pin releases it, as a flat RocksDB checkpoint of its own under
+ * <path>.pin (hard links of its SSTs, MANIFEST, CURRENT and OPTIONS:
+ * links, no byte copied), so the files it needs outlive the primary's
+ * compactions and deletion windows; a rollback closes the primary, makes
+ * a link copy of the pinned checkpoint ("next": the pin itself stays, a
+ * second rollback needs it) and swaps it with the instance directory in
+ * one renameat2(RENAME_EXCHANGE), then opens it again.  A kill -9 before
+ * the swap leaves the old instance at <path> (closed, intact: WAL off,
+ * the memtables held nothing durable), after it the pinned one; the next
+ * open removes <path>.pin either way.  Never a mix: one rename decides.
+ *
+ * Why not a RocksDB snapshot held at the pinned version, undone by writing
+ * back each key written since: that needs the keys written since (the
+ * sealed buffers are freed after their flush), it is O(keys changed) and
+ * not O(1), and the TTL compaction filter drops versions a snapshot's
+ * reader would need (a filter ignores snapshots).
+ *
+ * Cost (ext4, bench: tests/test_target_rocksdb.c, rollback_bench):
+ *  - per checkpoint, in snapshot(), on the compactor's thread: one mkdir,
+ *    one link per live SST + 3 (MANIFEST, CURRENT, OPTIONS), one fsync of
+ *    the directory; at pin, the previous pin's links unlinked (as many)
+ *    and its directory removed.  No file is created and no byte copied;
+ *    the disk held is the SSTs the pinned version has and the live one no
+ *    longer has: one interval's compaction churn.
+ *  - per rollback: the primary closed (waits for its running compaction),
+ *    one mkdir + the same links for "next", one rename, two directory
+ *    fsyncs, the old instance's files unlinked, and a DB open, which with
+ *    max_open_files = -1 opens every table file (their index and filter
+ *    blocks: metadata, not data).
+ *
+ * Readers (other processes, secondaries): rp_incarnation is made odd
+ * before the primary closes and even again after the open; a file number
+ * of the rolled-back instance may name another file of the old one, so a
+ * secondary must never follow the swap by a catch-up.  r_refresh reopens
+ * when rp_incarnation differs from the one its secondary was opened under,
+ * and checks it again after each open or catch-up: odd or moved, the
+ * result is thrown away (seqlock).  Data already read is from files the
+ * secondary holds open: stale, never mixed.
+ *
+ * Fenced: a commit under way (its staged records, a memtable being
+ * flushed, an SST in <path>.ingest) is dropped with the primary; RocksDB's
+ * background flush and compactions end with the close; this target stages
+ * synchronously (snapshot, no snapshot_begin), so no background snapshot
+ * exists to stop.
+ */
+
+static void fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY);
+
+	if (fd >= 0) {
+		(void)fsync(fd);	/* kill -9 safety needs none; a power loss ordering */
+		close(fd);
+	}
+}
+
+/* Hard-link every file of @from, and of its SFS_STAGE_SHARED subdirectory
+ * (a stage's SSTs), flat into @to (exists).  One link per file. */
+static int link_flat(const char *from, const char *to, int depth)
+{
+	char a[PATH_MAX + 256], b[PATH_MAX + 256];
+	struct dirent *e;
+	struct stat sb;
+	DIR *d = opendir(from);
+	int rc = 0;
+
+	if (!d)
+		return sfs__err(sfs__errno(), "rocksdb target %s: %s", from, strerror(errno));
+	while (!rc && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(a, sizeof(a), "%s/%s", from, e->d_name);
+		if (lstat(a, &sb)) {
+			rc = sfs__err(sfs__errno(), "rocksdb target %s: %s", a, strerror(errno));
+		} else if (S_ISDIR(sb.st_mode)) {
+			if (depth == 0 && !strcmp(e->d_name, SFS_STAGE_SHARED))
+				rc = link_flat(a, to, 1);
+		} else if (S_ISREG(sb.st_mode) && strcmp(e->d_name, "LOCK") &&
+			   strncmp(e->d_name, "LOG", 3)) {
+			snprintf(b, sizeof(b), "%s/%s", to, e->d_name);
+			if (link(a, b))
+				rc = sfs__err(sfs__errno(), "rocksdb target: link %s to %s: %s", a, b,
+					      strerror(errno));
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+static void cand_dir(const struct sfs_target_writer *w, uint64_t id, char *buf, size_t n)
+{
+	snprintf(buf, n, "%.*s/c%llu", PATH_MAX - 32, w->ppath, (unsigned long long)id);
+}
+
+/* Make @dir (gone first) a link copy of @from, durable. */
+static int link_copy(const char *from, const char *dir)
+{
+	int rc;
+
+	rm_tree(dir);
+	if (mkdir(dir, 0700))
+		return sfs__err(sfs__errno(), "rocksdb target %s: mkdir: %s", dir, strerror(errno));
+	if ((rc = link_flat(from, dir, 0)))
+		return rc;
+	fsync_dir(dir);
+	return 0;
+}
+
+static void cand_drop(struct sfs_target_writer *w, unsigned i)
+{
+	char d[PATH_MAX];
+
+	cand_dir(w, w->cand[i].id, d, sizeof(d));
+	rm_tree(d);
+	w->cand[i] = w->cand[--w->ncand];
+}
+
+/*
+ * The stage @stage just made (snapshot) kept as c<id> for a later pin.
+ * The id is the stage directory's, SFS_CKPT_STAGE_FMT's ".../b<id>": the
+ * synchronous snapshot op is not given it.  Best effort: without it a pin
+ * of that id returns -ENOENT and the group restarts from files, which is
+ * said once here.
+ */
+static void cand_add(struct sfs_target_writer *w, const char *stage)
+{
+	const char *base = strrchr(stage, '/');
+	char d[PATH_MAX], *end;
+	unsigned long long id;
+	unsigned i;
+
+	base = base ? base + 1 : stage;
+	if (base[0] != 'b' || !base[1])
+		return;
+	id = strtoull(base + 1, &end, 10);
+	if (*end || !id)
+		return;
+	for (i = 0; i < w->ncand; i++)
+		if (w->cand[i].id == id)
+			break;
+	if (i < w->ncand)
+		cand_drop(w, i);	/* staged again (a retried snapshot) */
+	if (w->ncand == CAND_MAX) {
+		unsigned old = 0;
+
+		for (i = 1; i < w->ncand; i++)
+			if (w->cand[i].id < w->cand[old].id)
+				old = i;
+		cand_drop(w, old);
+	}
+	cand_dir(w, id, d, sizeof(d));
+	if (link_copy(stage, d)) {
+		sfs_log("rocksdb target %s: checkpoint %llu will not be pinned (a rollback to it "
+			"falls back to a restore): %s", w->path, id, sfs_last_error());
+		rm_tree(d);
+		return;
+	}
+	w->cand[w->ncand].id = id;
+	w->cand[w->ncand].seq = sfs_load_relaxed(&w->pub->rp_applied);
+	w->ncand++;
+}
+
+static void pin_release(struct sfs_target_writer *w)
+{
+	char d[PATH_MAX];
+
+	if (!w->pinned)
+		return;
+	cand_dir(w, w->pin_id, d, sizeof(d));
+	rm_tree(d);
+	w->pinned = 0;
+}
+
+/* pin(0): the version at open, checkpointed flat as c0 (RocksDB's
+ * checkpoint: a link per SST, the MANIFEST copied; the memtables are
+ * empty, nothing was applied). */
+static int pin_open_version(struct sfs_target_writer *w)
+{
+	rocksdb_checkpoint_t *cp;
+	char d[PATH_MAX], *err = NULL;
+	int rc;
+
+	if (w->staged || w->written || w->seq)
+		return sfs__err(SFS_EUSAGE, "rocksdb target %s: pin 0 after a buffer was applied "
+				"(it pins the version at open)", w->path);
+	if (!w->db)
+		return sfs__err(-EIO, "rocksdb target %s: no open instance to pin", w->path);
+	cand_dir(w, 0, d, sizeof(d));
+	rm_tree(d);
+	cp = rocksdb_checkpoint_object_create(w->db, &err);
+	if ((rc = rdbt_err(w->path, &err, "checkpoint object")))
+		return rc;
+	rocksdb_checkpoint_create(cp, d, 0, &err);
+	rocksdb_checkpoint_object_destroy(cp);
+	if ((rc = rdbt_err(d, &err, "checkpoint")))
+		return rc;
+	if (chmod(d, 0700))
+		return sfs__err(sfs__errno(), "rocksdb target %s: chmod: %s", d, strerror(errno));
+	w->pinned = 1;
+	w->pin_id = 0;
+	w->pin_seq = sfs_load_relaxed(&w->pub->rp_applied);
+	return 0;
+}
+
+/*
+ * pin (store/target.h): checkpoint @id is complete; the version this
+ * writer staged for it (c<id>) becomes the rollback point, the previous
+ * pin and every older staged version are removed.  O(1) when kept: the
+ * links were made at staging; the release unlinks the old pin's links.
+ */
+static int rdbt_pin(struct sfs_target_writer *w, uint64_t id)
+{
+	unsigned i, at = CAND_MAX;
+
+	if (id == 0) {
+		pin_release(w);
+		return pin_open_version(w);
+	}
+	for (i = 0; i < w->ncand; i++)
+		if (w->cand[i].id == id)
+			at = i;
+	pin_release(w);
+	if (at == CAND_MAX) {
+		for (i = w->ncand; i-- > 0;)
+			if (w->cand[i].id < id)
+				cand_drop(w, i);
+		return -ENOENT;
+	}
+	w->pinned = 1;
+	w->pin_id = id;
+	w->pin_seq = w->cand[at].seq;
+	w->cand[at] = w->cand[--w->ncand];
+	for (i = w->ncand; i-- > 0;)
+		if (w->cand[i].id < id)
+			cand_drop(w, i);
+	return 0;
+}
+
+/* What was under way is dropped: the staged buffer, a flush or an SST
+ * being written, a failing commit's back-off. */
+static void abandon(struct sfs_target_writer *w)
+{
+	stages_reset(w);
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		w->st[i].inbatch = 0;
+	w->reopen = 0;
+	w->fails = 0;
+	w->wait_t0 = 0;
+	w->purge_token = 0;
+	rm_tree(w->ipath);
+	(void)sfs_mkdirs(w->ipath, 0700);
+}
+
+/*
+ * rollback (store/target.h; the design, its cost and the readers' side:
+ * "Rollback" above).  On an error the instance at <path> is whole (the old
+ * one before the swap, the pinned one after it) and w->db may be NULL: the
+ * next commit opens it again, and the caller falls back to a restore.
+ */
+static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
+{
+	char pin[PATH_MAX], next[PATH_MAX], parent[PATH_MAX];
+	uint64_t t0 = sfs_now_ns();
+	int rc;
+
+	if (!w->pinned)
+		return -ENOENT;
+	cand_dir(w, w->pin_id, pin, sizeof(pin));
+	snprintf(next, sizeof(next), "%.*s/next", PATH_MAX - 16, w->ppath);
+	snprintf(parent, sizeof(parent), "%s", w->path);
+	if (strrchr(parent, '/'))
+		*strrchr(parent, '/') = '\0';
+	abandon(w);
+	/* Readers hold off from here (odd) until the open below. */
+	sfs_store_release(&w->pub->rp_incarnation, (w->pub->rp_incarnation | 1));
+	w_close_db(w);
+	while (w->ncand)	/* staged after the pin: dropped */
+		cand_drop(w, 0);
+	if ((rc = link_copy(pin, next)))
+		goto out;
+	sfs_fault("rocksdb.rollback.copy");
+	if (renameat2(AT_FDCWD, next, AT_FDCWD, w->path, RENAME_EXCHANGE)) {
+		rc = sfs__err(sfs__errno(), "rocksdb target %s: swap with %s: %s", w->path, next,
+			      strerror(errno));
+		goto out;
+	}
+	fsync_dir(parent);
+	fsync_dir(w->ppath);
+	sfs_fault("rocksdb.rollback.swap");
+	rm_tree(next);	/* the old instance */
+	if ((rc = w_start(w))) {
+		w_close_db(w);
+		goto out;
+	}
+	sfs_store_release(&w->pub->rp_applied, w->pin_seq);
+	sfs_store_relaxed(&w->pub->rp_rollbacks, w->pub->rp_rollbacks + 1);
+	sfs_store_release(&w->pub->rp_published, w->pub->rp_published + 1);
+	*seq = w->pin_seq;
+	sfs_log("rocksdb target %s: rolled back to checkpoint %llu (seq %llu) in %.1f ms", w->path,
+		(unsigned long long)w->pin_id, (unsigned long long)w->pin_seq,
+		(sfs_now_ns() - t0) / 1e6);
+out:
+	sfs_store_release(&w->pub->rp_incarnation, w->pub->rp_incarnation + 1);	/* even */
+	return rc;
+}
+
 /*
  * A checkpoint's input: RocksDB's checkpoint of the instance at the last
  * commit (every buffer up to it is in SST files, the memtables are empty),
@@ -2507,7 +2894,10 @@ static int rdbt_snapshot(struct sfs_target_writer *w, const char *dir)
 		w->stage_ready = 1;
 	}
 	rm_tree(dir);	/* a killed compactor's attempt */
-	return sfs_rdb_checkpoint(w->db, dir, SFS_STAGE_SHARED, "rocksdb target", w->path);
+	if ((rc = sfs_rdb_checkpoint(w->db, dir, SFS_STAGE_SHARED, "rocksdb target", w->path)))
+		return rc;
+	cand_add(w, dir);
+	return 0;
 }
 
 
@@ -2762,6 +3152,8 @@ const struct sfs_target_ops sfs_target_rocksdb = {
 	.forget = rdbt_forget,
 	.scan = rdbt_scan,
 	.ttl = rdbt_ttl,
+	.pin = rdbt_pin,
+	.rollback = rdbt_rollback,
 	.summary_json = rdbt_summary_json,
 	.stat = rdbt_stat,
 	.rd.reader_open = rdbt_reader_open,

@@ -23,6 +23,11 @@
  * whose entries of that state it holds ("applied"), written in the same
  * WriteBatch as the data, or as the last key of the same ingested SST.
  * SSTs being written live in <sh_data_dir>/w<N>.ingest (emptied at open).
+ * Versions kept for a rollback in place (store/target.h) live in
+ * <sh_data_dir>/w<N>.pin (emptied at open: a pin does not outlive its
+ * compactor): c<id>, a flat RocksDB checkpoint (hard links of the SSTs,
+ * MANIFEST, CURRENT, OPTIONS) per staged or pinned checkpoint @id, and
+ * "next", the pin's copy a rollback swaps in (rocksdb.c, "Rollback").
  *
  * Shared memory: region "rdbt.<w>" (one page) holds what the compactor
  * publishes to the readers of worker w's instance; see struct sfs_rdbt_pub.
@@ -38,7 +43,7 @@
 #include "store/target.h"
 
 #define SFS_RDBT_MAGIC 0x3154424452534653ull /* "SFSRDBT1" */
-#define SFS_RDBT_VERSION 3u  /* 3: rp_ttl_dropped */
+#define SFS_RDBT_VERSION 4u  /* 3: rp_ttl_dropped, 4: rp_incarnation */
 
 /* Tunings the ablation benchmark switches off one at a time (rocksdb.c's
  * knobs_get: SFS_RDBT_<X>=0 in the environment). */
@@ -84,6 +89,12 @@ struct sfs_rdbt_pub {
 	uint64_t rp_ingest_min; /* compactor, relaxed, at each open: its knobs.ingest_min */
 	uint64_t rp_ttl_dropped; /* compactor, relaxed, per buffer and at close: expired
 				  * entries its compaction filter dropped (state TTL) */
+	uint64_t rp_incarnation; /* compactor, release: odd while a rollback replaces the
+				  * instance directory, even otherwise; a reader whose
+				  * secondary was opened under another value reopens it,
+				  * and one that sees it odd or moved across a catch-up
+				  * discards that catch-up (rocksdb.c, "Rollback") */
+	uint64_t rp_rollbacks;  /* compactor, relaxed: rollbacks done */
 };
 
 uint64_t sfs_rdbt_layout(void);

@@ -81,6 +81,15 @@
  * restore puts them back at <store>/ and open() adopts them (links into
  * the table directories, one COMPACT snapshot per table).
  *
+ * Rollback in place (store/target.h: pin, rollback; the design is above
+ * tbl_pin).  snapshot() also keeps the staged version's metadata in memory
+ * (file names, levels, manifest fields, vector index; the last VKEEP);
+ * pin() makes one the rollback point, and until the next pin the files
+ * it names are parked instead of unlinked when they leave the live set.
+ * rollback() commits, per table, one snapshot whose live set is the
+ * pinned one, behind an intent file (<store>/ROLLBACK) that the next open
+ * finishes, then publishes once: no data file is read or copied.
+ *
  * State TTL (common/ttl.h, store/target.h).  ttl() keeps the compactor's
  * rules and the newest buffer's clocks in the writer (relaxed atomics: the
  * background thread reads them; the clocks only move forward; nothing
@@ -145,6 +154,7 @@
 #define REBASE_EVERY 32u      /* commits between base-list rebases */
 #define ROUND_CHUNK 4096u     /* rows per batch probe of a round */
 #define BG_POLL_MS 20
+#define VKEEP 4u              /* staged versions kept for a pin, besides the pinned one */
 
 /* ---- shared helpers (table_int.h) ---------------------------------------------------- */
 
@@ -268,7 +278,9 @@ size_t sfs__table_enc(unsigned char *out, int map, uint32_t plen, uint64_t ns, c
  * level-0 file written, not committed), table.datacommit (committed, not
  * up-levelled), table.roundfile (the round's rewrite written, not
  * committed), table.round (the round committed, not published),
- * table.mergefile, table.merge (the same for a shaping merge).
+ * table.mergefile, table.merge (the same for a shaping merge),
+ * table.rollback.intent, table.rollback.table, table.rollback.done (a
+ * rollback's intent written; one more table switched; all switched).
  */
 
 /* ---- the writer's state -------------------------------------------------------------- */
@@ -349,6 +361,29 @@ struct scratch {
 	struct sfs_bump arena;
 };
 
+/* A kept version (rollback in place: see tbl_pin). */
+struct vfile {
+	char name[SFS_TABLE_NAME];
+	uint32_t level;
+	uint64_t rows, size;
+	unsigned char *min_key, *max_key;
+	uint16_t min_klen, max_klen, kg_lo, kg_hi;
+};
+
+struct vtable {
+	uint32_t sid;
+	char dvi[SFS_TABLE_NAME];
+	struct vfile *f;
+	size_t nf;
+};
+
+struct version {
+	uint64_t id;                /* the checkpoint (0: the version at open) */
+	uint64_t seq;               /* its applied seq */
+	struct vtable t[SFS_MAX_STATES];
+	uint32_t nt;
+};
+
 /*
  * The writer of one worker's store.  t[] entries are created by the main
  * thread and published to the background thread with a release store;
@@ -403,9 +438,27 @@ struct sfs_target_writer {
 	uint32_t ttl_event[SFS_MAX_STATES];
 	uint64_t ttl_proc_ms, ttl_event_ms;
 	int ttl_on;
+	/* Rollback in place (tbl_pin, tbl_rollback): the versions staged for
+	 * checkpoints (oldest first) and the pinned one, the main thread's;
+	 * held (the sorted names of every file and vector index they name)
+	 * and hold (files that left the live set while held: unlinked once
+	 * no kept version names them) are guarded by del_mu. */
+	struct version *staged[VKEEP];
+	unsigned nstaged;
+	struct version *pinned;
+	char (*held)[SFS_TABLE_NAME];
+	size_t nheld;
+	struct pend *hold;
+	size_t nhold, holdcap;
+	int rb_failed;              /* a rollback failed midway: never publish again */
 };
 
 static struct table *table_at(struct sfs_target_writer *w, uint32_t sid);
+static int stage_id(const char *dir, uint64_t *id);
+static int vtable_capture(struct sfs_target_writer *w, struct table *t, struct vtable *vt);
+static int version_keep(struct sfs_target_writer *w, struct version *v);
+static void version_free(struct version *v);
+static int held_rebuild(struct sfs_target_writer *w);
 static void prefix_opts(const struct table *t, struct sfs_df_write_opts *wo);
 
 static uint64_t rand64(void)
@@ -511,22 +564,56 @@ static void count_probe_work(struct sfs_target_writer *w, const struct tv_file *
  * the background thread ran another merge between its commit and its
  * publication — seen once merges ran at idle priority.)
  */
+static int held_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* 1 if a kept version (staged or pinned) names the file at @path.  del_mu
+ * held.  O(log held). */
+static int is_held(const struct sfs_target_writer *w, const char *path)
+{
+	const char *name = strrchr(path, '/');
+
+	name = name ? name + 1 : path;
+	return w->nheld && bsearch(name, w->held, w->nheld, sizeof(*w->held), held_cmp) != NULL;
+}
+
+/* Append to a pending list (del or hold); 0, or -ENOMEM (the file leaks:
+ * the next open's gc collects it).  del_mu held. */
+static int pend_push(struct pend **arr, size_t *n, size_t *cap, const char *path, uint64_t seq)
+{
+	struct pend *d;
+
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct pend *na = realloc(*arr, nc * sizeof(*na));
+
+		if (!na)
+			return -ENOMEM;
+		*arr = na;
+		*cap = nc;
+	}
+	d = &(*arr)[(*n)++];
+	snprintf(d->path, sizeof(d->path), "%s", path);
+	d->seq = seq;
+	d->token = 0;
+	d->published = 0;
+	return 0;
+}
+
+/* ... and a file a kept version names waits in w->hold instead, until
+ * no kept version names it (held_rebuild) or a rollback makes it live
+ * again (rollback_unhold). */
 static void defer_unlink(struct sfs_target_writer *w, const char *path)
 {
 	pthread_mutex_lock(&w->del_mu);
-	if (!w->self) {
+	if (!w->self)
 		unlink(path);	/* the supervisor's adopt: no reader exists yet */
-	} else if (w->ndel < w->delcap || (w->del = realloc(w->del, (w->delcap = w->delcap ?
-						w->delcap * 2 : 16) * sizeof(*w->del)))) {
-		struct pend *d = &w->del[w->ndel++];
-
-		snprintf(d->path, sizeof(d->path), "%s", path);
-		d->seq = ++w->del_seq;
-		d->token = 0;
-		d->published = 0;
-	} else {
-		w->ndel = w->delcap = 0;	/* out of memory: leak files, not memory */
-	}
+	else if (is_held(w, path))
+		(void)pend_push(&w->hold, &w->nhold, &w->holdcap, path, ++w->del_seq);
+	else
+		(void)pend_push(&w->del, &w->ndel, &w->delcap, path, ++w->del_seq);
 	pthread_mutex_unlock(&w->del_mu);
 }
 
@@ -895,6 +982,9 @@ static int publish(struct sfs_target_writer *w)
 	uint64_t dropped;
 	int rc = 0;
 
+	if (w->rb_failed)
+		return sfs__err(SFS_ECORRUPT, "worker %u: a rollback failed midway, the tables "
+				"are not one version: nothing is published", w->worker);
 	pthread_mutex_lock(&w->pub_mu);
 	/* files deferred so far have left the sets gathered below */
 	pthread_mutex_lock(&w->del_mu);
@@ -959,6 +1049,9 @@ static int publish(struct sfs_target_writer *w)
 				w->del[i].token = sfs_qsbr_start(w->seg->hdr);
 				w->del[i].published = 1;
 			}
+		for (size_t i = 0; i < w->nhold; i++)
+			if (w->hold[i].seq <= dropped)
+				w->hold[i].published = 1;	/* out of the published set */
 		pthread_mutex_unlock(&w->del_mu);
 	}
 	pthread_mutex_unlock(&w->pub_mu);
@@ -2364,8 +2457,17 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 	struct sfs_tsnap s = { .watermark = w->applied };
 	struct sfs_tsnap_table tabs[SFS_MAX_STATES];
 	char from[1024], to[1024];
+	struct version *v = NULL;
+	uint64_t id;
 	int rc = 0;
 
+	/* a checkpoint's stage: its version kept for a pin (tbl_pin) */
+	if (stage_id(dir, &id) && !(v = calloc(1, sizeof(*v))))
+		return -ENOMEM;
+	if (v) {
+		v->id = id;
+		v->seq = w->applied;
+	}
 	memset(tabs, 0, sizeof(tabs));
 	s.tables = tabs;
 	snprintf(to, sizeof(to), "%s/" SFS_STAGE_SHARED, dir);
@@ -2381,6 +2483,8 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 		if (!t->loaded) {
 			rc = sfs__err(-EAGAIN, "table %s is not loaded (a failed reload)", t->dir);
 		} else if (t->nf) {
+			if (v)
+				rc = vtable_capture(w, t, &v->t[v->nt++]);
 			st = &tabs[s.ntables++];
 			st->sid = sid;
 			snprintf(st->dvi, sizeof(st->dvi), "%s", t->dvi);
@@ -2411,6 +2515,12 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 	}
 	for (uint32_t i = 0; i < s.ntables; i++)
 		free(tabs[i].files);
+	if (!rc && v)
+		return version_keep(w, v);
+	if (v) {
+		version_free(v);
+		(void)held_rebuild(w);	/* what its capture held */
+	}
 	return rc;
 }
 
@@ -2435,6 +2545,556 @@ static int tbl_files(struct sfs_target_writer *w, int (*fn)(void *arg, const cha
 		}
 		pthread_mutex_unlock(&t->mu);
 	}
+	return rc;
+}
+
+/* ---- rollback in place (store/target.h) -------------------------------------------------- */
+
+/*
+ * A kept version is the metadata of one published version: per table its
+ * live files as their manifest entries need them, in creation order (level
+ * 0's age), and its vector index; and the applied seq.  Taken at staging
+ * (tbl_snapshot, under each table's lock, so it is exactly what the stage
+ * holds) or at pin(0) (the version at open); O(files) bytes, no I/O.
+ *
+ * What protects a kept version's files: every name it holds is in w->held,
+ * and defer_unlink parks a held file in w->hold instead of unlinking it
+ * after the grace period.  Merges, rounds and vector-index rewrites are
+ * the only ways a file leaves a live set while the writer lives, and all
+ * go through defer_unlink.  The orphan gc runs at open only (no version is
+ * kept then), snapshot expiry removes metadata only (manifest.h), and a
+ * rollback reads nothing but the kept version: so an expired snapshot
+ * loses nothing a rollback needs.
+ *
+ * Rollback: an intent (<store>/ROLLBACK, TABLES' format: the pinned
+ * version) is written first; then each table commits one COMPACT snapshot
+ * whose live set is the pinned one (a rebase on its current set, a delta
+ * that deletes every current file and adds every pinned one), with the
+ * pinned seq as its watermark, and is reloaded; then the intent goes and
+ * the version is published once.  A kill before the intent is durable
+ * leaves the version before; after it, the next open finishes the switch
+ * (open_rollforward) before its gc: never a mix.  Cost per table: one
+ * manifest commit (a manifest, two lists, a snapshot file) and the reload
+ * of one version's metadata (a footer per file, the vector index); per
+ * rollback one intent write; no data file is read or copied.
+ */
+static void vtable_free(struct vtable *vt)
+{
+	for (size_t i = 0; i < vt->nf; i++) {
+		free(vt->f[i].min_key);
+		free(vt->f[i].max_key);
+	}
+	free(vt->f);
+	memset(vt, 0, sizeof(*vt));
+}
+
+static void version_free(struct version *v)
+{
+	if (!v)
+		return;
+	for (uint32_t i = 0; i < v->nt; i++)
+		vtable_free(&v->t[i]);
+	free(v);
+}
+
+static const struct vtable *version_table(const struct version *v, uint32_t sid)
+{
+	for (uint32_t i = 0; v && i < v->nt; i++)
+		if (v->t[i].sid == sid)
+			return &v->t[i];
+	return NULL;
+}
+
+static int vfile_set(struct vfile *vf, const struct tfile *f, uint32_t level)
+{
+	memcpy(vf->name, f->name, sizeof(vf->name));
+	vf->level = level;
+	vf->rows = f->rows;
+	vf->size = f->size;
+	vf->min_klen = f->min_klen;
+	vf->max_klen = f->max_klen;
+	vf->kg_lo = f->kg_lo;
+	vf->kg_hi = f->kg_hi;
+	vf->min_key = malloc(f->min_klen ? f->min_klen : 1);
+	vf->max_key = malloc(f->max_klen ? f->max_klen : 1);
+	if (!vf->min_key || !vf->max_key)
+		return -ENOMEM;
+	memcpy(vf->min_key, f->min_key, f->min_klen);
+	memcpy(vf->max_key, f->max_key, f->max_klen);
+	return 0;
+}
+
+static int order_cmp(const void *x, const void *y)
+{
+	const struct tfile *a = *(const struct tfile *const *)x, *b = *(const struct tfile *const *)y;
+
+	return a->order > b->order ? 1 : a->order < b->order ? -1 : 0;
+}
+
+static int held_add(struct sfs_target_writer *w, const struct vtable *vt);
+
+/* @t's live set into @vt, its names held at once (t->mu held; an empty
+ * table leaves @vt empty). */
+static int vtable_capture(struct sfs_target_writer *w, struct table *t, struct vtable *vt)
+{
+	struct tfile **fs;
+	int rc = 0;
+
+	memset(vt, 0, sizeof(*vt));
+	vt->sid = t->sid;
+	memcpy(vt->dvi, t->dvi, sizeof(vt->dvi));
+	if (!t->nf)
+		return 0;
+	if (!(fs = malloc(t->nf * sizeof(*fs))) || !(vt->f = calloc(t->nf, sizeof(*vt->f)))) {
+		free(fs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->nf; i++)
+		fs[i] = &t->f[i];
+	qsort(fs, t->nf, sizeof(*fs), order_cmp);
+	for (size_t i = 0; i < t->nf && !rc; i++, vt->nf++)
+		rc = vfile_set(&vt->f[i], fs[i], fs[i]->level);
+	free(fs);
+	return rc ? rc : held_add(w, vt);
+}
+
+/* Add @vt's names to w->held at once, under the table's lock its capture
+ * held (t->mu, then del_mu: set_commit's order): a merge committing right
+ * after the capture parks them instead of unlinking.  O(held log held). */
+static int held_add(struct sfs_target_writer *w, const struct vtable *vt)
+{
+	size_t add = vt->nf + (vt->dvi[0] != '\0'), n;
+	char (*held)[SFS_TABLE_NAME];
+	int rc = 0;
+
+	if (!add)
+		return 0;
+	pthread_mutex_lock(&w->del_mu);
+	n = w->nheld;
+	if (!(held = realloc(w->held, (n + add) * sizeof(*held)))) {
+		rc = -ENOMEM;
+	} else {
+		for (size_t f = 0; f < vt->nf; f++)
+			memcpy(held[n++], vt->f[f].name, SFS_TABLE_NAME);
+		if (vt->dvi[0])
+			memcpy(held[n++], vt->dvi, SFS_TABLE_NAME);
+		qsort(held, n, sizeof(*held), held_cmp);
+		w->held = held;
+		w->nheld = n;
+	}
+	pthread_mutex_unlock(&w->del_mu);
+	return rc;
+}
+
+/* Rebuild w->held from the kept versions, and hand the parked files no
+ * kept version names any more to the deferred unlinks.  Main thread. */
+static int held_rebuild(struct sfs_target_writer *w)
+{
+	struct version *vs[VKEEP + 1];
+	char (*held)[SFS_TABLE_NAME];
+	size_t n = 0, cap = 0, k = 0;
+	unsigned nv = 0;
+
+	for (unsigned i = 0; i < w->nstaged; i++)
+		vs[nv++] = w->staged[i];
+	if (w->pinned)
+		vs[nv++] = w->pinned;
+	for (unsigned i = 0; i < nv; i++)
+		for (uint32_t j = 0; j < vs[i]->nt; j++)
+			cap += vs[i]->t[j].nf + 1;
+	if (!(held = malloc((cap ? cap : 1) * sizeof(*held))))
+		return -ENOMEM;
+	for (unsigned i = 0; i < nv; i++)
+		for (uint32_t j = 0; j < vs[i]->nt; j++) {
+			const struct vtable *vt = &vs[i]->t[j];
+
+			for (size_t f = 0; f < vt->nf; f++)
+				memcpy(held[n++], vt->f[f].name, SFS_TABLE_NAME);
+			if (vt->dvi[0])
+				memcpy(held[n++], vt->dvi, SFS_TABLE_NAME);
+		}
+	if (n > 1)
+		qsort(held, n, sizeof(*held), held_cmp);
+	pthread_mutex_lock(&w->del_mu);
+	free(w->held);
+	w->held = held;
+	w->nheld = n;
+	for (size_t i = 0; i < w->nhold; i++) {
+		struct pend *h = &w->hold[i];
+
+		if (is_held(w, h->path)) {
+			w->hold[k++] = *h;
+		} else if (pend_push(&w->del, &w->ndel, &w->delcap, h->path, h->seq) == 0 &&
+			   h->published) {
+			/* gone from the published set already: its grace starts now */
+			w->del[w->ndel - 1].token = sfs_qsbr_start(w->seg->hdr);
+			w->del[w->ndel - 1].published = 1;
+		}
+	}
+	w->nhold = k;
+	pthread_mutex_unlock(&w->del_mu);
+	return 0;
+}
+
+/* The current version of every table as version @id (main thread: no
+ * commit runs; merges may, each table is read whole under its lock). */
+static int version_capture(struct sfs_target_writer *w, uint64_t id, struct version **out)
+{
+	struct version *v = calloc(1, sizeof(*v));
+	int rc = 0;
+
+	*out = NULL;
+	if (!v)
+		return -ENOMEM;
+	v->id = id;
+	v->seq = w->applied;
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
+		struct table *t = table_at(w, sid);
+
+		if (!t)
+			continue;
+		pthread_mutex_lock(&t->mu);
+		if (!t->loaded)
+			rc = sfs__err(-EAGAIN, "table %s is not loaded (a failed reload)", t->dir);
+		else if (t->nf || t->dvi[0])
+			rc = vtable_capture(w, t, &v->t[v->nt++]);
+		pthread_mutex_unlock(&t->mu);
+	}
+	if (rc) {
+		version_free(v);
+		return rc;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Keep @v as the version staged for checkpoint v->id (a retried staging
+ * replaces its earlier capture; beyond VKEEP the oldest goes). */
+static int version_keep(struct sfs_target_writer *w, struct version *v)
+{
+	for (unsigned i = 0; i < w->nstaged; i++)
+		if (w->staged[i]->id == v->id) {
+			version_free(w->staged[i]);
+			memmove(&w->staged[i], &w->staged[i + 1],
+				(w->nstaged - i - 1) * sizeof(w->staged[0]));
+			w->nstaged--;
+			break;
+		}
+	if (w->nstaged == VKEEP) {
+		version_free(w->staged[0]);
+		memmove(&w->staged[0], &w->staged[1], (VKEEP - 1) * sizeof(w->staged[0]));
+		w->nstaged--;
+	}
+	w->staged[w->nstaged++] = v;
+	return held_rebuild(w);
+}
+
+/* The checkpoint id of stage directory @dir (SFS_CKPT_STAGE_FMT: its last
+ * component is "b<id>"): 1 and *@id, or 0 (not a checkpoint's stage). */
+static int stage_id(const char *dir, uint64_t *id)
+{
+	const char *b = strrchr(dir, '/');
+	char *end;
+
+	b = b ? b + 1 : dir;
+	if (b[0] != 'b' || b[1] < '0' || b[1] > '9')
+		return 0;
+	errno = 0;
+	*id = strtoull(b + 1, &end, 10);
+	return !*end && !errno && *id;
+}
+
+/*
+ * The target op: pin version @id (see store/target.h).  O(files of the
+ * kept versions) in memory: no I/O.  A failed pin leaves nothing pinned.
+ */
+static int tbl_pin(struct sfs_target_writer *w, uint64_t id)
+{
+	struct version *v = NULL;
+	unsigned k = 0;
+	int rc;
+
+	if (id == 0) {
+		if (w->gen)
+			rc = sfs__err(-ENOENT, "worker %u: pin of the version at open after "
+				      "applies", w->worker);
+		else
+			rc = version_capture(w, 0, &v);
+	} else {
+		rc = sfs__err(-ENOENT, "worker %u: checkpoint %llu was not staged by this "
+			      "writer", w->worker, (unsigned long long)id);
+		for (unsigned i = 0; i < w->nstaged; i++)
+			if (w->staged[i]->id == id) {
+				v = w->staged[i];
+				w->staged[i] = NULL;
+				rc = 0;
+			}
+	}
+	version_free(w->pinned);
+	w->pinned = v;
+	/* the versions staged up to it will never be pinned */
+	for (unsigned i = 0; i < w->nstaged; i++) {
+		if (w->staged[i] && (!v || w->staged[i]->id > id))
+			w->staged[k++] = w->staged[i];
+		else
+			version_free(w->staged[i]);
+	}
+	w->nstaged = k;
+	if (held_rebuild(w) && !rc)
+		rc = -ENOMEM;
+	return rc;
+}
+
+/* The manifest entry of kept file @f. */
+static void ventry_of(const struct vfile *f, int op, struct sfs_mf_entry *e)
+{
+	e->op = op;
+	e->file = f->name;
+	e->level = f->level;
+	e->rows = f->rows;
+	e->size = f->size;
+	e->min_key = f->min_key;
+	e->max_key = f->max_key;
+	e->min_klen = f->min_klen;
+	e->max_klen = f->max_klen;
+	e->kg_lo = f->kg_lo;
+	e->kg_hi = f->kg_hi;
+}
+
+/* 1 if @vt (NULL: an empty table) names @name. */
+static int vtable_names(const struct vtable *vt, const char *name)
+{
+	if (!vt || !name[0])
+		return 0;
+	if (strcmp(vt->dvi, name) == 0)
+		return 1;
+	for (size_t i = 0; i < vt->nf; i++)
+		if (strcmp(vt->f[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Switch table @t (loaded, t->mu held) to @vt (NULL: empty) with watermark
+ * @seq: one COMPACT snapshot (see above), then the session reloaded (which
+ * also fences a shaping merge under way: it sees t->loads move and drops
+ * its output).  The current files the kept version does not name are
+ * deferred (held ones stay parked; at open, nothing is held, and the gc
+ * that follows collects the data files before their grace ends, but not
+ * the vector index the previous snapshot names).  Cost: O(current + kept
+ * files).
+ */
+static int table_switch(struct sfs_target_writer *w, struct table *t, const struct vtable *vt,
+			uint64_t seq)
+{
+	size_t nk = vt ? vt->nf : 0, ne = 0;
+	struct sfs_mf_entry *e = malloc((t->nf + nk + 1) * sizeof(*e)),
+			    *live = malloc((t->nf + 1) * sizeof(*live));
+	struct sfs_mf_commit c = { .kind = SFS_MF_COMPACT, .schema_id = t->sid,
+				   .dv_index = vt && vt->dvi[0] ? vt->dvi : NULL, .watermark = seq,
+				   .rebase = 1 };
+	char path[1024];
+	int rc;
+
+	if (!e || !live) {
+		free(e);
+		free(live);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->nf; i++) {
+		entry_of(&t->f[i], SFS_MF_ADD, t->f[i].level, &live[i]);
+		entry_of(&t->f[i], SFS_MF_DELETE, t->f[i].level, &e[ne++]);
+	}
+	for (size_t i = 0; i < nk; i++)
+		ventry_of(&vt->f[i], SFS_MF_ADD, &e[ne++]);
+	c.entries = e;
+	c.n = ne;
+	c.rebase_entries = live;
+	c.rebase_n = t->nf;
+	rc = sfs_mf_commit(t->dir, t->snap + 1, &c);
+	if (!rc) {
+		for (size_t i = 0; i < t->nf; i++)
+			if (!vtable_names(vt, t->f[i].name)) {
+				snprintf(path, sizeof(path), "%s/%s", t->dir, t->f[i].name);
+				defer_unlink(w, path);
+			}
+		if (t->dvi[0] && !vtable_names(vt, t->dvi)) {
+			snprintf(path, sizeof(path), "%s/%s", t->dir, t->dvi);
+			defer_unlink(w, path);
+		}
+	}
+	free(e);
+	free(live);
+	if (rc)
+		return rc;
+	t->snap++;
+	t->commits = 0;
+	if (t->snap > 2 && (rc = sfs_mf_expire(t->dir, t->snap - 1)) < 0)
+		sfs_log("table %s: expiring snapshots: %s", t->dir, sfs_last_error());
+	return table_load(t, 0);
+}
+
+/* The files of @vt are live again: no longer parked.  Right after the
+ * table's switch, under its lock: a merge of the switched table that
+ * parks one of them again later must stay parked. */
+static void rollback_unhold(struct sfs_target_writer *w, const struct vtable *vt)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&w->del_mu);
+	for (size_t i = 0; i < w->nhold; i++) {
+		const char *name = strrchr(w->hold[i].path, '/');
+
+		name = name ? name + 1 : w->hold[i].path;
+		if (!vtable_names(vt, name))
+			w->hold[k++] = w->hold[i];
+	}
+	w->nhold = k;
+	pthread_mutex_unlock(&w->del_mu);
+}
+
+/* @v as TABLES text at @path: the rollback's intent. */
+static int intent_write(const char *path, const struct version *v)
+{
+	struct sfs_tsnap s = { .watermark = v->seq, .ntables = 0 };
+	struct sfs_tsnap_table tabs[SFS_MAX_STATES];
+	int rc = 0;
+
+	memset(tabs, 0, sizeof(tabs));
+	s.tables = tabs;
+	for (uint32_t i = 0; i < v->nt && !rc; i++) {
+		const struct vtable *vt = &v->t[i];
+		struct sfs_tsnap_table *st = &tabs[s.ntables++];
+
+		st->sid = vt->sid;
+		snprintf(st->dvi, sizeof(st->dvi), "%s", vt->dvi);
+		if (vt->nf && !(st->files = calloc(vt->nf, sizeof(*st->files))))
+			rc = -ENOMEM;
+		for (size_t f = 0; f < vt->nf && !rc; f++, st->nfiles++) {
+			snprintf(st->files[f].name, sizeof(st->files[f].name), "%s", vt->f[f].name);
+			st->files[f].level = vt->f[f].level;
+			st->files[f].rows = vt->f[f].rows;
+		}
+	}
+	if (!rc)
+		rc = sfs_tsnap_write(path, &s);
+	for (uint32_t i = 0; i < s.ntables; i++)
+		free(tabs[i].files);
+	return rc;
+}
+
+/*
+ * The target op: back to the pinned version as a new publication (see
+ * store/target.h and above).  The flush under way is abandoned (every
+ * table's staged rows dropped, commit_mu released after the publication);
+ * commit_mu is held throughout, so the background thread publishes
+ * nothing meanwhile and readers see the version before or the pinned one.
+ * The versions staged after the pin are dropped; the pin stays.
+ */
+static int tbl_rollback(struct sfs_target_writer *w, uint64_t *seq)
+{
+	const struct version *v = w->pinned;
+	char path[1024];
+	int rc = 0;
+
+	if (!v)
+		return sfs__err(-ENOENT, "worker %u: no version is pinned", w->worker);
+	if (!w->in_commit) {
+		pthread_mutex_lock(&w->commit_mu);
+		w->in_commit = 1;
+	}
+	snprintf(path, sizeof(path), "%s/ROLLBACK", w->base);
+	if ((rc = intent_write(path, v)))
+		goto out;
+	sfs_fault("table.rollback.intent");
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES && !rc; sid++) {
+		const struct vtable *vt = version_table(v, sid);
+		struct table *t = table_at(w, sid);
+
+		if (!t && vt && !(t = table_get(w, sid))) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (!t)
+			continue;
+		pthread_mutex_lock(&t->mu);
+		stage_clear(t);	/* the abandoned flush's rows */
+		if (!t->loaded)
+			rc = table_load(t, 0);
+		if (!rc && (vt || t->snap))
+			rc = table_switch(w, t, vt, v->seq);
+		if (!rc && vt)
+			rollback_unhold(w, vt);
+		pthread_mutex_unlock(&t->mu);
+		if (!rc)
+			sfs_fault("table.rollback.table");
+	}
+	if (rc) {
+		w->rb_failed = 1;	/* some tables switched: never publish a mix */
+		goto out;
+	}
+	sfs_fault("table.rollback.done");
+	for (unsigned i = 0; i < w->nstaged; i++)
+		version_free(w->staged[i]);
+	w->nstaged = 0;
+	if ((rc = held_rebuild(w)))
+		goto out;
+	if (unlink(path) && errno != ENOENT) {
+		rc = sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	w->applied = v->seq;
+	w->commit_seq = 0;
+	w->more = 0;
+	w->failing = 0;
+	rc = publish(w);
+	if (!rc)
+		*seq = v->seq;
+out:
+	w->in_commit = 0;
+	pthread_mutex_unlock(&w->commit_mu);
+	if (rc)
+		sfs_log("worker %u: rollback to checkpoint %llu failed: %s", w->worker,
+			(unsigned long long)v->id, sfs_last_error());
+	return rc;
+}
+
+/*
+ * At open, before the gc: a rollback killed after its intent is finished
+ * from the intent (TABLES' format, so each file's entry comes from its
+ * footer, as adopt's).  @t: the table of @sid, loaded without gc.
+ */
+static int rollforward_table(struct sfs_target_writer *w, struct table *t,
+			     const struct sfs_tsnap *s)
+{
+	const struct sfs_tsnap_table *st = NULL;
+	struct vtable vt;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < s->ntables; i++)
+		if (s->tables[i].sid == t->sid)
+			st = &s->tables[i];
+	memset(&vt, 0, sizeof(vt));
+	vt.sid = t->sid;
+	if (st) {
+		if (st->dvi[0] && (rc = name_set(vt.dvi, st->dvi, w->base)))
+			return rc;
+		if (!(vt.f = calloc(st->nfiles + 1, sizeof(*vt.f))))
+			return -ENOMEM;
+		for (uint32_t i = 0; i < st->nfiles && !rc; i++) {
+			struct tfile f;
+
+			memset(&f, 0, sizeof(f));
+			if (!(rc = name_set(f.name, st->files[i].name, w->base)) &&
+			    !(rc = file_open(t, &f)) && !(rc = vfile_set(&vt.f[vt.nf], &f,
+									  st->files[i].level)))
+				vt.nf++;
+			file_free(&f);
+		}
+	}
+	if (!rc && (st || t->snap))
+		rc = table_switch(w, t, st ? &vt : NULL, s->watermark);
+	vtable_free(&vt);
 	return rc;
 }
 
@@ -2616,6 +3276,11 @@ static void tbl_close(struct sfs_target_writer *w)
 	}
 	scratch_free(&w->main_sc);
 	scratch_free(&w->bg_sc);
+	for (unsigned i = 0; i < w->nstaged; i++)
+		version_free(w->staged[i]);
+	version_free(w->pinned);
+	free(w->held);
+	free(w->hold);	/* parked files: orphans the next open collects */
 	free(w->del);	/* pending unlinks: orphans the next open collects */
 	free(w->gt);
 	free(w->gf);
@@ -2634,7 +3299,11 @@ static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 		    const struct sfs_target_cfg *cfg, struct sfs_target_writer **out)
 {
 	struct sfs_target_writer *w = calloc(1, sizeof(*w));
+	struct sfs_tsnap rb = { 0 };
+	char intent[1024];
+	struct stat ist;
 	struct dirent *e;
+	int have_rb = 0;
 	DIR *d;
 	int rc;
 
@@ -2664,6 +3333,13 @@ static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 		goto fail;
 	sfs_store_relaxed(&w->pub->tp_knobs, w->knobs);
 	w->applied = sfs_load_acquire(&w->pub->tp_applied);
+	snprintf(intent, sizeof(intent), "%s/ROLLBACK", w->base);
+	if (stat(intent, &ist) == 0) {
+		/* a rollback killed after its intent: finished below, before the gc */
+		if ((rc = sfs_tsnap_read(intent, &rb)))
+			goto fail;
+		have_rb = 1;
+	}
 	if (!(d = opendir(w->base))) {
 		rc = sfs__err(sfs__errno(), "%s: %s", w->base, strerror(errno));
 		goto fail;
@@ -2679,12 +3355,22 @@ static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 			rc = -ENOMEM;
 			break;
 		}
+		if (have_rb && ((rc = table_load(t, 0)) || (rc = rollforward_table(w, t, &rb))))
+			break;
 		if ((rc = table_load(t, 1)))
 			break;
 		if (w->knobs & SFS_TABLE_K_ROUND)
 			rc = catch_up_rounds(w, t, &w->main_sc);
 	}
 	closedir(d);
+	if (!rc && have_rb) {
+		if (unlink(intent) && errno != ENOENT)
+			rc = sfs__err(sfs__errno(), "%s: %s", intent, strerror(errno));
+		else
+			w->applied = rb.watermark;
+		sfs_log("table store %s: finished a rollback to seq %llu", w->base,
+			(unsigned long long)rb.watermark);
+	}
 	if (rc || (rc = publish(w)))
 		goto fail;
 	if (self) {
@@ -2694,9 +3380,11 @@ static int tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_sl
 		}
 		w->bg_on = 1;
 	}
+	sfs_tsnap_free(&rb);
 	*out = w;
 	return 0;
 fail:
+	sfs_tsnap_free(&rb);
 	tbl_close(w);
 	return rc;
 }
@@ -2722,6 +3410,8 @@ const struct sfs_target_ops sfs_target_table = {
 	.forget = sfs__table_forget,
 	.scan = sfs__table_scan,
 	.ttl = tbl_ttl,
+	.pin = tbl_pin,
+	.rollback = tbl_rollback,
 	.summary_json = sfs__table_summary_json,
 	.rd.reader_open = sfs__table_reader_open,
 	.rd.catch_up = sfs__table_catch_up,
