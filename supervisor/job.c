@@ -608,6 +608,35 @@ static int restore(struct sup_query *q, unsigned workers)
 
 /* ---- rollback in place (sup.h) ------------------------------------------------------------ */
 
+/* Stage directories of checkpoints after @id (<data>/stage/w<w>/b<N>, N >
+ * @id): what a snapshot begun for an abandoned checkpoint left.  The
+ * w<w> directories stay (a target creates them once and remembers). */
+static void stage_drop_after(const struct sup_query *q, uint64_t id)
+{
+	char dir[PATH_MAX], sub[PATH_MAX + 300];
+
+	for (uint32_t w = 0; w < job->rj_workers; w++) {
+		struct dirent *e;
+		DIR *d;
+
+		snprintf(dir, sizeof(dir), "%s/stage/w%u", q->data_dir, w);
+		if (!(d = opendir(dir)))
+			continue;
+		while ((e = readdir(d))) {
+			char *end;
+			unsigned long long n = e->d_name[0] == 'b' ?
+				strtoull(e->d_name + 1, &end, 10) : 0;
+
+			if (n > id) {
+				snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+				if (sfs_rmtree(sub))
+					sfs_log("%s", sfs_last_error());
+			}
+		}
+		closedir(d);
+	}
+}
+
 void sup_query_rollback_ask(void)
 {
 	for (uint32_t w = 0; w < ck->ck_workers; w++)
@@ -693,7 +722,7 @@ int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
 	ck->ck_first_barrier = first;
 	sfs_store_release(&ck->ck_barrier_req, first);
 	ck->ck_recoveries = q->recoveries;
-	stage_reset(q);
+	stage_drop_after(q, to);
 	if (!q->exec && sfs_seg_region_find(job_seg, RT_CHAN_REGION, &off, &size) == 0) {
 		unsigned char *chans = sfs_seg_ptr(job_seg, off);
 
@@ -787,13 +816,11 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	return 0;
 }
 
-static void recovery_close(void);
-
 void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kind)
 {
 	struct recovery *r;
 
-	recovery_close();	/* an earlier one in place: its workers are still here */
+	sup_query_recovery_close();	/* not closed yet: an earlier one in place */
 	if (recs.n == recs.cap) {
 		size_t cap = recs.cap ? recs.cap * 2 : 16;
 
@@ -815,8 +842,8 @@ void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kin
 
 /* The open recovery's end: the latest first record of the incarnation's
  * workers (every worker that processed one: the job runs again once each
- * of them does), read before the segment goes. */
-static void recovery_close(void)
+ * of them does), read before the segment goes (or a rollback resets it). */
+void sup_query_recovery_close(void)
 {
 	struct recovery *r;
 
@@ -848,7 +875,7 @@ static void recovery_json(void)
 	static const char *const names[] = { "recovery_ms", "recovery_stop_ms",
 					     "recovery_restore_ms", "recovery_first_record_ms" };
 
-	recovery_close();
+	sup_query_recovery_close();
 	printf(", \"recovery_kind\": [");
 	for (size_t i = 0; i < recs.n; i++)
 		printf("%s\"%s\"", i ? ", " : "", recs.v[i].kind);
@@ -877,7 +904,7 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 	if (!job || carried.done)
 		return;
 	carried.done = 1;
-	recovery_close();
+	sup_query_recovery_close();
 	for (uint32_t w = 0; w < job->rj_workers; w++) {
 		/* the worker's region is in its node's segment (none for
 		 * rocksdb-direct, whose workers write no buffers) */

@@ -1188,6 +1188,7 @@ static int rollback(uint64_t detect_ns, char *why, size_t n)
 			sfs_sleep_ns(MS / 4);
 	} while (live);
 	stopped = sfs_now_ns();
+	sup_query_recovery_close();	/* the previous one's first record, before the reset */
 	sup_query_rollback_ask();
 	while ((rc = sup_query_rollback_poll(why, n)) == 0) {
 		if (rollback_reap()) {

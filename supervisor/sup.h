@@ -109,6 +109,9 @@ int sup_query_rollback_poll(char *why, size_t n);
 int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n);
 /* The checkpoint the last rollback returned to (ck_rb_to). */
 uint64_t sup_query_rollback_to(void);
+/* The open recovery's end, read from the workers' status before a
+ * rollback resets it (a restart's: sup_query_carry). */
+void sup_query_recovery_close(void);
 /* The rollback's end (its restore, in the summary's terms): now. */
 void sup_query_recovery_restored(void);
 /* Merge the result and print the summary (@u: the children's resources);
