@@ -2886,3 +2886,97 @@ Test(tblt, a_compactor_killed_before_the_rollback_intent_is_removed_opens_on_the
 {
 	killed_in_a_rollback("table.rollback.done:1");
 }
+
+/*
+ * What a rollback costs: @nt value tables of @nf level-1 files each
+ * (shaping off, so files pile up), @rows rows per file; a checkpoint
+ * staged and pinned halfway, then the rest, then the rollback, timed.
+ * The time must follow the files (metadata), not the rows (data).
+ * Printed; SFS_BENCH_ROLLBACK=<tables>x<files> for a bigger store.
+ */
+struct pview {
+	unsigned char key[48];
+	char val[16];
+};
+
+static double rollback_ms(uint32_t nt, uint32_t nf, uint32_t rows)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	static uint32_t sid[64];
+	struct sfs_wbuf_view *v = calloc((size_t)nt * rows, sizeof(*v));
+	struct pview *pv = calloc((size_t)nt * rows, sizeof(*pv));
+	char stage[256], name[32];
+	uint64_t seq = 0, t0;
+	double ms;
+	sfs_ctx_t *c;
+
+	cr_assert(v && pv && nt <= 64);
+	setenv("SFS_TABLE_SHAPING", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	for (uint32_t t = 0; t < nt; t++) {
+		snprintf(name, sizeof(name), "s%u", t);
+		cr_assert_eq(sfs_state_register(c, name, SFS_STATE_VALUE, &sid[t]), 0);
+	}
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	for (uint64_t s = 1; s <= nf; s++) {
+		size_t n = 0;
+
+		for (uint32_t t = 0; t < nt; t++)
+			for (uint32_t i = 0; i < rows; i++, n++) {
+				char k[32];
+
+				snprintf(k, sizeof(k), "k%llu-%u", (unsigned long long)s, i);
+				snprintf(pv[n].val, sizeof(pv[n].val), "v%llu", (unsigned long long)s);
+				v[n] = (struct sfs_wbuf_view){ .key = pv[n].key,
+							       .klen = vkey(pv[n].key, sid[t], k),
+							       .value = pv[n].val,
+							       .len = (uint32_t)strlen(pv[n].val),
+							       .kind = SFS_WBUF_PUT };
+			}
+		cr_assert_eq(T->apply(w, v, (unsigned)n, s), 0, "%s", sfs_last_error());
+		commit(w, s);
+		if (s == nf / 2) {
+			snprintf(stage, sizeof(stage), "%s/stage/w0/b1", dir);
+			cr_assert_eq(T->snapshot(w, stage), 0, "%s", sfs_last_error());
+			cr_assert_eq(T->pin(w, 1), 0, "%s", sfs_last_error());
+		}
+	}
+	cr_assert_eq(relaxed(&pub_of(&seg, 0)->tp_merges), 0);
+	t0 = sfs_now_ns();
+	cr_assert_eq(T->rollback(w, &seq), 0, "%s", sfs_last_error());
+	ms = (double)(sfs_now_ns() - t0) / 1e6;
+	cr_assert_eq(seq, nf / 2);
+	cr_assert_eq(pub_of(&seg, 0)->tp_nfiles, nt * (nf / 2), "files after the rollback");
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+	free(v);
+	free(pv);
+	return ms;
+}
+
+static void rollback_bench(unsigned rows)
+{
+	const char *big = getenv("SFS_BENCH_ROLLBACK");
+	unsigned nt = 4, nf = 40;
+	double ms;
+
+	if (big && sscanf(big, "%ux%u", &nt, &nf) != 2)
+		cr_assert_fail("SFS_BENCH_ROLLBACK=<tables>x<files>");
+	ms = rollback_ms(nt, nf, rows);
+	fprintf(stderr, "rollback: %u tables x %u files (%u after), %u rows each: %.2f ms\n", nt,
+		nf, nf / 2, rows, ms);
+}
+
+Test(tblt, a_rollback_costs_the_files_of_one_version_with_few_rows)
+{
+	rollback_bench(4);
+}
+
+Test(tblt, a_rollback_costs_the_files_of_one_version_not_their_rows)
+{
+	rollback_bench(2000);
+}
