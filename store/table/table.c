@@ -806,6 +806,42 @@ static int keep_live(const char *name, void *arg)
 	return 0;
 }
 
+/* The vectors of @t's files (none set yet) from its index t->dvi. */
+static int dv_load(struct table *t)
+{
+	sfs_dv_index_t *ix = NULL;
+	char path[1024];
+	int rc = 0;
+
+	if (!t->dvi[0])
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", t->dir, t->dvi);
+	if ((rc = sfs_dv_open(path, &ix)))
+		return rc;
+	for (size_t i = 0; i < t->nf && !rc; i++) {
+		struct tfile *f = &t->f[i];
+		int k = sfs_dv_find(ix, f->name);
+		struct sfs_dv_info info;
+
+		if (k < 0)
+			continue;
+		sfs_dv_info(ix, (size_t)k, &info);
+		if (info.rows != f->rows) {
+			rc = sfs__err(SFS_ECORRUPT, "%s: vector of %s covers %llu rows, the file "
+				      "has %llu", path, f->name, (unsigned long long)info.rows,
+				      (unsigned long long)f->rows);
+			break;
+		}
+		f->dv_words = sfs_dv_words(f->rows);
+		if (!(f->dv = calloc(f->dv_words ? f->dv_words : 1, 8)))
+			rc = -ENOMEM;
+		else if (!(rc = sfs_dv_decode(ix, (size_t)k, f->dv, f->dv_words)))
+			f->dv_set = info.deleted;
+	}
+	sfs_dv_close(ix);
+	return rc;
+}
+
 /*
  * (Re)load the table from its latest snapshot: the live set, the readers,
  * the vectors, the watermark.  With @gc, orphans are collected (open only:
@@ -815,7 +851,6 @@ static int table_load(struct table *t, int gc)
 {
 	struct load_ctx c = { t, 0 };
 	struct sfs_mf_snapshot s;
-	sfs_dv_index_t *ix = NULL;
 	uint64_t id = 0;
 	int rc;
 
@@ -838,44 +873,13 @@ static int table_load(struct table *t, int gc)
 	for (size_t i = 0; i < t->nf; i++)
 		if ((rc = file_open(t, &t->f[i])))
 			goto fail;
-	if (t->dvi[0]) {
-		char path[1024];
-
-		snprintf(path, sizeof(path), "%s/%s", t->dir, t->dvi);
-		if ((rc = sfs_dv_open(path, &ix)))
-			goto fail;
-		for (size_t i = 0; i < t->nf; i++) {
-			struct tfile *f = &t->f[i];
-			int k = sfs_dv_find(ix, f->name);
-			struct sfs_dv_info info;
-
-			if (k < 0)
-				continue;
-			sfs_dv_info(ix, (size_t)k, &info);
-			if (info.rows != f->rows) {
-				rc = sfs__err(SFS_ECORRUPT, "%s: vector of %s covers %llu rows, the file "
-					      "has %llu", path, f->name, (unsigned long long)info.rows,
-					      (unsigned long long)f->rows);
-				goto fail;
-			}
-			f->dv_words = sfs_dv_words(f->rows);
-			if (!(f->dv = calloc(f->dv_words ? f->dv_words : 1, 8))) {
-				rc = -ENOMEM;
-				goto fail;
-			}
-			if ((rc = sfs_dv_decode(ix, (size_t)k, f->dv, f->dv_words)))
-				goto fail;
-			f->dv_set = info.deleted;
-		}
-		sfs_dv_close(ix);
-		ix = NULL;
-	}
+	if ((rc = dv_load(t)))
+		goto fail;
 	if (gc && (rc = sfs_mf_gc(t->dir, keep_live, t)) < 0)
 		goto fail;
 	t->loaded = 1;
 	return 0;
 fail:
-	sfs_dv_close(ix);
 	table_drop_files(t);
 	t->loaded = 0;
 	return rc;
@@ -2875,63 +2879,120 @@ static int vtable_names(const struct vtable *vt, const char *name)
 }
 
 /*
+ * The session of @t (t->mu held) becomes @vt, just committed: the readers
+ * of the files it keeps are taken over, the others opened, the vectors
+ * read from its index; t->loads moves, so a shaping merge under way drops
+ * its output (its inputs and vectors were the abandoned version's).
+ * @match[k]: the current file that is @vt's k-th, or -1.
+ */
+static int table_take(struct table *t, const struct vtable *vt, const long *match)
+{
+	size_t nk = vt ? vt->nf : 0;
+	struct tfile *nf = calloc(nk + 1, sizeof(*nf));
+	int rc = 0;
+
+	t->loads++;
+	if (!nf)
+		return -ENOMEM;
+	for (size_t k = 0; k < nk && !rc; k++) {
+		struct tfile *f = &nf[k];
+
+		if (match[k] >= 0) {
+			*f = t->f[match[k]];
+			memset(&t->f[match[k]], 0, sizeof(*f));
+			free(f->dv);
+			f->dv = NULL;
+			f->dv_words = 0;
+			f->dv_set = 0;
+			f->merging = 0;
+		} else {
+			memcpy(f->name, vt->f[k].name, sizeof(f->name));
+			rc = file_open(t, f);
+		}
+		f->level = vt->f[k].level;
+		f->order = k + 1;
+	}
+	table_drop_files(t);
+	free(t->f);
+	t->f = nf;
+	t->nf = nk;
+	t->cap = nk + 1;
+	t->order = nk;
+	memcpy(t->dvi, vt ? vt->dvi : "", vt ? sizeof(t->dvi) : 1);
+	if (!rc)
+		rc = dv_load(t);
+	t->loaded = rc == 0;
+	return rc;
+}
+
+/*
  * Switch table @t (loaded, t->mu held) to @vt (NULL: empty) with watermark
- * @seq: one COMPACT snapshot (see above), then the session reloaded (which
- * also fences a shaping merge under way: it sees t->loads move and drops
- * its output).  The current files the kept version does not name are
- * deferred (held ones stay parked; at open, nothing is held, and the gc
- * that follows collects the data files before their grace ends, but not
- * the vector index the previous snapshot names).  Cost: O(current + kept
- * files).
+ * @seq: one COMPACT snapshot through table_commit (so its rebase and
+ * expiry policy holds) whose delta deletes the current files @vt does not
+ * keep and adds @vt's others, then the session taken over (table_take;
+ * on failure reloaded from the disk).  The current files @vt does not
+ * name are deferred (held ones stay parked; at open nothing is held, and
+ * the gc that follows collects the data files before their grace ends,
+ * but not the vector index the previous snapshot names).  Cost: O(current
+ * x kept files) name compares, one manifest commit, a footer read per file
+ * the current version does not share.
  */
 static int table_switch(struct sfs_target_writer *w, struct table *t, const struct vtable *vt,
 			uint64_t seq)
 {
 	size_t nk = vt ? vt->nf : 0, ne = 0;
-	struct sfs_mf_entry *e = malloc((t->nf + nk + 1) * sizeof(*e)),
-			    *live = malloc((t->nf + 1) * sizeof(*live));
-	struct sfs_mf_commit c = { .kind = SFS_MF_COMPACT, .schema_id = t->sid,
-				   .dv_index = vt && vt->dvi[0] ? vt->dvi : NULL, .watermark = seq,
-				   .rebase = 1 };
-	char path[1024];
-	int rc;
+	struct sfs_mf_entry *e = malloc((t->nf + nk + 1) * sizeof(*e));
+	unsigned char *keep = calloc(t->nf + 1, 1);
+	long *match = malloc((nk + 1) * sizeof(*match));
+	char old_dvi[SFS_TABLE_NAME], path[1024];
+	uint64_t old_wm = t->watermark;
+	int rc = 0;
 
-	if (!e || !live) {
-		free(e);
-		free(live);
-		return -ENOMEM;
+	if (!e || !keep || !match) {
+		rc = -ENOMEM;
+		goto out;
 	}
-	for (size_t i = 0; i < t->nf; i++) {
-		entry_of(&t->f[i], SFS_MF_ADD, t->f[i].level, &live[i]);
-		entry_of(&t->f[i], SFS_MF_DELETE, t->f[i].level, &e[ne++]);
-	}
-	for (size_t i = 0; i < nk; i++)
-		ventry_of(&vt->f[i], SFS_MF_ADD, &e[ne++]);
-	c.entries = e;
-	c.n = ne;
-	c.rebase_entries = live;
-	c.rebase_n = t->nf;
-	rc = sfs_mf_commit(t->dir, t->snap + 1, &c);
-	if (!rc) {
-		for (size_t i = 0; i < t->nf; i++)
-			if (!vtable_names(vt, t->f[i].name)) {
-				snprintf(path, sizeof(path), "%s/%s", t->dir, t->f[i].name);
-				defer_unlink(w, path);
+	for (size_t k = 0; k < nk; k++) {
+		match[k] = -1;
+		for (size_t i = 0; i < t->nf && match[k] < 0; i++)
+			if (!keep[i] && t->f[i].level == vt->f[k].level &&
+			    strcmp(t->f[i].name, vt->f[k].name) == 0) {
+				keep[i] = 1;
+				match[k] = (long)i;
 			}
-		if (t->dvi[0] && !vtable_names(vt, t->dvi)) {
-			snprintf(path, sizeof(path), "%s/%s", t->dir, t->dvi);
+	}
+	for (size_t i = 0; i < t->nf; i++)
+		if (!keep[i])
+			entry_of(&t->f[i], SFS_MF_DELETE, t->f[i].level, &e[ne++]);
+	for (size_t k = 0; k < nk; k++)
+		if (match[k] < 0)
+			ventry_of(&vt->f[k], SFS_MF_ADD, &e[ne++]);
+	memcpy(old_dvi, t->dvi, sizeof(old_dvi));
+	memcpy(t->dvi, vt ? vt->dvi : "", vt ? sizeof(t->dvi) : 1);
+	t->watermark = seq;
+	if ((rc = table_commit(w, t, SFS_MF_COMPACT, e, ne))) {
+		memcpy(t->dvi, old_dvi, sizeof(t->dvi));
+		t->watermark = old_wm;
+		goto out;
+	}
+	for (size_t i = 0; i < t->nf; i++)
+		if (!vtable_names(vt, t->f[i].name)) {
+			snprintf(path, sizeof(path), "%s/%s", t->dir, t->f[i].name);
 			defer_unlink(w, path);
 		}
+	if (old_dvi[0] && !vtable_names(vt, old_dvi)) {
+		snprintf(path, sizeof(path), "%s/%s", t->dir, old_dvi);
+		defer_unlink(w, path);
 	}
+	if ((rc = table_take(t, vt, match)))
+		rc = table_load(t, 0);	/* the disk has the switch: reread it */
+	else
+		t->watermark = seq;
+out:
 	free(e);
-	free(live);
-	if (rc)
-		return rc;
-	t->snap++;
-	t->commits = 0;
-	if (t->snap > 2 && (rc = sfs_mf_expire(t->dir, t->snap - 1)) < 0)
-		sfs_log("table %s: expiring snapshots: %s", t->dir, sfs_last_error());
-	return table_load(t, 0);
+	free(keep);
+	free(match);
+	return rc;
 }
 
 /* The files of @vt are live again: no longer parked.  Right after the
