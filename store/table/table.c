@@ -3108,6 +3108,7 @@ static int tbl_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	w->commit_seq = 0;
 	w->more = 0;
 	w->failing = 0;
+	w->rb_failed = 0;	/* every table is the pinned version again */
 	rc = publish(w);
 	if (!rc)
 		*seq = v->seq;
@@ -3296,8 +3297,10 @@ static int store_prepare(struct sfs_target_writer *w)
 	if ((rc = sfs_mkdirs(w->base, 0700)))
 		return rc;
 	snprintf(path, sizeof(path), "%s/TABLES", w->base);
-	if (stat(path, &st) == 0)
-		return adopt(w, path, ident);
+	if (stat(path, &st) == 0) {
+		rc = adopt(w, path, ident);
+		goto not_ours;
+	}
 	snprintf(path, sizeof(path), "%s/IDENTITY", w->base);
 	if ((f = fopen(path, "r"))) {
 		if (!fgets(cur, sizeof(cur), f))
@@ -3309,9 +3312,14 @@ static int store_prepare(struct sfs_target_writer *w)
 	if (cur[0])
 		sfs_log("table store %s: state of another group (%.*s): starting empty", w->base,
 			(int)strcspn(cur, "\n"), cur);
-	if ((rc = drop_tables(w)))
-		return rc;
-	return write_text(path, ident);
+	if (!(rc = drop_tables(w)))
+		rc = write_text(path, ident);
+not_ours:
+	/* a rollback intent of the state just replaced is not this one's */
+	snprintf(path, sizeof(path), "%s/ROLLBACK", w->base);
+	if (!rc && unlink(path) && errno != ENOENT)
+		rc = sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
+	return rc;
 }
 
 static void tbl_close(struct sfs_target_writer *w)
