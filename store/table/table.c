@@ -555,15 +555,6 @@ static void count_probe_work(struct sfs_target_writer *w, const struct tv_file *
 	uatomic_add(&w->pub->tp_probe_pages, pages - pages0);
 }
 
-/*
- * Unlink @path once every reader that might still open it caught up.  The
- * grace period starts at the first publication that no longer lists the
- * file (publish), not here: a reader that passes a quiescent point after
- * this call but before that publication still copies a set naming the
- * file.  (Started here, a merge's inputs vanished under readers whenever
- * the background thread ran another merge between its commit and its
- * publication — seen once merges ran at idle priority.)
- */
 static int held_cmp(const void *a, const void *b)
 {
 	return strcmp(a, b);
@@ -602,9 +593,18 @@ static int pend_push(struct pend **arr, size_t *n, size_t *cap, const char *path
 	return 0;
 }
 
-/* ... and a file a kept version names waits in w->hold instead, until
- * no kept version names it (held_rebuild) or a rollback makes it live
- * again (rollback_unhold). */
+/*
+ * Unlink @path once every reader that might still open it caught up.  The
+ * grace period starts at the first publication that no longer lists the
+ * file (publish), not here: a reader that passes a quiescent point after
+ * this call but before that publication still copies a set naming the
+ * file.  (Started here, a merge's inputs vanished under readers whenever
+ * the background thread ran another merge between its commit and its
+ * publication — seen once merges ran at idle priority.)  A file a kept
+ * version names (rollback in place) waits in w->hold instead, until no
+ * kept version names it (held_rebuild) or a rollback makes it live again
+ * (rollback_unhold).
+ */
 static void defer_unlink(struct sfs_target_writer *w, const char *path)
 {
 	pthread_mutex_lock(&w->del_mu);
@@ -2572,15 +2572,19 @@ static int tbl_files(struct sfs_target_writer *w, int (*fn)(void *arg, const cha
  *
  * Rollback: an intent (<store>/ROLLBACK, TABLES' format: the pinned
  * version) is written first; then each table commits one COMPACT snapshot
- * whose live set is the pinned one (a rebase on its current set, a delta
- * that deletes every current file and adds every pinned one), with the
- * pinned seq as its watermark, and is reloaded; then the intent goes and
- * the version is published once.  A kill before the intent is durable
- * leaves the version before; after it, the next open finishes the switch
- * (open_rollforward) before its gc: never a mix.  Cost per table: one
- * manifest commit (a manifest, two lists, a snapshot file) and the reload
- * of one version's metadata (a footer per file, the vector index); per
- * rollback one intent write; no data file is read or copied.
+ * whose live set is the pinned one (table_switch: a delta deleting the
+ * current files the pinned version does not keep and adding its others,
+ * the pinned seq as watermark), and its session is rebuilt from the kept
+ * version in memory (table_take); then the intent goes and the version is
+ * published once.  A kill before the intent is in place leaves the
+ * version before; after it, the next open finishes the switch
+ * (rollforward_table) before its gc: never a mix.  Cost per table: one
+ * manifest commit (a manifest, lists, a snapshot file; the usual rebase
+ * and expiry), a footer read per pinned file the current version no
+ * longer has, the pinned vector index read; per rollback one intent write
+ * (two fsyncs); no data file is read or copied.  Measured (the test
+ * a_rollback_costs_*): 16 tables x 200 live files, 100 pinned each,
+ * ~120 ms on a busy 2-core machine; 4 x 40: ~8 ms.
  */
 static void vtable_free(struct vtable *vt)
 {
