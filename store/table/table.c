@@ -3102,8 +3102,7 @@ static int tbl_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	for (unsigned i = 0; i < w->nstaged; i++)
 		version_free(w->staged[i]);
 	w->nstaged = 0;
-	if ((rc = held_rebuild(w)))
-		goto out;
+	(void)held_rebuild(w);	/* out of memory: their files stay parked a while longer */
 	if (unlink(path) && errno != ENOENT) {
 		rc = sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
 		goto out;
