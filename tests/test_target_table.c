@@ -2466,7 +2466,7 @@ Test(tblt, expired_entries_of_a_ttl_map_are_dropped_by_the_shaping_merge)
 	sfs_worker_close(c);
 }
 
-/* ---- 8. rollback in place (store/target.h: pin, rollback) ---------------------------- */
+/* ---- 10. rollback in place (store/target.h: pin, rollback) --------------------------- */
 
 /* Stage the flusher's writer as checkpoint @id (the compactor's stage
  * path: its last component names the checkpoint). */
