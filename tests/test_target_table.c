@@ -2466,7 +2466,7 @@ Test(tblt, expired_entries_of_a_ttl_map_are_dropped_by_the_shaping_merge)
 	sfs_worker_close(c);
 }
 
-/* ---- 8. rollback in place (store/target.h: pin, rollback) ---------------------------- */
+/* ---- 10. rollback in place (store/target.h: pin, rollback) --------------------------- */
 
 /* Stage the flusher's writer as checkpoint @id (the compactor's stage
  * path: its last component names the checkpoint). */
@@ -2885,4 +2885,193 @@ Test(tblt, a_compactor_killed_with_half_the_tables_rolled_back_opens_on_the_pinn
 Test(tblt, a_compactor_killed_before_the_rollback_intent_is_removed_opens_on_the_pinned_version)
 {
 	killed_in_a_rollback("table.rollback.done:1");
+}
+
+/*
+ * What a rollback costs: @nt value tables of @nf level-1 files each
+ * (shaping off, so files pile up), @rows rows per file; a checkpoint
+ * staged and pinned halfway, then the rest, then the rollback, timed.
+ * The time must follow the files (metadata), not the rows (data).
+ * Printed; SFS_BENCH_ROLLBACK=<tables>x<files> for a bigger store.
+ */
+struct pview {
+	unsigned char key[48];
+	char val[16];
+};
+
+static double rollback_ms(uint32_t nt, uint32_t nf, uint32_t rows)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_proc_slot *slot;
+	static uint32_t sid[64];
+	struct sfs_wbuf_view *v = calloc((size_t)nt * rows, sizeof(*v));
+	struct pview *pv = calloc((size_t)nt * rows, sizeof(*pv));
+	char stage[256], name[32];
+	uint64_t seq = 0, t0;
+	double ms;
+	sfs_ctx_t *c;
+
+	cr_assert(v && pv && nt <= 64);
+	setenv("SFS_TABLE_SHAPING", "0", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	for (uint32_t t = 0; t < nt; t++) {
+		snprintf(name, sizeof(name), "s%u", t);
+		cr_assert_eq(sfs_state_register(c, name, SFS_STATE_VALUE, &sid[t]), 0);
+	}
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	for (uint64_t s = 1; s <= nf; s++) {
+		size_t n = 0;
+
+		for (uint32_t t = 0; t < nt; t++)
+			for (uint32_t i = 0; i < rows; i++, n++) {
+				char k[32];
+
+				snprintf(k, sizeof(k), "k%llu-%u", (unsigned long long)s, i);
+				snprintf(pv[n].val, sizeof(pv[n].val), "v%llu", (unsigned long long)s);
+				v[n] = (struct sfs_wbuf_view){ .key = pv[n].key,
+							       .klen = vkey(pv[n].key, sid[t], k),
+							       .value = pv[n].val,
+							       .len = (uint32_t)strlen(pv[n].val),
+							       .kind = SFS_WBUF_PUT };
+			}
+		cr_assert_eq(T->apply(w, v, (unsigned)n, s), 0, "%s", sfs_last_error());
+		commit(w, s);
+		if (s == nf / 2) {
+			snprintf(stage, sizeof(stage), "%s/stage/w0/b1", dir);
+			cr_assert_eq(T->snapshot(w, stage), 0, "%s", sfs_last_error());
+			cr_assert_eq(T->pin(w, 1), 0, "%s", sfs_last_error());
+		}
+	}
+	cr_assert_eq(relaxed(&pub_of(&seg, 0)->tp_merges), 0);
+	t0 = sfs_now_ns();
+	cr_assert_eq(T->rollback(w, &seq), 0, "%s", sfs_last_error());
+	ms = (double)(sfs_now_ns() - t0) / 1e6;
+	cr_assert_eq(seq, nf / 2);
+	cr_assert_eq(pub_of(&seg, 0)->tp_nfiles, nt * (nf / 2), "files after the rollback");
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+	free(v);
+	free(pv);
+	return ms;
+}
+
+static void rollback_bench(unsigned rows)
+{
+	const char *big = getenv("SFS_BENCH_ROLLBACK");
+	unsigned nt = 4, nf = 40;
+	double ms;
+
+	if (big && sscanf(big, "%ux%u", &nt, &nf) != 2)
+		cr_assert_fail("SFS_BENCH_ROLLBACK=<tables>x<files>");
+	ms = rollback_ms(nt, nf, rows);
+	fprintf(stderr, "rollback: %u tables x %u files (%u after), %u rows each: %.2f ms\n", nt,
+		nf, nf / 2, rows, ms);
+}
+
+Test(tblt, a_rollback_costs_the_files_of_one_version_with_few_rows)
+{
+	rollback_bench(4);
+}
+
+Test(tblt, a_rollback_costs_the_files_of_one_version_not_their_rows)
+{
+	rollback_bench(2000);
+}
+
+/*
+ * A shaping merge under way at the rollback must not commit onto the
+ * rolled-back table: four level-1 files of fresh keys are pinned (a merge
+ * of them is due), a barrier of deletes then masks some of their rows (no
+ * new file: its tombstones vanish in the round), a merge that starts after
+ * it copies those bits, and the rollback lands while it runs.  Committed
+ * onto the pinned files, such a merge would drop the deleted rows the
+ * pinned version still has.  The background thread merges tables in state
+ * order: a bigger table of a lower state, due at the same barrier, holds
+ * it until the deletes are in; the rollback starts when that merge ends.
+ * (Timing-dependent: if the merge did not overlap the rollback, the test
+ * passes trivially.)
+ */
+static void put_rows(struct sfs_wbuf_view *v, struct pview *pv, unsigned *n, uint32_t sid,
+		     uint64_t f, uint32_t rows, uint32_t step, int del)
+{
+	for (uint32_t i = 0; i < rows; i += step, (*n)++) {
+		char k[32];
+
+		snprintf(k, sizeof(k), "k%llu-%05u", (unsigned long long)f, i);
+		snprintf(pv[*n].val, sizeof(pv[*n].val), "v%llu", (unsigned long long)f);
+		v[*n] = (struct sfs_wbuf_view){ .key = pv[*n].key, .klen = vkey(pv[*n].key, sid, k),
+						.value = del ? NULL : pv[*n].val, .len = del ? 0 : 2,
+						.kind = del ? SFS_WBUF_DELETE : SFS_WBUF_PUT };
+	}
+}
+
+Test(tblt, a_merge_under_way_at_a_rollback_never_commits_onto_the_pinned_version)
+{
+	enum { ROWS = 20000, SLOW = 80000 };
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view *v = calloc(ROWS + SLOW, sizeof(*v));
+	struct pview *pv = calloc(ROWS + SLOW, sizeof(*pv));
+	char stage[256];
+	uint64_t seq = 0;
+	uint32_t ss, sv;
+	sfs_ctx_t *c;
+
+	cr_assert(v && pv);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "slow", SFS_STATE_VALUE, &ss), 0);
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &sv), 0);
+	cr_assert_lt(ss, sv);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	for (uint64_t s = 1; s <= 4; s++) {
+		unsigned n = 0;
+
+		put_rows(v, pv, &n, ss, s, SLOW, 1, 0);
+		put_rows(v, pv, &n, sv, s, ROWS, 1, 0);
+		cr_assert_eq(T->apply(w, v, n, s), 0, "%s", sfs_last_error());
+		commit(w, s);
+	}
+	snprintf(stage, sizeof(stage), "%s/stage/w0/b4", dir);
+	cr_assert_eq(T->snapshot(w, stage), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->pin(w, 4), 0, "%s", sfs_last_error());
+	{
+		unsigned n = 0;
+
+		for (uint64_t f = 1; f <= 4; f++)
+			put_rows(v, pv, &n, sv, f, ROWS, 8, 1);
+		cr_assert_eq(T->apply(w, v, n, 5), 0, "%s", sfs_last_error());
+		commit(w, 5);
+	}
+	cr_assert(probe_str(r, sv, 0, "k1-00000", NULL), "deleted before the rollback");
+	/* the slow table's merge ends: the one of v starts */
+	for (int t = 0; t < 100000 && relaxed(&pub_of(&seg, 0)->tp_merges) == 0; t++)
+		usleep(100);
+	cr_assert_eq(T->rollback(w, &seq), 0, "%s", sfs_last_error());
+	cr_assert_eq(seq, 4);
+	/* the merges settle (a cancelled one redone on the pinned files) */
+	for (int t = 0; t < 5000 && !published_at_level(pub_of(&seg, 0), sv, 2); t++)
+		usleep(1000);
+	cr_assert(published_at_level(pub_of(&seg, 0), sv, 2), "the pinned files merged");
+	cr_assert_eq(T->rd.catch_up(r), 0);
+	for (uint64_t f = 1; f <= 4; f++)
+		for (uint32_t i = 0; i < ROWS; i += 8) {
+			char k[32], want[8];
+
+			snprintf(k, sizeof(k), "k%llu-%05u", (unsigned long long)f, i);
+			snprintf(want, sizeof(want), "v%llu", (unsigned long long)f);
+			cr_assert(probe_str(r, sv, 0, k, want), "%s after the rollback", k);
+		}
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+	free(v);
+	free(pv);
 }
