@@ -191,9 +191,19 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 	if (rc)
 		return rc;
 	memset(&prev, 0, sizeof(prev));
-	for (uint32_t w = 0; w < ck->ck_workers; w++) {
+	for (uint32_t w = 0; w <= ck->ck_workers; w++) {
 		struct sfs_ckpt_worker *cw = &ck->ck_w[w];
 
+		/* A rollback asked meanwhile (a worker died) waits for no more
+		 * files: the checkpoint is abandoned before its _metadata, and
+		 * the next step answers (rollback()). */
+		if (sfs_load_acquire(&ck->ck_rb_req) > sfs_load_relaxed(&ck->ck_rb_ack)) {
+			ck_txn_abort(t);
+			ck_meta_free(&prev);
+			return 1;
+		}
+		if (w == ck->ck_workers)
+			break;
 		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, w,
 			 (unsigned long long)id);
 		tables[w].worker = w;

@@ -387,8 +387,10 @@ static int parse_name(const char *name, uint32_t *w, uint64_t *epoch, const char
 	return 1;
 }
 
-/* rt_sink_commit_upto's walk, for worker @only's changelogs (UINT32_MAX: all). */
-static int commit_upto(const char *data_dir, uint32_t only, uint64_t upto, int drop_newer)
+/* rt_sink_commit_upto's walk, for worker @only's changelogs (UINT32_MAX: all);
+ * the directory fsynced after it with @sync. */
+static int commit_upto(const char *data_dir, uint32_t only, uint64_t upto, int drop_newer,
+		       int sync)
 {
 	char dir[4096], from[4400], to[4500];
 	struct dirent *d;
@@ -420,7 +422,7 @@ static int commit_upto(const char *data_dir, uint32_t only, uint64_t upto, int d
 		}
 	}
 	closedir(dp);
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
+	if (sync && (fd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
 		if (fsync(fd) && !rc)
 			rc = rt_err(rt_errno(), "%s: fsync: %s", dir, strerror(errno));
 		close(fd);
@@ -430,12 +432,17 @@ static int commit_upto(const char *data_dir, uint32_t only, uint64_t upto, int d
 
 int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer)
 {
-	return commit_upto(data_dir, UINT32_MAX, upto, drop_newer);
+	return commit_upto(data_dir, UINT32_MAX, upto, drop_newer, 1);
+}
+
+int rt_sink_rollback(const char *data_dir, uint64_t upto)
+{
+	return commit_upto(data_dir, UINT32_MAX, upto, 1, 0);
 }
 
 int rt_sink_commit_worker(const char *data_dir, uint32_t w, uint64_t upto)
 {
-	return commit_upto(data_dir, w, upto, 0);
+	return commit_upto(data_dir, w, upto, 0, 1);
 }
 
 int rt_sink_reset(const char *data_dir)

@@ -75,6 +75,13 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
  */
 int rt_sink_commit_upto(const char *data_dir, uint64_t upto, int drop_newer);
 
+/* The same with @drop_newer, not made durable: a rollback in place's
+ * (supervisor/job.c), on its critical path — the directory's fsync took
+ * 40-90 ms there.  Nothing depends on it surviving a power loss: every
+ * restore from a checkpoint redoes it, and the next durable commit of the
+ * directory (a worker's, rt_sink_commit_worker) carries it. */
+int rt_sink_rollback(const char *data_dir, uint64_t upto);
+
 /* The same for worker @w's pending changelogs only (a worker's commit when
  * it sees checkpoint @upto complete). */
 int rt_sink_commit_worker(const char *data_dir, uint32_t w, uint64_t upto);

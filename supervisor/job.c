@@ -673,7 +673,9 @@ int sup_query_rollback_poll(char *why, size_t n)
 
 uint64_t sup_query_rollback_to(void)
 {
-	return ck ? ck->ck_rb_to : 0;
+	if (!ck)
+		return 0;
+	return sfs_load_acquire(&ck->ck_rb_ack) < ck->ck_rb_req ? UINT64_MAX : ck->ck_rb_to;
 }
 
 int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
@@ -686,8 +688,10 @@ int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
 	snprintf(root, sizeof(root), SFS_CKPT_DIR_FMT, q->data_dir);
 	memset(&m, 0, sizeof(m));
 	if (to) {
+		/* Its bytes and sink epoch only: not the crc32c of every file (a
+		 * read of the whole state, the restart's cost), just their sizes. */
 		snprintf(dir, sizeof(dir), "%s/chk-%" PRIu64, root, to);
-		if ((rc = ck_read(dir, job_name, 1, &m))) {
+		if ((rc = ck_read(dir, job_name, 0, &m))) {
 			snprintf(why, n, "%s", sfs_last_error());
 			ck_meta_free(&m);
 			return -1;
@@ -704,7 +708,7 @@ int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
 			ck->ck_start = SFS_START_RESTORED;
 			ck->ck_restored_id = to;
 		}
-		rc = rt_adopt(rt_sink_commit_upto(q->data_dir, m.sink_epoch, 1));
+		rc = rt_adopt(rt_sink_rollback(q->data_dir, m.sink_epoch));
 	} else {
 		rc = rt_adopt(rt_sink_reset(q->data_dir));
 	}

@@ -1149,7 +1149,7 @@ static void rollback_wake(void)
 static int rollback(uint64_t detect_ns, char *why, size_t n)
 {
 	const struct sfs_target_ops *t = sup_backend_target(cfg.q.backend);
-	uint64_t deadline, stopped;
+	uint64_t deadline, stopped, ck_at = 0, answered;
 	int rc, live;
 
 	if (!cfg.q.checkpoint_ns) {
@@ -1191,6 +1191,8 @@ static int rollback(uint64_t detect_ns, char *why, size_t n)
 	sup_query_recovery_close();	/* the previous one's first record, before the reset */
 	sup_query_rollback_ask();
 	while ((rc = sup_query_rollback_poll(why, n)) == 0) {
+		if (!ck_at && sup_query_rollback_to() != UINT64_MAX)
+			ck_at = sfs_now_ns();
 		if (rollback_reap()) {
 			snprintf(why, n, "a maintenance process died during the rollback");
 			return -1;
@@ -1203,6 +1205,9 @@ static int rollback(uint64_t detect_ns, char *why, size_t n)
 		rollback_wake();
 		sfs_sleep_ns(MS / 4);
 	}
+	answered = sfs_now_ns();
+	if (!ck_at)
+		ck_at = answered;
 	if (rc < 0 || sup_query_rollback_finish(&cfg.q, why, n))
 		return -1;
 	sup_query_recovery(detect_ns, stopped, "in-place");
@@ -1221,8 +1226,10 @@ static int rollback(uint64_t detect_ns, char *why, size_t n)
 		return -1;
 	}
 	sfs_log("job %s: rolled back in place to checkpoint %llu in %.1f ms (workers stopped "
-		"in %.1f ms)", cfg.job, (unsigned long long)sup_query_rollback_to(),
-		(sfs_now_ns() - detect_ns) / 1e6, (stopped - detect_ns) / 1e6);
+		"in %.1f ms, the checkpointer's answer %.1f ms later, the compactors' %.1f ms "
+		"after it)", cfg.job, (unsigned long long)sup_query_rollback_to(),
+		(sfs_now_ns() - detect_ns) / 1e6, (stopped - detect_ns) / 1e6,
+		(ck_at - stopped) / 1e6, (answered - ck_at) / 1e6);
 	return 0;
 }
 

@@ -107,7 +107,8 @@ void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kin
 void sup_query_rollback_ask(void);
 int sup_query_rollback_poll(char *why, size_t n);
 int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n);
-/* The checkpoint the last rollback returned to (ck_rb_to). */
+/* The checkpoint the last rollback returns to (ck_rb_to), or UINT64_MAX
+ * while the checkpointer has not answered it. */
 uint64_t sup_query_rollback_to(void);
 /* The open recovery's end, read from the workers' status before a
  * rollback resets it (a restart's: sup_query_carry). */
