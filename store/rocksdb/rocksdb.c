@@ -650,6 +650,8 @@ struct sfs_target_writer {
 	unsigned ncand;
 	int pinned;             /* <ppath>/c<pin_id> is the version a rollback returns to */
 	int applied_any;        /* apply was called since open: pin(0) is refused */
+	uint64_t rollbacks;     /* this writer's: names <ppath>/r<n>, the swapped-out one */
+	unsigned trashing;      /* old instances being removed by a thread (atomic) */
 	uint64_t pin_id, pin_seq;
 };
 
@@ -1082,6 +1084,8 @@ static void rdbt_close(struct sfs_target_writer *w)
 	}
 	if (w->ipath[0])
 		rm_tree(w->ipath);
+	while (__atomic_load_n(&w->trashing, __ATOMIC_ACQUIRE))
+		usleep(1000);	/* a rollback's old instance still being removed */
 	if (w->ppath[0])
 		rm_tree(w->ppath);
 	if (w->wb)
@@ -1262,7 +1266,7 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 		goto fail;
 	/* Pins die with their compactor (store/target.h): what a previous
 	 * one kept goes, with the old instance a rollback killed after its
-	 * swap left in "next" (the swap itself is one atomic rename). */
+	 * swap left in r<n> (the swap itself is one atomic rename). */
 	snprintf(w->ppath, sizeof(w->ppath), "%.*s.pin", PATH_MAX - 16, w->path);
 	rm_tree(w->ppath);
 	if ((rc = sfs_mkdirs(w->ppath, 0700)))
@@ -2575,9 +2579,10 @@ out_opts:
  * <path>.pin (hard links of its SSTs, MANIFEST, CURRENT and OPTIONS:
  * links, no byte copied), so the files it needs outlive the primary's
  * compactions and deletion windows; a rollback closes the primary, makes
- * a link copy of the pinned checkpoint ("next": the pin itself stays, a
+ * a link copy of the pinned checkpoint (r<n>: the pin itself stays, a
  * second rollback needs it) and swaps it with the instance directory in
- * one renameat2(RENAME_EXCHANGE), then opens it again.  A kill -9 before
+ * one renameat2(RENAME_EXCHANGE), then opens it again; the old instance,
+ * now in the copy's place, is removed by a thread.  A kill -9 before
  * the swap leaves the old instance at <path> (closed, intact: WAL off,
  * the memtables held nothing durable), after it the pinned one; the next
  * open removes <path>.pin either way.  Never a mix: one rename decides.
@@ -2595,11 +2600,16 @@ out_opts:
  *    and its directory removed.  No file is created and no byte copied;
  *    the disk held is the SSTs the pinned version has and the live one no
  *    longer has: one interval's compaction churn.
- *  - per rollback: the primary closed (waits for its running compaction),
- *    one mkdir + the same links for "next", one rename, two directory
- *    fsyncs, the old instance's files unlinked, and a DB open, which with
- *    max_open_files = -1 opens every table file (their index and filter
- *    blocks: metadata, not data).
+ *  - per rollback: the primary closed (a running compaction is aborted),
+ *    one mkdir + the same links for the copy, one rename, two directory
+ *    fsyncs, and a DB open, which with max_open_files = -1 opens every
+ *    table file (their index and filter blocks: metadata, not data; the
+ *    open writes a new MANIFEST, CURRENT, OPTIONS, IDENTITY, LOG: about 5
+ *    creates).  Then the old instance's files are unlinked by a thread
+ *    (trash): off the recovery's path, it grows with what was written
+ *    since the pin.  Measured on this machine, loaded: 17-77 ms at 0.1 GB,
+ *    57-104 ms at 1 GB, 43-139 ms at 3 GB (22-40 SSTs), most of it the
+ *    open (bench/RESULTS.md, issue 23).
  *
  * Readers (other processes, secondaries): rp_incarnation is made odd
  * before the primary closes and even again after the open; a file number
@@ -2789,6 +2799,8 @@ static int rdbt_pin(struct sfs_target_writer *w, uint64_t id)
 		pin_release(w);
 		return pin_open_version(w);
 	}
+	if (w->pinned && w->pin_id == id)
+		return 0;	/* pinned already (a retried call) */
 	for (i = 0; i < w->ncand; i++)
 		if (w->cand[i].id == id)
 			at = i;
@@ -2824,6 +2836,50 @@ static void abandon(struct sfs_target_writer *w)
 	(void)sfs_mkdirs(w->ipath, 0700);
 }
 
+/* The old instance a rollback swapped out, removed off the compactor's
+ * thread: unlinking files written moments ago waits for their writeback
+ * (measured: 4.1 s for the 3 GB a busy instance had written since its
+ * pin), which would make the rollback's time grow with that churn.  A
+ * kill leaves it in <ppath>, which the next open empties. */
+struct trash {
+	struct sfs_target_writer *w;
+	char path[PATH_MAX];
+};
+
+static void *trash_main(void *arg)
+{
+	struct trash *t = arg;
+	struct sfs_target_writer *w = t->w;
+
+	rm_tree(t->path);
+	free(t);
+	__atomic_fetch_sub(&w->trashing, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void trash(struct sfs_target_writer *w, const char *path)
+{
+	struct trash *t = malloc(sizeof(*t));
+	pthread_attr_t a;
+	pthread_t th;
+
+	if (t) {
+		t->w = w;
+		snprintf(t->path, sizeof(t->path), "%s", path);
+		__atomic_fetch_add(&w->trashing, 1, __ATOMIC_RELAXED);
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &a, trash_main, t) == 0) {
+			pthread_attr_destroy(&a);
+			return;
+		}
+		pthread_attr_destroy(&a);
+		__atomic_fetch_sub(&w->trashing, 1, __ATOMIC_RELAXED);
+		free(t);
+	}
+	rm_tree(path);	/* no thread: here, then */
+}
+
 /*
  * rollback (store/target.h; the design, its cost and the readers' side:
  * "Rollback" above).  On an error the instance at <path> is whole (the old
@@ -2839,7 +2895,9 @@ static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	if (!w->pinned)
 		return -ENOENT;
 	cand_dir(w, w->pin_id, pin, sizeof(pin));
-	snprintf(next, sizeof(next), "%.*s/next", PATH_MAX - 16, w->ppath);
+	/* unique per rollback: the one before may still be being removed */
+	snprintf(next, sizeof(next), "%.*s/r%llu", PATH_MAX - 32, w->ppath,
+		 (unsigned long long)++w->rollbacks);
 	snprintf(parent, sizeof(parent), "%s", w->path);
 	if (strrchr(parent, '/'))
 		*strrchr(parent, '/') = '\0';
@@ -2863,7 +2921,7 @@ static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	fsync_dir(w->ppath);
 	sfs_fault("rocksdb.rollback.swap");
 	t_swap = sfs_now_ns();
-	rm_tree(next);	/* the old instance */
+	trash(w, next);	/* the old instance */
 	t_rm = sfs_now_ns();
 	if ((rc = w_start(w))) {
 		w_close_db(w);
@@ -2874,7 +2932,7 @@ static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	sfs_store_release(&w->pub->rp_published, w->pub->rp_published + 1);
 	*seq = w->pin_seq;
 	sfs_log("rocksdb target %s: rolled back to checkpoint %llu (seq %llu) in %.1f ms: close "
-		"%.1f, link copy %.1f, swap %.1f, old instance removed %.1f, open %.1f", w->path,
+		"%.1f, link copy %.1f, swap %.1f, old instance handed to a thread %.1f, open %.1f", w->path,
 		(unsigned long long)w->pin_id, (unsigned long long)w->pin_seq,
 		(sfs_now_ns() - t0) / 1e6, (t_close - t0) / 1e6, (t_copy - t_close) / 1e6,
 		(t_swap - t_copy) / 1e6, (t_rm - t_swap) / 1e6, (sfs_now_ns() - t_rm) / 1e6);
