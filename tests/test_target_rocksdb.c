@@ -1760,6 +1760,7 @@ static void rb_model_run(uint64_t seed)
 	rb_expect(old, &m, "before the pin");
 	/* checkpoint 4 completes (6 is staged, not complete) */
 	cr_assert_eq(sfs_target_rocksdb.pin(w, 4), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 4), 0, "a retried pin keeps it");
 	pinned = at[4];
 	for (; seq <= 12; seq++) {
 		rb_flush(w, &m, &rng, seq);
@@ -1828,6 +1829,8 @@ static void rb_model_run(uint64_t seed)
 	rb_snapshot(w, 20);
 	cr_assert_eq(sfs_target_rocksdb.pin(w, 20), 0, "%s", sfs_last_error());
 	snprintf(pd, sizeof(pd), "%s/store/w0.pin", dir);
+	for (int i = 0; i < 5000 && rb_ls(pd, NULL, 0) != 1; i++)
+		usleep(1000);	/* a rollback's old instance is removed by a thread */
 	cr_assert_eq(rb_ls(pd, names, sizeof(names)), 1, "%s: %s", pd, names);
 	cr_assert_str_eq(names, "c20 ");
 	snprintf(pd, sizeof(pd), "%s/store", dir);
@@ -1884,6 +1887,46 @@ Test(rdbt, pin_and_rollback_say_enoent_when_nothing_is_pinned)
 	cr_assert_eq(sfs_target_rocksdb.pin(w, 3), 0);
 	cr_assert_eq(sfs_target_rocksdb.pin(w, 5), -ENOENT);
 	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), -ENOENT);
+	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/* pin(0) right after open pins the version at open: a writer reopened
+ * over buffers 1-3 pins it, applies 4-5, and a rollback returns to 3
+ * (seq 3).  pin(0) once a buffer is applied is refused (and releases the
+ * previous pin). */
+Test(rdbt, pin_zero_pins_the_version_at_open)
+{
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	static struct rb_model m, at3;
+	uint64_t rng = 11, got = 0;
+	sfs_ctx_t *c;
+
+	rb_register(&c);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 0), 0, "%s", sfs_last_error());
+	rb_flush(w, &m, &rng, 1);
+	rb_flush(w, &m, &rng, 2);
+	cr_assert_neq(sfs_target_rocksdb.pin(w, 0), 0, "pin 0 after an apply");
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), -ENOENT, "the refused pin released it");
+	rb_flush(w, &m, &rng, 3);
+	at3 = m;
+	sfs_target_rocksdb.close(w);	/* a compactor restart */
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_target_rocksdb.pin(w, 0), 0, "%s", sfs_last_error());
+	rb_flush(w, &m, &rng, 4);
+	rb_flush(w, &m, &rng, 5);
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &r), 0);
+	rb_expect(r, &m, "before the rollback");
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), 0, "%s", sfs_last_error());
+	cr_assert_eq(got, 3);
+	rb_expect(r, &at3, "the version at open");
+	sfs_target_rocksdb.rd.reader_close(r);
 	sfs_target_rocksdb.close(w);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
@@ -2167,6 +2210,123 @@ Test(rdbt, readers_racing_rollbacks_read_one_whole_version_at_a_time)
 		     "of no round, 30+v: counters, 12: two versions in a batch, 50: too few loops or rollbacks followed)",
 		     th_exit_code(st));
 	sfs_target_rocksdb.close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/*
+ * Bench, skipped unless SFS_RDBT_ROLLBACK_BENCH_MB=N: an instance of about
+ * N MB (1 KiB incompressible values, 16 MiB buffers, each ingested as an
+ * SST), staged as checkpoint 1 and pinned; then a quarter as much again
+ * overwriting the oldest keys, a full compaction (the pinned version's
+ * files leave the live set), and a rollback.  Prints the files a pin
+ * holds, what staging costs with the pin's links and without (RocksDB's
+ * own checkpoint of the same instance), the pin, and the rollback (its
+ * phases: the target's log line).  SFS_RDBT_ROLLBACK_BENCH_BUSY=1: no
+ * full compaction, the rollback comes while RocksDB's own may be running.
+ */
+static void bench_commit(struct sfs_target_writer *w, uint64_t seq)
+{
+	int rc;
+
+	for (int i = 0; i < 1200000 && (rc = sfs_target_rocksdb.commit(w, seq)) == -EAGAIN; i++)
+		usleep(500);
+	cr_assert_eq(rc, 0, "%s", sfs_last_error());
+}
+
+Test(rdbt, bench_rollback_time_vs_instance_size, .timeout = 7200)
+{
+	const char *e = getenv("SFS_RDBT_ROLLBACK_BENCH_MB");
+	const unsigned per = 16384, vlen = 1024;
+	struct sfs_target_cfg cfg = { 0 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view *v;
+	unsigned char (*keys)[24], *vals;
+	uint64_t mb, nbuf, seq, rng = 88172645463325252ull, t0, got;
+	double t_snap = 0, t_plain = 0, t_pin = 0, t_rb;
+	char st[256], pd[256], plain[256];
+	unsigned files, gone;
+	uint32_t sid;
+	sfs_ctx_t *c;
+	struct sfs_worker_opts o = small_opts();
+
+	if (!e)
+		cr_skip_test("SFS_RDBT_ROLLBACK_BENCH_MB unset");
+	mb = strtoull(e, NULL, 10);
+	nbuf = mb / 16 ? mb / 16 : 1;
+	setenv("SFS_RDBT_INGEST_MIN", "1", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &sid), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(sfs_target_rocksdb.open(&seg, 0, slot, &cfg, &w), 0, "%s", sfs_last_error());
+	v = calloc(per, sizeof(*v));
+	keys = calloc(per, sizeof(*keys));
+	vals = malloc((size_t)per * vlen);
+	cr_assert(v && keys && vals);
+	for (seq = 1; seq <= nbuf + nbuf / 4 + 1; seq++) {
+		/* the last quarter overwrites the oldest keys */
+		uint64_t base = seq <= nbuf ? (seq - 1) * per : (seq - nbuf - 1) * per;
+		char k[24];
+
+		for (size_t i = 0; i < (size_t)per * vlen / 8; i++)
+			memcpy(vals + i * 8, (rb_rand(&rng), &rng), 8);
+		for (unsigned i = 0; i < per; i++) {
+			snprintf(k, sizeof(k), "k%012llu", (unsigned long long)(base + i));
+			v[i] = (struct sfs_wbuf_view){ .key = keys[i], .klen = vkey(keys[i], sid, k),
+						       .value = vals + (size_t)i * vlen, .len = vlen,
+						       .kind = SFS_WBUF_PUT };
+		}
+		cr_assert_eq(sfs_target_rocksdb.apply(w, v, per, seq), 0, "%s", sfs_last_error());
+		bench_commit(w, seq);
+		if (seq == nbuf) {
+			void *db, *cf;
+
+			rb_stage(st, sizeof(st), 1);
+			t0 = sfs_now_ns();
+			cr_assert_eq(sfs_target_rocksdb.snapshot(w, st), 0, "%s", sfs_last_error());
+			t_snap = (sfs_now_ns() - t0) / 1e6;
+			sfs_rdbt_test_handles(w, sid, &db, &cf);
+			snprintf(plain, sizeof(plain), "%s/plain", dir);
+			t0 = sfs_now_ns();
+			cr_assert_eq(sfs_rdb_checkpoint(db, plain, SFS_STAGE_SHARED, "bench", plain), 0);
+			t_plain = (sfs_now_ns() - t0) / 1e6;
+			t0 = sfs_now_ns();
+			cr_assert_eq(sfs_target_rocksdb.pin(w, 1), 0, "%s", sfs_last_error());
+			t_pin = (sfs_now_ns() - t0) / 1e6;
+		}
+	}
+	if (!getenv("SFS_RDBT_ROLLBACK_BENCH_BUSY")) {
+		compact_all(w, sid);
+		rb_purge(w, c);
+	}	/* else: RocksDB's own compactions may be running at the rollback */
+	snprintf(pd, sizeof(pd), "%s/store/w0.pin/c1", dir);
+	files = rb_ls(pd, NULL, 0);
+	gone = rb_gone_from_live(pd);
+	t0 = sfs_now_ns();
+	cr_assert_eq(sfs_target_rocksdb.rollback(w, &got), 0, "%s", sfs_last_error());
+	t_rb = (sfs_now_ns() - t0) / 1e6;
+	cr_assert_eq(got, nbuf);
+	cr_assert_eq(sfs_target_rocksdb.rd.reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(sfs_target_rocksdb.rd.catch_up(r), 0, "%s", sfs_last_error());
+	{
+		char k[24];
+
+		/* the first key of the last buffer before the pin, as it was */
+		snprintf(k, sizeof(k), "k%012llu", (unsigned long long)((nbuf - 1) * per));
+		cr_assert(!probe_str(r, sid, 0, k, NULL), "present after the rollback");
+	}
+	fprintf(stderr, "bench: %llu MB pinned (%llu buffers), %u files in the pin (%u SSTs, %u "
+		"of them gone from the live set after compaction); staging %.1f ms (RocksDB's "
+		"checkpoint alone %.1f ms), pin %.1f ms, rollback %.1f ms\n",
+		(unsigned long long)(nbuf * 16), (unsigned long long)nbuf, files, files - 3,
+		gone, t_snap, t_plain, t_pin, t_rb);
+	sfs_target_rocksdb.rd.reader_close(r);
+	sfs_target_rocksdb.close(w);
+	free(v);
+	free(keys);
+	free(vals);
 	sfs_proc_unregister(slot);
 	sfs_worker_close(c);
 }

@@ -136,6 +136,13 @@
  * states without a TTL get no filter: no cost.  Drops are counted
  * (rp_ttl_dropped: `sfs stat`, the --json summary, the closing log line).
  *
+ * Rollback in place (store/target.h: pin, rollback).  Each version staged
+ * for a checkpoint is also kept as a flat RocksDB checkpoint of hard links
+ * under <path>.pin until the next pin; a rollback swaps a link copy of
+ * the pinned one with the instance directory in one renameat2 and opens
+ * it; readers reopen on rp_incarnation.  Design, costs and the measured
+ * times: "Rollback" below.
+ *
  * Fault injection (tests): kill points rocksdb.* (common/fault.h).
  */
 #include <dirent.h>
@@ -290,7 +297,8 @@ static int cf_state(const struct sfs_seg *s, const char *name)
  * flushed), rocksdb.flush (the batch durable, the buffer not yet
  * published), rocksdb.sst (a state's SST written, not yet ingested),
  * rocksdb.ingest (a state's SST ingested, the buffer's other states not
- * yet).  The facility is thread-safe; with the reader counter below the
+ * yet), rocksdb.rollback.copy (the pin's link copy made, not swapped in)
+ * and rocksdb.rollback.swap (swapped in, the old instance not removed).  The facility is thread-safe; with the reader counter below the
  * only process-wide mutable state this file touches, so writers are safe
  * on the compactor's flush threads (each writer used by one thread at a
  * time).
@@ -641,6 +649,9 @@ struct sfs_target_writer {
 	struct { uint64_t id, seq; } cand[CAND_MAX]; /* staged, not pinned: c<id> */
 	unsigned ncand;
 	int pinned;             /* <ppath>/c<pin_id> is the version a rollback returns to */
+	int applied_any;        /* apply was called since open: pin(0) is refused */
+	uint64_t rollbacks;     /* this writer's: names <ppath>/r<n>, the swapped-out one */
+	unsigned trashing;      /* old instances being removed by a thread (atomic) */
 	uint64_t pin_id, pin_seq;
 };
 
@@ -1073,6 +1084,8 @@ static void rdbt_close(struct sfs_target_writer *w)
 	}
 	if (w->ipath[0])
 		rm_tree(w->ipath);
+	while (__atomic_load_n(&w->trashing, __ATOMIC_ACQUIRE))
+		usleep(1000);	/* a rollback's old instance still being removed */
 	if (w->ppath[0])
 		rm_tree(w->ppath);
 	if (w->wb)
@@ -1253,7 +1266,7 @@ static int rdbt_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_s
 		goto fail;
 	/* Pins die with their compactor (store/target.h): what a previous
 	 * one kept goes, with the old instance a rollback killed after its
-	 * swap left in "next" (the swap itself is one atomic rename). */
+	 * swap left in r<n> (the swap itself is one atomic rename). */
 	snprintf(w->ppath, sizeof(w->ppath), "%.*s.pin", PATH_MAX - 16, w->path);
 	rm_tree(w->ppath);
 	if ((rc = sfs_mkdirs(w->ppath, 0700)))
@@ -1490,6 +1503,7 @@ static int rdbt_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v
 	uint64_t skipped = 0, written = 0;
 	int rc = 0;
 
+	w->applied_any = 1;
 	if (w->seq != seq) {
 		/* Staged entries of another buffer that never committed:
 		 * this flush starts over (the loop flushes in seq order). */
@@ -2565,9 +2579,10 @@ out_opts:
  * <path>.pin (hard links of its SSTs, MANIFEST, CURRENT and OPTIONS:
  * links, no byte copied), so the files it needs outlive the primary's
  * compactions and deletion windows; a rollback closes the primary, makes
- * a link copy of the pinned checkpoint ("next": the pin itself stays, a
+ * a link copy of the pinned checkpoint (r<n>: the pin itself stays, a
  * second rollback needs it) and swaps it with the instance directory in
- * one renameat2(RENAME_EXCHANGE), then opens it again.  A kill -9 before
+ * one renameat2(RENAME_EXCHANGE), then opens it again; the old instance,
+ * now in the copy's place, is removed by a thread.  A kill -9 before
  * the swap leaves the old instance at <path> (closed, intact: WAL off,
  * the memtables held nothing durable), after it the pinned one; the next
  * open removes <path>.pin either way.  Never a mix: one rename decides.
@@ -2585,11 +2600,16 @@ out_opts:
  *    and its directory removed.  No file is created and no byte copied;
  *    the disk held is the SSTs the pinned version has and the live one no
  *    longer has: one interval's compaction churn.
- *  - per rollback: the primary closed (waits for its running compaction),
- *    one mkdir + the same links for "next", one rename, two directory
- *    fsyncs, the old instance's files unlinked, and a DB open, which with
- *    max_open_files = -1 opens every table file (their index and filter
- *    blocks: metadata, not data).
+ *  - per rollback: the primary closed (a running compaction is aborted),
+ *    one mkdir + the same links for the copy, one rename, two directory
+ *    fsyncs, and a DB open, which with max_open_files = -1 opens every
+ *    table file (their index and filter blocks: metadata, not data; the
+ *    open writes a new MANIFEST, CURRENT, OPTIONS, IDENTITY, LOG: about 5
+ *    creates).  Then the old instance's files are unlinked by a thread
+ *    (trash): off the recovery's path, it grows with what was written
+ *    since the pin.  Measured on this machine, loaded: 17-77 ms at 0.1 GB,
+ *    57-104 ms at 1 GB, 43-139 ms at 3 GB (22-40 SSTs), most of it the
+ *    open (bench/RESULTS.md, issue 23).
  *
  * Readers (other processes, secondaries): rp_incarnation is made odd
  * before the primary closes and even again after the open; a file number
@@ -2743,7 +2763,7 @@ static int pin_open_version(struct sfs_target_writer *w)
 	char d[PATH_MAX], *err = NULL;
 	int rc;
 
-	if (w->staged || w->written || w->seq)
+	if (w->applied_any)
 		return sfs__err(SFS_EUSAGE, "rocksdb target %s: pin 0 after a buffer was applied "
 				"(it pins the version at open)", w->path);
 	if (!w->db)
@@ -2779,6 +2799,8 @@ static int rdbt_pin(struct sfs_target_writer *w, uint64_t id)
 		pin_release(w);
 		return pin_open_version(w);
 	}
+	if (w->pinned && w->pin_id == id)
+		return 0;	/* pinned already (a retried call) */
 	for (i = 0; i < w->ncand; i++)
 		if (w->cand[i].id == id)
 			at = i;
@@ -2814,6 +2836,50 @@ static void abandon(struct sfs_target_writer *w)
 	(void)sfs_mkdirs(w->ipath, 0700);
 }
 
+/* The old instance a rollback swapped out, removed off the compactor's
+ * thread: unlinking files written moments ago waits for their writeback
+ * (measured: 4.1 s for the 3 GB a busy instance had written since its
+ * pin), which would make the rollback's time grow with that churn.  A
+ * kill leaves it in <ppath>, which the next open empties. */
+struct trash {
+	struct sfs_target_writer *w;
+	char path[PATH_MAX];
+};
+
+static void *trash_main(void *arg)
+{
+	struct trash *t = arg;
+	struct sfs_target_writer *w = t->w;
+
+	rm_tree(t->path);
+	free(t);
+	__atomic_fetch_sub(&w->trashing, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void trash(struct sfs_target_writer *w, const char *path)
+{
+	struct trash *t = malloc(sizeof(*t));
+	pthread_attr_t a;
+	pthread_t th;
+
+	if (t) {
+		t->w = w;
+		snprintf(t->path, sizeof(t->path), "%s", path);
+		__atomic_fetch_add(&w->trashing, 1, __ATOMIC_RELAXED);
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &a, trash_main, t) == 0) {
+			pthread_attr_destroy(&a);
+			return;
+		}
+		pthread_attr_destroy(&a);
+		__atomic_fetch_sub(&w->trashing, 1, __ATOMIC_RELAXED);
+		free(t);
+	}
+	rm_tree(path);	/* no thread: here, then */
+}
+
 /*
  * rollback (store/target.h; the design, its cost and the readers' side:
  * "Rollback" above).  On an error the instance at <path> is whole (the old
@@ -2823,13 +2889,15 @@ static void abandon(struct sfs_target_writer *w)
 static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 {
 	char pin[PATH_MAX], next[PATH_MAX], parent[PATH_MAX];
-	uint64_t t0 = sfs_now_ns();
+	uint64_t t0 = sfs_now_ns(), t_close, t_copy, t_swap, t_rm;
 	int rc;
 
 	if (!w->pinned)
 		return -ENOENT;
 	cand_dir(w, w->pin_id, pin, sizeof(pin));
-	snprintf(next, sizeof(next), "%.*s/next", PATH_MAX - 16, w->ppath);
+	/* unique per rollback: the one before may still be being removed */
+	snprintf(next, sizeof(next), "%.*s/r%llu", PATH_MAX - 32, w->ppath,
+		 (unsigned long long)++w->rollbacks);
 	snprintf(parent, sizeof(parent), "%s", w->path);
 	if (strrchr(parent, '/'))
 		*strrchr(parent, '/') = '\0';
@@ -2839,8 +2907,10 @@ static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	w_close_db(w);
 	while (w->ncand)	/* staged after the pin: dropped */
 		cand_drop(w, 0);
+	t_close = sfs_now_ns();
 	if ((rc = link_copy(pin, next)))
 		goto out;
+	t_copy = sfs_now_ns();
 	sfs_fault("rocksdb.rollback.copy");
 	if (renameat2(AT_FDCWD, next, AT_FDCWD, w->path, RENAME_EXCHANGE)) {
 		rc = sfs__err(sfs__errno(), "rocksdb target %s: swap with %s: %s", w->path, next,
@@ -2850,7 +2920,9 @@ static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	fsync_dir(parent);
 	fsync_dir(w->ppath);
 	sfs_fault("rocksdb.rollback.swap");
-	rm_tree(next);	/* the old instance */
+	t_swap = sfs_now_ns();
+	trash(w, next);	/* the old instance */
+	t_rm = sfs_now_ns();
 	if ((rc = w_start(w))) {
 		w_close_db(w);
 		goto out;
@@ -2859,9 +2931,11 @@ static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	sfs_store_relaxed(&w->pub->rp_rollbacks, w->pub->rp_rollbacks + 1);
 	sfs_store_release(&w->pub->rp_published, w->pub->rp_published + 1);
 	*seq = w->pin_seq;
-	sfs_log("rocksdb target %s: rolled back to checkpoint %llu (seq %llu) in %.1f ms", w->path,
+	sfs_log("rocksdb target %s: rolled back to checkpoint %llu (seq %llu) in %.1f ms: close "
+		"%.1f, link copy %.1f, swap %.1f, old instance handed to a thread %.1f, open %.1f", w->path,
 		(unsigned long long)w->pin_id, (unsigned long long)w->pin_seq,
-		(sfs_now_ns() - t0) / 1e6);
+		(sfs_now_ns() - t0) / 1e6, (t_close - t0) / 1e6, (t_copy - t_close) / 1e6,
+		(t_swap - t_copy) / 1e6, (t_rm - t_swap) / 1e6, (sfs_now_ns() - t_rm) / 1e6);
 out:
 	sfs_store_release(&w->pub->rp_incarnation, w->pub->rp_incarnation + 1);	/* even */
 	return rc;
@@ -3101,14 +3175,16 @@ static void rdbt_stat(const struct sfs_seg *s, FILE *out)
 		       "       commits %llu (entries %llu, skipped as applied %llu), SSTs ingested %llu "
 		       "(%llu entries, %.1f ms), batch write %.1f ms, memtable flush %.1f ms,\n"
 		       "       failed commit attempts %llu, reopens %llu, L0-backlog waits %llu, "
-		       "deletion windows %llu, expired entries dropped by compactions %llu\n",
+		       "deletion windows %llu, expired entries dropped by compactions %llu, "
+		       "rollbacks %llu\n",
 		       w, pacing, (unsigned long long)p->rp_commits,
 		       (unsigned long long)p->rp_entries, (unsigned long long)p->rp_skipped,
 		       (unsigned long long)p->rp_ingests, (unsigned long long)p->rp_ingest_entries,
 		       p->rp_ingest_ns / 1e6, p->rp_write_ns / 1e6, p->rp_flush_ns / 1e6,
 		       (unsigned long long)p->rp_errors, (unsigned long long)p->rp_reopens,
 		       (unsigned long long)p->rp_stalls, (unsigned long long)p->rp_purges,
-		       (unsigned long long)sfs_load_relaxed(&p->rp_ttl_dropped));
+		       (unsigned long long)sfs_load_relaxed(&p->rp_ttl_dropped),
+		       (unsigned long long)sfs_load_relaxed(&p->rp_rollbacks));
 	}
 	for (int i = 0; i < SFS_MAX_STATES; i++) {
 		const struct sfs_state_desc *d = &h->sh_states[i];

@@ -27,7 +27,8 @@
  * <sh_data_dir>/w<N>.pin (emptied at open: a pin does not outlive its
  * compactor): c<id>, a flat RocksDB checkpoint (hard links of the SSTs,
  * MANIFEST, CURRENT, OPTIONS) per staged or pinned checkpoint @id, and
- * "next", the pin's copy a rollback swaps in (rocksdb.c, "Rollback").
+ * r<n>, the pin's copy a rollback swaps in and then the old instance it
+ * swapped out, being removed (rocksdb.c, "Rollback").
  *
  * Shared memory: region "rdbt.<w>" (one page) holds what the compactor
  * publishes to the readers of worker w's instance; see struct sfs_rdbt_pub.
