@@ -257,6 +257,58 @@ static int rollback_worker(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	return 1;
 }
 
+struct rollback_job {
+	struct sfs_flusher *f;
+	struct sfs_flush_worker *fw;
+	pthread_t th;
+	int started;
+};
+
+static void *rollback_thread(void *arg)
+{
+	struct rollback_job *j = arg;
+
+	rollback_worker(j->f, j->fw);
+	return NULL;
+}
+
+/*
+ * Every worker of lane @l with a rollback to answer, at once: a rollback
+ * is a target's close and reopen (RocksDB: tens to hundreds of ms) or a
+ * commit per table, and the group waits for the slowest worker's, so a
+ * lane with several runs them on a thread each and joins them.  Each
+ * writer is still used by one thread at a time (its owner waits), as the
+ * contract wants.  Returns the rollbacks answered.
+ */
+static int rollback_lane(struct sfs_flusher *f, struct sfs_flush_lane *l)
+{
+	struct rollback_job jobs[SFS_FLUSH_MAX_WORKERS];
+	uint64_t r;
+	unsigned n = 0, done = 0;
+
+	if (!f->ck)
+		return 0;
+	r = sfs_load_acquire(&f->ck->ck_rb_ack);
+	for (uint32_t w = l->first; w < l->nworkers; w += l->stride) {
+		struct sfs_flush_worker *fw = &f->w[w];
+
+		if (fw->open && ckpt_worker(f, fw) &&
+		    r > sfs_load_relaxed(&f->ck->ck_w[fw->worker].cw_rb_ack))
+			jobs[n++] = (struct rollback_job){ .f = f, .fw = fw };
+	}
+	for (unsigned i = 1; i < n; i++)
+		jobs[i].started = pthread_create(&jobs[i].th, NULL, rollback_thread, &jobs[i]) == 0;
+	for (unsigned i = 0; i < n; i++)
+		if (!jobs[i].started)
+			done += rollback_worker(f, jobs[i].fw);	/* the first, or no thread */
+	for (unsigned i = 1; i < n; i++)
+		if (jobs[i].started) {
+			pthread_join(jobs[i].th, NULL);
+			done++;
+		}
+	return (int)done;
+}
+
 static void pool_stop(struct sfs_flusher *f);
 
 void sfs_flusher_fini(struct sfs_flusher *f)
@@ -588,6 +640,7 @@ static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned b
 			return rc;
 		l->next_scan_ns = now + SCAN_PERIOD_NS;
 	}
+	work += rollback_lane(f, l);
 	for (uint32_t w = l->first; w < l->nworkers; w += l->stride) {
 		struct sfs_flush_worker *fw = &f->w[w];
 		struct sfs_flush_req req[8];
@@ -597,10 +650,8 @@ static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned b
 		/* Requests are doorbells; the states below are the truth. */
 		while (sfs_ring_dequeue_burst(fw->ring, req, 8) > 0)
 			work++;
-		if (ckpt_worker(f, fw)) {
+		if (ckpt_worker(f, fw))
 			pin_done(f, fw);
-			work += rollback_worker(f, fw);
-		}
 		if (fw->cur < 0) {
 			int b = next_sealed(fw);
 
