@@ -2236,7 +2236,7 @@ static void expired_rows_vanish(const char *knob)
 		     (unsigned long long)(relaxed(&pub_of(&seg, 0)->tp_ttl_dropped) - dropped0));
 	for (int b = 1; b <= 4; b++)
 		for (int i = 0; i < 10; i++) {
-			char k[16], u[16];
+			char k[32], u[32];	/* room for any int: -O1 checks it */
 
 			snprintf(k, sizeof(k), "k%d-%d", b, i);
 			snprintf(u, sizeof(u), "L%d-%d", b, i);
@@ -2376,7 +2376,7 @@ Test(tblt, rows_of_a_state_without_a_ttl_are_never_dropped)
 		  "(%llu with a zero prefix)", (unsigned long long)n, (unsigned long long)zero);
 	for (int b = 1; b <= 4; b++)
 		for (int i = 0; i < 4; i++) {
-			char k[16];
+			char k[32];	/* room for any int: -O1 checks it */
 
 			snprintf(k, sizeof(k), "p%d-%d", b, i);
 			cr_assert(reads_user(r, sid, k, i % 2 ? 0 : 8, i % 2 ? "ab" : "Z"), "%s", k);
