@@ -298,7 +298,8 @@ static int cf_state(const struct sfs_seg *s, const char *name)
  * published), rocksdb.sst (a state's SST written, not yet ingested),
  * rocksdb.ingest (a state's SST ingested, the buffer's other states not
  * yet), rocksdb.rollback.copy (the pin's link copy made, not swapped in)
- * and rocksdb.rollback.swap (swapped in, the old instance not removed).  The facility is thread-safe; with the reader counter below the
+ * and rocksdb.rollback.swap (swapped in, the old instance not removed).
+ * The facility is thread-safe; with the reader counter below the
  * only process-wide mutable state this file touches, so writers are safe
  * on the compactor's flush threads (each writer used by one thread at a
  * time).
@@ -2233,6 +2234,7 @@ static int r_refresh(struct sfs_target_reader *r)
 		}
 		v = sfs_load_acquire(&r->pub->rp_published);
 		g = sfs_load_acquire(&r->pub->rp_cf_gen);
+		rc = 0;
 		if (!r->db || g != r->cf_gen || inc != r->inc) {
 			if ((rc = r_open_db(r)))
 				goto check;
