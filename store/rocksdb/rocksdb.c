@@ -298,7 +298,8 @@ static int cf_state(const struct sfs_seg *s, const char *name)
  * published), rocksdb.sst (a state's SST written, not yet ingested),
  * rocksdb.ingest (a state's SST ingested, the buffer's other states not
  * yet), rocksdb.rollback.copy (the pin's link copy made, not swapped in)
- * and rocksdb.rollback.swap (swapped in, the old instance not removed).  The facility is thread-safe; with the reader counter below the
+ * and rocksdb.rollback.swap (swapped in, the old instance not removed).
+ * The facility is thread-safe; with the reader counter below the
  * only process-wide mutable state this file touches, so writers are safe
  * on the compactor's flush threads (each writer used by one thread at a
  * time).
@@ -646,9 +647,13 @@ struct sfs_target_writer {
 	uint64_t ttl_dropped;   /* entries ttl_filter removed (atomic, relaxed) */
 	/* Rollback in place ("Rollback" below): process-local, like a pin */
 	char ppath[PATH_MAX];   /* <path>.pin */
-	struct { uint64_t id, seq; } cand[CAND_MAX]; /* staged, not pinned: c<id> */
+	struct {
+		uint64_t id, seq;
+		uint64_t ttl[SFS_MAX_STATES];   /* the TTL filters' clocks at staging */
+	} cand[CAND_MAX];       /* staged, not pinned: c<id> */
 	unsigned ncand;
 	int pinned;             /* <ppath>/c<pin_id> is the version a rollback returns to */
+	uint64_t pin_ttl[SFS_MAX_STATES]; /* its filters' clocks, put back by a rollback */
 	int applied_any;        /* apply was called since open: pin(0) is refused */
 	uint64_t rollbacks;     /* this writer's: names <ppath>/r<n>, the swapped-out one */
 	unsigned trashing;      /* old instances being removed by a thread (atomic) */
@@ -2229,6 +2234,7 @@ static int r_refresh(struct sfs_target_reader *r)
 		}
 		v = sfs_load_acquire(&r->pub->rp_published);
 		g = sfs_load_acquire(&r->pub->rp_cf_gen);
+		rc = 0;
 		if (!r->db || g != r->cf_gen || inc != r->inc) {
 			if ((rc = r_open_db(r)))
 				goto check;
@@ -2620,6 +2626,11 @@ out_opts:
  * result is thrown away (seqlock).  Data already read is from files the
  * secondary holds open: stale, never mixed.
  *
+ * State TTL: the filters' clocks at staging are kept with each staged
+ * version and put back by a rollback (a filter's clock otherwise only
+ * moves forward), so no compaction after it drops what the replayed
+ * buffers will still read as live.
+ *
  * Fenced: a commit under way (its staged records, a memtable being
  * flushed, an SST in <path>.ingest) is dropped with the primary; RocksDB's
  * background flush and compactions end with the close; this target stages
@@ -2740,6 +2751,8 @@ static void cand_add(struct sfs_target_writer *w, const char *stage)
 	}
 	w->cand[w->ncand].id = id;
 	w->cand[w->ncand].seq = sfs_load_relaxed(&w->pub->rp_applied);
+	for (i = 0; i < SFS_MAX_STATES; i++)
+		w->cand[w->ncand].ttl[i] = __atomic_load_n(&w->ttl[i].now, __ATOMIC_RELAXED);
 	w->ncand++;
 }
 
@@ -2782,6 +2795,8 @@ static int pin_open_version(struct sfs_target_writer *w)
 	w->pinned = 1;
 	w->pin_id = 0;
 	w->pin_seq = sfs_load_relaxed(&w->pub->rp_applied);
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		w->pin_ttl[i] = __atomic_load_n(&w->ttl[i].now, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -2814,6 +2829,7 @@ static int rdbt_pin(struct sfs_target_writer *w, uint64_t id)
 	w->pinned = 1;
 	w->pin_id = id;
 	w->pin_seq = w->cand[at].seq;
+	memcpy(w->pin_ttl, w->cand[at].ttl, sizeof(w->pin_ttl));
 	w->cand[at] = w->cand[--w->ncand];
 	for (i = w->ncand; i-- > 0;)
 		if (w->cand[i].id < id)
@@ -2907,6 +2923,12 @@ static int rdbt_rollback(struct sfs_target_writer *w, uint64_t *seq)
 	w_close_db(w);
 	while (w->ncand)	/* staged after the pin: dropped */
 		cand_drop(w, 0);
+	/* The TTL filters' clocks go back with the version (no filter runs
+	 * now: the instance is closed): the replay from the checkpoint reads
+	 * entries by its own, older clocks, and a filter still at the newer
+	 * one would drop entries those reads must find. */
+	for (unsigned i = 0; i < SFS_MAX_STATES; i++)
+		__atomic_store_n(&w->ttl[i].now, w->pin_ttl[i], __ATOMIC_RELAXED);
 	t_close = sfs_now_ns();
 	if ((rc = link_copy(pin, next)))
 		goto out;
