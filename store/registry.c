@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -55,6 +56,19 @@ const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s)
 	const char *b = s->hdr->sh_backend;
 
 	return sfs_target_find(b[0] ? b : sfs_target_memory.name);
+}
+
+int sfs_target_stage_id(const char *dir, uint64_t *id)
+{
+	const char *b = strrchr(dir, '/');
+	char *end;
+
+	b = b ? b + 1 : dir;
+	if (b[0] != 'b' || b[1] < '0' || b[1] > '9')
+		return 0;
+	errno = 0;
+	*id = strtoull(b + 1, &end, 10);
+	return !*end && !errno && *id;
 }
 
 int sfs_target_instance_dir(const char *root, uint32_t worker, char *buf, size_t len)

@@ -257,6 +257,12 @@ int sfs_target_register(const struct sfs_target_ops *ops);
 /* <root>/w<worker>: worker @worker's instance (see the contract above). */
 int sfs_target_instance_dir(const char *root, uint32_t worker, char *buf, size_t len);
 
+/* The checkpoint id of a stage directory the compactor hands snapshot()
+ * (shm/ckpt.h's SFS_CKPT_STAGE_FMT: its last component is "b<id>"), for
+ * a target that keeps staged versions to pin (snapshot is not given the
+ * id): 1 and *@id, or 0 (another directory: nothing to pin). */
+int sfs_target_stage_id(const char *dir, uint64_t *id);
+
 /* restore()'s usual first step: @dir emptied (created 0700 if missing,
  * with its parents). */
 int sfs_target_instance_reset(const char *dir);

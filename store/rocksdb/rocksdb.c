@@ -2718,16 +2718,11 @@ static void cand_drop(struct sfs_target_writer *w, unsigned i)
  */
 static void cand_add(struct sfs_target_writer *w, const char *stage)
 {
-	const char *base = strrchr(stage, '/');
-	char d[PATH_MAX], *end;
-	unsigned long long id;
+	char d[PATH_MAX];
+	uint64_t id;
 	unsigned i;
 
-	base = base ? base + 1 : stage;
-	if (base[0] != 'b' || !base[1])
-		return;
-	id = strtoull(base + 1, &end, 10);
-	if (*end || !id)
+	if (!sfs_target_stage_id(stage, &id))
 		return;
 	for (i = 0; i < w->ncand; i++)
 		if (w->cand[i].id == id)
@@ -2745,7 +2740,7 @@ static void cand_add(struct sfs_target_writer *w, const char *stage)
 	cand_dir(w, id, d, sizeof(d));
 	if (link_copy(stage, d)) {
 		sfs_log("rocksdb target %s: checkpoint %llu will not be pinned (a rollback to it "
-			"falls back to a restore): %s", w->path, id, sfs_last_error());
+			"falls back to a restore): %s", w->path, (unsigned long long)id, sfs_last_error());
 		rm_tree(d);
 		return;
 	}

@@ -454,7 +454,6 @@ struct sfs_target_writer {
 };
 
 static struct table *table_at(struct sfs_target_writer *w, uint32_t sid);
-static int stage_id(const char *dir, uint64_t *id);
 static int vtable_capture(struct sfs_target_writer *w, struct table *t, struct vtable *vt);
 static int version_keep(struct sfs_target_writer *w, struct version *v);
 static void version_free(struct version *v);
@@ -2466,7 +2465,7 @@ static int tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 	int rc = 0;
 
 	/* a checkpoint's stage: its version kept for a pin (tbl_pin) */
-	if (stage_id(dir, &id) && !(v = calloc(1, sizeof(*v))))
+	if (sfs_target_stage_id(dir, &id) && !(v = calloc(1, sizeof(*v))))
 		return -ENOMEM;
 	if (v) {
 		v->id = id;
@@ -2795,21 +2794,6 @@ static int version_keep(struct sfs_target_writer *w, struct version *v)
 	}
 	w->staged[w->nstaged++] = v;
 	return held_rebuild(w);
-}
-
-/* The checkpoint id of stage directory @dir (SFS_CKPT_STAGE_FMT: its last
- * component is "b<id>"): 1 and *@id, or 0 (not a checkpoint's stage). */
-static int stage_id(const char *dir, uint64_t *id)
-{
-	const char *b = strrchr(dir, '/');
-	char *end;
-
-	b = b ? b + 1 : dir;
-	if (b[0] != 'b' || b[1] < '0' || b[1] > '9')
-		return 0;
-	errno = 0;
-	*id = strtoull(b + 1, &end, 10);
-	return !*end && !errno && *id;
 }
 
 /*
