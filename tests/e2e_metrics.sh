@@ -13,8 +13,9 @@
 # by testing nothing.  Bad --metrics-addr values and a port in use: one
 # line, exit 2, no segment made.  A client stalled mid-request blocks
 # neither another scrape nor the supervisor; a worker killed makes the job
-# recover, which /metrics follows (sfs_recoveries_total 1).  Then the run
-# stops cleanly.  TAP-style.
+# recover, which /metrics follows (sfs_recoveries_total 1) — the run uses
+# --recovery restart, whose new segments the server must follow (a rollback
+# in place keeps them).  Then the run stops cleanly.  TAP-style.
 set -u
 BIN=${SFS_BIN:-$PWD/bin}
 SFS=$BIN/sfs
@@ -117,7 +118,7 @@ command -v promtool >/dev/null && ok "promtool is installed" ||
 
 PORT=$(free_port) || { nok "no free port"; exit 1; }
 timeout 120 "$SFS" run --job "$JOB" --query q18 --events 20000000 --max-rate 200000 \
-	--workers 2 --checkpoint-interval 100 --data "$OUT/data" \
+	--workers 2 --checkpoint-interval 100 --data "$OUT/data" --recovery restart \
 	--metrics-addr "127.0.0.1:$PORT" >"$OUT/run.out" 2>"$OUT/run.err" &
 runpid=$!
 for ((t = 0; t < 200; t++)); do
