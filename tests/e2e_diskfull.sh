@@ -97,12 +97,17 @@ for b in $BACKENDS; do
 		nok "$b: after a full disk: exit $rc, ${recs:-?} recoveries, $(wc -l <"$OUT/full.csv" 2>/dev/null) vs $(wc -l <"$OUT/base.csv") lines"
 		grep -v '^  ' "$OUT/full.err" | tail -n 12 | sed 's/^/# /'
 	fi
-	# each failing file is said once per episode, not at every retry
+	# each failing file is said once per episode, not at every retry (every
+	# 100 ms: ~30 times in the 3 s).  Other writers free and take space while
+	# it is full, so a file may see a few episodes, and each epoch of a sink
+	# is a file of its own: bound the lines per file, not in all.
 	said=$(grep -c -i "no space left" "$OUT/full.err")
-	if [ "$said" -ge 1 ] && [ "$said" -le 20 ]; then
-		ok "$b: the full disk was reported, $said lines in all"
+	most=$(grep -i "no space left" "$OUT/full.err" | sort | uniq -c | sort -rn |
+		awk 'NR == 1 { print $1 }')
+	if [ "$said" -ge 1 ] && [ "${most:-0}" -le 3 ]; then
+		ok "$b: the full disk was reported, $said lines in all, at most $most for one file"
 	else
-		nok "$b: 'no space left' said $said times"
+		nok "$b: 'no space left' said $said times, $most for one file"
 		grep -i "no space" "$OUT/full.err" | sort | uniq -c | sort -rn | head -n 5 | sed 's/^/# /'
 	fi
 	"$SFS" checkpoints --data "$FS/data" --json >"$OUT/ck.json" 2>"$OUT/ck.err"
