@@ -476,6 +476,43 @@ int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version);
  */
 int sfs_task_io(sfs_task_t *t, int err);
 
+/*
+ * Rollback in place.  When another worker of the group dies, the group
+ * returns to its last completed checkpoint C without restarting the
+ * processes that survive, if they can start over in place: a worker that
+ * calls sfs_task_rollback_enable() promises to, and is then asked instead
+ * of killed.  Once sfs_task_rollback_requested() returns non-zero (check
+ * it where you check sfs_task_requested(): a plain load), the program
+ * drops everything it holds since C — its operators' memory, pending
+ * output not yet in a sink epoch it committed — and calls
+ * sfs_worker_rollback() on its keyed state (or, without sfs state,
+ * sfs_task_rollback_wait()), with a timeout it may repeat while it says it
+ * is alive.  When that returns 0 the group has rolled back: the store
+ * holds C's state, sfs_task_info() and sfs_task_restored() describe the
+ * start from C (as for a restarted worker: rewind the sources to the
+ * bytes, open the sinks again), and the worker runs on.  A worker that
+ * never enables it is SIGKILLed and started again, as before.
+ *
+ * sfs_task_rollback_enable - this worker rolls back in its process (until
+ * it exits; a new process of the worker calls it again).
+ */
+int sfs_task_rollback_enable(sfs_task_t *t);
+/* Non-zero (the rollback's number) while a rollback waits for this worker
+ * to halt; 0 otherwise.  A plain load. */
+uint64_t sfs_task_rollback_requested(const sfs_task_t *t);
+/* Say this worker has halted for the requested rollback — it writes
+ * nothing shared until this returns 0 — and sleep until the group has
+ * rolled back (0), @timeout_ns passes (SFS_ETIMEDOUT: call again), or no
+ * rollback is requested (SFS_EUSAGE).  If the rollback cannot be done in
+ * place the group is stopped instead, this process with it. */
+int sfs_task_rollback_wait(sfs_task_t *t, uint64_t timeout_ns);
+/* sfs_task_rollback_wait() for a worker with keyed state in @c: first drop
+ * every write since its last barrier and every cached read (the buffers it
+ * sealed are the compactor's to drop), and once the group has rolled back
+ * read the rolled-back store.  SFS_ETIMEDOUT: call it again (nothing is
+ * dropped twice). */
+int sfs_worker_rollback(sfs_ctx_t *c, sfs_task_t *t, uint64_t timeout_ns);
+
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 

@@ -95,6 +95,12 @@ struct rt_backend_ops {
 	 * (which must not exist) for the checkpointer — Flink's synchronous
 	 * snapshot phase.  NULL where the compactor snapshots (sfs). */
 	int (*snapshot)(struct rt_backend *b, uint64_t id, const char *dir);
+	/* Rollback in place of the group (include/sfs.h, sfs_worker_rollback):
+	 * drop what was written since the last barrier, wait up to
+	 * @timeout_ns for the group's rollback (SFS_ETIMEDOUT: call again),
+	 * then read the rolled-back store.  NULL where the state cannot (a
+	 * direct backend's instance is the worker's own: its worker restarts). */
+	int (*rollback)(struct rt_backend *b, sfs_task_t *t, uint64_t timeout_ns);
 };
 
 /* Every backend embeds this first. */

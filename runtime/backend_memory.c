@@ -192,6 +192,11 @@ static uint64_t mem_stall_ns(const struct rt_backend *b)
 	return st.stall_ns;
 }
 
+static int mem_rollback(struct rt_backend *b, sfs_task_t *t, uint64_t timeout_ns)
+{
+	return rt_sfs(sfs_worker_rollback(ctx(b), t, timeout_ns));
+}
+
 const struct rt_backend_ops rt_backend_memory = {
 	.name = "memory",
 	.open = mem_open,
@@ -215,4 +220,5 @@ const struct rt_backend_ops rt_backend_memory = {
 	.quiescent = mem_quiescent,
 	.idle = mem_idle,
 	.stall_ns = mem_stall_ns,
+	.rollback = mem_rollback,
 };

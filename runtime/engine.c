@@ -715,14 +715,15 @@ static void sink_commit(struct rt_engine *g)
 
 /* ---- set-up -------------------------------------------------------------------- */
 
-static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
+/* What outlives a rollback in place (engine_rollback): the attach, the
+ * job's description, the checkpoint task and the keyed state. */
+static int engine_attach(struct rt_engine *g, const struct rt_engine_env *env)
 {
 	const struct rt_backend_ops *bo;
 	struct rt_backend_cfg bc;
 	struct sfs_task_info info = { 0 };
-	uint64_t size, csize;
-	void *jp, *cp;
-	unsigned char *chans;
+	uint64_t size;
+	void *jp;
 	int rc;
 
 	g->env = env;
@@ -748,7 +749,6 @@ static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
 		return SFS_EUSAGE;
 	}
 	g->ws = &g->job->rj_ws[g->me];
-	g->bells = g->job->rj_bell;
 	g->q = rt_query_find(g->job->rj_query);
 	bo = rt_backend_find(g->job->rj_backend);
 	if (!g->q || !bo)
@@ -758,6 +758,46 @@ static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
 		return fail(g, SFS_EUSAGE,
 			    "restarted: recovery of a query job needs checkpoints (the "
 			    "checkpointer issue); the run fails instead of giving wrong results");
+	rc = sfs_task_open(g->h, g->me, &g->task);
+	if (rc && rc != -ENOENT)
+		return fail(g, rc, "checkpoints: %s", sfs_last_error());
+	if (g->task)
+		sfs_task_info(g->task, &info);
+
+	memset(&bc, 0, sizeof(bc));
+	bc.job = env->job;
+	bc.node = env->node;
+	bc.worker = g->me;
+	bc.workers = g->W;
+	bc.max_parallelism = g->job->rj_max_parallelism;
+	bc.data_dir = g->job->rj_data_dir;
+	bc.restored = g->task && info.start != SFS_START_FRESH;
+	bc.cache_bytes = g->job->rj_cache_bytes;
+	bc.buffer_bytes = g->job->rj_buffer_bytes;
+	bc.state_ttl_ms = g->job->rj_state_ttl_ms;
+	rc = bo->open(&bc, &g->op.st);
+	if (rc)
+		return fail(g, rc, "backend %s: %s", bo->name, rt_last_error());
+	g->op.so = bo;
+	/* Its state can roll back in place: so can this worker (every other
+	 * part of it starts over in engine_rollback). */
+	if (g->task && bo->rollback && (rc = sfs_task_rollback_enable(g->task)))
+		return fail(g, rc, "checkpoints: %s", sfs_last_error());
+	return 0;
+}
+
+/* Everything of one run of the job in this process: channels, source
+ * splits (restored from the task's checkpoint), operators and sink. */
+static int engine_start(struct rt_engine *g)
+{
+	struct sfs_task_info info = { 0 };
+	unsigned char *chans;
+	uint64_t csize;
+	void *cp;
+	int rc;
+
+	g->ws = &g->job->rj_ws[g->me];
+	g->bells = g->job->rj_bell;
 	g->stages = g->q->stages;
 	rc = sfs_region_find(g->h, RT_CHAN_REGION, &cp, &csize);
 	if (rc || csize < rt_chans_bytes(g->W, g->job->rj_chan_bytes))
@@ -785,9 +825,6 @@ static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
 		g->split_id[g->nsplit] = sp;
 		g->split_next[g->nsplit++] = sp;	/* split sp's first block */
 	}
-	rc = sfs_task_open(g->h, g->me, &g->task);
-	if (rc && rc != -ENOENT)
-		return fail(g, rc, "checkpoints: %s", sfs_last_error());
 	if (g->task) {
 		sfs_task_info(g->task, &info);
 		g->injected = info.base_id;
@@ -802,21 +839,6 @@ static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
 	}
 	source_block(g);
 
-	memset(&bc, 0, sizeof(bc));
-	bc.job = env->job;
-	bc.node = env->node;
-	bc.worker = g->me;
-	bc.workers = g->W;
-	bc.max_parallelism = g->job->rj_max_parallelism;
-	bc.data_dir = g->job->rj_data_dir;
-	bc.restored = g->task && info.start != SFS_START_FRESH;
-	bc.cache_bytes = g->job->rj_cache_bytes;
-	bc.buffer_bytes = g->job->rj_buffer_bytes;
-	bc.state_ttl_ms = g->job->rj_state_ttl_ms;
-	rc = bo->open(&bc, &g->op.st);
-	if (rc)
-		return fail(g, rc, "backend %s: %s", bo->name, rt_last_error());
-	g->op.so = bo;
 	g->op.worker = g->me;
 	g->op.workers = g->W;
 	g->op.maxp = g->job->rj_max_parallelism;
@@ -830,27 +852,89 @@ static int engine_open(struct rt_engine *g, const struct rt_engine_env *env)
 	g->ws->rw_start_ns = rt_now_ns();
 	rt_store_release(&g->ws->rw_state, RT_W_RUNNING);
 	rt_log("worker %u: query %s on %s, %u workers, %u source split(s) of %u, %llu blocks%s",
-	       g->me, g->q->name, bo->name, g->W, g->nsplit, g->job->rj_nsplits,
-	       (unsigned long long)g->nblocks, bc.restored ? ", restored" : "");
+	       g->me, g->q->name, g->op.so->name, g->W, g->nsplit, g->job->rj_nsplits,
+	       (unsigned long long)g->nblocks,
+	       info.start == SFS_START_FRESH ? "" : ", restored");
 	return 0;
 }
 
-static void engine_close(struct rt_engine *g)
+/* The run's part of the engine (engine_start's): its operators, sink and
+ * overflow queues. */
+static void engine_stop(struct rt_engine *g)
 {
 	if (g->q && g->q->close && g->op.priv)
 		g->q->close(&g->op);
 	free(g->op.priv);
-	if (g->op.st)
-		g->op.so->close(g->op.st);
+	g->op.priv = NULL;
 	if (g->sink.slot)
 		rt_sink_free(&g->sink);
+	for (unsigned s = 0; s < RT_MAX_STAGES; s++)
+		for (uint32_t w = 0; w < RT_MAX_WORKERS; w++)
+			free(g->out[s][w].q);
+}
+
+static void engine_close(struct rt_engine *g)
+{
+	engine_stop(g);
+	if (g->op.st)
+		g->op.so->close(g->op.st);
 	if (g->task)
 		sfs_task_close(g->task);
 	if (g->h)
 		sfs_detach(g->h);
-	for (unsigned s = 0; s < RT_MAX_STAGES; s++)
-		for (uint32_t w = 0; w < RT_MAX_WORKERS; w++)
-			free(g->out[s][w].q);
+}
+
+#define ROLLBACK_SLICE_NS 100000000ull  /* the wait's slice: a beat, a look at stop */
+
+/*
+ * Another worker died and the group rolls back in place (include/sfs.h,
+ * shm/ckpt.h): everything this run holds is past the checkpoint — its
+ * operators' memory, overflow queues, the sink's open epoch, the source
+ * positions — and goes; the keyed state drops its active buffer and
+ * halts until the group has rolled back, then the run starts over from
+ * the checkpoint as a restarted worker's would, in this process: its
+ * attach and its view of the store carry over.  0, or an error (or stop)
+ * that ends the worker.
+ */
+static int engine_rollback(struct rt_engine *g)
+{
+	const struct rt_engine_env *env = g->env;
+	sfs_handle_t *h = g->h;
+	struct rt_job *job = g->job;
+	const struct rt_query *q = g->q;
+	sfs_task_t *task = g->task;
+	struct rt_backend *st = g->op.st;
+	const struct rt_backend_ops *so = g->op.so;
+	uint64_t r = sfs_task_rollback_requested(task), t0 = rt_now_ns(), t1;
+	uint32_t me = g->me, W = g->W;
+	int rc;
+
+	engine_stop(g);
+	memset(g, 0, sizeof(*g));
+	g->env = env;
+	g->h = h;
+	g->job = job;
+	g->q = q;
+	g->task = task;
+	g->op.st = st;
+	g->op.so = so;
+	g->me = me;
+	g->W = W;
+	g->ws = &job->rj_ws[me];
+	while ((rc = so->rollback(st, task, ROLLBACK_SLICE_NS)) == SFS_ETIMEDOUT) {
+		if (*env->stop)
+			return 0;	/* the group is stopped instead */
+		env->beat(env->beat_arg);
+	}
+	if (rc)
+		return fail(g, rc, "rollback %llu in place: %s", (unsigned long long)r,
+			    rt_last_error());
+	t1 = rt_now_ns();
+	if ((rc = engine_start(g)))
+		return rc;
+	rt_log("worker %u: rolled back in place (rollback %llu): halted %.1f ms, started over "
+	       "in %.1f ms", me, (unsigned long long)r, (t1 - t0) / 1e6, (rt_now_ns() - t1) / 1e6);
+	return 0;
 }
 
 /* One round: returns work done (> 0), 0 when idle, or an error. */
@@ -906,7 +990,9 @@ int rt_engine_run(const struct rt_engine_env *env)
 		return -ENOMEM;
 	snprintf(role, sizeof(role), "worker%u", env->index);
 	rt_log_init(role);
-	rc = engine_open(g, env);
+	rc = engine_attach(g, env);
+	if (rc == 0)
+		rc = engine_start(g);
 	if (rc) {
 		engine_close(g);
 		free(g);
@@ -917,9 +1003,18 @@ int rt_engine_run(const struct rt_engine_env *env)
 	 * skeleton keeps it offline (worker/main.c). */
 	while (!*env->stop) {
 		uint64_t now;
+		int did;
+
+		/* A plain load a round: another worker died, the group rolls
+		 * back to its last checkpoint, this process with it. */
+		if (g->task && g->op.so->rollback && sfs_task_rollback_requested(g->task)) {
+			if ((rc = engine_rollback(g)))
+				break;
+			continue;
+		}
 		/* A finished worker still owes what its queues hold (an END
 		 * marker among them): it steps until they are delivered. */
-		int did = g->finished && !g->queued ? 0 : step(g);
+		did = g->finished && !g->queued ? 0 : step(g);
 
 		if (did < 0) {
 			rc = did;

@@ -87,6 +87,8 @@ uint64_t sfs_ckpt_layout(uint64_t h)
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_req);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_to);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_ack);
+	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_halt);
+	SFS_FP_FIELD(h, struct sfs_ckpt, ck_rb_go);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_w);
 	SFS_FP_FIELD(h, struct sfs_ckpt, ck_prev);
 	SFS_FP_SIZE(h, struct sfs_ckpt_worker);
@@ -95,6 +97,8 @@ uint64_t sfs_ckpt_layout(uint64_t h)
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_snap_version);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_ack);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_rc);
+	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_inproc);
+	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_halted);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_bytes);
 	SFS_FP_SIZE(h, struct sfs_ckpt_prev);
 	return sfs_fp(h, SFS_CKPT_BYTES_MAX);

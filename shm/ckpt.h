@@ -47,9 +47,17 @@
  *    cw_snap_version (relaxed) then cw_snap_barrier (release).
  *
  * Rollback in place (supervisor/run.c, issue 23).  When a worker dies the
- * supervisor kills and reaps every other worker, sets each cw_phase back
- * to STARTING, and asks for rollback R (ck_rb_req = R, release; R counts
- * the group's rollbacks from 1).  Then, each side once per R:
+ * other workers are halted or killed: a worker whose program rolls back in
+ * its own process (cw_rb_inproc = 1, sfs_task_rollback_enable) is asked to
+ * halt (ck_rb_halt = R, release; R counts the group's rollbacks from 1): it
+ * drops what it wrote since its last barrier (its active buffer, its cache,
+ * its operators' memory), stops writing anything shared (buffers,
+ * channels, sink files, its checkpoint words), goes offline and acks
+ * (cw_rb_halted = R, release); every other worker is SIGKILLed and reaped.
+ * A halted worker that dies, or does not ack within the bound, is treated
+ * as dead.  With every worker halted or reaped, the supervisor sets each
+ * cw_phase back to STARTING and asks for rollback R (ck_rb_req = R,
+ * release).  Then, each side once per R:
  *   a. the checkpointer abandons the checkpoint in flight (its stage
  *      directories removed; a completion already under way finishes
  *      first: the checkpointer is one thread), writes ck_rb_to = the
@@ -66,12 +74,20 @@
  *      cw_rb_ack = R (release).
  *   c. the supervisor, with every ack in, rewrites the start words a
  *      starting worker reads (ck_start, ck_restored_id, ck_prev_workers,
- *      ck_prev[], ck_first_barrier, ck_barrier_req: no worker and no
- *      request exist meanwhile), rolls the sinks back to ck_rb_to, empties
- *      the exchange channels and starts the workers again.
- * ck_rb_req: the supervisor; ck_rb_to then ck_rb_ack: the checkpointer;
+ *      ck_prev[], ck_first_barrier, ck_barrier_req: every worker is halted
+ *      or gone and no request exists meanwhile), rolls the sinks back to
+ *      ck_rb_to, empties the exchange channels, publishes ck_rb_go = R
+ *      (release, futex wake) and starts the dead workers again.  A halted
+ *      worker seeing ck_rb_go = R (acquire) starts over in its process as
+ *      restored from ck_rb_to: it reads the start words like a new worker,
+ *      sets cw_phase RUNNING, and its reader catches up with the
+ *      rolled-back store.  When the rollback falls back to a restart, no
+ *      ck_rb_go comes: the group is stopped, the halted workers with it.
+ * ck_rb_halt, ck_rb_req and ck_rb_go: the supervisor; cw_rb_inproc and
+ * cw_rb_halted: worker w; ck_rb_to then ck_rb_ack: the checkpointer;
  * cw_rb_rc then cw_rb_ack: the compactor owning w.  A process restarted
- * meanwhile finds R unanswered by comparing the words and answers it.
+ * meanwhile finds R unanswered by comparing the words and answers it; a
+ * worker started after R (sfs_task_open) takes R as handled.
  */
 #ifndef SFS_SHM_CKPT_H
 #define SFS_SHM_CKPT_H
@@ -86,7 +102,8 @@ struct sfs_task;
 
 #define SFS_CKPT_REGION      "ckpt"
 #define SFS_CKPT_MAGIC       0x74706b6320736673ull /* "sfs ckpt" */
-#define SFS_CKPT_VERSION     3u  /* 2: ck_recoveries; 3: rollback in place */
+#define SFS_CKPT_VERSION     4u  /* 2: ck_recoveries; 3: rollback in place; 4: workers
+                                    that roll back in their processes */
 #define SFS_CKPT_MAX_WORKERS 48u
 #define SFS_CKPT_PATH_MAX    256u
 #define SFS_CKPT_CONFIG_MAX  256u
@@ -120,7 +137,9 @@ struct sfs_ckpt_worker {
 	uint64_t cw_snap_version;   /* snapshotter: its target version (flushed seq) */
 	uint64_t cw_rb_ack;         /* compactor (release): last rollback answered */
 	int32_t cw_rb_rc;           /* compactor, before cw_rb_ack: 0 or why it could not */
-	uint32_t cw_pad0;
+	uint32_t cw_rb_inproc;      /* worker: 1 = it rolls back in its process (its task
+				     * open sets 0, sfs_task_rollback_enable 1) */
+	uint64_t cw_rb_halted;      /* worker (release): last rollback it halted for */
 	uint8_t cw_bytes[SFS_CKPT_BYTES_MAX]; /* worker: its bytes of cw_sealed */
 } __sfs_cache_aligned;
 
@@ -167,6 +186,9 @@ struct sfs_ckpt {
 	uint64_t ck_rb_req __sfs_cache_aligned; /* supervisor (release) */
 	uint64_t ck_rb_to;          /* checkpointer, before ck_rb_ack */
 	uint64_t ck_rb_ack;         /* checkpointer (release) */
+	uint64_t ck_rb_halt;        /* supervisor (release): halt for rollback R */
+	int32_t ck_rb_go;           /* supervisor (release, futex word): R rolled back */
+	uint32_t ck_rb_pad0;
 
 	struct sfs_ckpt_worker ck_w[SFS_CKPT_MAX_WORKERS];
 	struct sfs_ckpt_prev ck_prev[SFS_CKPT_MAX_WORKERS];

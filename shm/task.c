@@ -21,6 +21,7 @@ struct sfs_task {
 	struct sfs_ckpt_worker *me;
 	uint32_t worker;
 	struct sfs_proc_slot *slot;   /* the process's, for sfs_task_io (NULL: none) */
+	uint64_t rb_done;             /* the last rollback this process started over from */
 };
 
 _Static_assert(SFS_TASK_BYTES_MAX == SFS_CKPT_BYTES_MAX, "the public limit is the region's");
@@ -43,6 +44,10 @@ int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_pr
 	t->worker = worker;
 	t->me = &ck->ck_w[worker];
 	t->slot = slot;
+	/* A worker started after rollback R starts from it: R is handled.
+	 * Whether it rolls back in place is this process's to say. */
+	t->rb_done = sfs_load_acquire(&ck->ck_rb_halt);
+	sfs_store_relaxed(&t->me->cw_rb_inproc, 0);
 	/* A restarted worker re-joins: its seal and bytes of an earlier
 	 * incarnation stay (a restart restores the whole group anyway). */
 	sfs_store_release(&t->me->cw_phase, SFS_CKW_RUNNING);
@@ -187,4 +192,49 @@ int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version)
 	sfs_store_relaxed(&t->me->cw_snap_version, version);
 	sfs_store_release(&t->me->cw_snap_barrier, id);
 	return 0;
+}
+
+/* ---- rollback in place (ckpt.h) ------------------------------------------------ */
+
+int sfs_task_rollback_enable(sfs_task_t *t)
+{
+	if (!t)
+		return sfs__err(SFS_EUSAGE, "sfs_task_rollback_enable: NULL task");
+	sfs_store_release(&t->me->cw_rb_inproc, 1);
+	return 0;
+}
+
+uint64_t sfs_task_rollback_requested(const sfs_task_t *t)
+{
+	uint64_t r = sfs_load_acquire(&t->ck->ck_rb_halt);
+
+	return r > t->rb_done ? r : 0;
+}
+
+int sfs_task_rollback_wait(sfs_task_t *t, uint64_t timeout_ns)
+{
+	struct sfs_ckpt *ck = t->ck;
+	uint64_t r = sfs_task_rollback_requested(t);
+	uint64_t deadline = sfs_now_ns() + timeout_ns;
+
+	if (!r)
+		return sfs__err(SFS_EUSAGE, "worker %u: no rollback requested", t->worker);
+	/* Halted: whatever the caller held since the checkpoint is dropped. */
+	sfs_store_release(&t->me->cw_rb_halted, r);
+	for (;;) {
+		int32_t go = sfs_load_acquire(&ck->ck_rb_go);
+		uint64_t now;
+
+		if ((uint32_t)go >= (uint32_t)r) {
+			/* The start words are C's now (ckpt.h, c.): run again. */
+			t->rb_done = r;
+			sfs_store_release(&t->me->cw_phase, SFS_CKW_RUNNING);
+			return 0;
+		}
+		now = sfs_now_ns();
+		if (now >= deadline)
+			return sfs__err(SFS_ETIMEDOUT, "worker %u: rollback %llu not done after "
+					"%.3f s", t->worker, (unsigned long long)r, timeout_ns / 1e9);
+		sfs_futex_wait(&ck->ck_rb_go, go, deadline - now);
+	}
 }

@@ -45,6 +45,7 @@
 #include "store/table/table.h"
 #include "store/table/table_snap.h"
 #include "store/target.h"
+#include "shm/futex.h"
 #include "common/keygroup.h"
 #include "worker/state.h"
 #include "shm/ckpt.h"
@@ -635,6 +636,34 @@ static void stage_drop_after(const struct sup_query *q, uint64_t id)
 		}
 		closedir(d);
 	}
+}
+
+int sup_query_rollback_inproc(uint32_t w)
+{
+	return ck && w < ck->ck_workers && sfs_load_acquire(&ck->ck_w[w].cw_rb_inproc);
+}
+
+void sup_query_rollback_halt(void)
+{
+	sfs_store_release(&ck->ck_rb_halt, ck->ck_rb_req + 1);
+	/* Our runtime's workers may nap on their bells (a heartbeat long):
+	 * ring them, so each sees the request at once.  A program's own
+	 * workers see it at their next look. */
+	for (uint32_t w = 0; job && w < job->rj_workers; w++) {
+		uatomic_inc(&job->rj_bell[w].bl_word);
+		sfs_futex_wake(&job->rj_bell[w].bl_word, INT_MAX);
+	}
+}
+
+int sup_query_rollback_halted(uint32_t w)
+{
+	return sfs_load_acquire(&ck->ck_w[w].cw_rb_halted) >= ck->ck_rb_halt;
+}
+
+void sup_query_rollback_go(void)
+{
+	sfs_store_release(&ck->ck_rb_go, (int32_t)ck->ck_rb_halt);
+	sfs_futex_wake(&ck->ck_rb_go, INT_MAX);
 }
 
 void sup_query_rollback_ask(void)

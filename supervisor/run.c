@@ -1137,19 +1137,24 @@ static void rollback_wake(void)
 	}
 }
 
+#define HALT_BOUND_NS (1000 * MS)  /* a worker's halt; then it is killed */
+
 /*
  * A worker died: roll the group back to its last completed checkpoint in
- * place (shm/ckpt.h, "Rollback in place"; sup.h): every other worker is
- * killed and reaped, the checkpointer and the compactors answer the
- * rollback, and the workers start again as restored from that checkpoint
- * — the segments, the compactors with their open stores and the
- * checkpointer stay.  0 with the workers started; -1 when it cannot (why
- * in @why: the caller restarts the group from files instead).
+ * place (shm/ckpt.h, "Rollback in place"; sup.h): every other worker that
+ * rolls back in its process is halted, the rest are killed and reaped;
+ * the checkpointer and the compactors answer the rollback; the halted
+ * workers start over from that checkpoint in their processes and the dead
+ * ones are started again as restored from it — the segments, the
+ * compactors with their open stores and the checkpointer stay.  0 with
+ * the workers running; -1 when it cannot (why in @why: the caller restarts
+ * the group from files instead, the halted workers with it).
  */
 static int rollback(uint64_t detect_ns, char *why, size_t n)
 {
 	const struct sfs_target_ops *t = sup_backend_target(cfg.q.backend);
-	uint64_t deadline, stopped, ck_at = 0, answered;
+	uint64_t deadline, halt_deadline, stopped, ck_at = 0, answered;
+	unsigned halted, spawned = 0;
 	int rc, live;
 
 	if (!cfg.q.checkpoint_ns) {
@@ -1165,20 +1170,39 @@ static int rollback(uint64_t detect_ns, char *why, size_t n)
 			snprintf(why, n, "%s %u is down", sfs_role_name(kids[i].role), kids[i].index);
 			return -1;
 		}
+	sup_query_rollback_halt();
 	for (unsigned i = 0; i < nkids; i++)
-		if (kids[i].role == SFS_ROLE_WORKER && kids[i].pid > 0) {
+		if (kids[i].role == SFS_ROLE_WORKER && kids[i].pid > 0 &&
+		    !sup_query_rollback_inproc(kids[i].index)) {
 			sfs_store_relaxed(&kids[i].d->cd_state, SFS_CHILD_STOPPING);
 			kill(kids[i].pid, SIGKILL);
 		}
 	deadline = sfs_now_ns() + ROLLBACK_BOUND_NS;
+	halt_deadline = sfs_now_ns() + HALT_BOUND_NS;
+	/* Every worker halted (acked, still alive) or reaped; one that does
+	 * not halt in time is killed like the others. */
 	do {
 		if (rollback_reap()) {
 			snprintf(why, n, "a maintenance process died while the workers stopped");
 			return -1;
 		}
 		live = 0;
-		for (unsigned i = 0; i < nkids; i++)
-			live += kids[i].role == SFS_ROLE_WORKER && kids[i].pid > 0;
+		for (unsigned i = 0; i < nkids; i++) {
+			struct child *k = &kids[i];
+
+			if (k->role != SFS_ROLE_WORKER || k->pid <= 0)
+				continue;
+			if (k->d->cd_state != SFS_CHILD_STOPPING && sup_query_rollback_halted(k->index))
+				continue;
+			live++;
+			if (k->d->cd_state != SFS_CHILD_STOPPING && sfs_now_ns() > halt_deadline) {
+				sfs_log("job %s: worker %u did not halt for the rollback in %llu ms: "
+					"killed", cfg.job, k->index,
+					(unsigned long long)(HALT_BOUND_NS / MS));
+				sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPING);
+				kill(k->pid, SIGKILL);
+			}
+		}
 		if (live && sfs_now_ns() > deadline) {
 			snprintf(why, n, "%d workers outlived SIGKILL for %llu ms", live,
 				 (unsigned long long)(ROLLBACK_BOUND_NS / MS));
@@ -1193,6 +1217,7 @@ static int rollback(uint64_t detect_ns, char *why, size_t n)
 	while ((rc = sup_query_rollback_poll(why, n)) == 0) {
 		if (!ck_at && sup_query_rollback_to() != UINT64_MAX)
 			ck_at = sfs_now_ns();
+		/* A halted worker may die here too: it is started again below. */
 		if (rollback_reap()) {
 			snprintf(why, n, "a maintenance process died during the rollback");
 			return -1;
@@ -1210,26 +1235,38 @@ static int rollback(uint64_t detect_ns, char *why, size_t n)
 		ck_at = answered;
 	if (rc < 0 || sup_query_rollback_finish(&cfg.q, why, n))
 		return -1;
+	if (rollback_reap()) {
+		snprintf(why, n, "a maintenance process died during the rollback");
+		return -1;
+	}
 	sup_query_recovery(detect_ns, stopped, "in-place");
 	sup_query_recovery_restored();
+	sup_query_rollback_go();
 	rc = 0;
-	for (unsigned i = 0; i < nkids; i++)
-		if (kids[i].role == SFS_ROLE_WORKER) {
-			kids[i].exited = 0;
-			if (spawn(&kids[i]))
-				rc = -1;
-			else
-				kids[i].d->cd_restarts++;
+	halted = 0;
+	for (unsigned i = 0; i < nkids; i++) {
+		if (kids[i].role != SFS_ROLE_WORKER)
+			continue;
+		if (kids[i].pid > 0) {
+			halted++;	/* starts over in its process */
+			continue;
 		}
+		kids[i].exited = 0;
+		if (spawn(&kids[i]))
+			rc = -1;
+		else
+			kids[i].d->cd_restarts++, spawned++;
+	}
 	if (rc) {
 		snprintf(why, n, "a worker could not be started again");
 		return -1;
 	}
-	sfs_log("job %s: rolled back in place to checkpoint %llu in %.1f ms (workers stopped "
-		"in %.1f ms, the checkpointer's answer %.1f ms later, the compactors' %.1f ms "
-		"after it)", cfg.job, (unsigned long long)sup_query_rollback_to(),
+	sfs_log("job %s: rolled back in place to checkpoint %llu in %.1f ms (workers halted or "
+		"stopped in %.1f ms, the checkpointer's answer %.1f ms later, the compactors' %.1f "
+		"ms after it); %u worker(s) started over in their processes, %u started again",
+		cfg.job, (unsigned long long)sup_query_rollback_to(),
 		(sfs_now_ns() - detect_ns) / 1e6, (stopped - detect_ns) / 1e6,
-		(ck_at - stopped) / 1e6, (answered - ck_at) / 1e6);
+		(ck_at - stopped) / 1e6, (answered - ck_at) / 1e6, halted, spawned);
 	return 0;
 }
 

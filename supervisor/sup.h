@@ -93,8 +93,12 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs);
 void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kind);
 /*
  * Rollback in place, the protocol's supervisor side (shm/ckpt.h, steps a-c;
- * run.c kills and reaps the workers before, wakes the compactors and the
- * checkpointer and bounds the wait, and starts the workers after):
+ * run.c halts or kills the workers before, wakes the compactors and the
+ * checkpointer and bounds the wait, and starts the dead workers after):
+ *  - inproc: worker w said it rolls back in its process (it is halted,
+ *    not killed);
+ *  - halt: ask those workers to halt for rollback R (their bells rung);
+ *    halted: worker w acked it;
  *  - ask: every worker's phase back to STARTING, rollback R requested;
  *  - poll: 1 once the checkpointer and the compactor of every worker with
  *    state answered R, 0 while not, -1 when one could not (@why says who
@@ -102,8 +106,14 @@ void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kin
  *  - finish: the start words of checkpoint ck_rb_to (its workers' bytes
  *    from its _metadata), the sinks rolled back to it, the exchange
  *    channels emptied, the workers' status reset; 0, or -1 (@why).
- * The workers are gone throughout: these words have no other writer.
+ *  - go: R is done, the halted workers start over from ck_rb_to.
+ * The workers are halted or gone from ask to go: these words have no
+ * other writer.
  */
+int sup_query_rollback_inproc(uint32_t w);
+void sup_query_rollback_halt(void);
+int sup_query_rollback_halted(uint32_t w);
+void sup_query_rollback_go(void);
 void sup_query_rollback_ask(void);
 int sup_query_rollback_poll(char *why, size_t n);
 int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n);

@@ -258,3 +258,132 @@ Test(flush_rollback, a_failed_rollback_is_answered_with_its_error)
 	inproc_stop(&p);
 	sfs_worker_close(c);
 }
+
+/* The flusher stepped while the worker of this process is halted: no
+ * quiescent point of its context (a halted worker has none). */
+static void settle_halted(struct inproc *p)
+{
+	for (int i = 0; i < 2000; i++) {
+		int pending = 0, rc = sfs_flusher_step(&p->f, 1000, &pending);
+
+		cr_assert_geq(rc, 0, "%s", sfs_last_error());
+		if (rc == 0 && !pending)
+			return;
+		usleep(200);
+	}
+	cr_assert_fail("the flusher never went idle");
+}
+
+static int get_str(sfs_ctx_t *c, uint32_t sid, const char *key, char *out, size_t n)
+{
+	struct sfs_view v;
+	int rc = sfs_value_get(c, sid, 0, key, strlen(key), &v);
+
+	if (rc == 1)
+		snprintf(out, n, "%.*s", (int)v.len, (const char *)v.data);
+	return rc;	/* 1 present, 0 absent */
+}
+
+/*
+ * The worker's side (include/sfs.h, sfs_worker_rollback): a worker that
+ * survives another's death halts in its process.  Checkpoint 1 holds
+ * k1 = v1; barrier 2's buffer (k2, and k1 = v2) is sealed; the active
+ * buffer holds k3 and k1 = v3, which the cache has seen.  The first call
+ * drops the active buffer and the cache, acks the halt, and times out
+ * while the group has not rolled back; the flusher rolls back meanwhile
+ * (the worker offline, not holding its grace periods); a second call
+ * drops nothing twice, and once the supervisor says go the worker reads
+ * checkpoint 1's state only, its phase RUNNING again.
+ */
+Test(flush_rollback, a_halted_worker_drops_its_writes_and_cache_and_reads_the_rolled_back_store)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_ring *ring;
+	struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
+	struct sfs_vcache_stats cs;
+	struct sfs_wctl *ctl;
+	struct inproc p;
+	sfs_task_t *t;
+	sfs_ctx_t *c;
+	uint32_t sid;
+	char v[16];
+
+	o.parallelism = 1;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &sid), 0);
+	cr_assert_eq(sfs_wctl_attach(&seg, 0, &ctl, &ring, bufs), 0);
+	cr_assert_eq(sfs_worker_task(c, &t), 0, "%s", sfs_last_error());
+	cr_assert_eq(ck->ck_w[0].cw_rb_inproc, 0, "a task open says nothing of rollbacks");
+	cr_assert_eq(sfs_task_rollback_enable(t), 0);
+	cr_assert_eq(ck->ck_w[0].cw_rb_inproc, 1);
+	cr_assert_eq(sfs_task_rollback_requested(t), 0);
+	cr_assert_eq(sfs_worker_rollback(c, t, 1000), SFS_EUSAGE, "none requested");
+	inproc_start(&p);
+	p.f.ops = &recording;
+	settle(&p, c);
+
+	cr_assert_eq(sfs_value_put(c, sid, 0, "k1", 2, "v1", 2), 0);
+	cr_assert_eq(sfs_barrier(c, 1), 0, "%s", sfs_last_error());
+	settle(&p, c);
+	sfs_store_release(&ck->ck_done, 1);
+	settle(&p, c);
+	cr_assert_eq(rec.npins, 2);
+	/* k1 and k9 (absent) read from the store: cached at the next
+	 * quiescent point; k9 is not written again, so it stays cached */
+	cr_assert_eq(get_str(c, sid, "k1", v, sizeof(v)), 1);
+	cr_assert_eq(get_str(c, sid, "k9", v, sizeof(v)), 0);
+	sfs_ctx_quiescent(c);
+	sfs_vcache_stats(c->cache, &cs);
+	cr_assert_geq(cs.entries, 1, "the store's read is cached");
+	cr_assert_eq(sfs_value_put(c, sid, 0, "k2", 2, "v2", 2), 0);
+	cr_assert_eq(sfs_value_put(c, sid, 0, "k1", 2, "v2", 2), 0);
+	cr_assert_eq(sfs_barrier(c, 2), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_value_put(c, sid, 0, "k3", 2, "v3", 2), 0);
+	cr_assert_eq(sfs_value_put(c, sid, 0, "k1", 2, "v3", 2), 0);
+	sfs_ctx_quiescent(c);
+	cr_assert_eq(get_str(c, sid, "k1", v, sizeof(v)), 1);
+	cr_assert_str_eq(v, "v3");
+	sfs_ctx_quiescent(c);
+	cr_assert_eq(sealed_bufs(ctl), 1);
+
+	/* the supervisor asks worker 0 to halt for rollback 1 */
+	sfs_store_release(&ck->ck_rb_halt, 1);
+	cr_assert_eq(sfs_task_rollback_requested(t), 1);
+	cr_assert_eq(sfs_worker_rollback(c, t, 20 * 1000000ull), SFS_ETIMEDOUT);
+	cr_assert_eq(ck->ck_w[0].cw_rb_halted, 1, "the halt is acked");
+	cr_assert_eq(c->rb_dropped, 1);
+	/* the rest of the rollback: the checkpointer's answer, the flusher's */
+	sfs_store_release(&ck->ck_w[0].cw_phase, SFS_CKW_STARTING);
+	sfs_store_release(&ck->ck_rb_req, 1);
+	sfs_store_relaxed(&ck->ck_rb_to, 1);
+	sfs_store_release(&ck->ck_rb_ack, 1);
+	settle_halted(&p);
+	cr_assert_eq(ck->ck_w[0].cw_rb_ack, 1, "the flusher answered while the worker was halted");
+	cr_assert_eq(sealed_bufs(ctl), 0);
+	cr_assert_eq(rec.applied_max, 1, "nothing after checkpoint 1 was applied");
+	cr_assert_eq(sfs_worker_rollback(c, t, 5 * 1000000ull), SFS_ETIMEDOUT, "no go yet");
+	sfs_store_release(&ck->ck_rb_go, 1);
+	cr_assert_eq(sfs_worker_rollback(c, t, 1000 * 1000000ull), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_task_rollback_requested(t), 0, "handled");
+	cr_assert_eq(ck->ck_w[0].cw_phase, SFS_CKW_RUNNING);
+	/* what it cached may be a dropped version's (a buffer flushed after
+	 * the checkpoint): nothing cached survives */
+	sfs_vcache_stats(c->cache, &cs);
+	cr_assert_eq(cs.entries, 0, "%llu cached entries survived the rollback",
+		     (unsigned long long)cs.entries);
+
+	cr_assert_eq(get_str(c, sid, "k1", v, sizeof(v)), 1);
+	cr_assert_str_eq(v, "v1", "checkpoint 1's value, not a dropped buffer's or the cache's");
+	cr_assert_eq(get_str(c, sid, "k2", v, sizeof(v)), 0, "barrier 2's buffer is gone");
+	cr_assert_eq(get_str(c, sid, "k3", v, sizeof(v)), 0, "the active buffer is gone");
+	sfs_ctx_quiescent(c);
+	/* and the worker runs on: a write and a barrier after the rollback */
+	cr_assert_eq(sfs_value_put(c, sid, 0, "k4", 2, "v4", 2), 0);
+	cr_assert_eq(sfs_barrier(c, 3), 0, "%s", sfs_last_error());
+	settle(&p, c);
+	cr_assert_eq(get_str(c, sid, "k4", v, sizeof(v)), 1);
+	cr_assert_str_eq(v, "v4");
+	sfs_task_close(t);
+	inproc_stop(&p);
+	sfs_worker_close(c);
+}

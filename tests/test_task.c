@@ -7,11 +7,13 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "helpers.h"
 #include "shm/ckpt.h"
+#include "shm/futex.h"
 #include "shm/segment.h"
 #include "sfs.h"
 
@@ -216,6 +218,85 @@ Test(task, completion_seen_by_load_and_by_a_wait_woken_across_processes, .timeou
 	cr_assert_eq(f.ck->ck_done_waiters, 0);
 	/* already complete: returns at once */
 	cr_assert_eq(sfs_task_wait_completed(t, 7, 1), 0);
+	sfs_task_close(t);
+	teardown(&f);
+}
+
+/* The child: a "supervisor" that, once worker 0 has halted for rollback
+ * 1, rewrites the start words as of checkpoint 5 and says go. */
+static int go_later(void *arg)
+{
+	struct fx *f = arg;
+	struct sfs_seg seg;
+	struct sfs_ckpt *ck;
+
+	if (sfs_seg_attach(f->job, 0, &seg) || sfs_ckpt_find(&seg, &ck))
+		return 10;
+	for (int i = 0; sfs_load_acquire(&ck->ck_w[0].cw_rb_halted) < 1; i++) {
+		if (i > 5000)
+			return 11;
+		usleep(1000);
+	}
+	usleep(50 * 1000);
+	ck->ck_start = SFS_START_RESTORED;
+	ck->ck_restored_id = 5;
+	ck->ck_prev_workers = 1;
+	ck->ck_first_barrier = 12;
+	sfs_store_release(&ck->ck_barrier_req, 12);
+	sfs_store_release(&ck->ck_rb_go, 1);
+	sfs_futex_wake(&ck->ck_rb_go, INT_MAX);
+	sfs_seg_detach(&seg);
+	return 0;
+}
+
+/*
+ * Rollback in place, the task's words: a task open says nothing of
+ * rollbacks (cw_rb_inproc 0) and takes the rollbacks before it as
+ * handled; enable says it rolls back in its process; a halt request is a
+ * plain load; the wait acks the halt, times out while no go comes, and is
+ * woken from another process by go, after which the task describes the
+ * start from the checkpoint the group rolled back to and runs again.
+ */
+Test(task, rollback_halt_acked_and_go_woken_across_processes, .timeout = 30)
+{
+	struct sfs_task_info in;
+	sfs_task_t *t, *late;
+	uint64_t t0;
+	struct fx f;
+	pid_t pid;
+
+	setup(&f, 2);
+	f.ck->ck_w[0].cw_rb_inproc = 1;	/* an earlier process's word */
+	cr_assert_eq(sfs_task_open(f.h, 0, &t), 0);
+	cr_assert_eq(f.ck->ck_w[0].cw_rb_inproc, 0);
+	cr_assert_eq(sfs_task_rollback_enable(t), 0);
+	cr_assert_eq(f.ck->ck_w[0].cw_rb_inproc, 1);
+	cr_assert_eq(sfs_task_rollback_requested(t), 0);
+	cr_assert_eq(sfs_task_rollback_wait(t, 1000), SFS_EUSAGE);
+	cr_assert_eq(f.ck->ck_w[0].cw_rb_halted, 0, "a refused wait acks nothing");
+
+	sfs_store_release(&f.ck->ck_rb_halt, 1);
+	cr_assert_eq(sfs_task_rollback_requested(t), 1);
+	t0 = sfs_now_ns();
+	cr_assert_eq(sfs_task_rollback_wait(t, 20 * 1000000ull), SFS_ETIMEDOUT);
+	cr_assert_geq(sfs_now_ns() - t0, 20 * 1000000ull);
+	cr_assert_eq(f.ck->ck_w[0].cw_rb_halted, 1, "the halt is acked");
+	sfs_store_release(&f.ck->ck_w[0].cw_phase, SFS_CKW_STARTING);
+	pid = th_fork(go_later, &f);
+	t0 = sfs_now_ns();
+	cr_assert_eq(sfs_task_rollback_wait(t, 10000 * 1000000ull), 0, "%s", sfs_last_error());
+	cr_assert_lt(sfs_now_ns() - t0, 5000 * 1000000ull);
+	cr_assert_eq(th_exit_code(th_wait(pid, 10000)), 0);
+	cr_assert_eq(sfs_task_rollback_requested(t), 0, "handled");
+	cr_assert_eq(f.ck->ck_w[0].cw_phase, SFS_CKW_RUNNING, "it runs again");
+	sfs_task_info(t, &in);
+	cr_assert_eq(in.start, SFS_START_RESTORED);
+	cr_assert_eq(in.checkpoint, 5);
+	cr_assert_eq(in.base_id, 12);
+	/* a worker started after rollback 1 (the dead one's new process) */
+	cr_assert_eq(sfs_task_open(f.h, 1, &late), 0);
+	cr_assert_eq(sfs_task_rollback_requested(late), 0, "rollback 1 is its start");
+	sfs_task_close(late);
 	sfs_task_close(t);
 	teardown(&f);
 }

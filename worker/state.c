@@ -578,6 +578,65 @@ int sfs_worker_close(sfs_ctx_t *c)
 	return 0;
 }
 
+/* ---- rollback in place (include/sfs.h, shm/ckpt.h) ---------------------------- */
+
+/* Drop what this process holds since its last barrier, as a restarted
+ * worker's open does (sfs_worker_open): the active buffer's writes, the
+ * cache (derived data, some of it read from buffers the rollback drops),
+ * pending fills, and the TTL clock a new process would start with; then go
+ * offline, so the compactor's grace periods never wait on a halted worker. */
+static int rollback_drop(sfs_ctx_t *c)
+{
+	struct sfs_wctl *ctl = c->ctl;
+	int rc;
+
+	c->nfills = 0;
+	for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
+		if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_ACTIVE) {
+			sfs_wbuf_reset(c->buf[i]);
+			ctl->wc_active = i;
+		}
+	if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].cb_state) != SFS_BUF_ACTIVE)
+		c->need_active = 1;
+	memset(&c->clk, 0, sizeof(c->clk));
+	if (c->ttl_any)
+		c->clk.proc_ms = sfs_now_realtime_ms();
+	if (ctl->wc_cache_bytes) {
+		rc = sfs_vcache_init((char *)ctl + ctl->wc_cache_off, ctl->wc_cache_bytes, 0,
+				     &c->cache);
+		if (rc)
+			return rc;
+	}
+	sfs_qsbr_offline(c->slot);
+	return 0;
+}
+
+int sfs_worker_rollback(sfs_ctx_t *c, sfs_task_t *t, uint64_t timeout_ns)
+{
+	uint64_t r;
+	int rc;
+
+	if (!c || !t)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_rollback: NULL argument");
+	r = sfs_task_rollback_requested(t);
+	if (!r)
+		return sfs__err(SFS_EUSAGE, "worker %u: no rollback requested", c->worker);
+	if (c->rb_dropped != r) {
+		if ((rc = rollback_drop(c)))
+			return rc;
+		c->rb_dropped = r;
+	}
+	if ((rc = sfs_task_rollback_wait(t, timeout_ns)))
+		return rc;
+	/* The compactor dropped every sealed buffer (a read stops at a freed
+	 * one anyway: the rebuild only spares the steps) and returned the
+	 * store to the checkpoint, which the reader catches up with. */
+	c->rb_dropped = 0;
+	order_rebuild(c);
+	sfs_ctx_online(c);
+	return 0;
+}
+
 /* Put the reads' store results into the cache, unless the key was written
  * since (then it is in the active buffer).  Runs before every quiescent
  * point and every seal, so the active buffer holds every write since the

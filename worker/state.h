@@ -32,6 +32,8 @@ struct sfs_ctx {
 	 * kg_span (one unsigned compare). */
 	uint32_t kg_mask, kg_pow2, kg_span;
 	int restarted;                 /* the region existed: a restart */
+	uint64_t rb_dropped;           /* the rollback in place whose drop is done
+				        * (sfs_worker_rollback), until it is */
 	int need_active;               /* sealed, but no free buffer yet */
 	uint64_t stall_timeout_ns;
 	struct sfs_wctl *ctl;
