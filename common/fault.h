@@ -68,6 +68,9 @@
 	X("flush.publish", SFS_FAULT_KILL_ONLY, "committed, before the flushed seq is published") \
 	X("flush.rollback", SFS_FAULT_CAN_FAIL, "a rollback in place, before the target's " \
 	  "(fail: the group restarts from files)") \
+	/* shm/task.c: a worker's rollback in place */ \
+	X("task.halted", SFS_FAULT_KILL_ONLY, "a worker halted for a rollback in place (acked), " \
+	  "before the group's go") \
 	/* shm/segment.c: sfs_seg_create */ \
 	X("seg.create.open", SFS_FAULT_CAN_FAIL, "before the segment file is created") \
 	X("seg.create.size", SFS_FAULT_CAN_FAIL, "file created, before it is sized and mapped") \

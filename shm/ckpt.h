@@ -85,7 +85,10 @@
  *      ck_rb_go comes: the group is stopped, the halted workers with it.
  * ck_rb_halt, ck_rb_req and ck_rb_go: the supervisor; cw_rb_inproc and
  * cw_rb_halted: worker w; ck_rb_to then ck_rb_ack: the checkpointer;
- * cw_rb_rc then cw_rb_ack: the compactor owning w.  A process restarted
+ * cw_rb_rc then cw_rb_ack: the compactor owning w (the supervisor, for a
+ * worker that died before it laid out its region: no compactor knows it,
+ * and the next incarnation's sealed buffers must not be taken for the
+ * dead one's).  A process restarted
  * meanwhile finds R unanswered by comparing the words and answers it; a
  * worker started after R (sfs_task_open) takes R as handled.
  */

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "shm/ckpt.h"
 #include "shm/proc.h"
 #include "shm/futex.h"
@@ -220,7 +221,10 @@ int sfs_task_rollback_wait(sfs_task_t *t, uint64_t timeout_ns)
 	if (!r)
 		return sfs__err(SFS_EUSAGE, "worker %u: no rollback requested", t->worker);
 	/* Halted: whatever the caller held since the checkpoint is dropped. */
-	sfs_store_release(&t->me->cw_rb_halted, r);
+	if (sfs_load_relaxed(&t->me->cw_rb_halted) != r) {
+		sfs_store_release(&t->me->cw_rb_halted, r);
+		(void)sfs_fault("task.halted");
+	}
 	for (;;) {
 		int32_t go = sfs_load_acquire(&ck->ck_rb_go);
 		uint64_t now;

@@ -684,10 +684,16 @@ int sup_query_rollback_poll(char *why, size_t n)
 		struct sfs_ring *ring;
 		struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
 
-		/* A worker that never opened its keyed state has none to roll
-		 * back, and no compactor answers for it. */
-		if (sfs_wctl_attach(job_seg, w, &ctl, &ring, bufs))
+		/* A worker that never laid out its keyed state (it died
+		 * first) has none to roll back, and no compactor answers for
+		 * it: answered here, while no process of it exists, so the
+		 * compactor that meets its next incarnation's region takes R
+		 * as done instead of dropping that one's sealed buffers. */
+		if (sfs_wctl_attach(job_seg, w, &ctl, &ring, bufs)) {
+			ck->ck_w[w].cw_rb_rc = 0;
+			sfs_store_release(&ck->ck_w[w].cw_rb_ack, r);
 			continue;
+		}
 		if (sfs_load_acquire(&ck->ck_w[w].cw_rb_ack) < r)
 			return 0;
 		if (ck->ck_w[w].cw_rb_rc) {

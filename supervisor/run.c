@@ -1111,6 +1111,13 @@ static int rollback_reap(void)
 			continue;
 		account(k, &ru);
 		if (k->role == SFS_ROLE_WORKER) {
+			if (k->d->cd_state != SFS_CHILD_STOPPING) {
+				char why[64];
+
+				describe_status(status, why, sizeof(why));
+				sfs_log("worker %u died during the rollback (%s): it starts again "
+					"from the checkpoint", k->index, why);
+			}
 			k->pid = 0;
 			k->slot = -1;
 			sfs_store_relaxed(&k->d->cd_pid, 0);

@@ -158,19 +158,26 @@ if want == "in-place" and n and "in-place" not in kind:
 	fi
 	restored=$(grep -c "(recovery)\|rolled back in place to checkpoint" "$OUT/kill.err")
 	inplace=$(grep -c "rolled back in place to checkpoint" "$OUT/kill.err")
+	# the workers that outlived a death and rolled back in their processes
+	kept=$(grep -o "[0-9]* worker(s) started over in their processes" "$OUT/kill.err" |
+		awk '{ n += $1 } END { print n + 0 }')
 	wkills=$(grep -c sfs-worker "$OUT/kills.$job" 2>/dev/null)
 	if [ "$kills" -eq 0 ] || { [ "${wkills:-0}" -gt 0 ] && [ "$restored" -eq 0 ]; }; then
 		# a run that nothing interrupted, or whose killed workers never
 		# came back from a checkpoint, proves nothing
 		nok "$q on $b ($mode): $kills kills, $restored restores from a checkpoint (want >= 1 each)"
 		grep -v '^  ' "$OUT/kill.err" | tail -n 5 | sed 's/^/# /'
+	elif [ "$inplace" -gt 0 ] && [ "$kept" -eq 0 ]; then
+		# 2 workers: a rollback after one died keeps the other's process
+		nok "$q on $b ($mode): $inplace rollbacks in place, none kept a surviving worker's process"
+		grep "rolled back in place" "$OUT/kill.err" | tail -n 3 | sed 's/^/# /'
 	elif [ "$rc" -ne 0 ]; then
 		nok "$q on $b ($mode) with $kills kills: sfs run exit $rc"
 		grep -v '^  ' "$OUT/kill.err" | tail -n 8 | sed 's/^/# /'
 	elif cmp -s "$OUT/base.csv" "$OUT/kill.csv"; then
 		ok "$q on $b ($mode recovery), $(grep -o '[0-9]* maintenance thread' "$OUT/kill.err" | head -n 1)s: $kills kills ($(sort "$OUT/kills.$job" 2>/dev/null | uniq -c |
 			awk '{printf "%s %s ", $1, $2}')), $(grep -o '"recoveries": [0-9]*' \
-			"$OUT/kill.json" | awk '{print $2}') recoveries ($restored from a checkpoint, $inplace in place), result equals the uninterrupted run"
+			"$OUT/kill.json" | awk '{print $2}') recoveries ($restored from a checkpoint, $inplace in place, $kept surviving workers kept their processes), result equals the uninterrupted run"
 	else
 		differences=$((differences + 1))
 		nok "$q on $b ($mode) with $kills kills: result differs ($(wc -l <"$OUT/base.csv") vs $(wc -l <"$OUT/kill.csv") lines)"
@@ -215,6 +222,35 @@ for fb in table:flush.rollback rocksdb:ck.rollback; do
 	else
 		nok "$point killed mid-rollback on $b: exit $rc"
 		grep -v '^  ' "$OUT/fb.err" | grep -i "roll\|recover\|died" | tail -n 6 | sed 's/^/# /'
+	fi
+done
+
+# A second death during the rollback: worker 0 killed, worker 1 killed as
+# it has halted for the rollback (task.halted, its first halt).  The
+# rollback goes on in place and starts both again; the result stands.
+for b in table rocksdb; do
+	q=q17 job=e2e-rc-$$-halt data=$OUT/halt-$b
+	[ -s "$OUT/base-$q-$b.csv" ] || run "$job" "$OUT/base-halt-$b" "$OUT/base-$q-$b.csv" \
+		--query $q --backend "$b" >/dev/null 2>"$OUT/base.err"
+	SFS_FAULT=task.halted:1 run "$job" "$data" "$OUT/halt.csv" --query $q --backend "$b" \
+		--max-rate "$RATE" >"$OUT/halt.json" 2>"$OUT/halt.err" &
+	runner=$!
+	for ((t = 0; t < 100; t++)); do
+		ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	sleep 0.3
+	pkill -9 -f -- "sfs-worker --job $job --index 0 " 2>/dev/null
+	wait "$runner"
+	rc=$?
+	if [ $rc -eq 0 ] && grep -q "worker 1 died during the rollback" "$OUT/halt.err" &&
+		grep -q "0 worker(s) started over in their processes, 2 started again" "$OUT/halt.err" &&
+		grep -q '"recovery_kind": \["in-place"' "$OUT/halt.json" &&
+		cmp -s "$OUT/base-$q-$b.csv" "$OUT/halt.csv"; then
+		ok "a surviving worker killed while halted for the rollback on $b: rolled back in place all the same, both workers started again, result equals the uninterrupted run"
+	else
+		nok "a surviving worker killed while halted for the rollback on $b: exit $rc"
+		grep -v '^  ' "$OUT/halt.err" | grep -i "roll\|recover\|died" | tail -n 6 | sed 's/^/# /'
 	fi
 done
 

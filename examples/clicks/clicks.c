@@ -30,6 +30,9 @@
  * At the end of its input a worker seals one more checkpoint, waits for
  * it, commits and finishes (sessions still open stay open, as a streaming
  * job's would).  The result: every committed line, in any order.
+ * When another worker dies, this one rolls back in its process (the group
+ * returns to its last checkpoint: sfs_worker_rollback) and starts over from
+ * that checkpoint, as a restarted worker would; the dead one is restarted.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -272,8 +275,13 @@ static void start(struct worker *w)
 {
 	sfs_task_info(w->task, &w->info);
 	w->injected = w->info.base_id;
-	if (w->info.start == SFS_START_FRESH)
+	if (w->info.start == SFS_START_FRESH) {
+		/* A group that rolled back before its first checkpoint: no
+		 * epoch of the old run is the result's; drop its pending ones. */
+		if (w->info.worker == 0)
+			commit(w, UINT32_MAX, 0, w->info.base_id);
 		return;
+	}
 	/* every old worker's position (a rescale needs them all) */
 	if (w->info.prev_workers > 64)
 		die("restore: more than 64 old workers", SFS_EUSAGE);
@@ -298,13 +306,89 @@ static void start(struct worker *w)
 		commit(w, UINT32_MAX, w->info.checkpoint, w->info.base_id);
 }
 
+/* The stream from the task's start to its end (0), or until the group
+ * rolls back because another worker died (1: start over). */
+static int run_stream(struct worker *w, uint64_t rate)
+{
+	uint64_t committed = 0, before;
+	struct timespec t0;
+
+	start(w);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (w->next < w->events) {
+		uint64_t end = w->next + BATCH < w->events ? w->next + BATCH : w->events;
+
+		if (sfs_task_rollback_requested(w->task))
+			return 1;
+		for (; w->next < end; w->next++)
+			event(w, w->next);
+		sfs_ctx_quiescent(w->ctx);
+		/* The position kept with a checkpoint says "every event before
+		 * it is in the state" for all this worker's keys: not true while
+		 * it reads from the slowest old worker's position up to the
+		 * fastest's (the others' keys are in the state further on). */
+		if (w->next >= w->caught_up)
+			poll_checkpoints(w, &committed);
+		if (rate) {	/* a throttle, so a test can kill it mid-stream */
+			struct timespec now;
+			double due;
+
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			due = (double)w->next / (double)rate - (double)(now.tv_sec - t0.tv_sec) -
+			      (now.tv_nsec - t0.tv_nsec) / 1e9;
+			if (due > 0)
+				usleep((useconds_t)(due * 1e6));
+		}
+	}
+	/* The end: one more checkpoint for the last records (the next one
+	 * requested), its completion, then the commit of everything. */
+	before = w->injected;
+	sfs_ctx_offline(w->ctx);
+	while (w->injected == before) {
+		usleep(1000);
+		if (sfs_task_rollback_requested(w->task))
+			return 1;
+		sfs_ctx_online(w->ctx);
+		poll_checkpoints(w, &committed);
+		sfs_ctx_offline(w->ctx);
+	}
+	while (sfs_task_completed(w->task) < w->injected) {
+		sfs_task_wait_completed(w->task, w->injected, 10 * 1000000ull);
+		if (sfs_task_rollback_requested(w->task))
+			return 1;
+		sfs_ctx_online(w->ctx);
+		poll_checkpoints(w, &committed);	/* a newer one: sealed too */
+		sfs_ctx_offline(w->ctx);
+	}
+	commit(w, w->info.worker, sfs_task_completed(w->task), 0);
+	return 0;
+}
+
+/* Another worker died: the group returns to its last checkpoint and this
+ * process with it (include/sfs.h, "Rollback in place") — what it holds
+ * since then goes (its read position, the lines of the open epoch; the
+ * keyed state's part is sfs_worker_rollback's), then it waits for the
+ * group and starts over from the checkpoint, as a restarted worker would. */
+static void rollback(struct worker *w)
+{
+	int rc;
+
+	w->next = 0;
+	w->caught_up = 0;
+	w->out_len = 0;
+	memset(w->from, 0, sizeof(w->from));
+	while ((rc = sfs_worker_rollback(w->ctx, w->task, 100 * 1000000ull)) == SFS_ETIMEDOUT)
+		;
+	if (rc)
+		die("rollback", rc);
+}
+
 int main(int argc, char **argv)
 {
 	const char *job = getenv("SFS_JOB"), *ws = getenv("SFS_WORKER"), *wn = getenv("SFS_WORKERS");
 	struct sfs_worker_opts o = { 0 };
 	struct worker w = { 0 };
-	uint64_t committed = 0, rate = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
-	struct timespec t0;
+	uint64_t rate = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
 	char dir[4096];
 	int rc;
 
@@ -325,51 +409,12 @@ int main(int argc, char **argv)
 		die("register", rc);
 	snprintf(dir, sizeof(dir), "%s/out", w.data);
 	mkdir(dir, 0755);
-	start(&w);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (w.next < w.events) {
-		uint64_t end = w.next + BATCH < w.events ? w.next + BATCH : w.events;
-
-		for (; w.next < end; w.next++)
-			event(&w, w.next);
-		sfs_ctx_quiescent(w.ctx);
-		/* The position kept with a checkpoint says "every event before
-		 * it is in the state" for all this worker's keys: not true while
-		 * it reads from the slowest old worker's position up to the
-		 * fastest's (the others' keys are in the state further on). */
-		if (w.next >= w.caught_up)
-			poll_checkpoints(&w, &committed);
-		if (rate) {	/* a throttle, so a test can kill it mid-stream */
-			struct timespec now;
-			double due;
-
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			due = (double)w.next / (double)rate - (double)(now.tv_sec - t0.tv_sec) -
-			      (now.tv_nsec - t0.tv_nsec) / 1e9;
-			if (due > 0)
-				usleep((useconds_t)(due * 1e6));
-		}
-	}
-	/* The end: one more checkpoint for the last records (the next one
-	 * requested), its completion, then the commit of everything. */
-	{
-		uint64_t before = w.injected;
-
-		sfs_ctx_offline(w.ctx);
-		while (w.injected == before) {
-			usleep(1000);
-			sfs_ctx_online(w.ctx);
-			poll_checkpoints(&w, &committed);
-			sfs_ctx_offline(w.ctx);
-		}
-		while (sfs_task_completed(w.task) < w.injected) {
-			sfs_task_wait_completed(w.task, w.injected, 10 * 1000000ull);
-			sfs_ctx_online(w.ctx);
-			poll_checkpoints(&w, &committed);	/* a newer one: sealed too */
-			sfs_ctx_offline(w.ctx);
-		}
-	}
-	commit(&w, w.info.worker, sfs_task_completed(w.task), 0);
+	/* Everything it holds outside sfs is rebuilt by start(): it can roll
+	 * back in place. */
+	if ((rc = sfs_task_rollback_enable(w.task)))
+		die("rollback in place", rc);
+	while (run_stream(&w, rate))
+		rollback(&w);
 	sfs_task_finish(w.task);
 	sfs_task_close(w.task);
 	sfs_worker_close(w.ctx);
