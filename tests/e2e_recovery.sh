@@ -193,19 +193,15 @@ note "$total_kills processes killed"
 # what make soak sums over its scripts (scripts/run-tests.sh)
 note "counts: kills=$total_kills recoveries=$total_recoveries differences=$differences refused=$refused"
 
-# A crash during the rollback itself: the compactor killed as it begins
-# one worker's rollback (flush.rollback), the checkpointer killed after it
-# abandoned the checkpoint in flight and before it answered (ck.rollback).
-# The group must fall back to a restart from files, say why, and produce
-# the uninterrupted result.
-for fb in table:flush.rollback rocksdb:ck.rollback; do
-	b=${fb%%:*} point=${fb#*:} q=q17
-	job=e2e-rc-$$-fb
-	data=$OUT/fallback-$b
-	[ -s "$OUT/base-$q-$b.csv" ] || run "$job" "$OUT/base-fb-$b" "$OUT/base-$q-$b.csv" --query $q \
-		--backend "$b" >/dev/null 2>"$OUT/base.err"
-	SFS_FAULT=$point:1 run "$job" "$data" "$OUT/fb.csv" --query $q --backend "$b" \
-		--max-rate "$RATE" >"$OUT/fb.json" 2>"$OUT/fb.err" &
+# fault_run BACKEND POINT NAME: q17 on BACKEND with SFS_FAULT=POINT:1, worker
+# 0 killed once a checkpoint exists; the summary, stderr and result in
+# $OUT/NAME.{json,err,csv}, the exit code in $rc.
+fault_run() {
+	local b=$1 point=$2 name=$3 q=q17 job=e2e-rc-$$-$3 data=$OUT/$3-$1 t runner
+	[ -s "$OUT/base-$q-$b.csv" ] || run "$job" "$OUT/base-$name-$b" "$OUT/base-$q-$b.csv" \
+		--query $q --backend "$b" >/dev/null 2>"$OUT/base.err"
+	SFS_FAULT=$point:1 run "$job" "$data" "$OUT/$name.csv" --query $q --backend "$b" \
+		--max-rate "$RATE" >"$OUT/$name.json" 2>"$OUT/$name.err" &
 	runner=$!
 	for ((t = 0; t < 100; t++)); do
 		ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1 && break
@@ -215,9 +211,19 @@ for fb in table:flush.rollback rocksdb:ck.rollback; do
 	pkill -9 -f -- "sfs-worker --job $job --index 0 " 2>/dev/null
 	wait "$runner"
 	rc=$?
+}
+
+# A crash during the rollback itself: the compactor killed as it begins
+# one worker's rollback (flush.rollback), the checkpointer killed after it
+# abandoned the checkpoint in flight and before it answered (ck.rollback).
+# The group must fall back to a restart from files, say why, and produce
+# the uninterrupted result.
+for fb in table:flush.rollback rocksdb:ck.rollback; do
+	b=${fb%%:*} point=${fb#*:}
+	fault_run "$b" "$point" fb
 	if [ $rc -eq 0 ] && grep -q "no rollback in place" "$OUT/fb.err" &&
 		grep -q '"recovery_kind": \["restart"' "$OUT/fb.json" &&
-		cmp -s "$OUT/base-$q-$b.csv" "$OUT/fb.csv"; then
+		cmp -s "$OUT/base-q17-$b.csv" "$OUT/fb.csv"; then
 		ok "$point killed mid-rollback on $b: the group fell back to a restart ($(grep -o 'no rollback in place ([^)]*' "$OUT/fb.err" | head -n 1 | cut -c23-)), result equals the uninterrupted run"
 	else
 		nok "$point killed mid-rollback on $b: exit $rc"
@@ -229,24 +235,11 @@ done
 # it has halted for the rollback (task.halted, its first halt).  The
 # rollback goes on in place and starts both again; the result stands.
 for b in table rocksdb; do
-	q=q17 job=e2e-rc-$$-halt data=$OUT/halt-$b
-	[ -s "$OUT/base-$q-$b.csv" ] || run "$job" "$OUT/base-halt-$b" "$OUT/base-$q-$b.csv" \
-		--query $q --backend "$b" >/dev/null 2>"$OUT/base.err"
-	SFS_FAULT=task.halted:1 run "$job" "$data" "$OUT/halt.csv" --query $q --backend "$b" \
-		--max-rate "$RATE" >"$OUT/halt.json" 2>"$OUT/halt.err" &
-	runner=$!
-	for ((t = 0; t < 100; t++)); do
-		ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1 && break
-		sleep 0.05
-	done
-	sleep 0.3
-	pkill -9 -f -- "sfs-worker --job $job --index 0 " 2>/dev/null
-	wait "$runner"
-	rc=$?
+	fault_run "$b" task.halted halt
 	if [ $rc -eq 0 ] && grep -q "worker 1 died during the rollback" "$OUT/halt.err" &&
 		grep -q "0 worker(s) started over in their processes, 2 started again" "$OUT/halt.err" &&
 		grep -q '"recovery_kind": \["in-place"' "$OUT/halt.json" &&
-		cmp -s "$OUT/base-$q-$b.csv" "$OUT/halt.csv"; then
+		cmp -s "$OUT/base-q17-$b.csv" "$OUT/halt.csv"; then
 		ok "a surviving worker killed while halted for the rollback on $b: rolled back in place all the same, both workers started again, result equals the uninterrupted run"
 	else
 		nok "a surviving worker killed while halted for the rollback on $b: exit $rc"

@@ -437,6 +437,24 @@ uint64_t sfs_worker_region_bytes(const struct sfs_worker_opts *opts)
 	return region_need(&o);
 }
 
+/* The active buffer holds exactly the writes since this worker's last
+ * barrier: dropping it is the rollback of this worker's part (a restarted
+ * incarnation's open, a rollback in place).  Sealed buffers stay for the
+ * compactor.  A worker that died (or halted) between a seal and taking a
+ * free buffer has no ACTIVE one: the next write or barrier takes one. */
+static void drop_active(sfs_ctx_t *c)
+{
+	struct sfs_wctl *ctl = c->ctl;
+
+	for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
+		if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_ACTIVE) {
+			sfs_wbuf_reset(c->buf[i]);
+			ctl->wc_active = i;
+		}
+	if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].cb_state) != SFS_BUF_ACTIVE)
+		c->need_active = 1;
+}
+
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
 		    sfs_ctx_t **out)
 {
@@ -509,17 +527,8 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	if (c->restarted) {
 		struct sfs_wctl *ctl = c->ctl;
 
-		/* A previous incarnation died: its active buffer holds exactly
-		 * the writes since its last barrier; dropping it is the
-		 * rollback.  Sealed buffers stay for the compactor. */
-		for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
-			if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_ACTIVE) {
-				sfs_wbuf_reset(c->buf[i]);
-				ctl->wc_active = i;
-			}
-		/* Died between a seal and taking a free buffer: no ACTIVE one. */
-		if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].cb_state) != SFS_BUF_ACTIVE)
-			c->need_active = 1;
+		/* A previous incarnation died: drop its active buffer. */
+		drop_active(c);
 		ctl->wc_restarts++;
 		if (ctl->wc_kg_start != c->kg_start || ctl->wc_kg_end != c->kg_end) {
 			rc = sfs__err(SFS_EUSAGE,
@@ -591,13 +600,7 @@ static int rollback_drop(sfs_ctx_t *c)
 	int rc;
 
 	c->nfills = 0;
-	for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
-		if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_ACTIVE) {
-			sfs_wbuf_reset(c->buf[i]);
-			ctl->wc_active = i;
-		}
-	if (sfs_load_acquire(&ctl->wc_buf[ctl->wc_active].cb_state) != SFS_BUF_ACTIVE)
-		c->need_active = 1;
+	drop_active(c);
 	memset(&c->clk, 0, sizeof(c->clk));
 	if (c->ttl_any)
 		c->clk.proc_ms = sfs_now_realtime_ms();
