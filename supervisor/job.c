@@ -885,19 +885,29 @@ void sup_query_recovery(uint64_t detect_ns, uint64_t stopped_ns, const char *kin
 void sup_query_recovery_close(void)
 {
 	struct recovery *r;
+	char line[512];
+	size_t len = 0;
 
 	if (!recs.open || !job)
 		return;
 	recs.open = 0;
 	r = &recs.v[recs.n - 1];
+	line[0] = 0;
 	for (uint32_t w = 0; w < job->rj_workers; w++) {
 		uint64_t t = sfs_load_relaxed(&job->rj_ws[w].rw_first_record_ns);
 
 		if (t > r->first_ns)
 			r->first_ns = t;
+		if (t >= r->detect_ns && len < sizeof(line))
+			len += (size_t)snprintf(line + len, sizeof(line) - len, "%sworker %u %.1f ms",
+						len ? ", " : "", w, (t - r->detect_ns) / 1e6);
 	}
 	if (r->first_ns && r->first_ns < r->detect_ns)
 		r->first_ns = 0;	/* cannot be: not this incarnation's */
+	/* Which worker the job waited for (the one restarted, or one kept). */
+	if (line[0])
+		sfs_log("recovery %zu (%s): first records after the death: %s", recs.n, r->kind,
+			line);
 }
 
 static void ms_or_null(const char *sep, uint64_t from, uint64_t to)
