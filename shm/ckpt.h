@@ -88,9 +88,9 @@
  * cw_rb_rc then cw_rb_ack: the compactor owning w (the supervisor, for a
  * worker that died before it laid out its region: no compactor knows it,
  * and the next incarnation's sealed buffers must not be taken for the
- * dead one's).  A process restarted
- * meanwhile finds R unanswered by comparing the words and answers it; a
- * worker started after R (sfs_task_open) takes R as handled.
+ * dead one's).  A process restarted meanwhile finds R unanswered by
+ * comparing the words and answers it; a worker started after R
+ * (sfs_task_open) takes R as handled.
  */
 #ifndef SFS_SHM_CKPT_H
 #define SFS_SHM_CKPT_H
