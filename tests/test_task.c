@@ -176,14 +176,19 @@ Test(task, restored_bytes_of_every_old_worker)
 	teardown(&f);
 }
 
+/* A forked child's own mapping of the fixture's segment and region. */
+static int child_attach(const struct fx *f, struct sfs_seg *seg, struct sfs_ckpt **ck)
+{
+	return sfs_seg_attach(f->job, 0, seg) || sfs_ckpt_find(seg, ck);
+}
+
 /* The child: a "checkpointer" that completes checkpoint 8 after a nap. */
 static int complete_later(void *arg)
 {
-	struct fx *f = arg;
 	struct sfs_seg seg;
 	struct sfs_ckpt *ck;
 
-	if (sfs_seg_attach(f->job, 0, &seg) || sfs_ckpt_find(&seg, &ck))
+	if (child_attach(arg, &seg, &ck))
 		return 10;
 	usleep(150 * 1000);
 	sfs_ckpt_publish_done(ck, 8);
@@ -226,11 +231,10 @@ Test(task, completion_seen_by_load_and_by_a_wait_woken_across_processes, .timeou
  * 1, rewrites the start words as of checkpoint 5 and says go. */
 static int go_later(void *arg)
 {
-	struct fx *f = arg;
 	struct sfs_seg seg;
 	struct sfs_ckpt *ck;
 
-	if (sfs_seg_attach(f->job, 0, &seg) || sfs_ckpt_find(&seg, &ck))
+	if (child_attach(arg, &seg, &ck))
 		return 10;
 	for (int i = 0; sfs_load_acquire(&ck->ck_w[0].cw_rb_halted) < 1; i++) {
 		if (i > 5000)

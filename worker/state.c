@@ -455,6 +455,16 @@ static void drop_active(sfs_ctx_t *c)
 		c->need_active = 1;
 }
 
+/* An empty value cache over the region's block (none when it has none). */
+static int cache_fresh(sfs_ctx_t *c)
+{
+	struct sfs_wctl *ctl = c->ctl;
+
+	if (!ctl->wc_cache_bytes)
+		return 0;
+	return sfs_vcache_init((char *)ctl + ctl->wc_cache_off, ctl->wc_cache_bytes, 0, &c->cache);
+}
+
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
 		    sfs_ctx_t **out)
 {
@@ -546,14 +556,10 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	rc = c->tops->reader_open(&c->seg, worker, &c->tr);
 	if (rc)
 		goto fail_slot;
-	if (c->ctl->wc_cache_bytes) {
-		/* Derived data: a fresh cache at every open, so a restarted
-		 * worker never serves a value of its dropped active buffer. */
-		rc = sfs_vcache_init((char *)c->ctl + c->ctl->wc_cache_off, c->ctl->wc_cache_bytes, 0,
-				     &c->cache);
-		if (rc)
-			goto fail_slot;
-	}
+	/* Derived data: a fresh cache at every open, so a restarted worker
+	 * never serves a value of its dropped active buffer. */
+	if ((rc = cache_fresh(c)))
+		goto fail_slot;
 	order_rebuild(c);
 	*out = c;
 	return 0;
@@ -596,7 +602,6 @@ int sfs_worker_close(sfs_ctx_t *c)
  * offline, so the compactor's grace periods never wait on a halted worker. */
 static int rollback_drop(sfs_ctx_t *c)
 {
-	struct sfs_wctl *ctl = c->ctl;
 	int rc;
 
 	c->nfills = 0;
@@ -604,12 +609,8 @@ static int rollback_drop(sfs_ctx_t *c)
 	memset(&c->clk, 0, sizeof(c->clk));
 	if (c->ttl_any)
 		c->clk.proc_ms = sfs_now_realtime_ms();
-	if (ctl->wc_cache_bytes) {
-		rc = sfs_vcache_init((char *)ctl + ctl->wc_cache_off, ctl->wc_cache_bytes, 0,
-				     &c->cache);
-		if (rc)
-			return rc;
-	}
+	if ((rc = cache_fresh(c)))
+		return rc;
 	sfs_qsbr_offline(c->slot);
 	return 0;
 }
