@@ -98,7 +98,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test run asan tsan bench bench-scale soak clean fuzz install uninstall FORCE
+.PHONY: all deps test run jni flink flink-test asan tsan bench bench-scale soak clean fuzz install uninstall FORCE
 # Keep objects make would treat as intermediates (role mains).
 .SECONDARY:
 all: $(DEPS_OK) $(LIB) $(BINS) $(SHLIB) $(INSTALL_ENV)
@@ -213,6 +213,42 @@ tsan:
 
 run: all
 	./scripts/run-demo.sh
+
+# ---- Flink (flink/README.md) ---------------------------------------------------------
+# The JNI library a TaskManager JVM loads: flink/jni/sfs_jni.c on libsfs's sources compiled
+# again with SFS_NO_ROCKSDB (Flink's RocksDB lives in the same process; FLINK.md), without
+# the Nexmark runtime, queries, compactor and checkpointer (the group's own processes run
+# those).  Only the JNI entry points are exported (flink/jni/exports.map).  Checked: no
+# rocksdb in its dependencies or symbols.
+JNI_DIR  := $(BUILD)/jni
+JNI_LIB  := $(JNI_DIR)/libsfs_jni.so
+JNI_SRCS := $(filter-out %/main.c common/rdb.c,$(wildcard common/*.c shm/*.c worker/*.c \
+              store/registry.c store/layout.c store/map_run.c store/rocksdb/layout.c \
+              store/memory/*.c store/table/*.c store/table/layout/*.c))
+JNI_OBJS := $(JNI_SRCS:%.c=$(JNI_DIR)/obj/%.o)
+JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v javac))))
+FLINK_JAR := flink/target/sfs-flink-0.1.0.jar
+
+$(JNI_DIR)/obj/%.o: %.c $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -DSFS_NO_ROCKSDB $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+$(JNI_LIB): flink/jni/sfs_jni.c flink/jni/exports.map $(JNI_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fPIC -I$(JAVA_HOME)/include -I$(JAVA_HOME)/include/linux -shared \
+	  -Wl,--version-script=flink/jni/exports.map -Wl,-z,defs -o $@ flink/jni/sfs_jni.c \
+	  $(JNI_OBJS) $$(pkg-config --libs liburcu liblz4 libzstd numa) -lpthread -lm
+	@if ldd $@ | grep -qi rocksdb || nm -D $@ | grep -qi rocksdb; then \
+	  echo "$@: links RocksDB (it must not: Flink's own build shares the JVM)"; rm -f $@; exit 1; fi
+
+jni: $(JNI_LIB)
+
+# The jar; its tests run in make test (flink-test), after the C tests.
+flink: all $(JNI_LIB)
+	cd flink && mvn -B -q -DskipTests package
+
+flink-test: all $(JNI_LIB)
+	cd flink && mvn -B -q -Dsfs.require=true test
 
 bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done

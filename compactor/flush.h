@@ -91,7 +91,7 @@
 #include "store/target.h"
 #include "worker/state.h"
 
-#define SFS_FLUSH_MAX_WORKERS 256
+#define SFS_FLUSH_MAX_WORKERS SFS_MAX_WORKER_SLOTS
 
 struct sfs_flush_worker {
 	int open;

@@ -131,6 +131,16 @@ enum sfs_state_kind {
 #define SFS_STATE_NAME_MAX 48
 
 #define SFS_WORKER_NO_CACHE 0x1u  /* no value cache (baselines, tests) */
+/* The key-group range is kg_first..kg_last (inclusive), not worker's share
+ * of parallelism: for an engine that assigns ranges itself (Flink's
+ * subtasks, many operators in one group), @worker is then only the slot
+ * the region is found by. */
+#define SFS_WORKER_KG_RANGE 0x2u
+/* Key groups are the caller's: each state call is in the key group the
+ * last sfs_ctx_key_group() set (Flink's murmur of hashCode, which the key
+ * bytes cannot give), not sfs's hash of the key.  Queryable state
+ * (sfs_query_*) routes by sfs's hash and does not find such keys. */
+#define SFS_WORKER_CALLER_KG 0x4u
 
 struct sfs_worker_opts {
 	uint32_t parallelism;      /* workers of the job (0: 1) */
@@ -139,8 +149,9 @@ struct sfs_worker_opts {
 	uint64_t buffer_bytes;     /* bytes per buffer (0: 16 MiB) */
 	uint64_t buffer_keys;      /* keys per buffer (0: buffer_bytes / 64) */
 	uint64_t cache_bytes;      /* value cache of value state (0: 8 MiB) */
-	uint32_t flags;            /* SFS_WORKER_NO_CACHE */
+	uint32_t flags;            /* SFS_WORKER_* */
 	uint64_t stall_timeout_ns; /* back-pressure wait bound (0: forever) */
+	uint32_t kg_first, kg_last; /* SFS_WORKER_KG_RANGE: the range, < max_parallelism */
 };
 
 struct sfs_view {
@@ -266,6 +277,11 @@ void sfs_ctx_set_time(sfs_ctx_t *c, uint64_t event_ms);
 
 /* The key group of a key (Flink's assignment) and whether this worker owns it. */
 uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen);
+
+/* SFS_WORKER_CALLER_KG: the key group of the state calls that follow (a
+ * plain store).  SFS_EUSAGE, and the key group unchanged, when this worker
+ * does not own @kg or its context was opened without the flag. */
+int sfs_ctx_key_group(sfs_ctx_t *c, uint32_t kg);
 
 int sfs_value_put(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
 		  const void *val, size_t vlen);
@@ -512,6 +528,60 @@ int sfs_task_rollback_wait(sfs_task_t *t, uint64_t timeout_ns);
  * read the rolled-back store.  SFS_ETIMEDOUT: call it again (nothing is
  * dropped twice). */
 int sfs_worker_rollback(sfs_ctx_t *c, sfs_task_t *t, uint64_t timeout_ns);
+
+/* ------------------------------------------------------------------------
+ * A worker's own checkpoints (an engine that coordinates checkpoints itself:
+ * Flink).  In a group with checkpoints (`sfs run --host`, or any group with
+ * a checkpoint region) the compactor stages a worker's state at every
+ * barrier it seals: once buffer @id is flushed, the worker's store as of
+ * that barrier is linked into a stage directory of its own, immutable.
+ * The engine then reads or copies those files off its task thread, and
+ * removes the directory when done (sfs_stage_drop).
+ *
+ * Threads: sfs_worker_staged, sfs_stage_scan and sfs_stage_drop read no
+ * state of @c that its owner thread changes (only the segment and the
+ * checkpoint region's words): they may run on another thread than the
+ * context's, concurrently with its state calls, until sfs_worker_close.
+ * ------------------------------------------------------------------------ */
+
+/*
+ * sfs_worker_staged - wait until the compactor has staged this worker's
+ * state as of barrier @id (sfs_barrier(c, id) first), at most @timeout_ns
+ * (0: no limit), and write the stage directory's path to @dir.  0;
+ * SFS_ETIMEDOUT; -ENOENT when the group stages nothing (no checkpoint
+ * region, or this worker's slot is beyond it); -ESTALE when a newer
+ * barrier was staged instead (a seal of @id that never happened).  The
+ * directory holds the target's files: those under SFS_STAGE_SHARED never
+ * change once written (the same name in a later stage is the same file).
+ * Sleeps in steps of 1 ms (a polling wait off the task thread).
+ */
+int sfs_worker_staged(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns, char *dir, size_t len);
+
+/* One live entry of a staged state (sfs_stage_scan): @state the id
+ * sfs_state_register gave, @kg its key group, @key/@klen the key and
+ * @ukey/@ulen the user key of a map entry (a list element's: its 8-byte
+ * sequence; NULL, 0 for a value or counter); a counter's value is its
+ * folded int64 (8 bytes, native).  Views valid during the call. */
+struct sfs_stage_entry {
+	uint32_t state, kg;
+	uint64_t ns;
+	const void *key, *ukey, *val;
+	uint32_t klen, ulen, vlen;
+};
+typedef int (*sfs_stage_fn)(void *arg, const struct sfs_stage_entry *e);
+
+/*
+ * sfs_stage_scan - call @fn once per live entry of the staged directory
+ * @dir (sfs_worker_staged's) with its newest version: merges folded,
+ * deletes and cleared maps dropped, expired TTL entries kept (the reader
+ * decides), in no promised order.  Reads the files with the group's flush
+ * target, offline (a temporary directory of links beside @dir, removed).
+ * A non-zero return of @fn stops it and is returned.  O(staged bytes).
+ */
+int sfs_stage_scan(sfs_ctx_t *c, const char *dir, sfs_stage_fn fn, void *arg);
+
+/* Remove stage directory @dir (the compactor never reuses it). */
+int sfs_stage_drop(sfs_ctx_t *c, const char *dir);
 
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);

@@ -14,12 +14,20 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "store/memory/memory.h"
+#ifndef SFS_NO_ROCKSDB
 #include "store/rocksdb/rocksdb.h"
+#endif
 #include "store/table/table.h"
 #include "store/target.h"
 
+/* SFS_NO_ROCKSDB: a build that links no RocksDB (the JNI library a JVM
+ * loads beside Flink's own RocksDB build, flink/jni/): the rocksdb target
+ * is then unknown there, and a group on it is refused at open by name. */
 static const struct sfs_target_ops *const builtin[] = { &sfs_target_memory, &sfs_target_table,
-							&sfs_target_rocksdb };
+#ifndef SFS_NO_ROCKSDB
+							&sfs_target_rocksdb
+#endif
+};
 
 /* Registered at run time: process-local, written before the lookups that
  * should see them (a test's or a plugin's start), so no lock. */

@@ -68,6 +68,9 @@ struct run_cfg {
 	int maint_spare;           /* --maintenance-cpus spare */
 	unsigned maint_threads;    /* --maintenance-threads; 0: per node, its spare cores */
 	const char *metrics_addr;  /* --metrics-addr: serve /metrics there (NULL: no) */
+	int host;                  /* --host: an engine's threads are the workers */
+	pid_t watch_pid;           /* --watch-pid: stop when it is gone (0: none) */
+	uint64_t watch_start;      /* its start time (pid reuse) */
 	char job_buf[64];
 	char data_buf[PATH_MAX];
 };
@@ -100,6 +103,10 @@ static unsigned nkids;
 static sigset_t old_mask;
 static struct sup_usage used;	/* every reaped child's resources, by role */
 static int usage_failed;	/* an --exec worker exited 2: the run exits 2 */
+
+/* A host group is an --exec job whose workers are not our children: the
+ * engine's threads (sfs_worker_open) in a process we do not supervise. */
+static char *host_prog[] = { "host", NULL };
 
 /* A job with checkpoints and recovery: our queries, or a user's program. */
 static int is_job(void)
@@ -181,7 +188,17 @@ static void usage(FILE *f)
 		"                         environment (README, \"Your program as the workers\");\n"
 		"                         exit 0: its input is done; exit 2: a usage error\n"
 		"                         that fails the run (exit 2); any other death\n"
-		"                         restarts the job from its last checkpoint\n",
+		"                         restarts the job from its last checkpoint\n"
+		"\n"
+		"A host group for an engine that opens workers itself (Flink's TaskManager:\n"
+		"flink/README.md); options --backend, --data, --workers (its worker slots),\n"
+		"--buffer-mb, --cache-mb, --segment-mb as above:\n"
+		"  --host                 start the compactor and checkpointer only; the\n"
+		"                         engine opens worker slots 0..N-1 (sfs_worker_open),\n"
+		"                         seals its own barriers and reads each one's staged\n"
+		"                         files (sfs_worker_staged); sfs requests no checkpoint\n"
+		"  --watch-pid PID        stop the group, removing its segments, once PID\n"
+		"                         (the engine's process) is gone\n",
 		SFS_JOB_NAME_MAX);
 }
 
@@ -792,7 +809,7 @@ static void plan_children(void)
 {
 	/* Workers in contiguous blocks per node, so a node's workers own a
 	 * contiguous key-group range; one per core of that node. */
-	for (unsigned w = 0; w < cfg.workers; w++) {
+	for (unsigned w = 0; !cfg.host && w < cfg.workers; w++) {
 		int node = (int)((uint64_t)w * (unsigned)nnodes / cfg.workers);
 		unsigned first = (unsigned)(((uint64_t)node * cfg.workers + (unsigned)nnodes - 1) /
 					    (unsigned)nnodes);
@@ -878,6 +895,8 @@ static int parse(int argc, char **argv)
 		{ "maintenance-threads", required_argument, NULL, 'N' },
 		{ "merge-lib", required_argument, NULL, 'L' },
 		{ "metrics-addr", required_argument, NULL, 'A' },
+		{ "host", no_argument, NULL, 'H' },
+		{ "watch-pid", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1022,6 +1041,16 @@ static int parse(int argc, char **argv)
 			}
 			break;
 		case 'A': cfg.metrics_addr = optarg; break;
+		case 'H': cfg.host = 1; break;
+		case 'p':
+			cfg.watch_pid = (pid_t)sfs_arg_num("run", "--watch-pid", optarg, 1, INT32_MAX);
+			cfg.watch_start = sfs_proc_starttime(cfg.watch_pid);
+			if (!cfg.watch_start) {
+				fprintf(stderr, "sfs run: --watch-pid %d: no such process\n",
+					(int)cfg.watch_pid);
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return 2;
 		}
@@ -1049,6 +1078,15 @@ static int parse(int argc, char **argv)
 		return 2;
 	}
 	cfg.start_ns = cfg.hang_ns > 10000 * MS ? cfg.hang_ns : 10000 * MS;
+	if (cfg.host && (cfg.q.query || cfg.q.exec)) {
+		fprintf(stderr, "sfs run: --host runs no workers: no --query or --exec\n");
+		return 2;
+	}
+	if (cfg.host) {
+		/* the engine requests, seals and keeps its own checkpoints */
+		cfg.q.exec = host_prog;
+		cfg.q.checkpoint_ns = 0;
+	}
 	if (cfg.q.query && cfg.q.exec) {
 		fprintf(stderr, "sfs run: --query and --exec: one or the other\n");
 		return 2;
@@ -1447,7 +1485,13 @@ int sfs_cmd_run(int argc, char **argv)
 				failed = recover = 0;
 				continue;
 			}
-			if (cfg.q.exec && !failed && exec_done()) {
+			if (cfg.watch_pid &&
+			    sfs_proc_starttime(cfg.watch_pid) != cfg.watch_start) {
+				sfs_log("job %s: process %d is gone", cfg.job, (int)cfg.watch_pid);
+				sig = -1;
+				break;
+			}
+			if (cfg.q.exec && !cfg.host && !failed && exec_done()) {
 				done = 1;
 				break;
 			}
@@ -1481,7 +1525,8 @@ int sfs_cmd_run(int argc, char **argv)
 
 		sfs_log("stopping job %s (%s)", cfg.job,
 			failed ? "a child failed" : done ? "end of input" :
-			sig > 0 ? strsignal(sig) : "duration reached");
+			sig > 0 ? strsignal(sig) : sig < 0 ? "its engine's process is gone" :
+			"duration reached");
 		/* Tell observers; the children themselves are stopped role by role. */
 		for (int n = 0; n < nnodes; n++)
 			sfs_store_release(&segs[n].hdr->sh_shutdown, 1);

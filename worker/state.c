@@ -478,19 +478,33 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS)
 		return sfs__err(SFS_EUSAGE, "worker %u: %u buffers, need 2..%d", worker, o.buffers,
 				SFS_WCTL_MAX_BUFS);
-	if (worker >= o.parallelism || o.max_parallelism < o.parallelism ||
-	    o.max_parallelism > 32768)
+	if (o.flags & SFS_WORKER_KG_RANGE) {
+		if (o.kg_first > o.kg_last || o.kg_last >= o.max_parallelism ||
+		    o.max_parallelism > 32768 || worker >= SFS_MAX_WORKER_SLOTS)
+			return sfs__err(SFS_EUSAGE,
+					"worker %u: key groups %u..%u of max parallelism %u: out of "
+					"range", worker, o.kg_first, o.kg_last, o.max_parallelism);
+	} else if (worker >= o.parallelism || o.max_parallelism < o.parallelism ||
+		   o.max_parallelism > 32768) {
 		return sfs__err(SFS_EUSAGE,
 				"worker %u of parallelism %u, max parallelism %u: out of range",
 				worker, o.parallelism, o.max_parallelism);
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	c->worker = worker;
 	c->par = o.parallelism;
 	c->maxp = o.max_parallelism;
-	c->kg_start = sfs_kg_range_start(worker, c->par, c->maxp);
-	c->kg_end = sfs_kg_range_end(worker, c->par, c->maxp);
+	if (o.flags & SFS_WORKER_KG_RANGE) {
+		c->kg_start = o.kg_first;
+		c->kg_end = o.kg_last;
+	} else {
+		c->kg_start = sfs_kg_range_start(worker, c->par, c->maxp);
+		c->kg_end = sfs_kg_range_end(worker, c->par, c->maxp);
+	}
+	c->caller_kg_on = (o.flags & SFS_WORKER_CALLER_KG) != 0;
+	c->caller_kg = c->kg_start;
 	c->kg_pow2 = (c->maxp & (c->maxp - 1)) == 0;
 	c->kg_mask = c->maxp - 1;
 	c->kg_span = c->kg_end - c->kg_start;
@@ -857,10 +871,25 @@ int sfs__state_spill(sfs_ctx_t *c)
 
 /* ---- writes --------------------------------------------------------------------- */
 
-/* The key group of a key whose sfs_key_hash is @kh. */
+/* The key group of a key whose sfs_key_hash is @kh (the caller's, when it
+ * assigns them: one predictable branch). */
 static inline uint32_t kg_of(const sfs_ctx_t *c, uint64_t kh)
 {
+	if (c->caller_kg_on)
+		return c->caller_kg;
 	return c->kg_pow2 ? (uint32_t)(kh & c->kg_mask) : (uint32_t)(kh % c->maxp);
+}
+
+int sfs_ctx_key_group(sfs_ctx_t *c, uint32_t kg)
+{
+	if (!c->caller_kg_on)
+		return sfs__err(SFS_EUSAGE, "sfs_ctx_key_group: worker %u was opened without "
+				"SFS_WORKER_CALLER_KG", c->worker);
+	if (kg - c->kg_start > c->kg_span)
+		return sfs__err(SFS_EUSAGE, "sfs_ctx_key_group: key group %u is not worker %u's "
+				"(%u..%u)", kg, c->worker, c->kg_start, c->kg_end);
+	c->caller_kg = kg;
+	return 0;
 }
 
 /* Checks that @state is registered with @kind and that this worker owns

@@ -31,6 +31,10 @@ struct sfs_ctx {
 	 * 128: no division), else hash % maxp; owned iff kg - kg_start <=
 	 * kg_span (one unsigned compare). */
 	uint32_t kg_mask, kg_pow2, kg_span;
+	/* SFS_WORKER_CALLER_KG: the key group of every state call is
+	 * caller_kg (sfs_ctx_key_group), not kg_of(the key's hash). */
+	int caller_kg_on;
+	uint32_t caller_kg;
 	int restarted;                 /* the region existed: a restart */
 	uint64_t rb_dropped;           /* the rollback in place whose drop is done
 				        * (sfs_worker_rollback), until it is */

@@ -40,6 +40,9 @@
 #define SFS_WCTL_VERSION 1u
 #define SFS_WCTL_MAX_BUFS 16
 #define SFS_WCTL_RING_SLOTS 64
+/* Worker regions a segment may hold (worker.0 .. worker.255): the
+ * compactor's table of workers has as many entries. */
+#define SFS_MAX_WORKER_SLOTS 256
 
 enum sfs_buf_state {
 	SFS_BUF_FREE = 0,

@@ -226,24 +226,6 @@
  * a few at most are staged and not yet complete. */
 #define CAND_MAX 4u
 
-uint64_t sfs_rdbt_layout(void)
-{
-	uint64_t h = SFS_FP_INIT;
-
-	SFS_FP_SIZE(h, struct sfs_rdbt_pub);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_published);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_applied);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_cf_gen);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_purges);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_errors);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_knobs);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_ingest_min);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_ttl_dropped);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_incarnation);
-	SFS_FP_FIELD(h, struct sfs_rdbt_pub, rp_rollbacks);
-	return h;
-}
-
 /* ---- shared helpers --------------------------------------------------------- */
 
 /* RocksDB's errptr, through the one adapter (common/rdb.h). */

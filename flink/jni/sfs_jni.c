@@ -1,0 +1,562 @@
+/*
+ * sfs_jni.c — the native half of sfs-flink: Flink's keyed-state calls on
+ * sfs's public API (include/sfs.h) and nothing else.
+ *
+ * Built by `make flink` into build/jni/libsfs_jni.so from this file and
+ * libsfs's sources compiled with SFS_NO_ROCKSDB: a JVM that runs Flink's
+ * RocksDB or ForSt backend loads their RocksDB build, and a second one in
+ * the process clashes on symbols (FLINK.md).  Only Java_* and JNI_OnLoad
+ * are exported (flink/jni/exports.map), so none of libsfs's names can
+ * interpose on another library's either.
+ *
+ * Who calls what (io.sfs.flink.jni.SfsNative is the Java side):
+ *  - A context (struct jctx) is one sfs worker: one Flink subtask's keyed
+ *    backend.  Its state calls come from the subtask's task thread only;
+ *    sfs_worker_staged/stage_scan/stage_drop from the snapshot's async
+ *    thread (sfs.h allows both at once: those read only shared words).
+ *  - Key and value bytes travel in one direct ByteBuffer per context (the
+ *    "io" buffer, registered with setIo, grown by Java when a call answers
+ *    NEED(n)): the arguments are lengths, the bytes are at fixed places.
+ *
+ * What one state operation costs: ONE JNI crossing (a static native with
+ * primitive arguments: no object passed, no JNIEnv call on the way in),
+ * no allocation, and one copy — Java's serializer writes straight into the
+ * direct buffer, sfs copies it into its write buffer (the store's own
+ * copy); a read copies sfs's zero-copy view out into the direct buffer
+ * once, where Java's deserializer reads it.  Inside: sfs_ctx_online (a
+ * store and a store-load fence), sfs_ctx_key_group (a compare and a
+ * store), the sfs call, sfs_ctx_offline (a store): an idle Flink task then
+ * holds up no grace period of the group's compactor.  Errors throw
+ * io.sfs.flink.jni.SfsException with sfs_last_error()'s message.
+ */
+#include <jni.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sfs.h"
+
+/* A read whose answer does not fit the io buffer returns NEED(bytes). */
+#define NEED(n) (-2 - (jint)(n))
+#define ABSENT (-1)
+
+struct jctx {
+	sfs_ctx_t *c;
+	unsigned char *io;
+	size_t cap;
+	unsigned char key[SFS_KEY_MAX]; /* a key the answer overwrites in io */
+};
+
+static jclass exc_class;    /* io.sfs.flink.jni.SfsException (global ref) */
+static jmethodID scan_entry; /* SfsNative.ScanSink.entry */
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
+{
+	JNIEnv *env;
+	jclass c;
+
+	(void)reserved;
+	if ((*vm)->GetEnv(vm, (void **)&env, JNI_VERSION_1_8) != JNI_OK)
+		return JNI_ERR;
+	c = (*env)->FindClass(env, "io/sfs/flink/jni/SfsException");
+	if (!c)
+		return JNI_ERR;
+	exc_class = (*env)->NewGlobalRef(env, c);
+	c = (*env)->FindClass(env, "io/sfs/flink/jni/SfsNative$ScanSink");
+	if (!c)
+		return JNI_ERR;
+	scan_entry = (*env)->GetMethodID(env, c, "entry", "(IIJ[B[B[B)V");
+	if (!scan_entry)
+		return JNI_ERR;
+	return JNI_VERSION_1_8;
+}
+
+/* Throw SfsException for @rc (< 0); returns @rc for the caller's return. */
+static jint fail(JNIEnv *env, int rc, const char *what)
+{
+	char msg[1024];
+	const char *detail = sfs_last_error();
+
+	snprintf(msg, sizeof(msg), "sfs: %s: %s (%s)", what, detail && detail[0] ? detail : "-",
+		 sfs_strerror(rc));
+	(*env)->ThrowNew(env, exc_class, msg);
+	return rc;
+}
+
+static inline struct jctx *J(jlong h)
+{
+	return (struct jctx *)(intptr_t)h;
+}
+
+/* Every state call is bracketed by these: online and in key group @kg. */
+static inline int enter(JNIEnv *env, struct jctx *j, jint kg)
+{
+	int rc;
+
+	sfs_ctx_online(j->c);
+	rc = sfs_ctx_key_group(j->c, (uint32_t)kg);
+	if (rc) {
+		sfs_ctx_offline(j->c);
+		fail(env, rc, "key group");
+	}
+	return rc;
+}
+
+static inline void leave(struct jctx *j)
+{
+	sfs_ctx_offline(j->c);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------ */
+
+JNIEXPORT jlong JNICALL Java_io_sfs_flink_jni_SfsNative_open(JNIEnv *env, jclass cls, jstring job,
+							      jint slot, jint maxp, jint first,
+							      jint last, jlong buffer_bytes,
+							      jlong cache_bytes)
+{
+	struct sfs_worker_opts o = {
+		.max_parallelism = (uint32_t)maxp,
+		.buffer_bytes = (uint64_t)buffer_bytes,
+		.cache_bytes = (uint64_t)cache_bytes,
+		.flags = SFS_WORKER_KG_RANGE | SFS_WORKER_CALLER_KG,
+		.kg_first = (uint32_t)first,
+		.kg_last = (uint32_t)last,
+	};
+	const char *name = (*env)->GetStringUTFChars(env, job, NULL);
+	struct jctx *j;
+	int rc;
+
+	(void)cls;
+	if (!name)
+		return 0;
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		(*env)->ReleaseStringUTFChars(env, job, name);
+		fail(env, -12, "open");
+		return 0;
+	}
+	rc = sfs_worker_open(name, SFS_NODE_ANY, (uint32_t)slot, &o, &j->c);
+	(*env)->ReleaseStringUTFChars(env, job, name);
+	if (rc) {
+		free(j);
+		fail(env, rc, "open a worker");
+		return 0;
+	}
+	/* Idle until the first state call (see the file's comment). */
+	sfs_ctx_offline(j->c);
+	return (jlong)(intptr_t)j;
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_setIo(JNIEnv *env, jclass cls, jlong h,
+							      jobject buf)
+{
+	struct jctx *j = J(h);
+
+	(void)cls;
+	j->io = (*env)->GetDirectBufferAddress(env, buf);
+	j->cap = (size_t)(*env)->GetDirectBufferCapacity(env, buf);
+	if (!j->io)
+		fail(env, SFS_EUSAGE, "setIo: not a direct buffer");
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_close(JNIEnv *env, jclass cls, jlong h)
+{
+	struct jctx *j = J(h);
+
+	(void)env, (void)cls;
+	if (!j)
+		return;
+	sfs_ctx_online(j->c);
+	sfs_worker_close(j->c);
+	free(j);
+}
+
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_register(JNIEnv *env, jclass cls, jlong h,
+								 jstring jname, jint kind)
+{
+	struct jctx *j = J(h);
+	const char *name = (*env)->GetStringUTFChars(env, jname, NULL);
+	uint32_t id = 0;
+	int rc;
+
+	(void)cls;
+	if (!name)
+		return -1;
+	sfs_ctx_online(j->c);
+	rc = sfs_state_register(j->c, name, kind, &id);
+	sfs_ctx_offline(j->c);
+	(*env)->ReleaseStringUTFChars(env, jname, name);
+	if (rc)
+		return fail(env, rc, "register a state");
+	return (jint)id;
+}
+
+/* ---- value state --------------------------------------------------------------- */
+
+/* Copy view @v out to the io buffer: its length, or NEED. */
+static inline jint out_view(struct jctx *j, const struct sfs_view *v)
+{
+	if (v->len > j->cap)
+		return NEED(v->len);
+	memcpy(j->io, v->data, v->len);
+	return (jint)v->len;
+}
+
+/* A call's answer: @rc < 0 is sfs's error, thrown (Java never reads the
+ * return value then); else what the call computed. */
+#define ANSWER(env, rc, what, val) ((rc) < 0 ? (fail((env), (rc), (what)), 0) : (val))
+
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_valueGet(JNIEnv *env, jclass cls, jlong h,
+								 jint st, jint kg, jlong ns,
+								 jint klen)
+{
+	struct jctx *j = J(h);
+	struct sfs_view v;
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return 0;
+	rc = sfs_value_get(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, &v);
+	jint r = rc == 1 ? out_view(j, &v) : ABSENT;
+	leave(j);
+	return ANSWER(env, rc, "value get", r);
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_valuePut(JNIEnv *env, jclass cls, jlong h,
+								 jint st, jint kg, jlong ns,
+								 jint klen, jint vlen)
+{
+	struct jctx *j = J(h);
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return;
+	rc = sfs_value_put(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, j->io + klen,
+			   (size_t)vlen);
+	leave(j);
+	if (rc)
+		fail(env, rc, "value put");
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_valueDelete(JNIEnv *env, jclass cls,
+								    jlong h, jint st, jint kg,
+								    jlong ns, jint klen)
+{
+	struct jctx *j = J(h);
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return;
+	rc = sfs_value_delete(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen);
+	leave(j);
+	if (rc)
+		fail(env, rc, "value delete");
+}
+
+/* ---- list and map state: entries out as [u32 len][bytes]... ----------------------- */
+
+/* Collects entries into the io buffer; past its end it only counts, so
+ * the caller can answer NEED(total) and be called again. */
+struct fill {
+	struct jctx *j;
+	size_t pos;
+	int with_key;	/* map: user key then value; list: value only */
+};
+
+static inline void put_blob(struct fill *f, const void *p, uint32_t n)
+{
+	if (f->pos + 4 + n <= f->j->cap) {
+		memcpy(f->j->io + f->pos, &n, 4);
+		memcpy(f->j->io + f->pos + 4, p, n);
+	}
+	f->pos += 4 + (size_t)n;
+}
+
+static int fill_entry(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
+{
+	struct fill *f = arg;
+
+	if (f->with_key)
+		put_blob(f, ukey, ulen);
+	put_blob(f, val, vlen);
+	return 0;
+}
+
+static inline jint fill_answer(const struct fill *f)
+{
+	return f->pos > f->j->cap ? NEED(f->pos) : (jint)f->pos;
+}
+
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_listGet(JNIEnv *env, jclass cls, jlong h,
+								jint st, jint kg, jlong ns,
+								jint klen)
+{
+	struct jctx *j = J(h);
+	struct fill f = { .j = j, .pos = 0, .with_key = 0 };
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return 0;
+	/* The answer overwrites the io buffer the key is read from: the key
+	 * is read from the context's copy (one memcpy of the key). */
+	if ((uint32_t)klen > SFS_KEY_MAX) {
+		leave(j);
+		return ANSWER(env, SFS_EUSAGE, "key too long", 0);
+	}
+	memcpy(j->key, j->io, (size_t)klen);
+	rc = sfs_list_get(j->c, (uint32_t)st, (uint64_t)ns, j->key, (size_t)klen, fill_entry, &f);
+	leave(j);
+	return ANSWER(env, rc, "list get", fill_answer(&f));
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_listAppend(JNIEnv *env, jclass cls,
+								   jlong h, jint st, jint kg,
+								   jlong ns, jint klen, jint total)
+{
+	struct jctx *j = J(h);
+	size_t pos = (size_t)klen, end = (size_t)klen + (size_t)total;
+	int rc = 0;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return;
+	/* [u32 len][bytes]... after the key: one crossing for add, addAll
+	 * and update (Java clears first for update). */
+	while (rc == 0 && pos + 4 <= end) {
+		uint32_t n;
+
+		memcpy(&n, j->io + pos, 4);
+		if (pos + 4 + n > end) {
+			rc = SFS_EUSAGE;
+			break;
+		}
+		rc = sfs_list_append(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen,
+				     j->io + pos + 4, n);
+		pos += 4 + n;
+	}
+	leave(j);
+	if (rc)
+		fail(env, rc, "list append");
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_listClear(JNIEnv *env, jclass cls, jlong h,
+								  jint st, jint kg, jlong ns,
+								  jint klen)
+{
+	struct jctx *j = J(h);
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return;
+	rc = sfs_list_clear(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen);
+	leave(j);
+	if (rc)
+		fail(env, rc, "list clear");
+}
+
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_mapGet(JNIEnv *env, jclass cls, jlong h,
+							       jint st, jint kg, jlong ns,
+							       jint klen, jint ulen)
+{
+	struct jctx *j = J(h);
+	struct sfs_view v;
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return 0;
+	rc = sfs_map_get(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, j->io + klen,
+			 (size_t)ulen, &v);
+	jint r = rc == 1 ? out_view(j, &v) : ABSENT;
+	leave(j);
+	return ANSWER(env, rc, "map get", r);
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapPut(JNIEnv *env, jclass cls, jlong h,
+							       jint st, jint kg, jlong ns,
+							       jint klen, jint ulen, jint vlen)
+{
+	struct jctx *j = J(h);
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return;
+	rc = sfs_map_put(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, j->io + klen,
+			 (size_t)ulen, j->io + klen + ulen, (size_t)vlen);
+	leave(j);
+	if (rc)
+		fail(env, rc, "map put");
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapRemove(JNIEnv *env, jclass cls, jlong h,
+								  jint st, jint kg, jlong ns,
+								  jint klen, jint ulen)
+{
+	struct jctx *j = J(h);
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return;
+	rc = sfs_map_remove(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, j->io + klen,
+			    (size_t)ulen);
+	leave(j);
+	if (rc)
+		fail(env, rc, "map remove");
+}
+
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_mapIter(JNIEnv *env, jclass cls, jlong h,
+								jint st, jint kg, jlong ns,
+								jint klen)
+{
+	struct jctx *j = J(h);
+	struct fill f = { .j = j, .pos = 0, .with_key = 1 };
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return 0;
+	if ((uint32_t)klen > SFS_KEY_MAX) {
+		leave(j);
+		return ANSWER(env, SFS_EUSAGE, "key too long", 0);
+	}
+	memcpy(j->key, j->io, (size_t)klen);
+	rc = sfs_map_iter(j->c, (uint32_t)st, (uint64_t)ns, j->key, (size_t)klen, fill_entry, &f);
+	leave(j);
+	return ANSWER(env, rc, "map iterate", fill_answer(&f));
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapClear(JNIEnv *env, jclass cls, jlong h,
+								 jint st, jint kg, jlong ns,
+								 jint klen)
+{
+	struct jctx *j = J(h);
+	int rc;
+
+	(void)cls;
+	if (enter(env, j, kg))
+		return;
+	rc = sfs_map_clear(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen);
+	leave(j);
+	if (rc)
+		fail(env, rc, "map clear");
+}
+
+/* ---- checkpoints ------------------------------------------------------------------- */
+
+/* The task thread, at Flink's barrier: sfs's seal, O(1), no I/O. */
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_barrier(JNIEnv *env, jclass cls, jlong h,
+								jlong id)
+{
+	struct jctx *j = J(h);
+	int rc;
+
+	(void)cls;
+	sfs_ctx_online(j->c);
+	rc = sfs_barrier(j->c, (uint64_t)id);
+	sfs_ctx_offline(j->c);
+	if (rc)
+		fail(env, rc, "seal at the barrier");
+}
+
+/* The async thread: wait for the compactor's stage of barrier @id. */
+JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_staged(JNIEnv *env, jclass cls, jlong h,
+								  jlong id, jlong timeout_ms)
+{
+	char dir[4096];
+	int rc;
+
+	(void)cls;
+	rc = sfs_worker_staged(J(h)->c, (uint64_t)id, (uint64_t)timeout_ms * 1000000ull, dir,
+			       sizeof(dir));
+	if (rc) {
+		fail(env, rc, "wait for the staged checkpoint");
+		return NULL;
+	}
+	return (*env)->NewStringUTF(env, dir);
+}
+
+struct scan_arg {
+	JNIEnv *env;
+	jobject sink;
+};
+
+static jbyteArray bytes(JNIEnv *env, const void *p, uint32_t n)
+{
+	jbyteArray a;
+
+	if (!p)
+		return NULL;
+	a = (*env)->NewByteArray(env, (jsize)n);
+	if (a && n)
+		(*env)->SetByteArrayRegion(env, a, 0, (jsize)n, p);
+	return a;
+}
+
+/* One entry to Java (the snapshot's async path: arrays per entry). */
+static int scan_to_java(void *arg, const struct sfs_stage_entry *e)
+{
+	struct scan_arg *a = arg;
+	JNIEnv *env = a->env;
+	jbyteArray k = bytes(env, e->key, e->klen), u = bytes(env, e->ukey, e->ulen),
+		   v = bytes(env, e->val, e->vlen);
+
+	if ((*env)->ExceptionCheck(env))
+		return 1;
+	(*env)->CallVoidMethod(env, a->sink, scan_entry, (jint)e->state, (jint)e->kg,
+			       (jlong)e->ns, k, u, v);
+	if (k)
+		(*env)->DeleteLocalRef(env, k);
+	if (u)
+		(*env)->DeleteLocalRef(env, u);
+	if (v)
+		(*env)->DeleteLocalRef(env, v);
+	return (*env)->ExceptionCheck(env) ? 1 : 0;
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_scan(JNIEnv *env, jclass cls, jlong h,
+							     jstring jdir, jobject sink)
+{
+	const char *dir = (*env)->GetStringUTFChars(env, jdir, NULL);
+	struct scan_arg a = { env, sink };
+	int rc;
+
+	(void)cls;
+	if (!dir)
+		return;
+	rc = sfs_stage_scan(J(h)->c, dir, scan_to_java, &a);
+	(*env)->ReleaseStringUTFChars(env, jdir, dir);
+	if (rc < 0 && !(*env)->ExceptionCheck(env))
+		fail(env, rc, "read the staged checkpoint");
+}
+
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_dropStage(JNIEnv *env, jclass cls, jlong h,
+								  jstring jdir)
+{
+	const char *dir = (*env)->GetStringUTFChars(env, jdir, NULL);
+	int rc;
+
+	(void)cls;
+	if (!dir)
+		return;
+	rc = sfs_stage_drop(J(h)->c, dir);
+	(*env)->ReleaseStringUTFChars(env, jdir, dir);
+	if (rc)
+		fail(env, rc, "drop the staged checkpoint");
+}
+
+JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_version(JNIEnv *env, jclass cls)
+{
+	char v[32];
+
+	(void)cls;
+	snprintf(v, sizeof(v), "%d.%d", SFS_VERSION_MAJOR, SFS_VERSION_MINOR);
+	return (*env)->NewStringUTF(env, v);
+}
