@@ -35,7 +35,7 @@ int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
 	ck = c->ck;
 	c->name = job;
 	c->seg = seg;
-	c->interval_ns = ck->ck_interval_ms * MS;
+	c->interval_ns = ck->ck_interval_ms == SFS_CKPT_ENGINE ? 0 : ck->ck_interval_ms * MS;
 	snprintf(c->root, sizeof(c->root), SFS_CKPT_DIR_FMT, ck->ck_data_dir);
 	/* The reference set: this run's last checkpoint, else the one it
 	 * restored from, else none (never a newer one of an abandoned branch). */

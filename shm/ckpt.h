@@ -108,6 +108,10 @@ struct sfs_task;
 #define SFS_CKPT_VERSION     4u  /* 2: ck_recoveries; 3: rollback in place; 4: workers
                                     that roll back in their processes */
 #define SFS_CKPT_MAX_WORKERS 48u
+/* ck_interval_ms of a host group (sfs run --host): its engine seals its own
+ * barriers and keeps its own checkpoints from the staged files; the
+ * checkpointer requests none. */
+#define SFS_CKPT_ENGINE UINT64_MAX
 #define SFS_CKPT_PATH_MAX    256u
 #define SFS_CKPT_CONFIG_MAX  256u
 /* Opaque bytes a worker keeps with each checkpoint (include/sfs.h says
@@ -158,7 +162,7 @@ struct sfs_ckpt {
 	uint32_t ck_workers;
 	uint32_t ck_max_parallelism;
 	uint32_t ck_retain;         /* checkpoints kept (0: the store's default) */
-	uint64_t ck_interval_ms;    /* 0: no checkpoints */
+	uint64_t ck_interval_ms;    /* 0: no checkpoints; SFS_CKPT_ENGINE: the engine's own */
 	uint64_t ck_first_barrier;  /* this run's barrier ids start above it */
 	uint32_t ck_start;          /* enum sfs_start_kind (include/sfs.h) */
 	uint32_t ck_prev_workers;   /* workers of the restored checkpoint (0: fresh) */

@@ -88,7 +88,7 @@ void sfs_task_info(const sfs_task_t *t, struct sfs_task_info *out)
 	out->prev_workers = ck->ck_prev_workers;
 	out->checkpoint = ck->ck_restored_id;
 	out->base_id = ck->ck_first_barrier;
-	out->interval_ms = ck->ck_interval_ms;
+	out->interval_ms = ck->ck_interval_ms == SFS_CKPT_ENGINE ? 0 : ck->ck_interval_ms;
 }
 
 int sfs_task_restored(const sfs_task_t *t, uint32_t prev_worker, struct sfs_view *out)

@@ -826,7 +826,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	if ((rc = sfs_ckpt_create(seg, workers, &ck)))
 		return rc;
 	ck->ck_max_parallelism = job->rj_max_parallelism;
-	ck->ck_interval_ms = q->checkpoint_ns / MS;
+	ck->ck_interval_ms = q->host ? SFS_CKPT_ENGINE : q->checkpoint_ns / MS;
 	ck->ck_retain = q->retain;
 	ck->ck_recoveries = q->recoveries;
 	snprintf(ck->ck_data_dir, sizeof(ck->ck_data_dir), "%s", q->data_dir);

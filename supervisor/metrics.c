@@ -286,7 +286,7 @@ static void take_ckpt(struct sfs_seg *seg0, struct sup_snap *s)
 	s->ck_refs = sfs_load_relaxed(&ck->ck_refs);
 	s->ck_done = sfs_load_acquire(&ck->ck_done);
 	s->ck_requested = sfs_load_relaxed(&ck->ck_barrier_req);
-	s->ck_interval_ms = ck->ck_interval_ms;
+	s->ck_interval_ms = ck->ck_interval_ms == SFS_CKPT_ENGINE ? 0 : ck->ck_interval_ms;
 	s->ck_restored_id = ck->ck_restored_id;
 	s->ck_recoveries = ck->ck_recoveries;
 	snprintf(s->data_dir, sizeof(s->data_dir), "%s", ck->ck_data_dir);

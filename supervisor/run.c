@@ -1085,7 +1085,7 @@ static int parse(int argc, char **argv)
 	if (cfg.host) {
 		/* the engine requests, seals and keeps its own checkpoints */
 		cfg.q.exec = host_prog;
-		cfg.q.checkpoint_ns = 0;
+		cfg.q.host = 1;
 	}
 	if (cfg.q.query && cfg.q.exec) {
 		fprintf(stderr, "sfs run: --query and --exec: one or the other\n");

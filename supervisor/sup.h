@@ -23,6 +23,7 @@ int sfs_cmd_export(int argc, char **argv);
 struct sup_query {
 	const char *query;       /* NULL: a plain group, or an --exec job */
 	char **exec;             /* --exec: the workers' program and its arguments */
+	int host;                /* --host: the workers are an engine's threads (exec "host") */
 	const char *backend;
 	const char *data_dir;
 	const char *output;      /* NULL: results are discarded (a blackhole sink) */

@@ -1,0 +1,180 @@
+package io.sfs.flink;
+
+import io.sfs.flink.jni.SfsException;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * This TaskManager's sfs group: the compactor and checkpointer processes over one shared
+ * segment (a segment per NUMA node), started on first use by {@code sfs run --host} and
+ * supervised by that process.
+ *
+ * <p>Who owns what: the JVM starts the group and owns the slot table (which worker slots its
+ * subtasks hold); the group's supervisor owns the segment and its children. The supervisor
+ * watches this JVM ({@code --watch-pid}): when the JVM exits — cleanly, crashed or killed with
+ * {@code kill -9} — it stops the group and removes its segments, so a dead TaskManager leaves no
+ * sfs process or segment behind. A shutdown hook stops it at once on a clean exit.
+ *
+ * <p>Slots are not reused within a group's life (a slot's store keeps its old subtask's files:
+ * emptying it while the group runs is not built yet), so a TaskManager may open at most
+ * {@code state.backend.sfs.slots} keyed subtasks over its life; the next one fails with a
+ * message that says so.
+ */
+final class SfsHostGroup {
+    private static final Map<String, SfsHostGroup> GROUPS = new HashMap<>();
+    private static int started;
+
+    final String job;
+    final Path dataDir;
+    final int slots;
+    final int bufferMb;
+    final int cacheMb;
+    private final Process process;
+    private int nextSlot;
+
+    private SfsHostGroup(String job, Path dataDir, int slots, int bufferMb, int cacheMb, Process p) {
+        this.job = job;
+        this.dataDir = dataDir;
+        this.slots = slots;
+        this.bufferMb = bufferMb;
+        this.cacheMb = cacheMb;
+        this.process = p;
+    }
+
+    /** The group of this JVM for these settings, started if it is not running. */
+    static synchronized SfsHostGroup get(SfsStateBackend.Settings s) throws IOException {
+        String key = s.binDir + "|" + s.dataDir + "|" + s.bufferMb + "|" + s.cacheMb;
+        SfsHostGroup g = GROUPS.get(key);
+        if (g != null && g.process.isAlive()) {
+            return g;
+        }
+        g = start(s);
+        GROUPS.put(key, g);
+        return g;
+    }
+
+    private static SfsHostGroup start(SfsStateBackend.Settings s) throws IOException {
+        long pid = ProcessHandle.current().pid();
+        String job = "flink-" + pid + "-" + (++started);
+        Path data = Paths.get(s.dataDir).resolve(job);
+        Files.createDirectories(data);
+        File sfs = findBinary(s.binDir);
+        List<String> cmd = new ArrayList<>();
+        cmd.add(sfs.getPath());
+        cmd.add("run");
+        cmd.add("--job");
+        cmd.add(job);
+        cmd.add("--host");
+        cmd.add("--workers");
+        cmd.add(Integer.toString(s.slots));
+        cmd.add("--backend");
+        cmd.add("table");
+        cmd.add("--data");
+        cmd.add(data.toString());
+        cmd.add("--buffer-mb");
+        cmd.add(Integer.toString(s.bufferMb));
+        cmd.add("--cache-mb");
+        cmd.add(Integer.toString(s.cacheMb));
+        cmd.add("--watch-pid");
+        cmd.add(Long.toString(pid));
+        File log = data.resolve("sfs-host.log").toFile();
+        Process p =
+                new ProcessBuilder(cmd)
+                        .redirectErrorStream(true)
+                        .redirectOutput(ProcessBuilder.Redirect.appendTo(log))
+                        .start();
+        SfsHostGroup g = new SfsHostGroup(job, data, s.slots, s.bufferMb, s.cacheMb, p);
+        Runtime.getRuntime()
+                .addShutdownHook(new Thread(g::stop, "sfs-host-group-stop-" + job));
+        g.awaitStarted(log.toPath(), 20_000);
+        return g;
+    }
+
+    private static File findBinary(String binDir) {
+        String dir = binDir != null ? binDir : System.getenv("SFS_BIN");
+        if (dir != null) {
+            File f = new File(dir, "sfs");
+            if (!f.canExecute()) {
+                throw new SfsException(
+                        "sfs-flink: " + f + " is missing or not executable (state.backend.sfs.bin-dir)");
+            }
+            return f;
+        }
+        String path = System.getenv("PATH");
+        for (String d : path == null ? new String[0] : path.split(File.pathSeparator)) {
+            File f = new File(d, "sfs");
+            if (f.canExecute()) {
+                return f;
+            }
+        }
+        throw new SfsException(
+                "sfs-flink: no sfs binary: set state.backend.sfs.bin-dir (or SFS_BIN), or put sfs on PATH");
+    }
+
+    /** The supervisor says "started" once its segment and children exist. */
+    private void awaitStarted(Path log, long timeoutMs) throws IOException {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        while (System.nanoTime() < deadline) {
+            String text = Files.exists(log) ? Files.readString(log, StandardCharsets.UTF_8) : "";
+            if (text.contains("job " + job + " started") && text.contains("compactor0")) {
+                return;
+            }
+            if (!process.isAlive()) {
+                throw new SfsException(
+                        "sfs-flink: the host group " + job + " did not start (exit " + process.exitValue()
+                                + "); its log " + log + ":\n" + text);
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while the sfs group starts", e);
+            }
+        }
+        stop();
+        throw new SfsException("sfs-flink: the host group " + job + " did not start within " + timeoutMs + " ms; see " + log);
+    }
+
+    /** A worker slot for one subtask's keyed backend. */
+    synchronized int claimSlot(String who) {
+        if (nextSlot >= slots) {
+            throw new SfsException(
+                    "sfs-flink: the host group "
+                            + job
+                            + " has given out all its "
+                            + slots
+                            + " worker slots (a slot is not reused within a group's life yet); "
+                            + who
+                            + " cannot open its keyed state: raise state.backend.sfs.slots (at most 48)");
+        }
+        return nextSlot++;
+    }
+
+    boolean alive() {
+        return process.isAlive();
+    }
+
+    void stop() {
+        if (!process.isAlive()) {
+            return;
+        }
+        process.destroy(); // SIGTERM: the supervisor stops its children and removes the segments
+        try {
+            if (!process.waitFor(10, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

@@ -1,0 +1,483 @@
+package io.sfs.flink;
+
+import org.apache.flink.api.common.ExecutionConfig;
+import org.apache.flink.api.common.state.AggregatingStateDescriptor;
+import org.apache.flink.api.common.state.ReducingStateDescriptor;
+import org.apache.flink.api.common.state.State;
+import org.apache.flink.api.common.state.StateDescriptor;
+import org.apache.flink.api.common.typeutils.TypeSerializer;
+import org.apache.flink.api.common.typeutils.TypeSerializerSchemaCompatibility;
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.core.fs.CloseableRegistry;
+import org.apache.flink.runtime.checkpoint.CheckpointOptions;
+import org.apache.flink.runtime.checkpoint.SnapshotType;
+import org.apache.flink.runtime.query.TaskKvStateRegistry;
+import org.apache.flink.runtime.state.AbstractKeyedStateBackend;
+import org.apache.flink.runtime.state.CheckpointStreamFactory;
+import org.apache.flink.runtime.state.InternalKeyContext;
+import org.apache.flink.runtime.state.KeyGroupedInternalPriorityQueue;
+import org.apache.flink.runtime.state.Keyed;
+import org.apache.flink.runtime.state.KeyedStateHandle;
+import org.apache.flink.runtime.state.PriorityComparable;
+import org.apache.flink.runtime.state.RegisteredKeyValueStateBackendMetaInfo;
+import org.apache.flink.runtime.state.SavepointResources;
+import org.apache.flink.runtime.state.SnapshotExecutionType;
+import org.apache.flink.runtime.state.SnapshotResult;
+import org.apache.flink.runtime.state.SnapshotStrategyRunner;
+import org.apache.flink.runtime.state.StateSnapshotTransformer.StateSnapshotTransformFactory;
+import org.apache.flink.runtime.state.StreamCompressionDecorator;
+import org.apache.flink.runtime.state.heap.HeapPriorityQueueElement;
+import org.apache.flink.runtime.state.heap.HeapPriorityQueueSetFactory;
+import org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot;
+import org.apache.flink.runtime.state.metrics.LatencyTrackingStateConfig;
+import org.apache.flink.runtime.state.metrics.SizeTrackingStateConfig;
+import org.apache.flink.runtime.state.ttl.TtlTimeProvider;
+import org.apache.flink.util.StateMigrationException;
+
+import io.sfs.flink.jni.SfsIo;
+import io.sfs.flink.jni.SfsNative;
+import io.sfs.flink.state.AbstractSfsState;
+import io.sfs.flink.state.SfsAggregatingState;
+import io.sfs.flink.state.SfsListState;
+import io.sfs.flink.state.SfsMapState;
+import io.sfs.flink.state.SfsReducingState;
+import io.sfs.flink.state.SfsStateContext;
+import io.sfs.flink.state.SfsValueState;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.RunnableFuture;
+import java.util.stream.Stream;
+
+/**
+ * One subtask's keyed state in sfs: an sfs worker (a slot of the TaskManager's host group) with
+ * the subtask's key-group range, Flink's key groups and Flink's serialized bytes.
+ *
+ * <p>Threads: every state call, the checkpoint's synchronous phase and {@link #dispose} run on
+ * the task thread; the asynchronous phase ({@link SfsSnapshotStrategy}) runs on Flink's
+ * snapshot thread and reaches the native context only under {@link #nativeLock}, which dispose
+ * also takes, so a context is never closed under a running snapshot.
+ *
+ * <p>Who owns which files: the group's compactor owns the store and the stage directories it
+ * writes; the snapshot thread removes a stage directory once it has written it to Flink's
+ * checkpoint storage; Flink owns what it wrote there (its handles, its registry).
+ */
+public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
+        implements SfsStateContext<K> {
+
+    /** A registered state: Flink's meta info, sfs's id and kind, the state object. */
+    static final class Registered {
+        RegisteredKeyValueStateBackendMetaInfo<?, ?> meta;
+        final int sfsId;
+        final int kind;
+        AbstractSfsState<?, ?, ?> state;
+
+        Registered(RegisteredKeyValueStateBackendMetaInfo<?, ?> meta, int sfsId, int kind) {
+            this.meta = meta;
+            this.sfsId = sfsId;
+            this.kind = kind;
+        }
+    }
+
+    final long ctxHandle;
+    final int slot;
+    final SfsHostGroup group;
+    final SfsStateBackend.Settings settings;
+    final Object nativeLock = new Object();
+    private boolean closedNative;
+    private final SfsIo io;
+    private final HeapPriorityQueueSetFactory pqFactory;
+    final Map<String, Registered> states = new LinkedHashMap<>();
+    /** States of the restored snapshots, by name, not yet registered by the operator. */
+    final Map<String, StateMetaInfoSnapshot> restoredMeta = new LinkedHashMap<>();
+    private final SfsSnapshotStrategy<K> strategy;
+
+    // the current key's serialized bytes (set with the key), and the last namespace's
+    private byte[] keyBytes = new byte[64];
+    private int keyLen;
+    private Object lastNs;
+    private TypeSerializer<?> lastNsSer;
+    private byte[] nsBytes = new byte[32];
+    private int nsLen;
+    private final org.apache.flink.core.memory.DataOutputSerializer keyOut =
+            new org.apache.flink.core.memory.DataOutputSerializer(64);
+
+    SfsKeyedStateBackend(
+            TaskKvStateRegistry kvStateRegistry,
+            TypeSerializer<K> keySerializer,
+            ClassLoader userCodeClassLoader,
+            ExecutionConfig executionConfig,
+            TtlTimeProvider ttlTimeProvider,
+            LatencyTrackingStateConfig latencyTrackingStateConfig,
+            SizeTrackingStateConfig sizeTrackingStateConfig,
+            CloseableRegistry cancelStreamRegistry,
+            StreamCompressionDecorator compression,
+            InternalKeyContext<K> keyContext,
+            SfsHostGroup group,
+            SfsStateBackend.Settings settings,
+            int slot,
+            long ctxHandle) {
+        super(
+                kvStateRegistry,
+                keySerializer,
+                userCodeClassLoader,
+                executionConfig,
+                ttlTimeProvider,
+                latencyTrackingStateConfig,
+                sizeTrackingStateConfig,
+                cancelStreamRegistry,
+                compression,
+                keyContext);
+        this.group = group;
+        this.settings = settings;
+        this.slot = slot;
+        this.ctxHandle = ctxHandle;
+        this.io = new SfsIo(ctxHandle, 64 * 1024);
+        this.pqFactory =
+                new HeapPriorityQueueSetFactory(
+                        keyContext.getKeyGroupRange(), keyContext.getNumberOfKeyGroups(), 128);
+        this.strategy = new SfsSnapshotStrategy<>(this);
+    }
+
+    // ---- the current key ----------------------------------------------------------------
+
+    @Override
+    public void setCurrentKey(K newKey) {
+        super.setCurrentKey(newKey);
+        serializeKey(newKey);
+    }
+
+    @Override
+    public void setCurrentKeyAndKeyGroup(K newKey, int newKeyGroupIndex) {
+        super.setCurrentKeyAndKeyGroup(newKey, newKeyGroupIndex);
+        serializeKey(newKey);
+    }
+
+    private void serializeKey(K key) {
+        keyOut.clear();
+        try {
+            keySerializer.serialize(key, keyOut);
+        } catch (IOException e) {
+            throw new RuntimeException("sfs-flink: cannot serialize key " + key, e);
+        }
+        keyLen = keyOut.length();
+        if (keyBytes.length < keyLen) {
+            keyBytes = new byte[Math.max(keyLen, keyBytes.length * 2)];
+        }
+        System.arraycopy(keyOut.getSharedBuffer(), 0, keyBytes, 0, keyLen);
+    }
+
+    @Override
+    public long handle() {
+        return ctxHandle;
+    }
+
+    @Override
+    public SfsIo io() {
+        return io;
+    }
+
+    @Override
+    public TypeSerializer<K> keySerializer() {
+        return keySerializer;
+    }
+
+    @Override
+    public int keyGroup() {
+        return keyContext.getCurrentKeyGroupIndex();
+    }
+
+    @Override
+    public long lastNamespaceLength() {
+        return nsLen;
+    }
+
+    /**
+     * The current key then namespace @ns at 0 of the io buffer. The namespace's bytes are kept
+     * while the same namespace object comes again (VoidNamespace, a window reused across keys).
+     */
+    @Override
+    public <N> int writeKey(N ns, TypeSerializer<N> ser) {
+        if (ns != lastNs || ser != lastNsSer) {
+            SfsIo.Out out = io.out.at(keyLen);
+            try {
+                ser.serialize(ns, out);
+            } catch (IOException e) {
+                throw new RuntimeException("sfs-flink: cannot serialize namespace " + ns, e);
+            }
+            nsLen = out.position() - keyLen;
+            if (nsBytes.length < nsLen) {
+                nsBytes = new byte[Math.max(nsLen, nsBytes.length * 2)];
+            }
+            io.buffer().get(keyLen, nsBytes, 0, nsLen);
+            lastNs = ns;
+            lastNsSer = ser;
+        }
+        io.put(0, keyBytes, keyLen);
+        io.put(keyLen, nsBytes, nsLen);
+        return keyLen + nsLen;
+    }
+
+    // ---- states -------------------------------------------------------------------------
+
+    /** sfs state names are segment-wide and at most 47 bytes: kind, then the Flink name. */
+    static String sfsName(String name, int kind) {
+        String n = (kind == SfsNative.KIND_MAP ? "m:" : kind == SfsNative.KIND_LIST ? "l:" : "v:") + name;
+        if (n.getBytes(java.nio.charset.StandardCharsets.UTF_8).length <= 47) {
+            return n;
+        }
+        String prefix = n.substring(0, 30);
+        while (prefix.getBytes(java.nio.charset.StandardCharsets.UTF_8).length > 30) {
+            prefix = prefix.substring(0, prefix.length() - 1);
+        }
+        return prefix + "~" + String.format("%016x", hash64(n));
+    }
+
+    private static long hash64(String s) {
+        long h = 0xcbf29ce484222325L;
+        for (byte b : s.getBytes(java.nio.charset.StandardCharsets.UTF_8)) {
+            h = (h ^ (b & 0xff)) * 0x100000001b3L;
+        }
+        return h;
+    }
+
+    static int kindOf(StateDescriptor.Type t) {
+        switch (t) {
+            case LIST:
+                return SfsNative.KIND_LIST;
+            case MAP:
+                return SfsNative.KIND_MAP;
+            case VALUE:
+            case REDUCING:
+            case AGGREGATING:
+                return SfsNative.KIND_VALUE;
+            default:
+                throw new UnsupportedOperationException("sfs-flink: state type " + t);
+        }
+    }
+
+    /** Registers (or finds) the sfs state of a Flink state name and type. */
+    Registered register(String name, StateDescriptor.Type type, RegisteredKeyValueStateBackendMetaInfo<?, ?> meta) {
+        Registered r = states.get(name);
+        if (r != null) {
+            return r;
+        }
+        int kind = kindOf(type);
+        int id = SfsNative.register(ctxHandle, sfsName(name, kind), kind);
+        r = new Registered(meta, id, kind);
+        states.put(name, r);
+        return r;
+    }
+
+    @Override
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    public <N, SV, SEV, S extends State, IS extends S> IS createOrUpdateInternalState(
+            TypeSerializer<N> namespaceSerializer,
+            StateDescriptor<S, SV> stateDesc,
+            StateSnapshotTransformFactory<SEV> snapshotTransformFactory)
+            throws Exception {
+        String name = stateDesc.getName();
+        TypeSerializer<SV> serializer = stateDesc.getSerializer();
+        Registered r = states.get(name);
+        StateMetaInfoSnapshot restored = restoredMeta.get(name);
+        if (r == null && restored != null) {
+            // restored: the new serializers must be compatible with the snapshot's
+            RegisteredKeyValueStateBackendMetaInfo<N, SV> meta =
+                    new RegisteredKeyValueStateBackendMetaInfo<>(restored);
+            r = register(name, meta.getStateType(), meta);
+        }
+        if (r != null) {
+            RegisteredKeyValueStateBackendMetaInfo<N, SV> meta =
+                    (RegisteredKeyValueStateBackendMetaInfo<N, SV>) r.meta;
+            TypeSerializer<N> prevNs = meta.getNamespaceSerializer();
+            TypeSerializerSchemaCompatibility<N> nsc =
+                    meta.updateNamespaceSerializer(namespaceSerializer);
+            if (nsc.isCompatibleAfterMigration() || nsc.isIncompatible()) {
+                throw new StateMigrationException(
+                        "For the sfs backend, the new namespace serializer ("
+                                + namespaceSerializer
+                                + ") must be compatible with the old namespace serializer ("
+                                + prevNs
+                                + ").");
+            }
+            meta.checkStateMetaInfo(stateDesc);
+            TypeSerializer<SV> prev = meta.getStateSerializer();
+            TypeSerializerSchemaCompatibility<SV> sc = meta.updateStateSerializer(serializer);
+            if (sc.isIncompatible()) {
+                throw new StateMigrationException(
+                        "For the sfs backend, the new state serializer ("
+                                + serializer
+                                + ") must not be incompatible with the old state serializer ("
+                                + prev
+                                + ").");
+            }
+            if (sc.isCompatibleAfterMigration()) {
+                // sfs holds the old serializer's bytes; rewriting them is not built yet
+                throw new StateMigrationException(
+                        "The sfs backend cannot migrate state '"
+                                + name
+                                + "' from serializer "
+                                + prev
+                                + " to "
+                                + serializer
+                                + " yet (state schema evolution needs a migration of its bytes)");
+            }
+        } else {
+            RegisteredKeyValueStateBackendMetaInfo<N, SV> meta =
+                    new RegisteredKeyValueStateBackendMetaInfo<>(
+                            stateDesc.getType(),
+                            name,
+                            namespaceSerializer,
+                            serializer,
+                            (StateSnapshotTransformFactory<SV>) StateSnapshotTransformFactory.noTransform());
+            r = register(name, stateDesc.getType(), meta);
+        }
+        if (kindOf(stateDesc.getType()) != r.kind) {
+            throw new StateMigrationException(
+                    "State '" + name + "' was registered as another kind of state before");
+        }
+        AbstractSfsState state = r.state;
+        if (state == null) {
+            state = create(r.sfsId, namespaceSerializer, stateDesc);
+            r.state = state;
+        } else {
+            state.update(namespaceSerializer, serializer, stateDesc.getDefaultValue());
+            if (state instanceof SfsReducingState) {
+                ((SfsReducingState) state)
+                        .setReduceFunction(((ReducingStateDescriptor) stateDesc).getReduceFunction());
+            } else if (state instanceof SfsAggregatingState) {
+                ((SfsAggregatingState) state)
+                        .setAggregateFunction(((AggregatingStateDescriptor) stateDesc).getAggregateFunction());
+            }
+        }
+        return (IS) state;
+    }
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private <N, SV> AbstractSfsState create(
+            int id, TypeSerializer<N> ns, StateDescriptor<?, SV> d) {
+        TypeSerializer ser = d.getSerializer();
+        switch (d.getType()) {
+            case VALUE:
+                return new SfsValueState(this, id, ns, ser, d.getDefaultValue());
+            case LIST:
+                return new SfsListState(this, id, ns, ser);
+            case MAP:
+                return new SfsMapState(this, id, ns, ser);
+            case REDUCING:
+                return new SfsReducingState(
+                        this, id, ns, ser, ((ReducingStateDescriptor) d).getReduceFunction());
+            case AGGREGATING:
+                return new SfsAggregatingState(
+                        this, id, ns, ser, ((AggregatingStateDescriptor) d).getAggregateFunction());
+            default:
+                throw new UnsupportedOperationException(
+                        "sfs-flink: state " + d.getName() + " of type " + d.getType());
+        }
+    }
+
+    // ---- timers: Flink's heap priority queues --------------------------------------------
+
+    @Override
+    public <T extends HeapPriorityQueueElement & PriorityComparable<? super T> & Keyed<?>>
+            KeyGroupedInternalPriorityQueue<T> create(
+                    String stateName, TypeSerializer<T> byteOrderedElementSerializer) {
+        return pqFactory.create(stateName, byteOrderedElementSerializer);
+    }
+
+    @Override
+    public boolean requiresLegacySynchronousTimerSnapshots(SnapshotType checkpointType) {
+        // heap timers are written by Flink as raw keyed state at the barrier
+        return true;
+    }
+
+    // ---- reads of every key -------------------------------------------------------------
+
+    @Override
+    public <N> Stream<K> getKeys(String state, N namespace) {
+        throw new UnsupportedOperationException(
+                "sfs-flink: getKeys (applyToAllKeys, broadcast state's applyToKeyedState) is not"
+                        + " supported yet");
+    }
+
+    @Override
+    public <N> Stream<K> getKeys(List<String> states, N namespace) {
+        throw new UnsupportedOperationException("sfs-flink: getKeys is not supported yet");
+    }
+
+    @Override
+    public <N> Stream<Tuple2<K, N>> getKeysAndNamespaces(String state) {
+        throw new UnsupportedOperationException(
+                "sfs-flink: getKeysAndNamespaces is not supported yet");
+    }
+
+    @Override
+    public int numKeyValueStateEntries() {
+        throw new UnsupportedOperationException("sfs-flink: numKeyValueStateEntries");
+    }
+
+    @Override
+    public boolean isSafeToReuseKVState() {
+        return true; // every read deserializes a fresh object
+    }
+
+    @Override
+    public String getBackendTypeIdentifier() {
+        return "sfs";
+    }
+
+    // ---- checkpoints --------------------------------------------------------------------
+
+    @Override
+    public RunnableFuture<SnapshotResult<KeyedStateHandle>> snapshot(
+            long checkpointId,
+            long timestamp,
+            CheckpointStreamFactory streamFactory,
+            CheckpointOptions checkpointOptions)
+            throws Exception {
+        return new SnapshotStrategyRunner<>(
+                        "sfs backend snapshot",
+                        strategy,
+                        cancelStreamRegistry,
+                        SnapshotExecutionType.ASYNCHRONOUS)
+                .snapshot(checkpointId, timestamp, streamFactory, checkpointOptions);
+    }
+
+    @Override
+    public SavepointResources<K> savepoint() {
+        throw new UnsupportedOperationException(
+                "sfs-flink writes native savepoints only (flink savepoint --type native); Flink's"
+                        + " canonical format is not written yet");
+    }
+
+    @Override
+    public void notifyCheckpointComplete(long checkpointId) {}
+
+    @Override
+    public void notifyCheckpointAborted(long checkpointId) {}
+
+    /** Meta infos of the registered states, in a fixed order (the snapshot's state indexes). */
+    List<Registered> registeredInOrder() {
+        return new ArrayList<>(states.values());
+    }
+
+    boolean nativeClosed() {
+        return closedNative;
+    }
+
+    @Override
+    public void dispose() {
+        if (closedNative) {
+            return;
+        }
+        super.dispose();
+        synchronized (nativeLock) {
+            closedNative = true;
+            SfsNative.close(ctxHandle);
+        }
+        states.clear();
+    }
+}

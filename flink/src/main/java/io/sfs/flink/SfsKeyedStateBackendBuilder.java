@@ -1,0 +1,197 @@
+package io.sfs.flink;
+
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.core.fs.FSDataInputStream;
+import org.apache.flink.core.memory.DataInputViewStreamWrapper;
+import org.apache.flink.runtime.state.InternalKeyContextImpl;
+import org.apache.flink.runtime.state.KeyGroupRange;
+import org.apache.flink.runtime.state.KeyGroupsStateHandle;
+import org.apache.flink.runtime.state.KeyedBackendSerializationProxy;
+import org.apache.flink.runtime.state.KeyedStateHandle;
+import org.apache.flink.runtime.state.RegisteredKeyValueStateBackendMetaInfo;
+import org.apache.flink.runtime.state.StateBackend.KeyedStateBackendParameters;
+import org.apache.flink.runtime.state.StreamCompressionDecorator;
+import org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot;
+import org.apache.flink.runtime.state.metrics.LatencyTrackingStateConfig;
+import org.apache.flink.runtime.state.metrics.SizeTrackingStateConfig;
+import org.apache.flink.util.StateMigrationException;
+
+import io.sfs.flink.jni.SfsIo;
+import io.sfs.flink.jni.SfsNative;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Opens a subtask's sfs worker and restores it: a slot of the host group, the subtask's own
+ * key-group range and max parallelism (any up to 32768), Flink's key groups per call; then every
+ * entry of the handles Flink assigned (already clipped to the range by their key-group offsets)
+ * written back through the worker, checked against the snapshot's serializers.
+ */
+final class SfsKeyedStateBackendBuilder<K> {
+    private final KeyedStateBackendParameters<K> p;
+    private final SfsHostGroup group;
+    private final SfsStateBackend.Settings settings;
+    private final StreamCompressionDecorator compression;
+    private final LatencyTrackingStateConfig latency;
+    private final SizeTrackingStateConfig size;
+
+    SfsKeyedStateBackendBuilder(
+            KeyedStateBackendParameters<K> p,
+            SfsHostGroup group,
+            SfsStateBackend.Settings settings,
+            StreamCompressionDecorator compression,
+            LatencyTrackingStateConfig latency,
+            SizeTrackingStateConfig size) {
+        this.p = p;
+        this.group = group;
+        this.settings = settings;
+        this.compression = compression;
+        this.latency = latency;
+        this.size = size;
+    }
+
+    SfsKeyedStateBackend<K> build() throws IOException {
+        KeyGroupRange range = p.getKeyGroupRange();
+        String who = p.getOperatorIdentifier() + " key groups " + range;
+        int slot = group.claimSlot(who);
+        long ctx =
+                SfsNative.open(
+                        group.job,
+                        slot,
+                        p.getNumberOfKeyGroups(),
+                        range.getStartKeyGroup(),
+                        range.getEndKeyGroup(),
+                        (long) group.bufferMb << 20,
+                        (long) group.cacheMb << 20);
+        SfsKeyedStateBackend<K> b =
+                new SfsKeyedStateBackend<>(
+                        p.getKvStateRegistry(),
+                        p.getKeySerializer(),
+                        p.getEnv().getUserCodeClassLoader().asClassLoader(),
+                        p.getEnv().getExecutionConfig(),
+                        p.getTtlTimeProvider(),
+                        latency,
+                        size,
+                        // the backend's own: Flink closes the parameters' one once restored
+                        new org.apache.flink.core.fs.CloseableRegistry(),
+                        compression,
+                        new InternalKeyContextImpl<>(range, p.getNumberOfKeyGroups()),
+                        group,
+                        settings,
+                        slot,
+                        ctx);
+        try {
+            for (KeyedStateHandle h : p.getStateHandles()) {
+                if (h != null) {
+                    restore(b, h);
+                }
+            }
+        } catch (Exception e) {
+            b.dispose();
+            throw e instanceof IOException ? (IOException) e : new IOException(e);
+        }
+        return b;
+    }
+
+    private void restore(SfsKeyedStateBackend<K> b, KeyedStateHandle h) throws Exception {
+        if (!(h instanceof KeyGroupsStateHandle)) {
+            throw new StateMigrationException(
+                    "sfs-flink restores its own checkpoints; "
+                            + h.getClass().getSimpleName()
+                            + " is another backend's (switch backends through a canonical savepoint"
+                            + " taken on that backend is not supported yet)");
+        }
+        KeyGroupsStateHandle kh = (KeyGroupsStateHandle) h;
+        String what = "checkpoint file " + kh.getDelegateStateHandle();
+        ClassLoader cl = p.getEnv().getUserCodeClassLoader().asClassLoader();
+        try (FSDataInputStream in = kh.openInputStream()) {
+            DataInputViewStreamWrapper view = new DataInputViewStreamWrapper(in);
+            KeyedBackendSerializationProxy<K> proxy = new KeyedBackendSerializationProxy<>(cl);
+            SfsSnapshotFormat.readHeader(view, proxy, what);
+            if (proxy.getKeySerializerSnapshot() != null
+                    && proxy.getKeySerializerSnapshot()
+                            .resolveSchemaCompatibility(
+                                    p.getKeySerializer().snapshotConfiguration())
+                            .isIncompatible()) {
+                throw new StateMigrationException(
+                        "The new key serializer (" + p.getKeySerializer() + ") is incompatible with the checkpoint's");
+            }
+            // each state of the snapshot: registered now, with the snapshot's meta info
+            List<Tuple2<Integer, Integer>> ids = new ArrayList<>(); // sfs id, kind
+            for (StateMetaInfoSnapshot m : proxy.getStateMetaInfoSnapshots()) {
+                if (m.getBackendStateType() != StateMetaInfoSnapshot.BackendStateType.KEY_VALUE) {
+                    throw new IOException("sfs-flink: " + what + ": state " + m.getName() + " is not keyed state");
+                }
+                b.restoredMeta.putIfAbsent(m.getName(), m);
+                RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
+                SfsKeyedStateBackend.Registered r = b.register(m.getName(), meta.getStateType(), meta);
+                ids.add(Tuple2.of(r.sfsId, r.kind));
+            }
+            for (Tuple2<Integer, Long> kgOff : kh.getGroupRangeOffsets()) {
+                in.seek(kgOff.f1);
+                readKeyGroup(b, view, kgOff.f0, ids, what);
+            }
+        }
+    }
+
+    private void readKeyGroup(
+            SfsKeyedStateBackend<K> b,
+            DataInputViewStreamWrapper in,
+            int kg,
+            List<Tuple2<Integer, Integer>> ids,
+            String what)
+            throws IOException {
+        SfsIo io = b.io();
+        long h = b.ctxHandle;
+        while (true) {
+            short st = in.readShort();
+            if (st == SfsSnapshotFormat.END_OF_KEY_GROUP) {
+                return;
+            }
+            if (st < 0 || st >= ids.size()) {
+                throw new IOException("sfs-flink: " + what + ": key group " + kg + ": state index " + st + " out of range");
+            }
+            int klen = in.readInt();
+            if (klen < 0 || klen > 64 * 1024) {
+                throw new IOException("sfs-flink: " + what + ": key group " + kg + ": key of " + klen + " bytes");
+            }
+            io.ensure(klen, 0);
+            byte[] key = new byte[klen];
+            in.readFully(key);
+            io.put(0, key, klen);
+            int nsLen = in.readInt();
+            int ulen = in.readInt();
+            byte[] ukey = null;
+            if (ulen >= 0) {
+                ukey = new byte[ulen];
+                in.readFully(ukey);
+            }
+            int vlen = in.readInt();
+            if (vlen < 0) {
+                throw new IOException("sfs-flink: " + what + ": key group " + kg + ": value of " + vlen + " bytes");
+            }
+            byte[] val = new byte[vlen];
+            in.readFully(val);
+            int id = ids.get(st).f0;
+            int kind = ids.get(st).f1;
+            if (kind == SfsNative.KIND_VALUE) {
+                io.put(klen, val, vlen);
+                SfsNative.valuePut(h, id, kg, nsLen, klen, vlen);
+            } else if (kind == SfsNative.KIND_LIST) {
+                io.ensure(klen + 4 + vlen, klen);
+                io.putNativeInt(klen, vlen);
+                io.put(klen + 4, val, vlen);
+                SfsNative.listAppend(h, id, kg, nsLen, klen, 4 + vlen);
+            } else {
+                if (ukey == null) {
+                    throw new IOException("sfs-flink: " + what + ": a map entry without a user key");
+                }
+                io.put(klen, ukey, ukey.length);
+                io.put(klen + ukey.length, val, vlen);
+                SfsNative.mapPut(h, id, kg, nsLen, klen, ukey.length, vlen);
+            }
+        }
+    }
+}

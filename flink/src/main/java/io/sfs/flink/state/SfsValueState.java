@@ -1,0 +1,67 @@
+package io.sfs.flink.state;
+
+import org.apache.flink.api.common.typeutils.TypeSerializer;
+import org.apache.flink.runtime.state.internal.InternalValueState;
+
+import io.sfs.flink.jni.SfsIo;
+import io.sfs.flink.jni.SfsNative;
+
+import java.io.IOException;
+
+/** Value state: one sfs value per key and namespace. One JNI crossing per call. */
+public class SfsValueState<K, N, V> extends AbstractSfsState<K, N, V>
+        implements InternalValueState<K, N, V> {
+
+    public SfsValueState(
+            SfsStateContext<K> ctx, int id, TypeSerializer<N> ns, TypeSerializer<V> ser, V dflt) {
+        super(ctx, id, ns, ser, dflt);
+    }
+
+    @Override
+    public V value() throws IOException {
+        V v = get(namespace);
+        return v != null ? v : copyDefault();
+    }
+
+    @Override
+    public void update(V value) throws IOException {
+        if (value == null) {
+            clear();
+            return;
+        }
+        put(namespace, value);
+    }
+
+    @Override
+    public void clear() {
+        int klen = key(namespace);
+        SfsNative.valueDelete(h(), id, kg(), nsLen(), klen);
+    }
+
+    /** The stored value of namespace @ns, or null. */
+    final V get(N ns) throws IOException {
+        int klen = key(ns);
+        long nl = nsLen();
+        int n = SfsNative.valueGet(h(), id, kg(), nl, klen);
+        while (n <= SfsNative.NEED_BASE) {
+            grow(n, klen);
+            n = SfsNative.valueGet(h(), id, kg(), nl, klen);
+        }
+        if (n == SfsNative.ABSENT) {
+            return null;
+        }
+        return valueSerializer.deserialize(io().in.over(0, n));
+    }
+
+    final void put(N ns, V value) throws IOException {
+        int klen = key(ns);
+        SfsIo.Out out = io().out.at(klen);
+        valueSerializer.serialize(value, out);
+        SfsNative.valuePut(h(), id, kg(), nsLen(), klen, out.position() - klen);
+    }
+
+    final void delete(N ns) {
+        int klen = key(ns);
+        SfsNative.valueDelete(h(), id, kg(), nsLen(), klen);
+    }
+}
