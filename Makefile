@@ -193,14 +193,11 @@ $(BUILD)/tests/powerloss_restore: tests/powerloss/restore.c tests/powerloss/powe
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -I . -o $@ $<
 
-test: all $(TEST_BINS) $(POWERLOSS)
-	@BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) SFS_EXPECT_ALLOC=$(EXPECT_ALLOC) JOBS=$(JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) ./scripts/run-tests.sh
-
 # Sanitized binaries run the Nexmark oracle ~5x slower: a smaller stream.
 asan:
 	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) ASAN_OPTIONS=abort_on_error=0 \
 	SFS_NEXMARK_EVENTS=50000 TEST_TIMEOUT=900 \
-	$(MAKE) BUILD=build-asan BIN=build-asan/bin ALLOC_LIB= EXPECT_ALLOC=libc OPT="-O1 -g" \
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin ALLOC_LIB= EXPECT_ALLOC=libc OPT="-O1 -g" FLINK=0 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 # ThreadSanitizer over the multi-threaded processes in real runs (scripts/tsan.sh
@@ -249,6 +246,14 @@ flink: all $(JNI_LIB)
 
 flink-test: all $(JNI_LIB)
 	cd flink && mvn -B -q -Dsfs.require=true test
+
+# The Flink suite runs last (FLINK_TESTS); FLINK=0 leaves it out (a sanitizer build: the
+# JVM loads the unsanitized JNI library).
+FLINK ?= 1
+test: all $(TEST_BINS) $(POWERLOSS) $(if $(filter 1,$(FLINK)),$(JNI_LIB))
+	@BUILD=$(BUILD) SFS_BIN=$(abspath $(BIN)) SFS_EXPECT_ALLOC=$(EXPECT_ALLOC) JOBS=$(JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) \
+	  FLINK_TESTS=$(filter 1,$(FLINK)) ./scripts/run-tests.sh
+
 
 bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done

@@ -62,6 +62,35 @@ for s in tests/e2e_*.sh; do
 	fi
 done
 
+# The Flink backend's suite (flink/, JUnit through Maven; make test sets
+# FLINK_TESTS=1 once the JNI library is built).  One line per test class;
+# the first run downloads Flink's artifacts (count it in the budget).
+if [ -n "${FLINK_TESTS:-}" ]; then
+	start=$(date +%s)
+	(cd flink && timeout -k 10 "${FLINK_TEST_TIMEOUT:-900}" mvn -B -q -Dsfs.require=true \
+		-Dsfs.bin="$SFS_BIN" test) >"$log_dir/flink.log" 2>&1
+	rc=$?
+	p=0 f=0
+	for x in flink/target/surefire-reports/TEST-*.xml; do
+		[ -f "$x" ] || continue
+		read -r t e fl sk < <(sed -n 's/.*<testsuite[^>]* tests="\([0-9]*\)"[^>]* errors="\([0-9]*\)"[^>]* skipped="\([0-9]*\)"[^>]* failures="\([0-9]*\)".*/\1 \2 \4 \3/p' "$x" | head -n 1)
+		t=${t:-0} e=${e:-0} fl=${fl:-0} sk=${sk:-0}
+		cls=$(basename "$x" .xml); cls=${cls#TEST-io.sfs.flink.}
+		printf '%-28s %3d passed %3d failed\n' "flink/$cls" $((t - e - fl - sk)) $((e + fl))
+		p=$((p + t - e - fl - sk)); f=$((f + e + fl))
+	done
+	if [ $rc -ne 0 ] && [ $f -eq 0 ]; then
+		f=1
+	fi
+	passed=$((passed + p)); failed=$((failed + f))
+	printf '%-28s %3d passed %3d failed  %4ds\n' "flink (mvn test)" $p $f $(($(date +%s) - start))
+	if [ $f -ne 0 ]; then
+		failures+=("flink")
+		grep -a -E 'Tests run:|FAIL|ERROR\]' "$log_dir/flink.log" | head -n 40
+		[ $rc -eq 124 ] && echo "  flink: timed out"
+	fi
+fi
+
 [ ${#failures[@]} -ne 0 ] && echo "failed: ${failures[*]} (logs in $log_dir)"
 echo "$passed passed, $failed failed"
 # The soak's one line: what the crash scripts counted ("# counts: k=v ..."

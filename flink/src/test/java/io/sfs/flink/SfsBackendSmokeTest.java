@@ -55,7 +55,7 @@ class SfsBackendSmokeTest {
 
     static SfsStateBackend backend(Path tmp) {
         return new SfsStateBackend()
-                .setBinDir(Paths.get("..", "bin").toAbsolutePath().toString())
+                .setBinDir(System.getProperty("sfs.bin", Paths.get("..", "bin").toAbsolutePath().toString()))
                 .setDataDir(tmp.toString());
     }
 
