@@ -94,6 +94,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
     /** States of the restored snapshots, by name, not yet registered by the operator. */
     final Map<String, StateMetaInfoSnapshot> restoredMeta = new LinkedHashMap<>();
     private final SfsSnapshotStrategy<K> strategy;
+    private final Runnable releaseMemory;
 
     // the current key's serialized bytes (set with the key), and the last namespace's
     private byte[] keyBytes = new byte[64];
@@ -119,7 +120,8 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
             SfsHostGroup group,
             SfsStateBackend.Settings settings,
             int slot,
-            long ctxHandle) {
+            long ctxHandle,
+            Runnable releaseMemory) {
         super(
                 kvStateRegistry,
                 keySerializer,
@@ -135,6 +137,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         this.settings = settings;
         this.slot = slot;
         this.ctxHandle = ctxHandle;
+        this.releaseMemory = releaseMemory;
         this.io = new SfsIo(ctxHandle, 64 * 1024);
         this.pqFactory =
                 new HeapPriorityQueueSetFactory(
@@ -478,6 +481,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
             closedNative = true;
             SfsNative.close(ctxHandle);
         }
+        releaseMemory.run();
         states.clear();
     }
 }

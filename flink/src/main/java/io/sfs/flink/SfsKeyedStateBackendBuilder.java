@@ -3,6 +3,9 @@ package io.sfs.flink;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.core.fs.FSDataInputStream;
 import org.apache.flink.core.memory.DataInputViewStreamWrapper;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.runtime.memory.MemoryManager;
+import org.apache.flink.runtime.memory.MemoryReservationException;
 import org.apache.flink.runtime.state.InternalKeyContextImpl;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyGroupsStateHandle;
@@ -52,19 +55,69 @@ final class SfsKeyedStateBackendBuilder<K> {
         this.size = size;
     }
 
+    /**
+     * The subtask's share of the slot's managed memory (Flink's fraction for this operator's
+     * state backend), reserved from Flink's memory manager so that Flink counts it: half goes
+     * to the 4 write buffers, half to the value cache, each at least 1 MiB. Without managed
+     * memory (a test harness) the configured buffer-mb and cache-mb hold. The reservation is
+     * returned at dispose.
+     */
+    static final class Memory {
+        long budget, bufferBytes, cacheBytes;
+    }
+
+    private Memory memory() {
+        Memory m = new Memory();
+        double fraction = p.getManagedMemoryFraction();
+        MemoryManager mm = p.getEnv().getMemoryManager();
+        long budget = fraction > 0 && mm != null ? mm.computeMemorySize(fraction) : 0;
+        if (budget >= 8L << 20) {
+            m.budget = budget;
+            m.bufferBytes = Math.min(budget / 8, 1L << 30);
+            m.cacheBytes = Math.min(budget / 2, 4L << 30);
+        } else {
+            m.bufferBytes = (long) group.bufferMb << 20;
+            m.cacheBytes = (long) group.cacheMb << 20;
+        }
+        return m;
+    }
+
     SfsKeyedStateBackend<K> build() throws IOException {
         KeyGroupRange range = p.getKeyGroupRange();
         String who = p.getOperatorIdentifier() + " key groups " + range;
-        int slot = group.claimSlot(who);
-        long ctx =
-                SfsNative.open(
-                        group.job,
-                        slot,
-                        p.getNumberOfKeyGroups(),
-                        range.getStartKeyGroup(),
-                        range.getEndKeyGroup(),
-                        (long) group.bufferMb << 20,
-                        (long) group.cacheMb << 20);
+        Memory mem = memory();
+        MemoryManager mm = p.getEnv().getMemoryManager();
+        Object owner = new Object();
+        if (mem.budget > 0) {
+            try {
+                mm.reserveMemory(owner, mem.budget);
+            } catch (MemoryReservationException e) {
+                throw new IOException("sfs-flink: " + who + ": cannot reserve " + mem.budget
+                        + " bytes of managed memory for its state", e);
+            }
+        }
+        int slot;
+        long ctx;
+        try {
+            slot = group.claimSlot(who);
+            ctx = SfsNative.open(
+                    group.job,
+                    slot,
+                    p.getNumberOfKeyGroups(),
+                    range.getStartKeyGroup(),
+                    range.getEndKeyGroup(),
+                    mem.bufferBytes,
+                    mem.cacheBytes);
+        } catch (RuntimeException e) {
+            if (mem.budget > 0) {
+                mm.releaseMemory(owner, mem.budget);
+            }
+            throw e;
+        }
+        MetricGroup g = p.getMetricGroup().addGroup("sfs");
+        g.gauge("stateMemoryBytes", () -> 4 * mem.bufferBytes + mem.cacheBytes);
+        g.gauge("managedMemoryBytes", () -> mem.budget);
+        g.gauge("slot", () -> (long) slot);
         SfsKeyedStateBackend<K> b =
                 new SfsKeyedStateBackend<>(
                         p.getKvStateRegistry(),
@@ -81,7 +134,8 @@ final class SfsKeyedStateBackendBuilder<K> {
                         group,
                         settings,
                         slot,
-                        ctx);
+                        ctx,
+                        mem.budget > 0 ? () -> mm.releaseMemory(owner, mem.budget) : () -> {});
         try {
             for (KeyedStateHandle h : p.getStateHandles()) {
                 if (h != null) {
