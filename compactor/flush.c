@@ -209,6 +209,81 @@ static void pin_done(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 }
 
 /*
+ * After a rollback of @fw's store: the flush under way is abandoned and
+ * every SEALED buffer dropped (each gets a grace period as a flushed one:
+ * an attached reader may still look at it).  Every seal before is done
+ * with (flushed or dropped): the backlog is empty, and wc_flushed_seq
+ * never goes back.  Returns the buffers dropped.
+ */
+static unsigned drop_sealed(struct sfs_flusher *f, struct sfs_flush_worker *fw)
+{
+	struct sfs_wctl *ctl = fw->ctl;
+	unsigned dropped = 0;
+
+	fw->cur = -1;
+	fw->failing = 0;
+	for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
+		if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_SEALED) {
+			sfs_store_release(&ctl->wc_buf[i].cb_state, SFS_BUF_RETIRING);
+			fw->retire_token[i] = sfs_qsbr_start(f->seg->hdr);
+			dropped++;
+		}
+	if (sfs_load_relaxed(&ctl->wc_seq) > sfs_load_relaxed(&ctl->wc_flushed_seq))
+		sfs_store_release(&ctl->wc_flushed_seq, sfs_load_relaxed(&ctl->wc_seq));
+	return dropped;
+}
+
+/*
+ * A host group's worker asks for its own pins and rollbacks (shm/ckpt.h
+ * SFS_CKPT_ENGINE; worker/wctl.h): pin the version staged for the
+ * checkpoint its engine completed, or return the store to the pinned
+ * version for a task restarted in place (Flink's local recovery).  Run by
+ * the thread that owns @fw, between its flushes.  1 if it answered one.
+ */
+static int engine_requests(struct sfs_flusher *f, struct sfs_flush_worker *fw)
+{
+	struct sfs_wctl *ctl = fw->ctl;
+	uint64_t pin = sfs_load_acquire(&ctl->wc_pin_req), rb = sfs_load_acquire(&ctl->wc_erb_req);
+	uint64_t to, seq = 0, t0;
+	int rc, work = 0;
+
+	if (f->ck->ck_interval_ms != SFS_CKPT_ENGINE)
+		return 0;
+	if (pin > sfs_load_relaxed(&ctl->wc_pin_ack)) {
+		rc = f->ops->pin(fw->tw, pin);
+		fw->pinned = pin;
+		fw->pin_ok = rc == 0;
+		if (rc)
+			sfs_log("worker %u: cannot pin checkpoint %llu (a restart in place falls back to "
+				"its files): %s", fw->worker, (unsigned long long)pin, sfs_last_error());
+		sfs_store_relaxed(&ctl->wc_pin_rc, rc);
+		sfs_store_release(&ctl->wc_pin_ack, pin);
+		work = 1;
+	}
+	if (rb > sfs_load_relaxed(&ctl->wc_erb_ack)) {
+		t0 = sfs_now_ns();
+		to = sfs_load_relaxed(&ctl->wc_erb_to);
+		if (!fw->pin_ok || fw->pinned != to)
+			rc = sfs__err(-ENOENT, "worker %u: checkpoint %llu is not pinned (%llu is)",
+				      fw->worker, (unsigned long long)to,
+				      (unsigned long long)(fw->pin_ok ? fw->pinned : 0));
+		else if (!(rc = sfs_fault("flush.engine_rollback")))
+			rc = f->ops->rollback(fw->tw, &seq);
+		if (rc == 0)
+			sfs_log("worker %u: back to checkpoint %llu in place (seq %llu) in %.1f ms, %u "
+				"sealed buffers dropped", fw->worker, (unsigned long long)to,
+				(unsigned long long)seq, (sfs_now_ns() - t0) / 1e6, drop_sealed(f, fw));
+		else
+			sfs_log("worker %u: cannot go back to checkpoint %llu in place: %s", fw->worker,
+				(unsigned long long)to, sfs_last_error());
+		sfs_store_relaxed(&ctl->wc_erb_rc, rc);
+		sfs_store_release(&ctl->wc_erb_ack, rb);
+		work = 1;
+	}
+	return work;
+}
+
+/*
  * Rollback R, acked by the checkpointer, not answered yet for @fw: return
  * its target to the version pinned for ck_rb_to, drop its SEALED buffers
  * (each gets a grace period as a flushed one: an attached reader may still
@@ -218,7 +293,6 @@ static int rollback_worker(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 {
 	struct sfs_ckpt *ck = f->ck;
 	struct sfs_ckpt_worker *cw = &ck->ck_w[fw->worker];
-	struct sfs_wctl *ctl = fw->ctl;
 	uint64_t r = sfs_load_acquire(&ck->ck_rb_ack), to, seq = 0, t0 = sfs_now_ns();
 	unsigned dropped = 0;
 	int rc;
@@ -234,18 +308,7 @@ static int rollback_worker(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	else if (!(rc = sfs_fault("flush.rollback")))
 		rc = f->ops->rollback(fw->tw, &seq);
 	if (rc == 0) {
-		fw->cur = -1;
-		fw->failing = 0;
-		for (uint32_t i = 0; i < ctl->wc_nbufs; i++)
-			if (sfs_load_acquire(&ctl->wc_buf[i].cb_state) == SFS_BUF_SEALED) {
-				sfs_store_release(&ctl->wc_buf[i].cb_state, SFS_BUF_RETIRING);
-				fw->retire_token[i] = sfs_qsbr_start(f->seg->hdr);
-				dropped++;
-			}
-		/* Every seal of the dead incarnation is done with (flushed or
-		 * dropped): the backlog is empty, and the word never goes back. */
-		if (sfs_load_relaxed(&ctl->wc_seq) > sfs_load_relaxed(&ctl->wc_flushed_seq))
-			sfs_store_release(&ctl->wc_flushed_seq, sfs_load_relaxed(&ctl->wc_seq));
+		dropped = drop_sealed(f, fw);
 		sfs_log("worker %u: rolled back to checkpoint %llu (its version of seq %llu) in %.1f "
 			"ms, %u sealed buffers dropped", fw->worker, (unsigned long long)to,
 			(unsigned long long)seq, (sfs_now_ns() - t0) / 1e6, dropped);
@@ -650,8 +713,10 @@ static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned b
 		/* Requests are doorbells; the states below are the truth. */
 		while (sfs_ring_dequeue_burst(fw->ring, req, 8) > 0)
 			work++;
-		if (ckpt_worker(f, fw))
+		if (ckpt_worker(f, fw)) {
 			pin_done(f, fw);
+			work += engine_requests(f, fw);
+		}
 		if (fw->cur < 0) {
 			int b = next_sealed(fw);
 

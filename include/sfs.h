@@ -583,6 +583,32 @@ int sfs_stage_scan(sfs_ctx_t *c, const char *dir, sfs_stage_fn fn, void *arg);
 /* Remove stage directory @dir (the compactor never reuses it). */
 int sfs_stage_drop(sfs_ctx_t *c, const char *dir);
 
+/*
+ * Going back in place (the engine's local recovery).  In a host group the
+ * compactor keeps one pinned version per worker: nothing it needs is
+ * deleted or rewritten until the next pin (the disk held is one
+ * checkpoint interval's churn, never a copy).
+ *
+ * sfs_worker_pin - the engine completed checkpoint @id, which this worker
+ * sealed and the compactor staged: ask the compactor to pin that version
+ * (the previous pin is released).  A plain store and a doorbell: no wait;
+ * the answer is checked by sfs_worker_restore_pinned.  Task thread.
+ *
+ * sfs_worker_restore_pinned - return this worker's state to checkpoint
+ * @id, the one pinned, without reading or copying a file: its writes since
+ * the last barrier and its cached reads are dropped, the compactor drops
+ * its sealed buffers and makes the pinned version the published one
+ * again.  For a worker reopened after its task failed (sfs_worker_open
+ * found its region), before its first state call.  Waits for the
+ * compactor (offline) at most @timeout_ns (0: no limit).  -ENOENT when
+ * @id is not pinned (the compactor restarted since, or the pin failed):
+ * then restore from files into a fresh worker; on any error this worker's
+ * state is undefined and it is to be closed.  O(the target's metadata of
+ * one version), not O(state).
+ */
+int sfs_worker_pin(sfs_ctx_t *c, uint64_t id);
+int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns);
+
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 

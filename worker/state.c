@@ -67,6 +67,13 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_cache_off);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_cache_bytes);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_seq);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_req);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_to);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_req);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_rc);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_rc);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_ack);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_ack);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_active);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_waiting);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_freed);
@@ -655,6 +662,92 @@ int sfs_worker_rollback(sfs_ctx_t *c, sfs_task_t *t, uint64_t timeout_ns)
 	return 0;
 }
 
+/* ---- the engine's own checkpoints (a host group: Flink's local recovery) ------------ */
+
+/* Wake the compactor: a seal, or a request in this worker's control block. */
+static void ring_bell(sfs_ctx_t *c)
+{
+	struct sfs_seg_hdr *h = c->seg.hdr;
+
+	uatomic_inc(&h->sh_bell);	/* full barrier: the seal is visible first */
+	if (sfs_load_relaxed(&h->sh_bell_sleeping))
+		sfs_futex_wake(&h->sh_bell, 1);
+}
+
+
+int sfs_worker_pin(sfs_ctx_t *c, uint64_t id)
+{
+	if (!c || !id)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_pin: NULL context or checkpoint 0");
+	if (id > c->ctl->wc_barrier)
+		return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu was never sealed (last %llu)",
+				c->worker, (unsigned long long)id,
+				(unsigned long long)c->ctl->wc_barrier);
+	if (id > sfs_load_relaxed(&c->ctl->wc_pin_req)) {
+		sfs_store_release(&c->ctl->wc_pin_req, id);
+		ring_bell(c);
+	}
+	return 0;
+}
+
+/* Wait (offline, polling every 1 ms) until *@word >= @want, at most until
+ * @deadline (0: none). */
+static int wait_word(sfs_ctx_t *c, const uint64_t *word, uint64_t want, uint64_t deadline,
+		     const char *what)
+{
+	while (sfs_load_acquire(word) < want) {
+		struct timespec ms = { 0, 1000000 };
+
+		if (deadline && sfs_now_ns() >= deadline)
+			return sfs__err(SFS_ETIMEDOUT, "worker %u: the compactor did not answer the %s",
+					c->worker, what);
+		nanosleep(&ms, NULL);
+	}
+	return 0;
+}
+
+int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns)
+{
+	struct sfs_wctl *ctl;
+	uint64_t deadline, req;
+	int rc;
+
+	if (!c || !id)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_restore_pinned: NULL context or checkpoint 0");
+	ctl = c->ctl;
+	if (sfs_load_relaxed(&ctl->wc_pin_req) != id)
+		return sfs__err(-ENOENT, "worker %u: checkpoint %llu was not pinned (%llu was)",
+				c->worker, (unsigned long long)id,
+				(unsigned long long)sfs_load_relaxed(&ctl->wc_pin_req));
+	deadline = timeout_ns ? sfs_now_ns() + timeout_ns : 0;
+	/* Everything since the last barrier goes, as at a rollback in place. */
+	if ((rc = rollback_drop(c)))
+		return rc;
+	ring_bell(c);
+	if ((rc = wait_word(c, &ctl->wc_pin_ack, id, deadline, "pin")))
+		goto out;
+	if (sfs_load_relaxed(&ctl->wc_pin_ack) != id || sfs_load_relaxed(&ctl->wc_pin_rc)) {
+		rc = sfs__err(-ENOENT, "worker %u: checkpoint %llu could not be pinned", c->worker,
+			      (unsigned long long)id);
+		goto out;
+	}
+	req = sfs_load_relaxed(&ctl->wc_erb_req) + 1;
+	sfs_store_relaxed(&ctl->wc_erb_to, id);
+	sfs_store_release(&ctl->wc_erb_req, req);
+	ring_bell(c);
+	if ((rc = wait_word(c, &ctl->wc_erb_ack, req, deadline, "rollback")))
+		goto out;
+	if ((rc = sfs_load_relaxed(&ctl->wc_erb_rc)) != 0)
+		rc = sfs__err(rc, "worker %u: the compactor could not return to checkpoint %llu",
+			      c->worker, (unsigned long long)id);
+out:
+	/* The compactor dropped the sealed buffers (on success) and the reader
+	 * catches up with the returned store at its next read. */
+	order_rebuild(c);
+	sfs_ctx_online(c);
+	return rc;
+}
+
 /* Put the reads' store results into the cache, unless the key was written
  * since (then it is in the active buffer).  Runs before every quiescent
  * point and every seal, so the active buffer holds every write since the
@@ -717,15 +810,6 @@ uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen)
 }
 
 /* ---- barrier ------------------------------------------------------------------- */
-
-static void ring_bell(sfs_ctx_t *c)
-{
-	struct sfs_seg_hdr *h = c->seg.hdr;
-
-	uatomic_inc(&h->sh_bell);	/* full barrier: the seal is visible first */
-	if (sfs_load_relaxed(&h->sh_bell_sleeping))
-		sfs_futex_wake(&h->sh_bell, 1);
-}
 
 /* Take a FREE buffer as the active one, waiting (offline) for the compactor
  * to free one when there is none: back-pressure. */

@@ -37,7 +37,7 @@
 #include "shm/atomic.h"
 
 #define SFS_WCTL_MAGIC 0x314c544357534653ull /* "SFSWCTL1" */
-#define SFS_WCTL_VERSION 1u
+#define SFS_WCTL_VERSION 2u  /* 2: the engine's pin and rollback words */
 #define SFS_WCTL_MAX_BUFS 16
 #define SFS_WCTL_RING_SLOTS 64
 /* Worker regions a segment may hold (worker.0 .. worker.255): the
@@ -111,6 +111,16 @@ struct sfs_wctl {
 				    * buffers not flushed yet) of the summary's write
 				    * amplification; added once per seal */
 
+	/* The engine's own checkpoints (a host group, SFS_CKPT_ENGINE;
+	 * include/sfs.h sfs_worker_pin, sfs_worker_restore_pinned), worker
+	 * side: wc_pin_req (release) asks the compactor to pin the version
+	 * it staged for that checkpoint; wc_erb_to, then wc_erb_req
+	 * (release, a count) ask it to return the store to the pinned
+	 * version.  Answered in wc_pin_ack / wc_erb_ack below. */
+	uint64_t wc_pin_req __sfs_cache_aligned;
+	uint64_t wc_erb_to;
+	uint64_t wc_erb_req;
+
 	/* Compactor-owned progress. */
 	int32_t  wc_freed __sfs_cache_aligned; /* futex word: bumped when a buffer is freed */
 	uint32_t wc_pad1;
@@ -119,6 +129,11 @@ struct sfs_wctl {
 	uint64_t wc_flush_entries;
 	uint64_t wc_flush_ns;
 	uint64_t wc_ttl_dropped;   /* entries of TTL states dropped as expired at flush */
+	/* The answers to the engine's words above: the rc first, then the
+	 * request answered (release). */
+	int32_t  wc_pin_rc, wc_erb_rc;
+	uint64_t wc_pin_ack;
+	uint64_t wc_erb_ack;
 
 	struct sfs_wctl_buf wc_buf[SFS_WCTL_MAX_BUFS];
 };

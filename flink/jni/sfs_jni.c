@@ -560,3 +560,35 @@ JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_version(JNIEnv *env, j
 	snprintf(v, sizeof(v), "%d.%d", SFS_VERSION_MAJOR, SFS_VERSION_MINOR);
 	return (*env)->NewStringUTF(env, v);
 }
+
+/* ---- local recovery: back to a pinned checkpoint in place --------------------------- */
+
+/* The task thread, once Flink completed checkpoint @id: a store and a doorbell. */
+JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_pin(JNIEnv *env, jclass cls, jlong h,
+							    jlong id)
+{
+	int rc = sfs_worker_pin(J(h)->c, (uint64_t)id);
+
+	(void)cls;
+	if (rc)
+		fail(env, rc, "pin a checkpoint");
+}
+
+/* A reopened worker back to pinned checkpoint @id: NULL, or why not (the
+ * caller restores from files instead: not an exception). */
+JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_restorePinned(JNIEnv *env, jclass cls,
+									 jlong h, jlong id,
+									 jlong timeout_ms)
+{
+	struct jctx *j = J(h);
+	char msg[1024];
+	int rc;
+
+	(void)cls;
+	rc = sfs_worker_restore_pinned(j->c, (uint64_t)id, (uint64_t)timeout_ms * 1000000ull);
+	sfs_ctx_offline(j->c);
+	if (rc == 0)
+		return NULL;
+	snprintf(msg, sizeof(msg), "%s (%s)", sfs_last_error(), sfs_strerror(rc));
+	return (*env)->NewStringUTF(env, msg);
+}

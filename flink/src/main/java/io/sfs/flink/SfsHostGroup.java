@@ -25,10 +25,12 @@ import java.util.concurrent.TimeUnit;
  * {@code kill -9} — it stops the group and removes its segments, so a dead TaskManager leaves no
  * sfs process or segment behind. A shutdown hook stops it at once on a clean exit.
  *
- * <p>Slots are not reused within a group's life (a slot's store keeps its old subtask's files:
- * emptying it while the group runs is not built yet), so a TaskManager may open at most
- * {@code state.backend.sfs.slots} keyed subtasks over its life; the next one fails with a
- * message that says so.
+ * <p>A slot is reused only by local recovery: a task restarted on this TaskManager from the
+ * checkpoint its slot pinned takes the slot back and rolls its store back in place
+ * ({@link Parked}). Otherwise slots are not reused within a group's life (a slot's store keeps
+ * its old subtask's files: emptying it while the group runs is not built yet), so a
+ * TaskManager may open at most {@code state.backend.sfs.slots} keyed subtasks restored from
+ * files over its life; the next one fails with a message that says so.
  */
 final class SfsHostGroup {
     private static final Map<String, SfsHostGroup> GROUPS = new HashMap<>();
@@ -41,6 +43,52 @@ final class SfsHostGroup {
     final int cacheMb;
     private final Process process;
     private int nextSlot;
+    /** Slots whose subtask ended with a pinned checkpoint, by the handle of that checkpoint. */
+    private final Map<String, Parked> parked = new HashMap<>();
+    /** Restores served in place (local recovery), for tests and logs. */
+    static final java.util.concurrent.atomic.AtomicLong LOCAL_RESTORES = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * A slot kept for Flink's local recovery: its subtask ended (failed, cancelled) after
+     * checkpoint {@code checkpointId} completed and was pinned; the slot's store can go back to
+     * it in place. A task of the same operator and key-group range restarted on this
+     * TaskManager from exactly that checkpoint (the handle Flink gives it is the one this slot
+     * wrote, {@code handleId}) takes the slot back: no download, no file copy.
+     */
+    static final class Parked {
+        final int slot;
+        final String range; // max parallelism and key groups
+        final long checkpointId;
+        final String handleId;
+        final List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas;
+
+        Parked(int slot, String range, long checkpointId, String handleId,
+                List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas) {
+            this.slot = slot;
+            this.range = range;
+            this.checkpointId = checkpointId;
+            this.handleId = handleId;
+            this.metas = metas;
+        }
+    }
+
+    /**
+     * Keeps @p. The checkpoint handle names the slot's subtask: Flink gives a handle back only
+     * to the operator that wrote it, and the key range is checked at {@link #unpark}.
+     */
+    synchronized void park(Parked p) {
+        parked.put(p.handleId, p);
+    }
+
+    /** The parked slot that wrote handle @handleId for key range @range, taken out; or null. */
+    synchronized Parked unpark(String handleId, String range) {
+        Parked p = parked.get(handleId);
+        if (p == null || !p.range.equals(range)) {
+            return null;
+        }
+        parked.remove(handleId);
+        return p;
+    }
 
     private SfsHostGroup(String job, Path dataDir, int slots, int bufferMb, int cacheMb, Process p) {
         this.job = job;

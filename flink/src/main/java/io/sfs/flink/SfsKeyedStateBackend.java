@@ -96,6 +96,30 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
     private final SfsSnapshotStrategy<K> strategy;
     private final Runnable releaseMemory;
 
+    /** Local recovery (state.backend.local-recovery): pin completed checkpoints, park the slot. */
+    final boolean localRecovery;
+    /** This subtask's max parallelism and key-group range, as parked slots record them. */
+    final String parkKey;
+
+    /** A checkpoint this backend wrote: its handle's physical id and its states' meta infos. */
+    static final class Written {
+        final long id;
+        final String handleId;
+        final List<StateMetaInfoSnapshot> metas;
+
+        Written(long id, String handleId, List<StateMetaInfoSnapshot> metas) {
+            this.id = id;
+            this.handleId = handleId;
+            this.metas = metas;
+        }
+    }
+
+    /** Written by the snapshot thread, read by the task thread at notifyCheckpointComplete. */
+    final java.util.concurrent.ConcurrentSkipListMap<Long, Written> written =
+            new java.util.concurrent.ConcurrentSkipListMap<>();
+    /** Task thread: the last checkpoint pinned. */
+    private Written pinned;
+
     // the current key's serialized bytes (set with the key), and the last namespace's
     private byte[] keyBytes = new byte[64];
     private int keyLen;
@@ -121,7 +145,9 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
             SfsStateBackend.Settings settings,
             int slot,
             long ctxHandle,
-            Runnable releaseMemory) {
+            Runnable releaseMemory,
+            boolean localRecovery,
+            String parkKey) {
         super(
                 kvStateRegistry,
                 keySerializer,
@@ -138,6 +164,8 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         this.slot = slot;
         this.ctxHandle = ctxHandle;
         this.releaseMemory = releaseMemory;
+        this.localRecovery = localRecovery;
+        this.parkKey = parkKey;
         this.io = new SfsIo(ctxHandle, 64 * 1024);
         this.pqFactory =
                 new HeapPriorityQueueSetFactory(
@@ -456,8 +484,20 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
                         + " canonical format is not written yet");
     }
 
+    /**
+     * Flink completed a checkpoint: with local recovery, the compactor pins this subtask's
+     * version of it (a store and a doorbell), so a restart in place can go back to it.
+     */
     @Override
-    public void notifyCheckpointComplete(long checkpointId) {}
+    public void notifyCheckpointComplete(long checkpointId) {
+        Written w = written.get(checkpointId);
+        written.headMap(checkpointId, true).clear();
+        if (!localRecovery || w == null || closedNative) {
+            return;
+        }
+        SfsNative.pin(ctxHandle, checkpointId);
+        pinned = w;
+    }
 
     @Override
     public void notifyCheckpointAborted(long checkpointId) {}
@@ -480,6 +520,10 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         synchronized (nativeLock) {
             closedNative = true;
             SfsNative.close(ctxHandle);
+        }
+        if (pinned != null) {
+            // the slot's store can go back to the pinned checkpoint: kept for a restart here
+            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas));
         }
         releaseMemory.run();
         states.clear();

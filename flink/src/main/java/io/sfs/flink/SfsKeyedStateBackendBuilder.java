@@ -33,6 +33,7 @@ import java.util.List;
  * written back through the worker, checked against the snapshot's serializers.
  */
 final class SfsKeyedStateBackendBuilder<K> {
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(SfsKeyedStateBackendBuilder.class);
     private final KeyedStateBackendParameters<K> p;
     private final SfsHostGroup group;
     private final SfsStateBackend.Settings settings;
@@ -96,18 +97,38 @@ final class SfsKeyedStateBackendBuilder<K> {
                         + " bytes of managed memory for its state", e);
             }
         }
+        boolean local = p.getEnv().getTaskStateManager().createLocalRecoveryConfig().isLocalRecoveryEnabled();
+        String parkKey = p.getNumberOfKeyGroups() + "|" + range;
+        SfsHostGroup.Parked back = local ? inPlace(parkKey) : null;
         int slot;
-        long ctx;
+        long ctx = 0;
         try {
-            slot = group.claimSlot(who);
-            ctx = SfsNative.open(
-                    group.job,
-                    slot,
-                    p.getNumberOfKeyGroups(),
-                    range.getStartKeyGroup(),
-                    range.getEndKeyGroup(),
-                    mem.bufferBytes,
-                    mem.cacheBytes);
+            if (back != null) {
+                // Flink's local recovery: the slot that wrote this checkpoint goes back to it
+                ctx = SfsNative.open(group.job, back.slot, p.getNumberOfKeyGroups(),
+                        range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes);
+                String why = SfsNative.restorePinned(ctx, back.checkpointId, 60_000);
+                if (why != null) {
+                    LOG.info("sfs-flink: {}: no restore in place from checkpoint {} ({}); from files",
+                            who, back.checkpointId, why);
+                    SfsNative.close(ctx); // the slot is given up: its state is undefined now
+                    ctx = 0;
+                    back = null;
+                }
+            }
+            if (back != null) {
+                slot = back.slot;
+            } else {
+                slot = group.claimSlot(who);
+                ctx = SfsNative.open(
+                        group.job,
+                        slot,
+                        p.getNumberOfKeyGroups(),
+                        range.getStartKeyGroup(),
+                        range.getEndKeyGroup(),
+                        mem.bufferBytes,
+                        mem.cacheBytes);
+            }
         } catch (RuntimeException e) {
             if (mem.budget > 0) {
                 mm.releaseMemory(owner, mem.budget);
@@ -135,11 +156,25 @@ final class SfsKeyedStateBackendBuilder<K> {
                         settings,
                         slot,
                         ctx,
-                        mem.budget > 0 ? () -> mm.releaseMemory(owner, mem.budget) : () -> {});
+                        mem.budget > 0 ? () -> mm.releaseMemory(owner, mem.budget) : () -> {},
+                        local,
+                        parkKey);
         try {
-            for (KeyedStateHandle h : p.getStateHandles()) {
-                if (h != null) {
-                    restore(b, h);
+            if (back != null) {
+                // the store is the checkpoint's already: only the states' meta infos
+                for (StateMetaInfoSnapshot m : back.metas) {
+                    b.restoredMeta.putIfAbsent(m.getName(), m);
+                    RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
+                    b.register(m.getName(), meta.getStateType(), meta);
+                }
+                SfsHostGroup.LOCAL_RESTORES.incrementAndGet();
+                LOG.info("sfs-flink: {}: restored in place from checkpoint {} (slot {}): no file read",
+                        who, back.checkpointId, slot);
+            } else {
+                for (KeyedStateHandle h : p.getStateHandles()) {
+                    if (h != null) {
+                        restore(b, h);
+                    }
                 }
             }
         } catch (Exception e) {
@@ -147,6 +182,27 @@ final class SfsKeyedStateBackendBuilder<K> {
             throw e instanceof IOException ? (IOException) e : new IOException(e);
         }
         return b;
+    }
+
+    /**
+     * The parked slot that wrote the one handle Flink restores this subtask from (same operator,
+     * same range, exactly that checkpoint file), or null: a rescale, another checkpoint, another
+     * TaskManager, or nothing parked.
+     */
+    private SfsHostGroup.Parked inPlace(String parkKey) {
+        KeyedStateHandle only = null;
+        int n = 0;
+        for (KeyedStateHandle h : p.getStateHandles()) {
+            if (h != null) {
+                only = h;
+                n++;
+            }
+        }
+        if (n != 1 || !(only instanceof KeyGroupsStateHandle)
+                || !only.getKeyGroupRange().equals(p.getKeyGroupRange())) {
+            return null;
+        }
+        return group.unpark(SfsSnapshotStrategy.handleId((KeyGroupsStateHandle) only), parkKey);
     }
 
     private void restore(SfsKeyedStateBackend<K> b, KeyedStateHandle h) throws Exception {

@@ -121,9 +121,21 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
             if (!registry.unregisterCloseable(stream)) {
                 throw new IOException("sfs-flink: the checkpoint stream was closed (cancelled)");
             }
-            return CheckpointStreamWithResultProvider.toKeyedStateHandleSnapshotResult(
-                    stream.closeAndFinalizeCheckpointStreamResult(), offsets, KeyGroupsStateHandle::new);
+            SnapshotResult<KeyedStateHandle> result =
+                    CheckpointStreamWithResultProvider.toKeyedStateHandleSnapshotResult(
+                            stream.closeAndFinalizeCheckpointStreamResult(), offsets, KeyGroupsStateHandle::new);
+            KeyedStateHandle jm = result.getJobManagerOwnedSnapshot();
+            if (jm instanceof KeyGroupsStateHandle) {
+                backend.written.put(checkpointId, new SfsKeyedStateBackend.Written(
+                        checkpointId, handleId((KeyGroupsStateHandle) jm), res.metas));
+            }
+            return result;
         };
+    }
+
+    /** What identifies a checkpoint file across the JobManager's round trip. */
+    static String handleId(KeyGroupsStateHandle h) {
+        return h.getStreamStateHandleID().getKeyString();
     }
 
     /** Polls the stage in short native waits, so a dispose is never held up for long. */

@@ -110,4 +110,13 @@ public final class SfsNative {
     public static native void scan(long ctx, String stageDir, ScanSink sink);
 
     public static native void dropStage(long ctx, String stageDir);
+
+    /** The task thread, once Flink completed the checkpoint: keep its version (no wait). */
+    public static native void pin(long ctx, long checkpointId);
+
+    /**
+     * A reopened worker back to its pinned checkpoint in place: null, or why it could not be
+     * (then restore from files into a fresh worker; this one's state is undefined).
+     */
+    public static native String restorePinned(long ctx, long checkpointId, long timeoutMs);
 }
