@@ -172,11 +172,18 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_close(JNIEnv *env, jclass
 	free(j);
 }
 
+/* A state with a TTL (@ttl_ms > 0) stores sfs's own expiry in front of
+ * Flink's bytes (common/ttl.h: stamped at each write by the worker's
+ * processing clock, read after Flink took its TtlValue timestamp, so it is
+ * never earlier than Flink's): sfs hides and its maintenance drops what
+ * has expired, and Flink's TTL wrapper still decides what a read returns. */
 JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_register(JNIEnv *env, jclass cls, jlong h,
-								 jstring jname, jint kind)
+								 jstring jname, jint kind,
+								 jlong ttl_ms)
 {
 	struct jctx *j = J(h);
 	const char *name = (*env)->GetStringUTFChars(env, jname, NULL);
+	struct sfs_ttl ttl = { .ttl_ms = (uint64_t)ttl_ms };
 	uint32_t id = 0;
 	int rc;
 
@@ -184,7 +191,8 @@ JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_register(JNIEnv *env, jcl
 	if (!name)
 		return -1;
 	sfs_ctx_online(j->c);
-	rc = sfs_state_register(j->c, name, kind, &id);
+	rc = ttl_ms > 0 ? sfs_state_register_ttl(j->c, name, kind, &ttl, &id)
+			: sfs_state_register(j->c, name, kind, &id);
 	sfs_ctx_offline(j->c);
 	(*env)->ReleaseStringUTFChars(env, jname, name);
 	if (rc)

@@ -61,9 +61,11 @@ final class SfsHostGroup {
         final long checkpointId;
         final String handleId;
         final List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas;
+        final List<Long> ttls;
 
         Parked(int slot, String range, long checkpointId, String handleId,
-                List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas) {
+                List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas, List<Long> ttls) {
+            this.ttls = ttls;
             this.slot = slot;
             this.range = range;
             this.checkpointId = checkpointId;

@@ -73,12 +73,14 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         RegisteredKeyValueStateBackendMetaInfo<?, ?> meta;
         final int sfsId;
         final int kind;
+        long ttlMs;
         AbstractSfsState<?, ?, ?> state;
 
-        Registered(RegisteredKeyValueStateBackendMetaInfo<?, ?> meta, int sfsId, int kind) {
+        Registered(RegisteredKeyValueStateBackendMetaInfo<?, ?> meta, int sfsId, int kind, long ttlMs) {
             this.meta = meta;
             this.sfsId = sfsId;
             this.kind = kind;
+            this.ttlMs = ttlMs;
         }
     }
 
@@ -106,8 +108,10 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         final long id;
         final String handleId;
         final List<StateMetaInfoSnapshot> metas;
+        final List<Long> ttls;
 
-        Written(long id, String handleId, List<StateMetaInfoSnapshot> metas) {
+        Written(long id, String handleId, List<StateMetaInfoSnapshot> metas, List<Long> ttls) {
+            this.ttls = ttls;
             this.id = id;
             this.handleId = handleId;
             this.metas = metas;
@@ -254,9 +258,13 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
 
     // ---- states -------------------------------------------------------------------------
 
-    /** sfs state names are segment-wide and at most 47 bytes: kind, then the Flink name. */
-    static String sfsName(String name, int kind) {
-        String n = (kind == SfsNative.KIND_MAP ? "m:" : kind == SfsNative.KIND_LIST ? "l:" : "v:") + name;
+    /**
+     * sfs state names are segment-wide and at most 47 bytes: kind, whether sfs keeps a TTL for
+     * it (its entries' format differs), then the Flink name.
+     */
+    static String sfsName(String name, int kind, boolean ttl) {
+        String n = (kind == SfsNative.KIND_MAP ? "m" : kind == SfsNative.KIND_LIST ? "l" : "v")
+                + (ttl ? "t:" : ":") + name;
         if (n.getBytes(java.nio.charset.StandardCharsets.UTF_8).length <= 47) {
             return n;
         }
@@ -290,17 +298,35 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         }
     }
 
-    /** Registers (or finds) the sfs state of a Flink state name and type. */
-    Registered register(String name, StateDescriptor.Type type, RegisteredKeyValueStateBackendMetaInfo<?, ?> meta) {
+    /**
+     * Registers (or finds) the sfs state of a Flink state name and type. @ttlMs > 0: sfs stamps
+     * each entry's expiry and its maintenance drops expired ones (only with Flink's real clock,
+     * {@link TtlTimeProvider#DEFAULT}: a test's mock clock is not the one sfs stamps with).
+     * A new duration for a TTL state changes it; TTL on or off is a new sfs state.
+     */
+    Registered register(
+            String name, StateDescriptor.Type type, RegisteredKeyValueStateBackendMetaInfo<?, ?> meta, long ttlMs) {
         Registered r = states.get(name);
         if (r != null) {
+            if (ttlMs > 0 && r.ttlMs > 0 && ttlMs != r.ttlMs) {
+                SfsNative.register(ctxHandle, sfsName(name, r.kind, true), r.kind, ttlMs);
+                r.ttlMs = ttlMs;
+            }
             return r;
         }
         int kind = kindOf(type);
-        int id = SfsNative.register(ctxHandle, sfsName(name, kind), kind);
-        r = new Registered(meta, id, kind);
+        int id = SfsNative.register(ctxHandle, sfsName(name, kind, ttlMs > 0), kind, ttlMs);
+        r = new Registered(meta, id, kind, ttlMs);
         states.put(name, r);
         return r;
+    }
+
+    /** The TTL sfs keeps for @desc's state: its duration, or 0. */
+    long sfsTtlOf(StateDescriptor<?, ?> desc) {
+        if (!desc.getTtlConfig().isEnabled() || ttlTimeProvider != TtlTimeProvider.DEFAULT) {
+            return 0;
+        }
+        return Math.max(1, desc.getTtlConfig().getTimeToLive().toMillis());
     }
 
     @Override
@@ -318,7 +344,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
             // restored: the new serializers must be compatible with the snapshot's
             RegisteredKeyValueStateBackendMetaInfo<N, SV> meta =
                     new RegisteredKeyValueStateBackendMetaInfo<>(restored);
-            r = register(name, meta.getStateType(), meta);
+            r = register(name, meta.getStateType(), meta, sfsTtlOf(stateDesc));
         }
         if (r != null) {
             RegisteredKeyValueStateBackendMetaInfo<N, SV> meta =
@@ -364,7 +390,16 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
                             namespaceSerializer,
                             serializer,
                             (StateSnapshotTransformFactory<SV>) StateSnapshotTransformFactory.noTransform());
-            r = register(name, stateDesc.getType(), meta);
+            r = register(name, stateDesc.getType(), meta, sfsTtlOf(stateDesc));
+        }
+        long ttl = sfsTtlOf(stateDesc);
+        if ((ttl > 0) != (r.ttlMs > 0)) {
+            throw new StateMigrationException(
+                    "State '" + name + "' turns its time-to-live " + (ttl > 0 ? "on" : "off")
+                            + ": the sfs backend cannot migrate its entries yet");
+        }
+        if (ttl != r.ttlMs) {
+            register(name, stateDesc.getType(), r.meta, ttl);
         }
         if (kindOf(stateDesc.getType()) != r.kind) {
             throw new StateMigrationException(
@@ -523,7 +558,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         }
         if (pinned != null) {
             // the slot's store can go back to the pinned checkpoint: kept for a restart here
-            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas));
+            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ttls));
         }
         releaseMemory.run();
         states.clear();

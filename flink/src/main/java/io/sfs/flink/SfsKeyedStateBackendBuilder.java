@@ -162,10 +162,11 @@ final class SfsKeyedStateBackendBuilder<K> {
         try {
             if (back != null) {
                 // the store is the checkpoint's already: only the states' meta infos
-                for (StateMetaInfoSnapshot m : back.metas) {
+                for (int i = 0; i < back.metas.size(); i++) {
+                    StateMetaInfoSnapshot m = back.metas.get(i);
                     b.restoredMeta.putIfAbsent(m.getName(), m);
                     RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
-                    b.register(m.getName(), meta.getStateType(), meta);
+                    b.register(m.getName(), meta.getStateType(), meta, back.ttls.get(i));
                 }
                 SfsHostGroup.LOCAL_RESTORES.incrementAndGet();
                 LOG.info("sfs-flink: {}: restored in place from checkpoint {} (slot {}): no file read",
@@ -219,7 +220,8 @@ final class SfsKeyedStateBackendBuilder<K> {
         try (FSDataInputStream in = kh.openInputStream()) {
             DataInputViewStreamWrapper view = new DataInputViewStreamWrapper(in);
             KeyedBackendSerializationProxy<K> proxy = new KeyedBackendSerializationProxy<>(cl);
-            SfsSnapshotFormat.readHeader(view, proxy, what);
+            List<Long> ttls = new ArrayList<>();
+            SfsSnapshotFormat.readHeader(view, proxy, ttls, what);
             if (proxy.getKeySerializerSnapshot() != null
                     && proxy.getKeySerializerSnapshot()
                             .resolveSchemaCompatibility(
@@ -230,13 +232,15 @@ final class SfsKeyedStateBackendBuilder<K> {
             }
             // each state of the snapshot: registered now, with the snapshot's meta info
             List<Tuple2<Integer, Integer>> ids = new ArrayList<>(); // sfs id, kind
+            int index = 0;
             for (StateMetaInfoSnapshot m : proxy.getStateMetaInfoSnapshots()) {
                 if (m.getBackendStateType() != StateMetaInfoSnapshot.BackendStateType.KEY_VALUE) {
                     throw new IOException("sfs-flink: " + what + ": state " + m.getName() + " is not keyed state");
                 }
                 b.restoredMeta.putIfAbsent(m.getName(), m);
                 RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
-                SfsKeyedStateBackend.Registered r = b.register(m.getName(), meta.getStateType(), meta);
+                long ttl = ttls.get(index++);
+                SfsKeyedStateBackend.Registered r = b.register(m.getName(), meta.getStateType(), meta, ttl);
                 ids.add(Tuple2.of(r.sfsId, r.kind));
             }
             for (Tuple2<Integer, Long> kgOff : kh.getGroupRangeOffsets()) {

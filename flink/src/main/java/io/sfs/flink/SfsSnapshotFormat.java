@@ -6,6 +6,7 @@ import org.apache.flink.runtime.state.KeyedBackendSerializationProxy;
 
 import java.io.DataOutput;
 import java.io.IOException;
+import java.util.List;
 
 /**
  * The stream of one subtask's checkpoint (sfs-flink format 1):
@@ -13,7 +14,7 @@ import java.io.IOException;
  * <pre>
  *   int magic "SFSF", int version 1, Flink's KeyedBackendSerializationProxy (key serializer
  *   and each state's meta info: name, type, serializer snapshots; a state's index is its
- *   place in that list)
+ *   place in that list), then per state a long: the TTL sfs kept for it (0: none)
  *   then, at each key group's offset (KeyGroupRangeOffsets):
  *     entries: short state index, int klen, key and namespace bytes, int nsLen,
  *              int ulen (-1: none), user key bytes, int vlen, value bytes
@@ -30,15 +31,18 @@ final class SfsSnapshotFormat {
 
     private SfsSnapshotFormat() {}
 
-    static void writeHeader(DataOutputView out, KeyedBackendSerializationProxy<?> proxy)
+    static void writeHeader(DataOutputView out, KeyedBackendSerializationProxy<?> proxy, List<Long> ttls)
             throws IOException {
         out.writeInt(MAGIC);
         out.writeInt(VERSION);
         proxy.write(out);
+        for (long t : ttls) {
+            out.writeLong(t);
+        }
     }
 
-    /** Reads the header; names @what (the handle) when it is not ours. */
-    static void readHeader(DataInputView in, KeyedBackendSerializationProxy<?> proxy, String what)
+    /** Reads the header (the TTLs into @ttls); names @what (the handle) when it is not ours. */
+    static void readHeader(DataInputView in, KeyedBackendSerializationProxy<?> proxy, List<Long> ttls, String what)
             throws IOException {
         int magic = in.readInt();
         if (magic != MAGIC) {
@@ -50,6 +54,9 @@ final class SfsSnapshotFormat {
             throw new IOException("sfs-flink: " + what + ": format version " + v + ", expected " + VERSION);
         }
         proxy.read(in);
+        for (int i = 0; i < proxy.getStateMetaInfoSnapshots().size(); i++) {
+            ttls.add(in.readLong());
+        }
     }
 
     static void writeEntry(DataOutput out, int state, byte[] key, int nsLen, byte[] ukey, byte[] value)

@@ -59,6 +59,7 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
         /** sfs state id -> its index in the snapshot's meta list. */
         final Map<Integer, Integer> index = new HashMap<>();
         final Map<Integer, Integer> kinds = new HashMap<>();
+        final List<Long> ttls = new ArrayList<>();
 
         Resources(long checkpointId) {
             this.checkpointId = checkpointId;
@@ -75,6 +76,7 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
             r.index.put(s.sfsId, r.metas.size());
             r.kinds.put(s.sfsId, s.kind);
             r.metas.add(s.meta.snapshot());
+            r.ttls.add(s.ttlMs);
         }
         SfsNative.barrier(backend.ctxHandle, checkpointId);
         return r;
@@ -109,7 +111,8 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
             SfsSnapshotFormat.writeHeader(
                     out,
                     new KeyedBackendSerializationProxy<>(
-                            backend.getKeySerializer(), res.metas, false));
+                            backend.getKeySerializer(), res.metas, false),
+                    res.ttls);
             for (int kg = range.getStartKeyGroup(); kg <= range.getEndKeyGroup(); kg++) {
                 offsets.setKeyGroupOffset(kg, stream.getCheckpointOutputStream().getPos());
                 ByteArrayOutputStream b = byKg.get(kg);
@@ -127,7 +130,7 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
             KeyedStateHandle jm = result.getJobManagerOwnedSnapshot();
             if (jm instanceof KeyGroupsStateHandle) {
                 backend.written.put(checkpointId, new SfsKeyedStateBackend.Written(
-                        checkpointId, handleId((KeyGroupsStateHandle) jm), res.metas));
+                        checkpointId, handleId((KeyGroupsStateHandle) jm), res.metas, res.ttls));
             }
             return result;
         };

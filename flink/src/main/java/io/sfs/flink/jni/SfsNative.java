@@ -76,7 +76,8 @@ public final class SfsNative {
 
     public static native void close(long ctx);
 
-    public static native int register(long ctx, String name, int kind);
+    /** A state's sfs id; {@code ttlMs > 0}: sfs stamps and drops expired entries (sfs_jni.c). */
+    public static native int register(long ctx, String name, int kind, long ttlMs);
 
     public static native int valueGet(long ctx, int state, int kg, long ns, int klen);
 
