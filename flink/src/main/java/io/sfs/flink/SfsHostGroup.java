@@ -62,10 +62,13 @@ final class SfsHostGroup {
         final String handleId;
         final List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas;
         final List<Long> ttls;
+        final long lastBarrier; // the slot's sfs barriers go on above it
 
         Parked(int slot, String range, long checkpointId, String handleId,
-                List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas, List<Long> ttls) {
+                List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas, List<Long> ttls,
+                long lastBarrier) {
             this.ttls = ttls;
+            this.lastBarrier = lastBarrier;
             this.slot = slot;
             this.range = range;
             this.checkpointId = checkpointId;

@@ -460,24 +460,126 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         return true;
     }
 
+    // ---- sfs barrier ids ------------------------------------------------------------------
+
+    /** Probes a checkpoint interval may hold (getKeys), below the next checkpoint's id. */
+    static final int PROBES_SHIFT = 20;
+
+    /**
+     * The sfs barrier of Flink checkpoint @id: its id × 2^20. The ids between two checkpoints'
+     * are this backend's probes (a seal whose staged state getKeys reads), so sfs's barrier ids
+     * keep increasing (Flink's ids stay below 2^43).
+     */
+    static long barrierOf(long checkpointId) {
+        return checkpointId << PROBES_SHIFT;
+    }
+
+    /** Task thread: the last sfs barrier this backend sealed (a checkpoint's or a probe's). */
+    private long lastBarrier;
+
+    void sealed(long barrier) {
+        lastBarrier = barrier;
+    }
+
+    long lastBarrier() {
+        return lastBarrier;
+    }
+
     // ---- reads of every key -------------------------------------------------------------
 
+    /**
+     * Every (key, namespace) of state @name, as serialized bytes, live now: the subtask's write
+     * buffer is sealed by a probe barrier, the compactor stages the store as of it, and the
+     * staged entries are read (map and list entries give their key once). O(state): a full
+     * read of the subtask's state, as RocksDB's iterator is; then no copy is kept.
+     */
+    private List<byte[][]> keysOf(String name) throws IOException {
+        Registered r = states.get(name);
+        List<byte[][]> out = new ArrayList<>();
+        if (r == null) {
+            return out;
+        }
+        long probe = lastBarrier + 1;
+        if ((probe & ((1L << PROBES_SHIFT) - 1)) == 0) {
+            throw new IOException("sfs-flink: over 2^20 key scans since the last checkpoint");
+        }
+        SfsNative.barrier(ctxHandle, probe);
+        lastBarrier = probe;
+        String dir = SfsSnapshotStrategy.awaitStaged(this, probe);
+        java.util.Set<java.nio.ByteBuffer> seen = new java.util.HashSet<>();
+        try {
+            synchronized (nativeLock) {
+                SfsNative.scan(ctxHandle, dir, (state, kg, ns, key, ukey, value) -> {
+                    if (state == r.sfsId && seen.add(java.nio.ByteBuffer.wrap(key))) {
+                        int kl = key.length - (int) ns;
+                        out.add(new byte[][] {
+                            java.util.Arrays.copyOfRange(key, 0, kl),
+                            java.util.Arrays.copyOfRange(key, kl, key.length)});
+                    }
+                });
+            }
+        } finally {
+            synchronized (nativeLock) {
+                SfsNative.dropStage(ctxHandle, dir);
+            }
+        }
+        return out;
+    }
+
+    private <T> T deserialize(TypeSerializer<T> ser, byte[] b) {
+        try {
+            return ser.deserialize(new org.apache.flink.core.memory.DataInputDeserializer(b));
+        } catch (IOException e) {
+            throw new RuntimeException("sfs-flink: cannot deserialize a stored key or namespace", e);
+        }
+    }
+
+    private static byte[] serialize(TypeSerializer<Object> ser, Object v) {
+        org.apache.flink.core.memory.DataOutputSerializer o = new org.apache.flink.core.memory.DataOutputSerializer(32);
+        try {
+            ser.serialize(v, o);
+        } catch (IOException e) {
+            throw new RuntimeException("sfs-flink: cannot serialize namespace " + v, e);
+        }
+        return o.getCopyOfBuffer();
+    }
+
     @Override
+    @SuppressWarnings("unchecked")
     public <N> Stream<K> getKeys(String state, N namespace) {
-        throw new UnsupportedOperationException(
-                "sfs-flink: getKeys (applyToAllKeys, broadcast state's applyToKeyedState) is not"
-                        + " supported yet");
+        Registered r = states.get(state);
+        if (r == null) {
+            return Stream.empty();
+        }
+        byte[] ns = serialize((TypeSerializer<Object>) r.meta.getNamespaceSerializer(), namespace);
+        try {
+            return keysOf(state).stream()
+                    .filter(kn -> java.util.Arrays.equals(kn[1], ns))
+                    .map(kn -> deserialize(keySerializer, kn[0]));
+        } catch (IOException e) {
+            throw new RuntimeException(e);
+        }
     }
 
     @Override
     public <N> Stream<K> getKeys(List<String> states, N namespace) {
-        throw new UnsupportedOperationException("sfs-flink: getKeys is not supported yet");
+        return states.stream().flatMap(s -> getKeys(s, namespace)).distinct();
     }
 
     @Override
+    @SuppressWarnings("unchecked")
     public <N> Stream<Tuple2<K, N>> getKeysAndNamespaces(String state) {
-        throw new UnsupportedOperationException(
-                "sfs-flink: getKeysAndNamespaces is not supported yet");
+        Registered r = states.get(state);
+        if (r == null) {
+            return Stream.empty();
+        }
+        TypeSerializer<N> nsSer = (TypeSerializer<N>) r.meta.getNamespaceSerializer();
+        try {
+            return keysOf(state).stream()
+                    .map(kn -> Tuple2.of(deserialize(keySerializer, kn[0]), deserialize(nsSer, kn[1])));
+        } catch (IOException e) {
+            throw new RuntimeException(e);
+        }
     }
 
     @Override
@@ -530,7 +632,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         if (!localRecovery || w == null || closedNative) {
             return;
         }
-        SfsNative.pin(ctxHandle, checkpointId);
+        SfsNative.pin(ctxHandle, barrierOf(checkpointId));
         pinned = w;
     }
 
@@ -558,7 +660,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         }
         if (pinned != null) {
             // the slot's store can go back to the pinned checkpoint: kept for a restart here
-            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ttls));
+            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ttls, lastBarrier));
         }
         releaseMemory.run();
         states.clear();

@@ -107,7 +107,8 @@ final class SfsKeyedStateBackendBuilder<K> {
                 // Flink's local recovery: the slot that wrote this checkpoint goes back to it
                 ctx = SfsNative.open(group.job, back.slot, p.getNumberOfKeyGroups(),
                         range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes);
-                String why = SfsNative.restorePinned(ctx, back.checkpointId, 60_000);
+                String why = SfsNative.restorePinned(
+                        ctx, SfsKeyedStateBackend.barrierOf(back.checkpointId), 60_000);
                 if (why != null) {
                     LOG.info("sfs-flink: {}: no restore in place from checkpoint {} ({}); from files",
                             who, back.checkpointId, why);
@@ -168,6 +169,7 @@ final class SfsKeyedStateBackendBuilder<K> {
                     RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
                     b.register(m.getName(), meta.getStateType(), meta, back.ttls.get(i));
                 }
+                b.sealed(back.lastBarrier);
                 SfsHostGroup.LOCAL_RESTORES.incrementAndGet();
                 LOG.info("sfs-flink: {}: restored in place from checkpoint {} (slot {}): no file read",
                         who, back.checkpointId, slot);

@@ -58,6 +58,8 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
         final List<StateMetaInfoSnapshot> metas = new ArrayList<>();
         /** sfs state id -> its index in the snapshot's meta list. */
         final Map<Integer, Integer> index = new HashMap<>();
+        /** sfs state ids of states whose entries carry sfs's TTL expiry. */
+        final java.util.Set<Integer> ttlIds = new java.util.HashSet<>();
         final Map<Integer, Integer> kinds = new HashMap<>();
         final List<Long> ttls = new ArrayList<>();
 
@@ -77,8 +79,12 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
             r.kinds.put(s.sfsId, s.kind);
             r.metas.add(s.meta.snapshot());
             r.ttls.add(s.ttlMs);
+            if (s.ttlMs > 0) {
+                r.ttlIds.add(s.sfsId);
+            }
         }
-        SfsNative.barrier(backend.ctxHandle, checkpointId);
+        SfsNative.barrier(backend.ctxHandle, SfsKeyedStateBackend.barrierOf(checkpointId));
+        backend.sealed(SfsKeyedStateBackend.barrierOf(checkpointId));
         return r;
     }
 
@@ -91,7 +97,7 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
             CheckpointOptions checkpointOptions) {
         KeyGroupRange range = backend.getKeyGroupRange();
         return registry -> {
-            String dir = awaitStaged(checkpointId);
+            String dir = awaitStaged(backend, SfsKeyedStateBackend.barrierOf(checkpointId));
             Map<Integer, ByteArrayOutputStream> byKg = new HashMap<>();
             try {
                 scan(dir, res, byKg);
@@ -136,13 +142,18 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
         };
     }
 
+    /** sfs's TTL expiry at the front of a stored value (common/ttl.h: a native uint64). */
+    static long expiryOf(byte[] v) {
+        return java.nio.ByteBuffer.wrap(v, 0, 8).order(java.nio.ByteOrder.nativeOrder()).getLong();
+    }
+
     /** What identifies a checkpoint file across the JobManager's round trip. */
     static String handleId(KeyGroupsStateHandle h) {
         return h.getStreamStateHandleID().getKeyString();
     }
 
     /** Polls the stage in short native waits, so a dispose is never held up for long. */
-    private String awaitStaged(long id) throws IOException {
+    static String awaitStaged(SfsKeyedStateBackend<?> backend, long id) throws IOException {
         long deadline = System.nanoTime() + backend.settings.stageTimeoutMs * 1_000_000L;
         while (true) {
             synchronized (backend.nativeLock) {
@@ -164,6 +175,7 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
     private void scan(String dir, Resources res, Map<Integer, ByteArrayOutputStream> byKg)
             throws IOException {
         IOException[] failed = new IOException[1];
+        long now = System.currentTimeMillis();
         synchronized (backend.nativeLock) {
             if (backend.nativeClosed()) {
                 throw new IOException("sfs-flink: the backend was closed during a checkpoint");
@@ -175,6 +187,14 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
                         Integer idx = res.index.get(state);
                         if (idx == null || failed[0] != null) {
                             return; // a state another subtask of this group registered
+                        }
+                        if (res.ttlIds.contains(state)) {
+                            // sfs's expiry in front (native order): an expired entry is one
+                            // Flink expired too (sfs's is never earlier); the rest, unprefixed
+                            if (value == null || value.length < 8 || expiryOf(value) <= now) {
+                                return;
+                            }
+                            value = java.util.Arrays.copyOfRange(value, 8, value.length);
                         }
                         ByteArrayOutputStream b = byKg.computeIfAbsent(kg, k -> new ByteArrayOutputStream());
                         try {
