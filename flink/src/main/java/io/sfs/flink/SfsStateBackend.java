@@ -76,6 +76,13 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
         return this;
     }
 
+    /** Each write buffer and the value cache of a subtask without managed memory, MiB. */
+    public SfsStateBackend setMemoryMb(int bufferMb, int cacheMb) {
+        settings.bufferMb = bufferMb;
+        settings.cacheMb = cacheMb;
+        return this;
+    }
+
     @Override
     public SfsStateBackend configure(ReadableConfig config, ClassLoader classLoader)
             throws IllegalConfigurationException {

@@ -12,7 +12,10 @@ import org.apache.flink.runtime.state.StateBackend;
 import org.apache.flink.runtime.state.VoidNamespace;
 import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.state.rocksdb.EmbeddedRocksDBStateBackend;
+import org.apache.flink.state.rocksdb.RocksDBOptions;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.operators.KeyedProcessOperator;
 import org.apache.flink.streaming.util.KeyedOneInputStreamOperatorTestHarness;
@@ -44,11 +47,14 @@ import java.util.concurrent.TimeUnit;
  * (its serialization included), then one call. KEYS distinct Long keys are written first and
  * the benchmark walks them in a fixed stride, so reads hit existing state.
  *
- * <p>Backends as their users configure them: {@code rocksdb} is Flink's
- * EmbeddedRocksDBStateBackend with its defaults (incremental checkpoints, Flink's predefined
- * options; in the harness its memory is the mock environment's, not a TaskManager's managed
- * memory); {@code hashmap} is Flink's heap backend; {@code sfs} is ours on the table target
- * (its host group started by the harness: compactor and checkpointer on the other core).
+ * <p>Backends as their users configure them, with the same memory budget (the harness has no
+ * TaskManager managed memory, so each is given {@code MEMORY_MB} explicitly, as a slot's share
+ * of managed memory would give it): {@code rocksdb} is Flink's EmbeddedRocksDBStateBackend with
+ * its defaults (incremental checkpoints, Flink's predefined options) and
+ * {@code state.backend.rocksdb.memory.fixed-per-slot} = MEMORY_MB (block cache and write
+ * buffers); {@code sfs} is ours on the table target with that budget split as a slot's managed
+ * memory is (half its 4 write buffers, half its value cache; its host group's compactor and
+ * checkpointer on the other core); {@code hashmap} is Flink's heap backend.
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
@@ -58,6 +64,7 @@ import java.util.concurrent.TimeUnit;
 @Fork(value = 1, jvmArgsAppend = {"-Xmx2g"})
 public class StateOpBenchmark {
     static final int KEYS = 100_000;
+    static final int MEMORY_MB = 256;
 
     @Param({"sfs", "rocksdb", "hashmap"})
     public String backend;
@@ -83,11 +90,15 @@ public class StateOpBenchmark {
             case "sfs":
                 b = new SfsStateBackend()
                         .setBinDir(System.getProperty("sfs.bin"))
-                        .setDataDir(tmp.toString());
+                        .setDataDir(tmp.toString())
+                        .setMemoryMb(MEMORY_MB / 8, MEMORY_MB / 2);
                 break;
-            case "rocksdb":
-                b = new EmbeddedRocksDBStateBackend(true);
+            case "rocksdb": {
+                Configuration c = new Configuration();
+                c.set(RocksDBOptions.FIX_PER_SLOT_MEMORY_SIZE, MemorySize.ofMebiBytes(MEMORY_MB));
+                b = new EmbeddedRocksDBStateBackend(true).configure(c, getClass().getClassLoader());
                 break;
+            }
             default:
                 b = new HashMapStateBackend();
         }
