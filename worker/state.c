@@ -674,7 +674,6 @@ static void ring_bell(sfs_ctx_t *c)
 		sfs_futex_wake(&h->sh_bell, 1);
 }
 
-
 int sfs_worker_pin(sfs_ctx_t *c, uint64_t id)
 {
 	if (!c || !id)
