@@ -570,15 +570,28 @@ struct sfs_stage_entry {
 };
 typedef int (*sfs_stage_fn)(void *arg, const struct sfs_stage_entry *e);
 
+/* A state as the files of a stage name it: its id there, its kind, and
+ * its TTL (0: none; its values then start with sfs's 8-byte expiry). */
+struct sfs_stage_state {
+	uint32_t id;
+	int kind;          /* enum sfs_state_kind */
+	uint64_t ttl_ms;
+};
+
 /*
  * sfs_stage_scan - call @fn once per live entry of the staged directory
- * @dir (sfs_worker_staged's) with its newest version: merges folded,
+ * @dir (sfs_worker_staged's, or a copy of one with the same layout: its
+ * files, and SFS_STAGE_SHARED's) with its newest version: merges folded,
  * deletes and cleared maps dropped, expired TTL entries kept (the reader
- * decides), in no promised order.  Reads the files with the group's flush
- * target, offline (a temporary directory of links beside @dir, removed).
- * A non-zero return of @fn stops it and is returned.  O(staged bytes).
+ * decides), in no promised order.  @states (@n of them) names the states
+ * the files hold, by the ids they were written with — the registry of the
+ * group that staged them, which may be another group's; NULL: this
+ * group's own registry.  Reads the files with the group's flush target,
+ * offline (a temporary directory of links beside @dir, removed).  A
+ * non-zero return of @fn stops it and is returned.  O(staged bytes).
  */
-int sfs_stage_scan(sfs_ctx_t *c, const char *dir, sfs_stage_fn fn, void *arg);
+int sfs_stage_scan(sfs_ctx_t *c, const char *dir, const struct sfs_stage_state *states, unsigned n,
+		   sfs_stage_fn fn, void *arg);
 
 /* Remove stage directory @dir (the compactor never reuses it). */
 int sfs_stage_drop(sfs_ctx_t *c, const char *dir);

@@ -89,7 +89,8 @@ static int scan_entry(void *arg, const struct sfs_scan_entry *se)
 	return a->fn(a->arg, &e);
 }
 
-int sfs_stage_scan(sfs_ctx_t *c, const char *dir, sfs_stage_fn fn, void *arg)
+int sfs_stage_scan(sfs_ctx_t *c, const char *dir, const struct sfs_stage_state *given, unsigned n,
+		   sfs_stage_fn fn, void *arg)
 {
 	const struct sfs_target_ops *t;
 	struct sfs_state_desc *states;
@@ -103,15 +104,33 @@ int sfs_stage_scan(sfs_ctx_t *c, const char *dir, sfs_stage_fn fn, void *arg)
 	if (!t || !t->scan)
 		return sfs__err(SFS_EUSAGE, "job %s: the %.16s target cannot be read offline",
 				c->seg.hdr->sh_job, c->seg.hdr->sh_backend);
-	/* The registry as of now: every state the staged files name was
-	 * registered before its first write, and entries never change once
-	 * READY (shm/segment.h). */
 	states = calloc(SFS_MAX_STATES, sizeof(*states));
 	if (!states)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < SFS_MAX_STATES; i++)
-		if (sfs_load_acquire(&c->seg.hdr->sh_states[i].sd_state) == SFS_SDESC_READY)
-			states[i] = c->seg.hdr->sh_states[i];
+	if (given) {
+		/* the registry of the group that wrote the files, as its engine
+		 * recorded it (a restore on another TaskManager) */
+		for (unsigned i = 0; i < n; i++) {
+			if (given[i].id >= SFS_MAX_STATES || given[i].kind < SFS_STATE_VALUE ||
+			    given[i].kind > SFS_STATE_LIST) {
+				free(states);
+				return sfs__err(SFS_EUSAGE, "sfs_stage_scan: state %u of kind %d: out of "
+						"range", given[i].id, given[i].kind);
+			}
+			states[given[i].id].sd_state = SFS_SDESC_READY;
+			states[given[i].id].sd_kind = (uint32_t)given[i].kind;
+			states[given[i].id].sd_ttl_ms = given[i].ttl_ms;
+			snprintf(states[given[i].id].sd_name, sizeof(states[given[i].id].sd_name), "s%u",
+				 given[i].id);
+		}
+	} else {
+		/* The registry as of now: every state the staged files name was
+		 * registered before its first write, and entries never change
+		 * once READY (shm/segment.h). */
+		for (uint32_t i = 0; i < SFS_MAX_STATES; i++)
+			if (sfs_load_acquire(&c->seg.hdr->sh_states[i].sd_state) == SFS_SDESC_READY)
+				states[i] = c->seg.hdr->sh_states[i];
+	}
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.scan.XXXXXX", dir) >= sizeof(tmp) ||
 	    !mkdtemp(tmp)) {
 		free(states);

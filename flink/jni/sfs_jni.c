@@ -529,17 +529,37 @@ static int scan_to_java(void *arg, const struct sfs_stage_entry *e)
 	return (*env)->ExceptionCheck(env) ? 1 : 0;
 }
 
+/* @states: NULL (this group's registry), or {id, kind, ttl_ms} triples of
+ * the group that wrote the files. */
 JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_scan(JNIEnv *env, jclass cls, jlong h,
-							     jstring jdir, jobject sink)
+							     jstring jdir, jlongArray jstates,
+							     jobject sink)
 {
-	const char *dir = (*env)->GetStringUTFChars(env, jdir, NULL);
+	struct sfs_stage_state st[SFS_MAX_STATES];
 	struct scan_arg a = { env, sink };
+	const char *dir;
+	unsigned n = 0;
 	int rc;
 
 	(void)cls;
+	if (jstates) {
+		jsize len = (*env)->GetArrayLength(env, jstates);
+		jlong v[3 * SFS_MAX_STATES];
+
+		if (len % 3 || len > 3 * SFS_MAX_STATES) {
+			fail(env, SFS_EUSAGE, "scan: states must be {id, kind, ttl} triples");
+			return;
+		}
+		(*env)->GetLongArrayRegion(env, jstates, 0, len, v);
+		for (n = 0; n < (unsigned)len / 3; n++)
+			st[n] = (struct sfs_stage_state){ .id = (uint32_t)v[3 * n],
+							  .kind = (int)v[3 * n + 1],
+							  .ttl_ms = (uint64_t)v[3 * n + 2] };
+	}
+	dir = (*env)->GetStringUTFChars(env, jdir, NULL);
 	if (!dir)
 		return;
-	rc = sfs_stage_scan(J(h)->c, dir, scan_to_java, &a);
+	rc = sfs_stage_scan(J(h)->c, dir, jstates ? st : NULL, n, scan_to_java, &a);
 	(*env)->ReleaseStringUTFChars(env, jdir, dir);
 	if (rc < 0 && !(*env)->ExceptionCheck(env))
 		fail(env, rc, "read the staged checkpoint");

@@ -97,6 +97,8 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
     final Map<String, StateMetaInfoSnapshot> restoredMeta = new LinkedHashMap<>();
     private final SfsSnapshotStrategy<K> strategy;
     private final Runnable releaseMemory;
+    /** This backend's identity in its checkpoints' handles. */
+    final java.util.UUID backendId = java.util.UUID.randomUUID();
 
     /** Local recovery (state.backend.local-recovery): pin completed checkpoints, park the slot. */
     final boolean localRecovery;
@@ -509,7 +511,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         java.util.Set<java.nio.ByteBuffer> seen = new java.util.HashSet<>();
         try {
             synchronized (nativeLock) {
-                SfsNative.scan(ctxHandle, dir, (state, kg, ns, key, ukey, value) -> {
+                SfsNative.scan(ctxHandle, dir, null, (state, kg, ns, key, ukey, value) -> {
                     if (state == r.sfsId && seen.add(java.nio.ByteBuffer.wrap(key))) {
                         int kl = key.length - (int) ns;
                         out.add(new byte[][] {
@@ -627,6 +629,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
      */
     @Override
     public void notifyCheckpointComplete(long checkpointId) {
+        strategy.notifyComplete(checkpointId);
         Written w = written.get(checkpointId);
         written.headMap(checkpointId, true).clear();
         if (!localRecovery || w == null || closedNative) {
@@ -637,7 +640,10 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
     }
 
     @Override
-    public void notifyCheckpointAborted(long checkpointId) {}
+    public void notifyCheckpointAborted(long checkpointId) {
+        strategy.notifyAborted(checkpointId);
+        written.remove(checkpointId);
+    }
 
     /** Meta infos of the registered states, in a fixed order (the snapshot's state indexes). */
     List<Registered> registeredInOrder() {

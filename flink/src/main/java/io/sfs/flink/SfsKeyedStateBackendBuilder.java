@@ -1,6 +1,5 @@
 package io.sfs.flink;
 
-import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.core.fs.FSDataInputStream;
 import org.apache.flink.core.memory.DataInputViewStreamWrapper;
 import org.apache.flink.metrics.MetricGroup;
@@ -8,7 +7,8 @@ import org.apache.flink.runtime.memory.MemoryManager;
 import org.apache.flink.runtime.memory.MemoryReservationException;
 import org.apache.flink.runtime.state.InternalKeyContextImpl;
 import org.apache.flink.runtime.state.KeyGroupRange;
-import org.apache.flink.runtime.state.KeyGroupsStateHandle;
+import org.apache.flink.runtime.state.IncrementalKeyedStateHandle;
+import org.apache.flink.runtime.state.IncrementalRemoteKeyedStateHandle;
 import org.apache.flink.runtime.state.KeyedBackendSerializationProxy;
 import org.apache.flink.runtime.state.KeyedStateHandle;
 import org.apache.flink.runtime.state.RegisteredKeyValueStateBackendMetaInfo;
@@ -23,6 +23,8 @@ import io.sfs.flink.jni.SfsIo;
 import io.sfs.flink.jni.SfsNative;
 
 import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -201,113 +203,129 @@ final class SfsKeyedStateBackendBuilder<K> {
                 n++;
             }
         }
-        if (n != 1 || !(only instanceof KeyGroupsStateHandle)
+        if (n != 1 || !(only instanceof IncrementalRemoteKeyedStateHandle)
                 || !only.getKeyGroupRange().equals(p.getKeyGroupRange())) {
             return null;
         }
-        return group.unpark(SfsSnapshotStrategy.handleId((KeyGroupsStateHandle) only), parkKey);
+        return group.unpark(SfsSnapshotStrategy.handleId((IncrementalRemoteKeyedStateHandle) only), parkKey);
     }
 
     private void restore(SfsKeyedStateBackend<K> b, KeyedStateHandle h) throws Exception {
-        if (!(h instanceof KeyGroupsStateHandle)) {
+        if (!(h instanceof IncrementalRemoteKeyedStateHandle)) {
             throw new StateMigrationException(
-                    "sfs-flink restores its own checkpoints; "
+                    "sfs-flink restores its own checkpoints and native savepoints; "
                             + h.getClass().getSimpleName()
-                            + " is another backend's (switch backends through a canonical savepoint"
-                            + " taken on that backend is not supported yet)");
+                            + " is another backend's (a switch of backends through Flink's canonical"
+                            + " savepoint format is not supported yet)");
         }
-        KeyGroupsStateHandle kh = (KeyGroupsStateHandle) h;
-        String what = "checkpoint file " + kh.getDelegateStateHandle();
+        IncrementalRemoteKeyedStateHandle ih = (IncrementalRemoteKeyedStateHandle) h;
+        String what = "checkpoint " + ih.getCheckpointId() + " meta file " + ih.getMetaDataStateHandle();
         ClassLoader cl = p.getEnv().getUserCodeClassLoader().asClassLoader();
-        try (FSDataInputStream in = kh.openInputStream()) {
-            DataInputViewStreamWrapper view = new DataInputViewStreamWrapper(in);
-            KeyedBackendSerializationProxy<K> proxy = new KeyedBackendSerializationProxy<>(cl);
-            List<Long> ttls = new ArrayList<>();
-            SfsSnapshotFormat.readHeader(view, proxy, ttls, what);
-            if (proxy.getKeySerializerSnapshot() != null
-                    && proxy.getKeySerializerSnapshot()
-                            .resolveSchemaCompatibility(
-                                    p.getKeySerializer().snapshotConfiguration())
-                            .isIncompatible()) {
-                throw new StateMigrationException(
-                        "The new key serializer (" + p.getKeySerializer() + ") is incompatible with the checkpoint's");
+        KeyedBackendSerializationProxy<K> proxy = new KeyedBackendSerializationProxy<>(cl);
+        List<SfsSnapshotFormat.StateIds> old = new ArrayList<>();
+        try (FSDataInputStream in = ih.getMetaDataStateHandle().openInputStream()) {
+            SfsSnapshotFormat.read(new DataInputViewStreamWrapper(in), proxy, old, what);
+        }
+        if (proxy.getKeySerializerSnapshot() != null
+                && proxy.getKeySerializerSnapshot()
+                        .resolveSchemaCompatibility(p.getKeySerializer().snapshotConfiguration())
+                        .isIncompatible()) {
+            throw new StateMigrationException(
+                    "The new key serializer (" + p.getKeySerializer() + ") is incompatible with the checkpoint's");
+        }
+        // each state of the checkpoint: registered here; its entries carry the old id
+        SfsKeyedStateBackend.Registered[] byOldId = new SfsKeyedStateBackend.Registered[256];
+        long[] triples = new long[3 * old.size()];
+        List<StateMetaInfoSnapshot> metas = proxy.getStateMetaInfoSnapshots();
+        for (int i = 0; i < metas.size(); i++) {
+            StateMetaInfoSnapshot m = metas.get(i);
+            if (m.getBackendStateType() != StateMetaInfoSnapshot.BackendStateType.KEY_VALUE) {
+                throw new IOException("sfs-flink: " + what + ": state " + m.getName() + " is not keyed state");
             }
-            // each state of the snapshot: registered now, with the snapshot's meta info
-            List<Tuple2<Integer, Integer>> ids = new ArrayList<>(); // sfs id, kind
-            int index = 0;
-            for (StateMetaInfoSnapshot m : proxy.getStateMetaInfoSnapshots()) {
-                if (m.getBackendStateType() != StateMetaInfoSnapshot.BackendStateType.KEY_VALUE) {
-                    throw new IOException("sfs-flink: " + what + ": state " + m.getName() + " is not keyed state");
+            b.restoredMeta.putIfAbsent(m.getName(), m);
+            RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
+            SfsSnapshotFormat.StateIds o = old.get(i);
+            byOldId[o.id] = b.register(m.getName(), meta.getStateType(), meta, o.ttlMs);
+            triples[3 * i] = o.id;
+            triples[3 * i + 1] = o.kind;
+            triples[3 * i + 2] = o.ttlMs;
+        }
+        // the checkpoint's files, as they were staged, read with sfs's own reader
+        Path dir = Files.createTempDirectory(group.dataDir, "restore-");
+        try {
+            Files.createDirectories(dir.resolve(SfsNative.SHARED));
+            List<IncrementalKeyedStateHandle.HandleAndLocalPath> all = new ArrayList<>(ih.getSharedState());
+            all.addAll(ih.getPrivateState());
+            for (IncrementalKeyedStateHandle.HandleAndLocalPath f : all) {
+                Path to = dir.resolve(f.getLocalPath()).normalize();
+                if (!to.startsWith(dir) || f.getLocalPath().contains("..")) {
+                    throw new IOException("sfs-flink: " + what + ": file " + f.getLocalPath() + " leaves its directory");
                 }
-                b.restoredMeta.putIfAbsent(m.getName(), m);
-                RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
-                long ttl = ttls.get(index++);
-                SfsKeyedStateBackend.Registered r = b.register(m.getName(), meta.getStateType(), meta, ttl);
-                ids.add(Tuple2.of(r.sfsId, r.kind));
+                try (FSDataInputStream in = f.getHandle().openInputStream()) {
+                    Files.copy(in, to);
+                } catch (IOException e) {
+                    throw new IOException("sfs-flink: " + what + ": cannot read " + f.getLocalPath()
+                            + " (" + f.getHandle() + "): " + e.getMessage(), e);
+                }
             }
-            for (Tuple2<Integer, Long> kgOff : kh.getGroupRangeOffsets()) {
-                in.seek(kgOff.f1);
-                readKeyGroup(b, view, kgOff.f0, ids, what);
-            }
+            writeBack(b, dir, triples, byOldId, what);
+        } finally {
+            org.apache.flink.util.FileUtils.deleteDirectoryQuietly(dir.toFile());
         }
     }
 
-    private void readKeyGroup(
+    /** Every entry of the files in @dir that falls in this subtask's key groups, written back. */
+    private void writeBack(
             SfsKeyedStateBackend<K> b,
-            DataInputViewStreamWrapper in,
-            int kg,
-            List<Tuple2<Integer, Integer>> ids,
+            Path dir,
+            long[] triples,
+            SfsKeyedStateBackend.Registered[] byOldId,
             String what)
             throws IOException {
         SfsIo io = b.io();
         long h = b.ctxHandle;
-        while (true) {
-            short st = in.readShort();
-            if (st == SfsSnapshotFormat.END_OF_KEY_GROUP) {
-                return;
-            }
-            if (st < 0 || st >= ids.size()) {
-                throw new IOException("sfs-flink: " + what + ": key group " + kg + ": state index " + st + " out of range");
-            }
-            int klen = in.readInt();
-            if (klen < 0 || klen > 64 * 1024) {
-                throw new IOException("sfs-flink: " + what + ": key group " + kg + ": key of " + klen + " bytes");
-            }
-            io.ensure(klen, 0);
-            byte[] key = new byte[klen];
-            in.readFully(key);
-            io.put(0, key, klen);
-            int nsLen = in.readInt();
-            int ulen = in.readInt();
-            byte[] ukey = null;
-            if (ulen >= 0) {
-                ukey = new byte[ulen];
-                in.readFully(ukey);
-            }
-            int vlen = in.readInt();
-            if (vlen < 0) {
-                throw new IOException("sfs-flink: " + what + ": key group " + kg + ": value of " + vlen + " bytes");
-            }
-            byte[] val = new byte[vlen];
-            in.readFully(val);
-            int id = ids.get(st).f0;
-            int kind = ids.get(st).f1;
-            if (kind == SfsNative.KIND_VALUE) {
-                io.put(klen, val, vlen);
-                SfsNative.valuePut(h, id, kg, nsLen, klen, vlen);
-            } else if (kind == SfsNative.KIND_LIST) {
-                io.ensure(klen + 4 + vlen, klen);
-                io.putNativeInt(klen, vlen);
-                io.put(klen + 4, val, vlen);
-                SfsNative.listAppend(h, id, kg, nsLen, klen, 4 + vlen);
-            } else {
-                if (ukey == null) {
-                    throw new IOException("sfs-flink: " + what + ": a map entry without a user key");
+        KeyGroupRange range = p.getKeyGroupRange();
+        long now = System.currentTimeMillis();
+        IOException[] failed = new IOException[1];
+        try {
+            SfsNative.scan(h, dir.toString(), triples, (state, kg, ns, key, ukey, value) -> {
+                SfsKeyedStateBackend.Registered r = state < 256 ? byOldId[state] : null;
+                if (failed[0] != null || !range.contains(kg)) {
+                    return; // another subtask's key group (a rescale)
                 }
-                io.put(klen, ukey, ukey.length);
-                io.put(klen + ukey.length, val, vlen);
-                SfsNative.mapPut(h, id, kg, nsLen, klen, ukey.length, vlen);
-            }
+                if (r == null) {
+                    failed[0] = new IOException("sfs-flink: " + what + ": an entry of unknown state " + state);
+                    return;
+                }
+                byte[] v = value == null ? new byte[0] : value;
+                if (r.ttlMs > 0) {
+                    // sfs's expiry in front: an entry sfs expired is one Flink expired too
+                    if (v.length < 8 || SfsSnapshotStrategy.expiryOf(v) <= now) {
+                        return;
+                    }
+                    v = java.util.Arrays.copyOfRange(v, 8, v.length);
+                }
+                int klen = key.length;
+                io.put(0, key, klen);
+                if (r.kind == SfsNative.KIND_VALUE) {
+                    io.put(klen, v, v.length);
+                    SfsNative.valuePut(h, r.sfsId, kg, ns, klen, v.length);
+                } else if (r.kind == SfsNative.KIND_LIST) {
+                    io.ensure(klen + 4 + v.length, klen);
+                    io.putNativeInt(klen, v.length);
+                    io.put(klen + 4, v, v.length);
+                    SfsNative.listAppend(h, r.sfsId, kg, ns, klen, 4 + v.length);
+                } else {
+                    io.put(klen, ukey, ukey.length);
+                    io.put(klen + ukey.length, v, v.length);
+                    SfsNative.mapPut(h, r.sfsId, kg, ns, klen, ukey.length, v.length);
+                }
+            });
+        } catch (RuntimeException e) {
+            throw new IOException("sfs-flink: " + what + ": " + e.getMessage(), e);
+        }
+        if (failed[0] != null) {
+            throw failed[0];
         }
     }
 }

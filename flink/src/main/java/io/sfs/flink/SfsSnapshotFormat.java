@@ -4,50 +4,63 @@ import org.apache.flink.core.memory.DataInputView;
 import org.apache.flink.core.memory.DataOutputView;
 import org.apache.flink.runtime.state.KeyedBackendSerializationProxy;
 
-import java.io.DataOutput;
 import java.io.IOException;
 import java.util.List;
 
 /**
- * The stream of one subtask's checkpoint (sfs-flink format 1):
+ * The meta file of one subtask's checkpoint (sfs-flink format 2), beside the staged files it
+ * names (an IncrementalRemoteKeyedStateHandle's shared and private files):
  *
  * <pre>
- *   int magic "SFSF", int version 1, Flink's KeyedBackendSerializationProxy (key serializer
- *   and each state's meta info: name, type, serializer snapshots; a state's index is its
- *   place in that list), then per state a long: the TTL sfs kept for it (0: none)
- *   then, at each key group's offset (KeyGroupRangeOffsets):
- *     entries: short state index, int klen, key and namespace bytes, int nsLen,
- *              int ulen (-1: none), user key bytes, int vlen, value bytes
- *     short -1: the key group's end
+ *   int magic "SFSF", int version 2,
+ *   Flink's KeyedBackendSerializationProxy: the key serializer and each state's meta info
+ *     (name, type, serializer snapshots),
+ *   then per state, in that order: long ttlMs (0: sfs kept no TTL; its stored values then
+ *     start with sfs's 8-byte expiry), int id (the sfs state id its entries carry in the
+ *     files: the id in the group that wrote them), int kind (sfs's state kind)
  * </pre>
  *
- * A value state's entry is its value; a list's entries are its elements (user key: sfs's
- * sequence, ignored at restore, where appends keep the order); a map's are its entries.
+ * A restore reads the files with sfs's own reader, naming their states by these ids, and
+ * writes every entry of its key groups into its worker under the ids its own group gives.
  */
 final class SfsSnapshotFormat {
     static final int MAGIC = 0x53465346;
-    static final int VERSION = 1;
-    static final short END_OF_KEY_GROUP = -1;
+    static final int VERSION = 2;
 
     private SfsSnapshotFormat() {}
 
-    static void writeHeader(DataOutputView out, KeyedBackendSerializationProxy<?> proxy, List<Long> ttls)
+    /** What the meta file says of one state besides Flink's meta info. */
+    static final class StateIds {
+        final long ttlMs;
+        final int id;
+        final int kind;
+
+        StateIds(long ttlMs, int id, int kind) {
+            this.ttlMs = ttlMs;
+            this.id = id;
+            this.kind = kind;
+        }
+    }
+
+    static void write(DataOutputView out, KeyedBackendSerializationProxy<?> proxy, List<StateIds> states)
             throws IOException {
         out.writeInt(MAGIC);
         out.writeInt(VERSION);
         proxy.write(out);
-        for (long t : ttls) {
-            out.writeLong(t);
+        for (StateIds s : states) {
+            out.writeLong(s.ttlMs);
+            out.writeInt(s.id);
+            out.writeInt(s.kind);
         }
     }
 
-    /** Reads the header (the TTLs into @ttls); names @what (the handle) when it is not ours. */
-    static void readHeader(DataInputView in, KeyedBackendSerializationProxy<?> proxy, List<Long> ttls, String what)
+    /** Reads a meta file (the states into @states); names @what when it is not ours. */
+    static void read(DataInputView in, KeyedBackendSerializationProxy<?> proxy, List<StateIds> states, String what)
             throws IOException {
         int magic = in.readInt();
         if (magic != MAGIC) {
-            throw new IOException(
-                    "sfs-flink: " + what + " is not an sfs checkpoint (magic " + Integer.toHexString(magic) + ")");
+            throw new IOException("sfs-flink: " + what + " is not an sfs checkpoint (magic "
+                    + Integer.toHexString(magic) + ")");
         }
         int v = in.readInt();
         if (v != VERSION) {
@@ -55,24 +68,14 @@ final class SfsSnapshotFormat {
         }
         proxy.read(in);
         for (int i = 0; i < proxy.getStateMetaInfoSnapshots().size(); i++) {
-            ttls.add(in.readLong());
+            long ttl = in.readLong();
+            int id = in.readInt();
+            int kind = in.readInt();
+            if (id < 0 || id >= 256 || kind < 1 || kind > 4 || ttl < 0) {
+                throw new IOException("sfs-flink: " + what + ": state " + i + " has id " + id
+                        + ", kind " + kind + ", ttl " + ttl + ": not an sfs state");
+            }
+            states.add(new StateIds(ttl, id, kind));
         }
-    }
-
-    static void writeEntry(DataOutput out, int state, byte[] key, int nsLen, byte[] ukey, byte[] value)
-            throws IOException {
-        out.writeShort(state);
-        out.writeInt(key.length);
-        out.write(key);
-        out.writeInt(nsLen);
-        if (ukey == null) {
-            out.writeInt(-1);
-        } else {
-            out.writeInt(ukey.length);
-            out.write(ukey);
-        }
-        byte[] v = value == null ? new byte[0] : value;
-        out.writeInt(v.length);
-        out.write(v);
     }
 }

@@ -1,53 +1,67 @@
 package io.sfs.flink;
 
-import org.apache.flink.core.memory.DataOutputView;
 import org.apache.flink.core.memory.DataOutputViewStreamWrapper;
 import org.apache.flink.runtime.checkpoint.CheckpointOptions;
+import org.apache.flink.runtime.checkpoint.SnapshotType;
+import org.apache.flink.runtime.state.CheckpointStateOutputStream;
 import org.apache.flink.runtime.state.CheckpointStreamFactory;
-import org.apache.flink.runtime.state.CheckpointStreamWithResultProvider;
 import org.apache.flink.runtime.state.CheckpointedStateScope;
-import org.apache.flink.runtime.state.KeyGroupRange;
-import org.apache.flink.runtime.state.KeyGroupRangeOffsets;
-import org.apache.flink.runtime.state.KeyGroupsStateHandle;
+import org.apache.flink.runtime.state.IncrementalKeyedStateHandle.HandleAndLocalPath;
+import org.apache.flink.runtime.state.IncrementalRemoteKeyedStateHandle;
 import org.apache.flink.runtime.state.KeyedBackendSerializationProxy;
 import org.apache.flink.runtime.state.KeyedStateHandle;
+import org.apache.flink.runtime.state.PlaceholderStreamStateHandle;
 import org.apache.flink.runtime.state.SnapshotResources;
 import org.apache.flink.runtime.state.SnapshotResult;
 import org.apache.flink.runtime.state.SnapshotStrategy;
+import org.apache.flink.runtime.state.StateUtil;
+import org.apache.flink.runtime.state.StreamStateHandle;
 import org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot;
 
 import io.sfs.flink.jni.SfsException;
 import io.sfs.flink.jni.SfsNative;
 
-import java.io.ByteArrayOutputStream;
-import java.io.DataOutputStream;
 import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.Stream;
 
 /**
- * A checkpoint of one subtask's sfs state.
+ * An incremental checkpoint of one subtask's sfs state.
  *
  * <p>Synchronous phase (task thread, at the barrier): {@code sfs_barrier} seals the subtask's
- * write buffer — O(1), no I/O, no wait for maintenance — and the states' meta infos are taken.
+ * write buffer — O(1), no I/O, no wait for maintenance — and the states' meta infos and the
+ * confirmed uploads are taken.
  *
  * <p>Asynchronous phase (Flink's snapshot thread): waits until the group's compactor has
- * flushed that buffer and staged the subtask's store as of the barrier (immutable files), reads
- * the staged store ({@code sfs_stage_scan}), and writes it to one checkpoint stream of Flink's,
- * grouped by key group with their offsets: a {@link KeyGroupsStateHandle}, which Flink's own
- * assignment clips to each new subtask's range at a restore or a rescale. Then it removes the
- * stage directory. The format ({@link SfsSnapshotFormat}) carries Flink's meta infos (serializer
- * snapshots), so a restore checks compatibility as Flink's backends do.
+ * flushed that buffer and staged the subtask's store as of the barrier, then hands Flink the
+ * staged files: those under {@code shared/} (the table target's data files: immutable, named
+ * uniquely within the store) are uploaded once, and a later checkpoint that stages the same
+ * file refers to the upload of the last completed checkpoint with a placeholder, which Flink's
+ * {@code SharedStateRegistry} resolves and counts; the rest (the tables' descriptions and
+ * deletion vectors) and a meta file ({@link SfsSnapshotFormat}) are uploaded each time. The
+ * result is Flink's {@link IncrementalRemoteKeyedStateHandle}, so Flink owns the uploaded files'
+ * lifetime — its registry deletes a shared file when no retained checkpoint refers to it, as it
+ * does for RocksDB's — and sfs owns only its stage directory, removed once uploaded. A
+ * savepoint shares nothing: everything is uploaded into it.
  *
- * <p>What this costs and what is missing: every checkpoint writes the whole state (no file is
- * shared between checkpoints yet: the staged files are immutable and could be uploaded once
- * each, as Flink's incremental RocksDB snapshots do — the next step), and the staged entries are
- * grouped by key group in this JVM's heap while the stream is written.
+ * <p>Only uploads of a completed checkpoint are referred to (an upload of a checkpoint that
+ * failed may be gone): {@link #notifyComplete} confirms them, {@link #notifyAborted} drops them.
  */
-final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle, SfsSnapshotStrategy.Resources> {
+final class SfsSnapshotStrategy<K>
+        implements SnapshotStrategy<KeyedStateHandle, SfsSnapshotStrategy.Resources> {
     private final SfsKeyedStateBackend<K> backend;
+
+    /** Checkpoint id -> its shared files (name -> the upload it refers to); under itself. */
+    private final TreeMap<Long, Map<String, StreamStateHandle>> uploads = new TreeMap<>();
+    private long lastCompleted = -1;
 
     SfsSnapshotStrategy(SfsKeyedStateBackend<K> backend) {
         this.backend = backend;
@@ -56,15 +70,14 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
     static final class Resources implements SnapshotResources {
         final long checkpointId;
         final List<StateMetaInfoSnapshot> metas = new ArrayList<>();
-        /** sfs state id -> its index in the snapshot's meta list. */
-        final Map<Integer, Integer> index = new HashMap<>();
-        /** sfs state ids of states whose entries carry sfs's TTL expiry. */
-        final java.util.Set<Integer> ttlIds = new java.util.HashSet<>();
-        final Map<Integer, Integer> kinds = new HashMap<>();
+        final List<SfsSnapshotFormat.StateIds> ids = new ArrayList<>();
         final List<Long> ttls = new ArrayList<>();
+        /** The shared files of the last completed checkpoint: what may be referred to. */
+        final Map<String, StreamStateHandle> confirmed;
 
-        Resources(long checkpointId) {
+        Resources(long checkpointId, Map<String, StreamStateHandle> confirmed) {
             this.checkpointId = checkpointId;
+            this.confirmed = confirmed;
         }
 
         @Override
@@ -73,18 +86,20 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
 
     @Override
     public Resources syncPrepareResources(long checkpointId) {
-        Resources r = new Resources(checkpointId);
-        for (SfsKeyedStateBackend.Registered s : backend.registeredInOrder()) {
-            r.index.put(s.sfsId, r.metas.size());
-            r.kinds.put(s.sfsId, s.kind);
-            r.metas.add(s.meta.snapshot());
-            r.ttls.add(s.ttlMs);
-            if (s.ttlMs > 0) {
-                r.ttlIds.add(s.sfsId);
-            }
+        Map<String, StreamStateHandle> confirmed;
+        synchronized (uploads) {
+            Map<String, StreamStateHandle> m = uploads.get(lastCompleted);
+            confirmed = m == null ? Collections.emptyMap() : new HashMap<>(m);
         }
-        SfsNative.barrier(backend.ctxHandle, SfsKeyedStateBackend.barrierOf(checkpointId));
-        backend.sealed(SfsKeyedStateBackend.barrierOf(checkpointId));
+        Resources r = new Resources(checkpointId, confirmed);
+        for (SfsKeyedStateBackend.Registered s : backend.registeredInOrder()) {
+            r.metas.add(s.meta.snapshot());
+            r.ids.add(new SfsSnapshotFormat.StateIds(s.ttlMs, s.sfsId, s.kind));
+            r.ttls.add(s.ttlMs);
+        }
+        long barrier = SfsKeyedStateBackend.barrierOf(checkpointId);
+        SfsNative.barrier(backend.ctxHandle, barrier);
+        backend.sealed(barrier);
         return r;
     }
 
@@ -95,51 +110,135 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
             long timestamp,
             CheckpointStreamFactory streamFactory,
             CheckpointOptions checkpointOptions) {
-        KeyGroupRange range = backend.getKeyGroupRange();
+        boolean sharing = checkpointOptions.getCheckpointType().getSharingFilesStrategy()
+                != SnapshotType.SharingFilesStrategy.NO_SHARING;
         return registry -> {
             String dir = awaitStaged(backend, SfsKeyedStateBackend.barrierOf(checkpointId));
-            Map<Integer, ByteArrayOutputStream> byKg = new HashMap<>();
+            List<StreamStateHandle> uploaded = new ArrayList<>();
+            boolean ok = false;
             try {
-                scan(dir, res, byKg);
+                List<HandleAndLocalPath> shared = new ArrayList<>();
+                List<HandleAndLocalPath> priv = new ArrayList<>();
+                Map<String, StreamStateHandle> mine = new HashMap<>();
+                long persisted = 0;
+                for (Path f : files(Paths.get(dir, SfsNative.SHARED))) {
+                    String name = f.getFileName().toString();
+                    String local = SfsNative.SHARED + "/" + name;
+                    StreamStateHandle base = sharing ? res.confirmed.get(name) : null;
+                    if (base != null) {
+                        shared.add(HandleAndLocalPath.of(placeholder(base), local));
+                        mine.put(name, base);
+                        continue;
+                    }
+                    StreamStateHandle h = upload(f, sharing ? CheckpointedStateScope.SHARED
+                            : CheckpointedStateScope.EXCLUSIVE, streamFactory, registry);
+                    uploaded.add(h);
+                    persisted += h.getStateSize();
+                    (sharing ? shared : priv).add(HandleAndLocalPath.of(h, local));
+                    mine.put(name, h);
+                }
+                for (Path f : files(Paths.get(dir))) {
+                    StreamStateHandle h = upload(f, CheckpointedStateScope.EXCLUSIVE, streamFactory, registry);
+                    uploaded.add(h);
+                    persisted += h.getStateSize();
+                    priv.add(HandleAndLocalPath.of(h, f.getFileName().toString()));
+                }
+                StreamStateHandle meta = writeMeta(res, streamFactory, registry);
+                uploaded.add(meta);
+                persisted += meta.getStateSize();
+                IncrementalRemoteKeyedStateHandle handle = new IncrementalRemoteKeyedStateHandle(
+                        backend.backendId, backend.getKeyGroupRange(), checkpointId, shared, priv, meta,
+                        persisted);
+                if (sharing) {
+                    synchronized (uploads) {
+                        uploads.put(checkpointId, mine);
+                    }
+                }
+                backend.written.put(checkpointId, new SfsKeyedStateBackend.Written(
+                        checkpointId, handleId(handle), res.metas, res.ttls));
+                ok = true;
+                return SnapshotResult.of(handle);
             } finally {
+                if (!ok) {
+                    StateUtil.bestEffortDiscardAllStateObjects(uploaded);
+                }
                 synchronized (backend.nativeLock) {
                     if (!backend.nativeClosed()) {
                         SfsNative.dropStage(backend.ctxHandle, dir);
                     }
                 }
             }
-            CheckpointStreamWithResultProvider stream =
-                    CheckpointStreamWithResultProvider.createSimpleStream(
-                            CheckpointedStateScope.EXCLUSIVE, streamFactory);
-            registry.registerCloseable(stream);
-            KeyGroupRangeOffsets offsets = new KeyGroupRangeOffsets(range);
-            DataOutputView out = new DataOutputViewStreamWrapper(stream.getCheckpointOutputStream());
-            SfsSnapshotFormat.writeHeader(
-                    out,
-                    new KeyedBackendSerializationProxy<>(
-                            backend.getKeySerializer(), res.metas, false),
-                    res.ttls);
-            for (int kg = range.getStartKeyGroup(); kg <= range.getEndKeyGroup(); kg++) {
-                offsets.setKeyGroupOffset(kg, stream.getCheckpointOutputStream().getPos());
-                ByteArrayOutputStream b = byKg.get(kg);
-                if (b != null) {
-                    b.writeTo(stream.getCheckpointOutputStream());
-                }
-                out.writeShort(SfsSnapshotFormat.END_OF_KEY_GROUP);
-            }
-            if (!registry.unregisterCloseable(stream)) {
-                throw new IOException("sfs-flink: the checkpoint stream was closed (cancelled)");
-            }
-            SnapshotResult<KeyedStateHandle> result =
-                    CheckpointStreamWithResultProvider.toKeyedStateHandleSnapshotResult(
-                            stream.closeAndFinalizeCheckpointStreamResult(), offsets, KeyGroupsStateHandle::new);
-            KeyedStateHandle jm = result.getJobManagerOwnedSnapshot();
-            if (jm instanceof KeyGroupsStateHandle) {
-                backend.written.put(checkpointId, new SfsKeyedStateBackend.Written(
-                        checkpointId, handleId((KeyGroupsStateHandle) jm), res.metas, res.ttls));
-            }
-            return result;
         };
+    }
+
+    /** A checkpoint completed: its uploads become the ones later checkpoints refer to. */
+    void notifyComplete(long id) {
+        synchronized (uploads) {
+            if (id > lastCompleted && uploads.containsKey(id)) {
+                uploads.headMap(id).clear();
+                lastCompleted = id;
+            }
+        }
+    }
+
+    void notifyAborted(long id) {
+        synchronized (uploads) {
+            uploads.remove(id);
+        }
+    }
+
+    /** A reference to an earlier upload, resolved by Flink's shared-state registry. */
+    private static StreamStateHandle placeholder(StreamStateHandle h) {
+        return new PlaceholderStreamStateHandle(
+                h.getStreamStateHandleID(),
+                h.getStateSize(),
+                org.apache.flink.runtime.checkpoint.filemerging.FileMergingSnapshotManager.isFileMergingHandle(h));
+    }
+
+    private static List<Path> files(Path dir) throws IOException {
+        if (!Files.isDirectory(dir)) {
+            return Collections.emptyList();
+        }
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.filter(Files::isRegularFile).sorted().toList();
+        }
+    }
+
+    private static StreamStateHandle upload(
+            Path f,
+            CheckpointedStateScope scope,
+            CheckpointStreamFactory factory,
+            org.apache.flink.core.fs.CloseableRegistry registry)
+            throws IOException {
+        CheckpointStateOutputStream out = factory.createCheckpointStateOutputStream(scope);
+        registry.registerCloseable(out);
+        try {
+            Files.copy(f, out);
+        } catch (IOException e) {
+            if (registry.unregisterCloseable(out)) {
+                out.close();
+            }
+            throw new IOException("sfs-flink: cannot upload " + f + ": " + e.getMessage(), e);
+        }
+        if (!registry.unregisterCloseable(out)) {
+            throw new IOException("sfs-flink: the checkpoint was cancelled while uploading " + f);
+        }
+        return out.closeAndGetHandle();
+    }
+
+    private StreamStateHandle writeMeta(
+            Resources res, CheckpointStreamFactory factory, org.apache.flink.core.fs.CloseableRegistry registry)
+            throws IOException {
+        CheckpointStateOutputStream out = factory.createCheckpointStateOutputStream(CheckpointedStateScope.EXCLUSIVE);
+        registry.registerCloseable(out);
+        SfsSnapshotFormat.write(
+                new DataOutputViewStreamWrapper(out),
+                new KeyedBackendSerializationProxy<>(backend.getKeySerializer(), res.metas, false),
+                res.ids);
+        if (!registry.unregisterCloseable(out)) {
+            throw new IOException("sfs-flink: the checkpoint was cancelled while writing its meta file");
+        }
+        return out.closeAndGetHandle();
     }
 
     /** sfs's TTL expiry at the front of a stored value (common/ttl.h: a native uint64). */
@@ -147,9 +246,9 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
         return java.nio.ByteBuffer.wrap(v, 0, 8).order(java.nio.ByteOrder.nativeOrder()).getLong();
     }
 
-    /** What identifies a checkpoint file across the JobManager's round trip. */
-    static String handleId(KeyGroupsStateHandle h) {
-        return h.getStreamStateHandleID().getKeyString();
+    /** What identifies a checkpoint across the JobManager's round trip: its meta file. */
+    static String handleId(IncrementalRemoteKeyedStateHandle h) {
+        return h.getMetaDataStateHandle().getStreamStateHandleID().getKeyString();
     }
 
     /** Polls the stage in short native waits, so a dispose is never held up for long. */
@@ -158,55 +257,17 @@ final class SfsSnapshotStrategy<K> implements SnapshotStrategy<KeyedStateHandle,
         while (true) {
             synchronized (backend.nativeLock) {
                 if (backend.nativeClosed()) {
-                    throw new IOException("sfs-flink: the backend was closed during checkpoint " + id);
+                    throw new IOException("sfs-flink: the backend was closed during barrier " + id);
                 }
                 try {
                     return SfsNative.staged(backend.ctxHandle, id, 50);
                 } catch (SfsException e) {
                     if (!e.getMessage().contains("not staged after") || System.nanoTime() > deadline) {
-                        throw new IOException("sfs-flink: checkpoint " + id + ": " + e.getMessage(), e);
+                        throw new IOException("sfs-flink: barrier " + id + ": " + e.getMessage(), e);
                     }
                 }
             }
             Thread.yield();
-        }
-    }
-
-    private void scan(String dir, Resources res, Map<Integer, ByteArrayOutputStream> byKg)
-            throws IOException {
-        IOException[] failed = new IOException[1];
-        long now = System.currentTimeMillis();
-        synchronized (backend.nativeLock) {
-            if (backend.nativeClosed()) {
-                throw new IOException("sfs-flink: the backend was closed during a checkpoint");
-            }
-            SfsNative.scan(
-                    backend.ctxHandle,
-                    dir,
-                    (state, kg, ns, key, ukey, value) -> {
-                        Integer idx = res.index.get(state);
-                        if (idx == null || failed[0] != null) {
-                            return; // a state another subtask of this group registered
-                        }
-                        if (res.ttlIds.contains(state)) {
-                            // sfs's expiry in front (native order): an expired entry is one
-                            // Flink expired too (sfs's is never earlier); the rest, unprefixed
-                            if (value == null || value.length < 8 || expiryOf(value) <= now) {
-                                return;
-                            }
-                            value = java.util.Arrays.copyOfRange(value, 8, value.length);
-                        }
-                        ByteArrayOutputStream b = byKg.computeIfAbsent(kg, k -> new ByteArrayOutputStream());
-                        try {
-                            SfsSnapshotFormat.writeEntry(
-                                    new DataOutputStream(b), idx, key, (int) ns, ukey, value);
-                        } catch (IOException e) {
-                            failed[0] = e;
-                        }
-                    });
-        }
-        if (failed[0] != null) {
-            throw failed[0];
         }
     }
 }

@@ -24,6 +24,9 @@ public final class SfsNative {
     public static final int KIND_MAP = 3;
     public static final int KIND_LIST = 4;
 
+    /** The subdirectory of a stage whose files never change once written (sfs.h). */
+    public static final String SHARED = "shared";
+
     public static final int ABSENT = -1;
     public static final int NEED_BASE = -2;
 
@@ -108,7 +111,11 @@ public final class SfsNative {
     /** The async thread: waits for the compactor's stage of the barrier; its directory. */
     public static native String staged(long ctx, long checkpointId, long timeoutMs);
 
-    public static native void scan(long ctx, String stageDir, ScanSink sink);
+    /**
+     * Every live entry of a staged directory (or a download with its layout): @states null for
+     * this group's own registry, else {id, kind, ttlMs} triples as the files' group wrote them.
+     */
+    public static native void scan(long ctx, String stageDir, long[] states, ScanSink sink);
 
     public static native void dropStage(long ctx, String stageDir);
 
