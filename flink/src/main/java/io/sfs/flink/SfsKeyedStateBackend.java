@@ -589,9 +589,14 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         throw new UnsupportedOperationException("sfs-flink: numKeyValueStateEntries");
     }
 
+    /**
+     * No: a state read is a fresh object, but the timers are heap objects that keep the key
+     * object they were registered under, so an operator that reuses (and mutates) its key
+     * objects when this says yes — SQL's window buffers do — would move timers to other keys.
+     */
     @Override
     public boolean isSafeToReuseKVState() {
-        return true; // every read deserializes a fresh object
+        return false;
     }
 
     @Override
