@@ -299,27 +299,38 @@ static inline jint fill_answer(const struct fill *f)
 	return f->pos > f->j->cap ? NEED(f->pos) : (jint)f->pos;
 }
 
-JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_listGet(JNIEnv *env, jclass cls, jlong h,
-								jint st, jint kg, jlong ns,
-								jint klen)
+/* The entries of @key/@klen (a list's elements, or a map's user keys and
+ * values) collected into the io buffer by @walk (sfs_list_get or
+ * sfs_map_iter): their bytes, or NEED.  The answer overwrites the io buffer
+ * the key is read from, so the key is read from the context's copy (one
+ * memcpy of the key). */
+typedef int (*walk_fn)(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, size_t klen,
+		       sfs_entry_fn fn, void *arg);
+
+static jint collect(JNIEnv *env, struct jctx *j, jint st, jint kg, jlong ns, jint klen,
+		    walk_fn walk, int with_key, const char *what)
 {
-	struct jctx *j = J(h);
-	struct fill f = { .j = j, .pos = 0, .with_key = 0 };
+	struct fill f = { .j = j, .pos = 0, .with_key = with_key };
 	int rc;
 
-	(void)cls;
 	if (enter(env, j, kg))
 		return 0;
-	/* The answer overwrites the io buffer the key is read from: the key
-	 * is read from the context's copy (one memcpy of the key). */
 	if ((uint32_t)klen > SFS_KEY_MAX) {
 		leave(j);
 		return ANSWER(env, SFS_EUSAGE, "key too long", 0);
 	}
 	memcpy(j->key, j->io, (size_t)klen);
-	rc = sfs_list_get(j->c, (uint32_t)st, (uint64_t)ns, j->key, (size_t)klen, fill_entry, &f);
+	rc = walk(j->c, (uint32_t)st, (uint64_t)ns, j->key, (size_t)klen, fill_entry, &f);
 	leave(j);
-	return ANSWER(env, rc, "list get", fill_answer(&f));
+	return ANSWER(env, rc, what, fill_answer(&f));
+}
+
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_listGet(JNIEnv *env, jclass cls, jlong h,
+								jint st, jint kg, jlong ns,
+								jint klen)
+{
+	(void)cls;
+	return collect(env, J(h), st, kg, ns, klen, sfs_list_get, 0, "list get");
 }
 
 JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_listAppend(JNIEnv *env, jclass cls,
@@ -424,21 +435,8 @@ JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_mapIter(JNIEnv *env, jcla
 								jint st, jint kg, jlong ns,
 								jint klen)
 {
-	struct jctx *j = J(h);
-	struct fill f = { .j = j, .pos = 0, .with_key = 1 };
-	int rc;
-
 	(void)cls;
-	if (enter(env, j, kg))
-		return 0;
-	if ((uint32_t)klen > SFS_KEY_MAX) {
-		leave(j);
-		return ANSWER(env, SFS_EUSAGE, "key too long", 0);
-	}
-	memcpy(j->key, j->io, (size_t)klen);
-	rc = sfs_map_iter(j->c, (uint32_t)st, (uint64_t)ns, j->key, (size_t)klen, fill_entry, &f);
-	leave(j);
-	return ANSWER(env, rc, "map iterate", fill_answer(&f));
+	return collect(env, J(h), st, kg, ns, klen, sfs_map_iter, 1, "map iterate");
 }
 
 JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapClear(JNIEnv *env, jclass cls, jlong h,

@@ -58,23 +58,6 @@ public class SfsAggregatingState<K, N, IN, ACC, OUT> extends SfsValueState<K, N,
 
     @Override
     public void mergeNamespaces(N target, Collection<N> sources) throws Exception {
-        if (sources == null || sources.isEmpty()) {
-            return;
-        }
-        ACC acc = null;
-        for (N s : sources) {
-            if (s == null) {
-                continue;
-            }
-            ACC v = get(s);
-            if (v != null) {
-                delete(s);
-                acc = acc == null ? v : fn.merge(acc, v);
-            }
-        }
-        if (acc != null) {
-            ACC t = get(target);
-            put(target, t == null ? acc : fn.merge(t, acc));
-        }
+        mergeValues(target, sources, (a, b) -> fn.merge(a, b));
     }
 }

@@ -166,42 +166,29 @@ public class SfsMapState<K, N, UK, UV> extends AbstractSfsState<K, N, Map<UK, UV
     @Override
     public Iterable<UK> keys() throws Exception {
         List<Map.Entry<UK, UV>> all = load();
-        return () -> {
-            Iterator<Map.Entry<UK, UV>> it = iterator(all);
-            return new Iterator<UK>() {
-                public boolean hasNext() {
-                    return it.hasNext();
-                }
-
-                public UK next() {
-                    return it.next().getKey();
-                }
-
-                public void remove() {
-                    it.remove();
-                }
-            };
-        };
+        return () -> mapped(iterator(all), Map.Entry::getKey);
     }
 
     @Override
     public Iterable<UV> values() throws Exception {
         List<Map.Entry<UK, UV>> all = load();
-        return () -> {
-            Iterator<Map.Entry<UK, UV>> it = iterator(all);
-            return new Iterator<UV>() {
-                public boolean hasNext() {
-                    return it.hasNext();
-                }
+        return () -> mapped(iterator(all), Map.Entry::getValue);
+    }
 
-                public UV next() {
-                    return it.next().getValue();
-                }
+    /** @it's entries as @f maps them; remove() removes the entry from the state. */
+    private static <E, T> Iterator<T> mapped(Iterator<E> it, java.util.function.Function<E, T> f) {
+        return new Iterator<T>() {
+            public boolean hasNext() {
+                return it.hasNext();
+            }
 
-                public void remove() {
-                    it.remove();
-                }
-            };
+            public T next() {
+                return f.apply(it.next());
+            }
+
+            public void remove() {
+                it.remove();
+            }
         };
     }
 

@@ -59,23 +59,6 @@ public class SfsReducingState<K, N, V> extends SfsValueState<K, N, V>
 
     @Override
     public void mergeNamespaces(N target, Collection<N> sources) throws Exception {
-        if (sources == null || sources.isEmpty()) {
-            return;
-        }
-        V acc = null;
-        for (N s : sources) {
-            if (s == null) {
-                continue;
-            }
-            V v = get(s);
-            if (v != null) {
-                delete(s);
-                acc = acc == null ? v : reduce.reduce(acc, v);
-            }
-        }
-        if (acc != null) {
-            V t = get(target);
-            put(target, t == null ? acc : reduce.reduce(t, acc));
-        }
+        mergeValues(target, sources, (a, b) -> reduce.reduce(a, b));
     }
 }

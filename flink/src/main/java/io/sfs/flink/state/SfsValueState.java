@@ -60,6 +60,36 @@ public class SfsValueState<K, N, V> extends AbstractSfsState<K, N, V>
         SfsNative.valuePut(h(), id, kg(), nsLen(), klen, out.position() - klen);
     }
 
+    /** A merge of two stored values (a reduce function's, an aggregate's merge). */
+    interface Merge<V> {
+        V merge(V a, V b) throws Exception;
+    }
+
+    /**
+     * mergeNamespaces of a reducing or aggregating state: every source's value folded with
+     * @merge into the target's, the sources deleted. Two crossings per source that has one.
+     */
+    final void mergeValues(N target, java.util.Collection<N> sources, Merge<V> merge) throws Exception {
+        if (sources == null || sources.isEmpty()) {
+            return;
+        }
+        V acc = null;
+        for (N s : sources) {
+            if (s == null) {
+                continue;
+            }
+            V v = get(s);
+            if (v != null) {
+                delete(s);
+                acc = acc == null ? v : merge.merge(acc, v);
+            }
+        }
+        if (acc != null) {
+            V t = get(target);
+            put(target, t == null ? acc : merge.merge(t, acc));
+        }
+    }
+
     final void delete(N ns) {
         int klen = key(ns);
         SfsNative.valueDelete(h(), id, kg(), nsLen(), klen);
