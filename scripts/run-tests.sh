@@ -89,6 +89,23 @@ if [ -n "${FLINK_TESTS:-}" ]; then
 		grep -a -E 'Tests run:|FAIL|ERROR\]' "$log_dir/flink.log" | head -n 40
 		[ $rc -eq 124 ] && echo "  flink: timed out"
 	fi
+	# A standalone cluster (a JobManager and two TaskManager JVMs) and a TaskManager killed
+	# mid-run: the module's classes are built by the suite above.
+	start=$(date +%s)
+	BUILD=0 SFS_BIN_DIR="$SFS_BIN" timeout -k 10 "$TEST_TIMEOUT" bash flink/cluster/test_tm_kill.sh \
+		>"$log_dir/flink_tm_kill.log" 2>&1
+	rc=$?
+	p=$(grep -a -c '^ok ' "$log_dir/flink_tm_kill.log")
+	f=$(grep -a -c '^not ok ' "$log_dir/flink_tm_kill.log")
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+	fi
+	passed=$((passed + p)); failed=$((failed + f))
+	printf '%-28s %3d passed %3d failed  %4ds\n' "flink/cluster/test_tm_kill" "$p" "$f" $(($(date +%s) - start))
+	if [ "$f" -ne 0 ]; then
+		failures+=("flink_tm_kill")
+		grep -a -E '^not ok|^#' "$log_dir/flink_tm_kill.log" | head -n 40
+	fi
 fi
 
 [ ${#failures[@]} -ne 0 ] && echo "failed: ${failures[*]} (logs in $log_dir)"

@@ -578,6 +578,17 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_dropStage(JNIEnv *env, jc
 		fail(env, rc, "drop the staged checkpoint");
 }
 
+/* The JNI's contract with SfsNative.java: raised whenever a native's
+ * signature or the io buffer's layout changes, and checked at load (a
+ * library of another build would read its arguments wrong). */
+#define SFS_JNI_ABI 3
+
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_abi(JNIEnv *env, jclass cls)
+{
+	(void)env, (void)cls;
+	return SFS_JNI_ABI;
+}
+
 JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_version(JNIEnv *env, jclass cls)
 {
 	char v[32];

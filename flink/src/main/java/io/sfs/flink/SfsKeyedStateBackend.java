@@ -126,6 +126,14 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
     /** Task thread: the last checkpoint pinned. */
     private Written pinned;
 
+    /**
+     * A slot taken back in place: its compactor's pin is still @w's, so if this attempt ends
+     * before pinning another checkpoint, the slot is parked again for it.
+     */
+    void pinnedAlready(Written w) {
+        pinned = w;
+    }
+
     // the current key's serialized bytes (set with the key), and the last namespace's
     private byte[] keyBytes = new byte[64];
     private int keyLen;

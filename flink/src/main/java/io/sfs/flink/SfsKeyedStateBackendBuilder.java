@@ -172,14 +172,21 @@ final class SfsKeyedStateBackendBuilder<K> {
                     b.register(m.getName(), meta.getStateType(), meta, back.ttls.get(i));
                 }
                 b.sealed(back.lastBarrier);
+                b.pinnedAlready(new SfsKeyedStateBackend.Written(
+                        back.checkpointId, back.handleId, back.metas, back.ttls));
                 SfsHostGroup.LOCAL_RESTORES.incrementAndGet();
                 LOG.info("sfs-flink: {}: restored in place from checkpoint {} (slot {}): no file read",
                         who, back.checkpointId, slot);
             } else {
+                int n = 0;
                 for (KeyedStateHandle h : p.getStateHandles()) {
                     if (h != null) {
                         restore(b, h);
+                        n++;
                     }
+                }
+                if (n > 0) {
+                    LOG.info("sfs-flink: {}: restored from {} checkpoint file set(s) (slot {})", who, n, slot);
                 }
             }
         } catch (Exception e) {

@@ -37,6 +37,9 @@ public final class SfsNative {
         return NEED_BASE - r;
     }
 
+    /** The JNI contract this Java side speaks: flink/jni/sfs_jni.c's SFS_JNI_ABI. */
+    static final int ABI = 3;
+
     private static volatile boolean loaded;
 
     /**
@@ -62,6 +65,19 @@ public final class SfsNative {
                             + e.getMessage()
                             + " — build it with `make jni` (build/jni/libsfs_jni.so) and set -Djava.library.path or -Dsfs.jni.path");
         }
+        int abi;
+        try {
+            abi = abi();
+        } catch (UnsatisfiedLinkError e) {
+            abi = 0; // a library older than the check
+        }
+        if (abi != ABI) {
+            throw new SfsException(
+                    "sfs-flink: libsfs_jni ("
+                            + (path != null ? path : "java.library.path=" + System.getProperty("java.library.path"))
+                            + ") speaks JNI contract " + abi + ", these classes " + ABI
+                            + ": the library and the jar come from different builds (make flink builds both)");
+        }
         loaded = true;
     }
 
@@ -71,6 +87,8 @@ public final class SfsNative {
     }
 
     public static native String version();
+
+    static native int abi();
 
     public static native long open(
             String job, int slot, int maxParallelism, int kgFirst, int kgLast, long bufferBytes, long cacheBytes);
