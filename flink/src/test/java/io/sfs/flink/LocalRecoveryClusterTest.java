@@ -106,7 +106,7 @@ class LocalRecoveryClusterTest {
 
     @Test
     void failureRestoresInPlaceExactlyOnce() throws Exception {
-        Configuration c = new Configuration(TestBackends.sfsConfig(tmp.resolve("sfs")));
+        Configuration c = new Configuration(TestBackends.sfsConfig(TestBackends.dataDir("local-recovery")));
         c.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("256m"));
         c.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(200));
         c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, tmp.resolve("checkpoints").toUri().toString());

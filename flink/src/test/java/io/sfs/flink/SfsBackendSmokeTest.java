@@ -18,7 +18,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -53,11 +52,18 @@ class SfsBackendSmokeTest {
         }
     }
 
-    static SfsStateBackend backend(Path tmp) {
+    /**
+     * The backend of these unit tests: one host group per test JVM, its files under
+     * target/sfs-test-data (not a test's temporary directory, which JUnit deletes while the
+     * group, which lives as long as the JVM, still writes there). @ignored: kept for callers.
+     */
+    static SfsStateBackend backend(Path ignored) {
         return new SfsStateBackend()
-                .setBinDir(System.getProperty("sfs.bin", Paths.get("..", "bin").toAbsolutePath().toString()))
-                .setDataDir(tmp.toString());
+                .setBinDir(TestBackends.binDir())
+                .setDataDir(SHARED_DIR.toString());
     }
+
+    static final Path SHARED_DIR = TestBackends.dataDir("unit");
 
     static KeyedOneInputStreamOperatorTestHarness<String, String, String> harness(Path tmp) throws Exception {
         KeyedOneInputStreamOperatorTestHarness<String, String, String> h =

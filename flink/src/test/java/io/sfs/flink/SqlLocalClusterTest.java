@@ -58,8 +58,11 @@ import static org.assertj.core.api.Assertions.assertThat;
  * top-N (ROW_NUMBER), (d) a DataStream job with keyed event-time timers.
  */
 class SqlLocalClusterTest {
-    /** One sfs host group for the whole class (a group per job would be a group per cluster). */
+    /** Checkpoints. */
     @TempDir static Path tmp;
+
+    /** One sfs host group for the whole class (a group per job would be a group per cluster). */
+    static final Path SFS_DATA = TestBackends.dataDir("sql-local-cluster");
 
     static final int ORDERS = 2000; // id 1..ORDERS
     static final int PAYMENTS = 1500; // pid 1..PAYMENTS
@@ -119,7 +122,7 @@ class SqlLocalClusterTest {
     }
 
     static Configuration sfs() {
-        return TestBackends.sfsConfig(tmp.resolve("sfs"));
+        return TestBackends.sfsConfig(SFS_DATA);
     }
 
     /**
@@ -160,6 +163,7 @@ class SqlLocalClusterTest {
         return out;
     }
 
+    @SuppressWarnings("try") // CloseableIterator.close() may throw InterruptedException
     static List<String> sql(Configuration backend, String query) throws Exception {
         StreamTableEnvironment t = StreamTableEnvironment.create(env(backend), EnvironmentSettings.inStreamingMode());
         t.executeSql(DDL_ORDERS);
@@ -318,6 +322,7 @@ class SqlLocalClusterTest {
         public void initializeState(FunctionInitializationContext context) {}
     }
 
+    @SuppressWarnings("try")
     static List<String> timersJob(Configuration backend) {
         try {
             Buckets.SNAPSHOTS.set(0);

@@ -2,18 +2,14 @@ package io.sfs.flink;
 
 import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.functions.ReduceFunction;
-import org.apache.flink.api.common.state.AggregatingState;
 import org.apache.flink.api.common.state.AggregatingStateDescriptor;
-import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.MapState;
 import org.apache.flink.api.common.state.MapStateDescriptor;
-import org.apache.flink.api.common.state.ReducingState;
 import org.apache.flink.api.common.state.ReducingStateDescriptor;
 import org.apache.flink.api.common.state.State;
 import org.apache.flink.api.common.state.StateDescriptor;
 import org.apache.flink.api.common.state.StateTtlConfig;
-import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.common.typeutils.base.StringSerializer;
@@ -31,15 +27,12 @@ import org.apache.flink.streaming.util.AbstractStreamOperatorTestHarness;
 import org.apache.flink.streaming.util.KeyedOneInputStreamOperatorTestHarness;
 
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.Serializable;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -73,51 +66,51 @@ class StateModelTest {
 
     @ParameterizedTest(name = "seed {0}")
     @ValueSource(longs = {1, 2, 3})
-    void randomOperationsAcrossRestores(long seed, @TempDir Path tmp) throws Exception {
-        Stats st = run(new Scenario(seed), tmp);
+    void randomOperationsAcrossRestores(long seed) throws Exception {
+        Stats st = run(new Scenario(seed));
         assertExercised(st, "checkpoints", "restores", "restores dropping later writes", "merges",
                 "non-empty reads", "empty list writes", "null map values", "ttl live reads",
                 "ttl expired reads");
     }
 
     @Test
-    void rescale2to3to2(@TempDir Path tmp) throws Exception {
+    void rescale2to3to2() throws Exception {
         Scenario sc = new Scenario(11);
         sc.parallelisms = new int[] {2, 3, 2};
-        Stats st = run(sc, tmp);
+        Stats st = run(sc);
         assertThat(st.get("rescales")).as("rescales in %s", st.counts).isGreaterThanOrEqualTo(2);
         assertExercised(st, "restores dropping later writes", "merges", "non-empty reads");
     }
 
     @Test
-    void rescaleAtMaxParallelism32768(@TempDir Path tmp) throws Exception {
+    void rescaleAtMaxParallelism32768() throws Exception {
         Scenario sc = new Scenario(12);
         sc.maxParallelism = 32768;
         sc.parallelisms = new int[] {2, 3, 2};
         // Flink's heap backend snapshots one map per key group and state: ~1 s per checkpoint
         sc.ops = 1500;
         sc.maxCheckpoints = 2;
-        Stats st = run(sc, tmp);
+        Stats st = run(sc);
         assertThat(st.get("rescales")).as("rescales in %s", st.counts).isGreaterThanOrEqualTo(2);
         assertExercised(st, "merges", "non-empty reads");
     }
 
     @Test
-    void keyScansMatch(@TempDir Path tmp) throws Exception {
+    void keyScansMatch() throws Exception {
         Scenario sc = new Scenario(21);
         sc.scans = true;
         sc.parallelisms = new int[] {1, 2};
-        Stats st = run(sc, tmp);
+        Stats st = run(sc);
         assertThat(st.get("scans")).as("scans in %s", st.counts).isGreaterThan(50);
         assertExercised(st, "scans finding keys", "rescales");
     }
 
     @Test
-    void expiredTtlValuesAreNeverReturned(@TempDir Path tmp) throws Exception {
+    void expiredTtlValuesAreNeverReturned() throws Exception {
         Scenario sc = new Scenario(31);
         sc.ttlHeavy = true;
         sc.ops = 2000;
-        Stats st = run(sc, tmp);
+        Stats st = run(sc);
         assertThat(st.get("ttl expired reads")).as("in %s", st.counts).isGreaterThan(50);
         assertThat(st.get("ttl live reads")).as("in %s", st.counts).isGreaterThan(50);
         assertExercised(st, "restores");
@@ -443,6 +436,7 @@ class StateModelTest {
     // ---------------------------------------------------------------- one backend, all its subtasks
 
     /** The subtasks of one backend at the current parallelism. */
+    @SuppressWarnings("try") // close() may throw InterruptedException, as the harness's does
     static final class Side implements AutoCloseable {
         final String name;
         final StateBackend backend;
@@ -594,10 +588,12 @@ class StateModelTest {
         final List<String> keys = new ArrayList<>();
         final List<String> userKeys = new ArrayList<>();
         final boolean ttlHeavy;
+        final boolean scans;
 
-        Gen(long seed, boolean ttlHeavy) {
+        Gen(long seed, boolean ttlHeavy, boolean scans) {
             r = new java.util.Random(seed);
             this.ttlHeavy = ttlHeavy;
+            this.scans = scans;
             for (int i = 0; i < 40; i++) {
                 keys.add("k" + i);
             }
@@ -648,9 +644,14 @@ class StateModelTest {
             return l;
         }
 
+        /**
+         * Entries for putAll. Never empty when the run scans keys: Flink's heap map state keeps
+         * an empty map behind putAll(empty), a key getKeys lists though it holds nothing — not a
+         * behaviour worth pinning other backends to (RocksDB does not have it either).
+         */
         Map<String, Long> entries() {
             Map<String, Long> m = new LinkedHashMap<>();
-            int n = r.nextInt(5);
+            int n = scans ? 1 + r.nextInt(4) : r.nextInt(5);
             for (int i = 0; i < n; i++) {
                 m.put(pick(userKeys), r.nextInt(6) == 0 ? null : number());
             }
@@ -722,8 +723,9 @@ class StateModelTest {
     }
 
     /** Runs one scenario on sfs and on hashmap, comparing every read. */
-    static Stats run(Scenario sc, Path tmp) throws Exception {
-        Gen g = new Gen(sc.seed, sc.ttlHeavy);
+    @SuppressWarnings("try")
+    static Stats run(Scenario sc) throws Exception {
+        Gen g = new Gen(sc.seed, sc.ttlHeavy, sc.scans);
         Stats st = new Stats();
         Map<String, TtlEntry> ttlModel = new HashMap<>();
         long now = 1_000;
@@ -733,7 +735,7 @@ class StateModelTest {
         int restoreAt = -1;
         int nextSnapshot = 150 + g.r.nextInt(300);
 
-        try (Side a = new Side(TestBackends.sfsName(), TestBackends.sfs(tmp), sc.maxParallelism);
+        try (Side a = new Side(TestBackends.sfsName(), TestBackends.sfs(TestBackends.dataDir("model-" + sc.seed)), sc.maxParallelism);
                 Side b = new Side("hashmap", TestBackends.hashmap(), sc.maxParallelism)) {
             a.open(sc.parallelisms[0], null, now);
             b.open(sc.parallelisms[0], null, now);

@@ -6,8 +6,13 @@ import org.apache.flink.runtime.state.StateBackend;
 import org.apache.flink.runtime.state.StateBackendLoader;
 import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.Comparator;
+import java.util.stream.Stream;
 
 /**
  * The two backends the comparison tests run side by side: sfs, and Flink's HashMap backend as
@@ -81,13 +86,54 @@ final class TestBackends {
         return c;
     }
 
+    /**
+     * A fresh directory for one sfs host group's files, under target/sfs-test-data/<this JVM's
+     * pid>/ (so {@code mvn clean} removes it), not under a JUnit {@code @TempDir}: a group runs
+     * until the JVM exits, and JUnit deleting its directory under it fails the test ("Failed to
+     * delete temp directory"). The directories of JVMs no longer alive are removed on first use.
+     * One group per directory; a group opens a bounded number of subtasks over its life
+     * (state.backend.sfs.slots), so a test that opens many takes a directory of its own.
+     */
+    static synchronized Path dataDir(String name) {
+        try {
+            Path root = Paths.get("target", "sfs-test-data").toAbsolutePath();
+            Path mine = root.resolve(Long.toString(ProcessHandle.current().pid()));
+            if (!Files.isDirectory(mine)) {
+                removeDeadJvmsDirs(root);
+            }
+            Files.createDirectories(mine);
+            return Files.createTempDirectory(mine, name + "-");
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void removeDeadJvmsDirs(Path root) throws IOException {
+        if (!Files.isDirectory(root)) {
+            return;
+        }
+        try (Stream<Path> dirs = Files.list(root)) {
+            for (Path d : (Iterable<Path>) dirs::iterator) {
+                String n = d.getFileName().toString();
+                if (n.matches("[0-9]+") && ProcessHandle.of(Long.parseLong(n)).isEmpty()) {
+                    try (Stream<Path> all = Files.walk(d)) {
+                        all.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+                    }
+                }
+            }
+        }
+    }
+
     static Configuration hashmapConfig() {
         Configuration c = new Configuration();
         c.set(StateBackendOptions.STATE_BACKEND, "hashmap");
         return c;
     }
 
-    /** sfs, configured as a cluster would configure it, with its files under {@code tmp}. */
+    /**
+     * sfs, configured as a cluster would configure it, with its files under {@code tmp} (take it
+     * from {@link #dataDir}).
+     */
     static StateBackend sfs(Path tmp) {
         try {
             return StateBackendLoader.loadStateBackendFromConfig(
