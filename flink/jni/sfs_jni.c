@@ -108,6 +108,19 @@ static inline void leave(struct jctx *j)
 	sfs_ctx_offline(j->c);
 }
 
+/* A state call with no answer: online in key group @kg, @call, offline;
+ * its error thrown as SfsException. */
+#define STATE_CALL(env, j, kg, what, call)                                       \
+	do {                                                                     \
+		int rc_;                                                         \
+		if (enter((env), (j), (kg)))                                     \
+			return;                                                  \
+		rc_ = (call);                                                    \
+		leave(j);                                                        \
+		if (rc_)                                                         \
+			fail((env), rc_, (what));                                \
+	} while (0)
+
 /* ---- lifecycle ------------------------------------------------------------------ */
 
 JNIEXPORT jlong JNICALL Java_io_sfs_flink_jni_SfsNative_open(JNIEnv *env, jclass cls, jstring job,
@@ -237,16 +250,11 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_valuePut(JNIEnv *env, jcl
 								 jint klen, jint vlen)
 {
 	struct jctx *j = J(h);
-	int rc;
 
 	(void)cls;
-	if (enter(env, j, kg))
-		return;
-	rc = sfs_value_put(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, j->io + klen,
-			   (size_t)vlen);
-	leave(j);
-	if (rc)
-		fail(env, rc, "value put");
+	STATE_CALL(env, j, kg, "value put",
+		   sfs_value_put(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen,
+		   j->io + klen, (size_t)vlen));
 }
 
 JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_valueDelete(JNIEnv *env, jclass cls,
@@ -254,15 +262,10 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_valueDelete(JNIEnv *env, 
 								    jlong ns, jint klen)
 {
 	struct jctx *j = J(h);
-	int rc;
 
 	(void)cls;
-	if (enter(env, j, kg))
-		return;
-	rc = sfs_value_delete(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen);
-	leave(j);
-	if (rc)
-		fail(env, rc, "value delete");
+	STATE_CALL(env, j, kg, "value delete",
+		   sfs_value_delete(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen));
 }
 
 /* ---- list and map state: entries out as [u32 len][bytes]... ----------------------- */
@@ -368,15 +371,10 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_listClear(JNIEnv *env, jc
 								  jint klen)
 {
 	struct jctx *j = J(h);
-	int rc;
 
 	(void)cls;
-	if (enter(env, j, kg))
-		return;
-	rc = sfs_list_clear(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen);
-	leave(j);
-	if (rc)
-		fail(env, rc, "list clear");
+	STATE_CALL(env, j, kg, "list clear",
+		   sfs_list_clear(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen));
 }
 
 JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_mapGet(JNIEnv *env, jclass cls, jlong h,
@@ -402,16 +400,11 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapPut(JNIEnv *env, jclas
 							       jint klen, jint ulen, jint vlen)
 {
 	struct jctx *j = J(h);
-	int rc;
 
 	(void)cls;
-	if (enter(env, j, kg))
-		return;
-	rc = sfs_map_put(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, j->io + klen,
-			 (size_t)ulen, j->io + klen + ulen, (size_t)vlen);
-	leave(j);
-	if (rc)
-		fail(env, rc, "map put");
+	STATE_CALL(env, j, kg, "map put",
+		   sfs_map_put(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen,
+		   j->io + klen, (size_t)ulen, j->io + klen + ulen, (size_t)vlen));
 }
 
 JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapRemove(JNIEnv *env, jclass cls, jlong h,
@@ -419,16 +412,11 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapRemove(JNIEnv *env, jc
 								  jint klen, jint ulen)
 {
 	struct jctx *j = J(h);
-	int rc;
 
 	(void)cls;
-	if (enter(env, j, kg))
-		return;
-	rc = sfs_map_remove(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen, j->io + klen,
-			    (size_t)ulen);
-	leave(j);
-	if (rc)
-		fail(env, rc, "map remove");
+	STATE_CALL(env, j, kg, "map remove",
+		   sfs_map_remove(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen,
+		   j->io + klen, (size_t)ulen));
 }
 
 JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_mapIter(JNIEnv *env, jclass cls, jlong h,
@@ -444,15 +432,10 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_mapClear(JNIEnv *env, jcl
 								 jint klen)
 {
 	struct jctx *j = J(h);
-	int rc;
 
 	(void)cls;
-	if (enter(env, j, kg))
-		return;
-	rc = sfs_map_clear(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen);
-	leave(j);
-	if (rc)
-		fail(env, rc, "map clear");
+	STATE_CALL(env, j, kg, "map clear",
+		   sfs_map_clear(j->c, (uint32_t)st, (uint64_t)ns, j->io, (size_t)klen));
 }
 
 /* ---- checkpoints ------------------------------------------------------------------- */

@@ -61,13 +61,13 @@ final class SfsHostGroup {
         final long checkpointId;
         final String handleId;
         final List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas;
-        final List<Long> ttls;
+        final List<SfsSnapshotFormat.StateIds> ids; // each state's TTL, sfs id and kind
         final long lastBarrier; // the slot's sfs barriers go on above it
 
         Parked(int slot, String range, long checkpointId, String handleId,
-                List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas, List<Long> ttls,
+                List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas, List<SfsSnapshotFormat.StateIds> ids,
                 long lastBarrier) {
-            this.ttls = ttls;
+            this.ids = ids;
             this.lastBarrier = lastBarrier;
             this.slot = slot;
             this.range = range;

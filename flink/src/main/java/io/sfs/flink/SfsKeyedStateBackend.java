@@ -110,10 +110,10 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         final long id;
         final String handleId;
         final List<StateMetaInfoSnapshot> metas;
-        final List<Long> ttls;
+        final List<SfsSnapshotFormat.StateIds> ids;
 
-        Written(long id, String handleId, List<StateMetaInfoSnapshot> metas, List<Long> ttls) {
-            this.ttls = ttls;
+        Written(long id, String handleId, List<StateMetaInfoSnapshot> metas, List<SfsSnapshotFormat.StateIds> ids) {
+            this.ids = ids;
             this.id = id;
             this.handleId = handleId;
             this.metas = metas;
@@ -679,7 +679,7 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         }
         if (pinned != null) {
             // the slot's store can go back to the pinned checkpoint: kept for a restart here
-            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ttls, lastBarrier));
+            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ids, lastBarrier));
         }
         releaseMemory.run();
         states.clear();

@@ -169,11 +169,11 @@ final class SfsKeyedStateBackendBuilder<K> {
                     StateMetaInfoSnapshot m = back.metas.get(i);
                     b.restoredMeta.putIfAbsent(m.getName(), m);
                     RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
-                    b.register(m.getName(), meta.getStateType(), meta, back.ttls.get(i));
+                    b.register(m.getName(), meta.getStateType(), meta, back.ids.get(i).ttlMs);
                 }
                 b.sealed(back.lastBarrier);
                 b.pinnedAlready(new SfsKeyedStateBackend.Written(
-                        back.checkpointId, back.handleId, back.metas, back.ttls));
+                        back.checkpointId, back.handleId, back.metas, back.ids));
                 SfsHostGroup.LOCAL_RESTORES.incrementAndGet();
                 LOG.info("sfs-flink: {}: restored in place from checkpoint {} (slot {}): no file read",
                         who, back.checkpointId, slot);

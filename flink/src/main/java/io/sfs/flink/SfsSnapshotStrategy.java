@@ -71,7 +71,6 @@ final class SfsSnapshotStrategy<K>
         final long checkpointId;
         final List<StateMetaInfoSnapshot> metas = new ArrayList<>();
         final List<SfsSnapshotFormat.StateIds> ids = new ArrayList<>();
-        final List<Long> ttls = new ArrayList<>();
         /** The shared files of the last completed checkpoint: what may be referred to. */
         final Map<String, StreamStateHandle> confirmed;
 
@@ -95,7 +94,6 @@ final class SfsSnapshotStrategy<K>
         for (SfsKeyedStateBackend.Registered s : backend.registeredInOrder()) {
             r.metas.add(s.meta.snapshot());
             r.ids.add(new SfsSnapshotFormat.StateIds(s.ttlMs, s.sfsId, s.kind));
-            r.ttls.add(s.ttlMs);
         }
         long barrier = SfsKeyedStateBackend.barrierOf(checkpointId);
         SfsNative.barrier(backend.ctxHandle, barrier);
@@ -155,7 +153,7 @@ final class SfsSnapshotStrategy<K>
                     }
                 }
                 backend.written.put(checkpointId, new SfsKeyedStateBackend.Written(
-                        checkpointId, handleId(handle), res.metas, res.ttls));
+                        checkpointId, handleId(handle), res.metas, res.ids));
                 ok = true;
                 return SnapshotResult.of(handle);
             } finally {

@@ -49,11 +49,7 @@ public class SfsAggregatingState<K, N, IN, ACC, OUT> extends SfsValueState<K, N,
 
     @Override
     public void updateInternal(ACC value) throws Exception {
-        if (value == null) {
-            clear();
-        } else {
-            put(namespace, value);
-        }
+        putOrClear(value);
     }
 
     @Override

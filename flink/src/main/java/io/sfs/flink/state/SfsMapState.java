@@ -52,8 +52,8 @@ public class SfsMapState<K, N, UK, UV> extends AbstractSfsState<K, N, Map<UK, UV
         return out.position() - klen;
     }
 
-    @Override
-    public UV get(UK uk) throws Exception {
+    /** @uk's stored value at 0 of the io buffer: its length, or ABSENT. One crossing. */
+    private int find(UK uk) throws Exception {
         int klen = key(namespace);
         long nl = nsLen();
         int ulen = userKey(klen, uk);
@@ -62,6 +62,12 @@ public class SfsMapState<K, N, UK, UV> extends AbstractSfsState<K, N, Map<UK, UV
             grow(n, klen + ulen);
             n = SfsNative.mapGet(h(), id, kg(), nl, klen, ulen);
         }
+        return n;
+    }
+
+    @Override
+    public UV get(UK uk) throws Exception {
+        int n = find(uk);
         if (n == SfsNative.ABSENT) {
             return null;
         }
@@ -100,15 +106,7 @@ public class SfsMapState<K, N, UK, UV> extends AbstractSfsState<K, N, Map<UK, UV
 
     @Override
     public boolean contains(UK uk) throws Exception {
-        int klen = key(namespace);
-        long nl = nsLen();
-        int ulen = userKey(klen, uk);
-        int n = SfsNative.mapGet(h(), id, kg(), nl, klen, ulen);
-        while (n <= SfsNative.NEED_BASE) {
-            grow(n, klen + ulen);
-            n = SfsNative.mapGet(h(), id, kg(), nl, klen, ulen);
-        }
-        return n != SfsNative.ABSENT;
+        return find(uk) != SfsNative.ABSENT;
     }
 
     /** Every entry of the current key and namespace, deserialized. */

@@ -50,11 +50,7 @@ public class SfsReducingState<K, N, V> extends SfsValueState<K, N, V>
 
     @Override
     public void updateInternal(V value) throws Exception {
-        if (value == null) {
-            clear();
-        } else {
-            put(namespace, value);
-        }
+        putOrClear(value);
     }
 
     @Override

@@ -90,6 +90,15 @@ public class SfsValueState<K, N, V> extends AbstractSfsState<K, N, V>
         }
     }
 
+    /** updateInternal of a reducing or aggregating state: a put, or a clear for null. */
+    final void putOrClear(V value) throws Exception {
+        if (value == null) {
+            clear();
+        } else {
+            put(namespace, value);
+        }
+    }
+
     final void delete(N ns) {
         int klen = key(ns);
         SfsNative.valueDelete(h(), id, kg(), nsLen(), klen);
