@@ -44,7 +44,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * One keyed-state operation through Flink's state API, on each backend, in one subtask's
  * backend (built by Flink's operator test harness, as flink-benchmarks does): the key is set
- * (its serialization included), then one call. KEYS distinct Long keys are written first and
+ * (its serialization included), then one call. {@code keys} distinct Long keys are written first and
  * the benchmark walks them in a fixed stride, so reads hit existing state.
  *
  * <p>Backends as their users configure them, with the same memory budget (the harness has no
@@ -63,8 +63,12 @@ import java.util.concurrent.TimeUnit;
 @Measurement(iterations = 5, time = 2)
 @Fork(value = 1, jvmArgsAppend = {"-Xmx2g"})
 public class StateOpBenchmark {
-    static final int KEYS = 100_000;
     static final int MEMORY_MB = 256;
+
+    /** Distinct keys written before the run: 100,000 fit every backend's 256 MB; 5,000,000
+     * (about 400 MB of keys and values) do not, so reads go below the caches. */
+    @Param({"100000"})
+    public int keys;
 
     @Param({"sfs", "rocksdb", "hashmap"})
     public String backend;
@@ -113,7 +117,7 @@ public class StateOpBenchmark {
                 new MapStateDescriptor<>("map", Types.LONG, Types.LONG));
         list = kb.getPartitionedState(VoidNamespace.INSTANCE, VoidNamespaceSerializer.INSTANCE,
                 new ListStateDescriptor<>("list", Types.LONG));
-        for (long k = 0; k < KEYS; k++) {
+        for (long k = 0; k < keys; k++) {
             kb.setCurrentKey(k);
             value.update(k);
             map.put(k & 7, k);
@@ -122,7 +126,7 @@ public class StateOpBenchmark {
 
     private long nextKey() {
         i += 7919; // a prime stride over the keys
-        return i % KEYS;
+        return i % keys;
     }
 
     @Benchmark
