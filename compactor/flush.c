@@ -236,8 +236,9 @@ static unsigned drop_sealed(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 /*
  * A host group's worker asks for its own pins and rollbacks (shm/ckpt.h
  * SFS_CKPT_ENGINE; worker/wctl.h): pin the version staged for the
- * checkpoint its engine completed, or return the store to the pinned
- * version for a task restarted in place (Flink's local recovery).  Run by
+ * checkpoint its engine completed, return the store to the pinned version
+ * for a task restarted in place (Flink's local recovery), or empty it for
+ * a new task in a reused slot (wc_erb_to 0: sfs_worker_reset).  Run by
  * the thread that owns @fw, between its flushes.  1 if it answered one.
  */
 static int engine_requests(struct sfs_flusher *f, struct sfs_flush_worker *fw)
@@ -263,19 +264,30 @@ static int engine_requests(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	if (rb > sfs_load_relaxed(&ctl->wc_erb_ack)) {
 		t0 = sfs_now_ns();
 		to = sfs_load_relaxed(&ctl->wc_erb_to);
-		if (!fw->pin_ok || fw->pinned != to)
+		if (to == 0) {	/* sfs_worker_reset: an empty store, nothing pinned */
+			fw->pin_ok = 0;
+			fw->pinned = 0;
+			if (!f->ops->reset)
+				rc = sfs__err(-ENOTSUP, "worker %u: the %s target cannot empty a "
+					      "store in place", fw->worker, f->ops->name);
+			else if (!(rc = sfs_fault("flush.engine_reset")))
+				rc = f->ops->reset(fw->tw, &seq);
+		} else if (!fw->pin_ok || fw->pinned != to) {
 			rc = sfs__err(-ENOENT, "worker %u: checkpoint %llu is not pinned (%llu is)",
 				      fw->worker, (unsigned long long)to,
 				      (unsigned long long)(fw->pin_ok ? fw->pinned : 0));
-		else if (!(rc = sfs_fault("flush.engine_rollback")))
+		} else if (!(rc = sfs_fault("flush.engine_rollback"))) {
 			rc = f->ops->rollback(fw->tw, &seq);
+		}
 		if (rc == 0)
-			sfs_log("worker %u: back to checkpoint %llu in place (seq %llu) in %.1f ms, %u "
-				"sealed buffers dropped", fw->worker, (unsigned long long)to,
+			sfs_log("worker %u: %s %llu in place (seq %llu) in %.1f ms, %u sealed buffers "
+				"dropped", fw->worker, to ? "back to checkpoint" : "store emptied, barrier",
+				(unsigned long long)(to ? to : sfs_load_relaxed(&ctl->wc_barrier)),
 				(unsigned long long)seq, (sfs_now_ns() - t0) / 1e6, drop_sealed(f, fw));
 		else
-			sfs_log("worker %u: cannot go back to checkpoint %llu in place: %s", fw->worker,
-				(unsigned long long)to, sfs_last_error());
+			sfs_log("worker %u: cannot %s in place: %s", fw->worker,
+				to ? "go back to its pinned checkpoint" : "empty its store",
+				sfs_last_error());
 		sfs_store_relaxed(&ctl->wc_erb_rc, rc);
 		sfs_store_release(&ctl->wc_erb_ack, rb);
 		work = 1;

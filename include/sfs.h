@@ -622,6 +622,26 @@ int sfs_stage_drop(sfs_ctx_t *c, const char *dir);
 int sfs_worker_pin(sfs_ctx_t *c, uint64_t id);
 int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns);
 
+/*
+ * sfs_worker_reset - empty this worker's store in place, for a host
+ * group's slot reopened by a new task (one that restores from files or
+ * starts empty): every state's entries, its writes since the last barrier,
+ * its cached reads and its sealed buffers are dropped, the pin is
+ * released; barrier ids go on above the slot's last one
+ * (sfs_worker_last_barrier).  Before the first state call; waits for the
+ * compactor (offline) at most @timeout_ns (0: no limit).  SFS_EUSAGE
+ * outside a host group; -ENOTSUP when the group's flush target cannot
+ * (then use a never-used slot); on any other error the slot's state is
+ * undefined: close it and do not reuse it.  O(the target's metadata), not
+ * O(state).
+ *
+ * sfs_worker_last_barrier - the last barrier id this worker slot sealed
+ * (in any of its openings; 0: none): a reopened slot's next barrier must
+ * be above it.
+ */
+int sfs_worker_reset(sfs_ctx_t *c, uint64_t timeout_ns);
+uint64_t sfs_worker_last_barrier(const sfs_ctx_t *c);
+
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 

@@ -112,6 +112,13 @@
  *    falls back to a restore from files); any other error also falls back.
  *    The time it takes is the recovery's: it must not grow with the
  *    state (the target's metadata of one version, not its data).
+ *  - reset(w, &seq) (NULL: the target cannot): make an empty store the
+ *    published version, as rollback does for the pinned one — every
+ *    state's entries go, whatever was under way is dropped, the pin is
+ *    released — so a worker slot of a running group can serve a new task
+ *    (a host group's slot reused by a task that restores from files).
+ *    *@seq: the applied seq it keeps (the last published one: seqs never
+ *    go back).  Same kill -9 promise and cost bound as rollback.
  *
  * Reports (NULL: none): summary_json(s, workers, out) appends the target's
  * counters over workers [0, workers) to a run's --json summary, as
@@ -216,6 +223,7 @@ struct sfs_target_ops {
 	/* Rollback in place (see above). */
 	int (*pin)(struct sfs_target_writer *w, uint64_t id);
 	int (*rollback)(struct sfs_target_writer *w, uint64_t *seq);
+	int (*reset)(struct sfs_target_writer *w, uint64_t *seq);
 
 	/* Reports. */
 	void (*summary_json)(struct sfs_seg *s, uint32_t workers, FILE *out);

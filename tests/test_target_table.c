@@ -2762,6 +2762,83 @@ Test(tblt, pin_and_rollback_keep_the_contract_at_its_edges)
 }
 
 /*
+ * reset (store/target.h): a store with two tables, a staged and pinned
+ * checkpoint and a flush under way goes empty as one publication — for a
+ * reader that had caught up and for a new one — with the last published
+ * seq (seqs never go back); the pin is released; later seqs apply on an
+ * empty store; every old file is unlinked; and a reopen finds it empty.
+ */
+Test(tblt, reset_empties_every_table_in_place_and_goes_on)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r, *r2;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf_view v[2];
+	struct mview mv[2];
+	uint32_t sc, sc2;
+	uint64_t seq = 0;
+	sfs_ctx_t *c;
+	int64_t n;
+	char stage[256];
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "c", SFS_STATE_COUNTER, &sc), 0);
+	cr_assert_eq(sfs_state_register(c, "d", SFS_STATE_COUNTER, &sc2), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+
+	merge_view(&v[0], &mv[0], sc, "x", 5);
+	merge_view(&v[1], &mv[1], sc2, "y", 3);
+	flush_seq(w, v, 2, 1);
+	snprintf(stage, sizeof(stage), "%s/stage/w0/b1", dir);
+	cr_assert_eq(T->snapshot(w, stage), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->pin(w, 1), 0, "%s", sfs_last_error());
+	merge_view(&v[0], &mv[0], sc, "x", 7);
+	flush_seq(w, v, 1, 2);
+	expect(r, sc, "x", 12, 2);
+	cr_assert_eq(probe_i64(r, sc2, 0, "y", &n, NULL), 1);
+	cr_assert_eq(n, 3);
+	/* a flush under way: applied, not committed, dropped */
+	merge_view(&v[0], &mv[0], sc, "x", 1000);
+	cr_assert_eq(T->apply(w, v, 1, 3), 0);
+
+	cr_assert_eq(T->reset(w, &seq), 0, "%s", sfs_last_error());
+	cr_assert_eq(seq, 2, "reset keeps the last published seq, got %llu",
+		     (unsigned long long)seq);
+	cr_assert_eq(sfs_load_acquire(&pub_of(&seg, 0)->tp_applied), 2);
+	cr_assert_eq(T->rd.catch_up(r), 0);
+	cr_assert_eq(probe_i64(r, sc, 0, "x", &n, NULL), 0, "x after the reset, a reader that "
+		     "had caught up");
+	cr_assert_eq(probe_i64(r, sc2, 0, "y", &n, NULL), 0, "y after the reset");
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r2), 0);
+	cr_assert_eq(probe_i64(r2, sc, 0, "x", &n, NULL), 0, "x after the reset, a new reader");
+	cr_assert_eq(T->rollback(w, &seq), -ENOENT, "the pin went with the reset");
+
+	/* later seqs apply on the empty store */
+	merge_view(&v[0], &mv[0], sc, "x", 1);
+	flush_seq(w, v, 1, 3);
+	expect(r, sc, "x", 1, 3);
+	expect(r2, sc, "x", 1, 3);
+	expect_no_orphans(c, sc);
+	expect_no_orphans(c, sc2);
+
+	/* and a reopen finds the reset store */
+	writer_close(w);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	expect(r, sc, "x", 1, 3);
+	cr_assert_eq(T->rd.catch_up(r), 0);
+	cr_assert_eq(probe_i64(r, sc2, 0, "y", &n, NULL), 0, "y after a reopen");
+
+	T->rd.reader_close(r);
+	T->rd.reader_close(r2);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
+/*
  * A compactor killed in a rollback: a child builds the state (the model,
  * a checkpoint staged at each barrier, one pinned, more barriers), saves
  * the pinned and the final models, arms @point and rolls back.  Killed

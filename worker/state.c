@@ -705,10 +705,34 @@ static int wait_word(sfs_ctx_t *c, const uint64_t *word, uint64_t want, uint64_t
 	return 0;
 }
 
+/*
+ * Ask the compactor to return this worker's store to @to (the pinned
+ * checkpoint; 0: empty) and wait for its answer: wc_erb_to, then
+ * wc_erb_req (release), answered in wc_erb_ack/rc (worker/wctl.h).
+ */
+static int engine_rollback(sfs_ctx_t *c, uint64_t to, uint64_t deadline)
+{
+	struct sfs_wctl *ctl = c->ctl;
+	uint64_t req = sfs_load_relaxed(&ctl->wc_erb_req) + 1;
+	int rc;
+
+	sfs_store_relaxed(&ctl->wc_erb_to, to);
+	sfs_store_release(&ctl->wc_erb_req, req);
+	ring_bell(c);
+	if ((rc = wait_word(c, &ctl->wc_erb_ack, req, deadline, to ? "rollback" : "reset")))
+		return rc;
+	if ((rc = sfs_load_relaxed(&ctl->wc_erb_rc)) == 0)
+		return 0;
+	if (to)
+		return sfs__err(rc, "worker %u: the compactor could not return to checkpoint %llu",
+				c->worker, (unsigned long long)to);
+	return sfs__err(rc, "worker %u: the compactor could not empty its store", c->worker);
+}
+
 int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns)
 {
 	struct sfs_wctl *ctl;
-	uint64_t deadline, req;
+	uint64_t deadline;
 	int rc;
 
 	if (!c || !id)
@@ -730,18 +754,30 @@ int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns)
 			      (unsigned long long)id);
 		goto out;
 	}
-	req = sfs_load_relaxed(&ctl->wc_erb_req) + 1;
-	sfs_store_relaxed(&ctl->wc_erb_to, id);
-	sfs_store_release(&ctl->wc_erb_req, req);
-	ring_bell(c);
-	if ((rc = wait_word(c, &ctl->wc_erb_ack, req, deadline, "rollback")))
-		goto out;
-	if ((rc = sfs_load_relaxed(&ctl->wc_erb_rc)) != 0)
-		rc = sfs__err(rc, "worker %u: the compactor could not return to checkpoint %llu",
-			      c->worker, (unsigned long long)id);
+	rc = engine_rollback(c, id, deadline);
 out:
 	/* The compactor dropped the sealed buffers (on success) and the reader
 	 * catches up with the returned store at its next read. */
+	order_rebuild(c);
+	sfs_ctx_online(c);
+	return rc;
+}
+
+int sfs_worker_reset(sfs_ctx_t *c, uint64_t timeout_ns)
+{
+	struct sfs_ckpt *ck;
+	int rc;
+
+	if (!c)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_reset: NULL context");
+	/* Only a host group's compactor answers (an engine's own checkpoints):
+	 * anywhere else the call would wait for nothing. */
+	if (sfs_ckpt_find(&c->seg, &ck) || ck->ck_interval_ms != SFS_CKPT_ENGINE)
+		return sfs__err(SFS_EUSAGE, "worker %u: sfs_worker_reset is for a worker of a host "
+				"group (sfs run --host)", c->worker);
+	if ((rc = rollback_drop(c)))
+		return rc;
+	rc = engine_rollback(c, 0, timeout_ns ? sfs_now_ns() + timeout_ns : 0);
 	order_rebuild(c);
 	sfs_ctx_online(c);
 	return rc;
@@ -940,6 +976,11 @@ int sfs_barrier(sfs_ctx_t *c, uint64_t id)
 	/* A sign of life for sfs stat, once per checkpoint (a clock read). */
 	sfs_proc_heartbeat(c->slot);
 	return rc;
+}
+
+uint64_t sfs_worker_last_barrier(const sfs_ctx_t *c)
+{
+	return c ? sfs_load_relaxed(&c->ctl->wc_barrier) : 0;
 }
 
 int sfs__state_ready(sfs_ctx_t *c)

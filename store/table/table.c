@@ -3109,6 +3109,34 @@ out:
 }
 
 /*
+ * The target op: an empty store as a new publication (store/target.h).  A
+ * rollback to a version of no table at the applied seq: the intent names
+ * no file, each table commits one snapshot with an empty live set, and a
+ * kill midway is finished by the next open as any rollback's.  The pin and
+ * the staged versions go (their files are unlinked after their grace
+ * period).  Cost: one manifest commit per table, no data file read.
+ */
+static int tbl_reset(struct sfs_target_writer *w, uint64_t *seq)
+{
+	struct version *empty = calloc(1, sizeof(*empty)), *pinned = w->pinned;
+	int rc;
+
+	if (!empty)
+		return -ENOMEM;
+	empty->seq = w->applied;
+	w->pinned = empty;
+	rc = tbl_rollback(w, seq);
+	w->pinned = NULL;
+	version_free(empty);
+	version_free(pinned);
+	(void)held_rebuild(w);	/* out of memory: parked files wait for the next pin */
+	if (!rc)
+		sfs_log("worker %u: store reset to empty (seq %llu)", w->worker,
+			(unsigned long long)*seq);
+	return rc;
+}
+
+/*
  * At open, before the gc: a rollback killed after its intent is finished
  * from the intent (TABLES' format, so each file's entry comes from its
  * footer, as adopt's).  @t: the table of @sid, loaded without gc.
@@ -3468,6 +3496,7 @@ const struct sfs_target_ops sfs_target_table = {
 	.ttl = tbl_ttl,
 	.pin = tbl_pin,
 	.rollback = tbl_rollback,
+	.reset = tbl_reset,
 	.summary_json = sfs__table_summary_json,
 	.rd.reader_open = sfs__table_reader_open,
 	.rd.catch_up = sfs__table_catch_up,
