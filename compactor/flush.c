@@ -238,7 +238,7 @@ static unsigned drop_sealed(struct sfs_flusher *f, struct sfs_flush_worker *fw)
  * SFS_CKPT_ENGINE; worker/wctl.h): pin the version staged for the
  * checkpoint its engine completed, return the store to the pinned version
  * for a task restarted in place (Flink's local recovery), or empty it for
- * a new task in a reused slot (wc_erb_to 0: sfs_worker_reset).  Run by
+ * a new task in a reused slot (wc_erb_to 0: SFS_WORKER_RESET).  Run by
  * the thread that owns @fw, between its flushes.  1 if it answered one.
  */
 static int engine_requests(struct sfs_flusher *f, struct sfs_flush_worker *fw)
@@ -264,7 +264,7 @@ static int engine_requests(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	if (rb > sfs_load_relaxed(&ctl->wc_erb_ack)) {
 		t0 = sfs_now_ns();
 		to = sfs_load_relaxed(&ctl->wc_erb_to);
-		if (to == 0) {	/* sfs_worker_reset: an empty store, nothing pinned */
+		if (to == 0) {	/* SFS_WORKER_RESET: an empty store, nothing pinned */
 			fw->pin_ok = 0;
 			fw->pinned = 0;
 			if (!f->ops->reset)

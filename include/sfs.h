@@ -141,6 +141,16 @@ enum sfs_state_kind {
  * bytes cannot give), not sfs's hash of the key.  Queryable state
  * (sfs_query_*) routes by sfs's hash and does not find such keys. */
 #define SFS_WORKER_CALLER_KG 0x4u
+/* A host group's slot (sfs run --host) opened for a new task — one that
+ * restores from files or starts empty, possibly with another key-group
+ * range: before sfs_worker_open returns, the slot's store is emptied in
+ * place (every state's entries, the last task's buffers and cached reads,
+ * its pin), waiting for the compactor at most stall_timeout_ns (0: no
+ * limit).  O(the target's metadata), not O(state).  Refused outside a host
+ * group; -ENOTSUP when its flush target cannot; after any other error the
+ * slot's state is undefined: do not reuse it.  Barrier ids go on above the
+ * slot's last (sfs_worker_last_barrier). */
+#define SFS_WORKER_RESET 0x8u
 
 struct sfs_worker_opts {
 	uint32_t parallelism;      /* workers of the job (0: 1) */
@@ -622,24 +632,12 @@ int sfs_stage_drop(sfs_ctx_t *c, const char *dir);
 int sfs_worker_pin(sfs_ctx_t *c, uint64_t id);
 int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns);
 
+
 /*
- * sfs_worker_reset - empty this worker's store in place, for a host
- * group's slot reopened by a new task (one that restores from files or
- * starts empty): every state's entries, its writes since the last barrier,
- * its cached reads and its sealed buffers are dropped, the pin is
- * released; barrier ids go on above the slot's last one
- * (sfs_worker_last_barrier).  Before the first state call; waits for the
- * compactor (offline) at most @timeout_ns (0: no limit).  SFS_EUSAGE
- * outside a host group; -ENOTSUP when the group's flush target cannot
- * (then use a never-used slot); on any other error the slot's state is
- * undefined: close it and do not reuse it.  O(the target's metadata), not
- * O(state).
- *
- * sfs_worker_last_barrier - the last barrier id this worker slot sealed
- * (in any of its openings; 0: none): a reopened slot's next barrier must
- * be above it.
+ * sfs_worker_last_barrier - the last barrier id this worker slot sealed,
+ * in any of its openings (0: none): a reopened slot's next barrier must be
+ * above it.
  */
-int sfs_worker_reset(sfs_ctx_t *c, uint64_t timeout_ns);
 uint64_t sfs_worker_last_barrier(const sfs_ctx_t *c);
 
 /* A NUL-terminated name for @err (a negative code). */

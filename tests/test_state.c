@@ -607,6 +607,34 @@ Test(state, worker_killed_rolls_back_to_its_last_barrier)
 	sfs_worker_close(c);
 }
 
+/* A slot reopened with another key-group range holds the old range's keys:
+ * refused — and SFS_WORKER_RESET, which would empty it first, is for a
+ * host group's slot only (no engine-checkpointed group answers it here). */
+Test(state, a_reopen_with_another_range_is_refused_outside_a_host_group)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c;
+
+	o.flags |= SFS_WORKER_KG_RANGE;
+	o.kg_first = 0;
+	o.kg_last = 63;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	sfs_worker_close(c);
+	o.kg_first = 64;
+	o.kg_last = 127;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "owns key groups 0..63"), "%s", sfs_last_error());
+	o.flags |= SFS_WORKER_RESET;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), SFS_EUSAGE);
+	cr_assert(strstr(sfs_last_error(), "host group"), "%s", sfs_last_error());
+	/* and the refused opens changed nothing */
+	o.flags &= ~SFS_WORKER_RESET;
+	o.kg_first = 0;
+	o.kg_last = 63;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	sfs_worker_close(c);
+}
+
 /* The value cache serves store reads, including "absent", and can never
  * resurface a value after a write shadowed it and its buffer was released. */
 Test(state, value_cache_is_never_stale)

@@ -472,6 +472,8 @@ static int cache_fresh(sfs_ctx_t *c)
 	return sfs_vcache_init((char *)ctl + ctl->wc_cache_off, ctl->wc_cache_bytes, 0, &c->cache);
 }
 
+static int worker_reset(sfs_ctx_t *c, uint64_t timeout_ns);
+
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
 		    sfs_ctx_t **out)
 {
@@ -561,7 +563,8 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 		/* A previous incarnation died: drop its active buffer. */
 		drop_active(c);
 		ctl->wc_restarts++;
-		if (ctl->wc_kg_start != c->kg_start || ctl->wc_kg_end != c->kg_end) {
+		if ((ctl->wc_kg_start != c->kg_start || ctl->wc_kg_end != c->kg_end) &&
+		    !(o.flags & SFS_WORKER_RESET)) {
 			rc = sfs__err(SFS_EUSAGE,
 				      "worker region %s owns key groups %u..%u, this worker %u..%u",
 				      name, ctl->wc_kg_start, ctl->wc_kg_end, c->kg_start, c->kg_end);
@@ -582,6 +585,15 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	if ((rc = cache_fresh(c)))
 		goto fail_slot;
 	order_rebuild(c);
+	if ((o.flags & SFS_WORKER_RESET) && c->restarted) {
+		if ((rc = worker_reset(c, o.stall_timeout_ns))) {
+			sfs_worker_close(c);
+			return rc;
+		}
+		/* the store is empty: the region takes this task's range */
+		c->ctl->wc_kg_start = c->kg_start;
+		c->ctl->wc_kg_end = c->kg_end;
+	}
 	*out = c;
 	return 0;
 fail_slot:
@@ -763,17 +775,16 @@ out:
 	return rc;
 }
 
-int sfs_worker_reset(sfs_ctx_t *c, uint64_t timeout_ns)
+/* SFS_WORKER_RESET: the slot's store emptied in place (sfs_worker_open). */
+static int worker_reset(sfs_ctx_t *c, uint64_t timeout_ns)
 {
 	struct sfs_ckpt *ck;
 	int rc;
 
-	if (!c)
-		return sfs__err(SFS_EUSAGE, "sfs_worker_reset: NULL context");
 	/* Only a host group's compactor answers (an engine's own checkpoints):
 	 * anywhere else the call would wait for nothing. */
 	if (sfs_ckpt_find(&c->seg, &ck) || ck->ck_interval_ms != SFS_CKPT_ENGINE)
-		return sfs__err(SFS_EUSAGE, "worker %u: sfs_worker_reset is for a worker of a host "
+		return sfs__err(SFS_EUSAGE, "worker %u: SFS_WORKER_RESET is for a worker of a host "
 				"group (sfs run --host)", c->worker);
 	if ((rc = rollback_drop(c)))
 		return rc;

@@ -126,13 +126,13 @@ static inline void leave(struct jctx *j)
 JNIEXPORT jlong JNICALL Java_io_sfs_flink_jni_SfsNative_open(JNIEnv *env, jclass cls, jstring job,
 							      jint slot, jint maxp, jint first,
 							      jint last, jlong buffer_bytes,
-							      jlong cache_bytes)
+							      jlong cache_bytes, jboolean reset)
 {
 	struct sfs_worker_opts o = {
 		.max_parallelism = (uint32_t)maxp,
 		.buffer_bytes = (uint64_t)buffer_bytes,
 		.cache_bytes = (uint64_t)cache_bytes,
-		.flags = SFS_WORKER_KG_RANGE | SFS_WORKER_CALLER_KG,
+		.flags = SFS_WORKER_KG_RANGE | SFS_WORKER_CALLER_KG | (reset ? SFS_WORKER_RESET : 0),
 		.kg_first = (uint32_t)first,
 		.kg_last = (uint32_t)last,
 	};
@@ -564,7 +564,7 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_dropStage(JNIEnv *env, jc
 /* The JNI's contract with SfsNative.java: raised whenever a native's
  * signature or the io buffer's layout changes, and checked at load (a
  * library of another build would read its arguments wrong). */
-#define SFS_JNI_ABI 3
+#define SFS_JNI_ABI 4
 
 JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_abi(JNIEnv *env, jclass cls)
 {
@@ -611,4 +611,12 @@ JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_restorePinned(JNIEnv *
 		return NULL;
 	snprintf(msg, sizeof(msg), "%s (%s)", sfs_last_error(), sfs_strerror(rc));
 	return (*env)->NewStringUTF(env, msg);
+}
+
+/* The last barrier the worker's slot sealed, in any of its openings. */
+JNIEXPORT jlong JNICALL Java_io_sfs_flink_jni_SfsNative_lastBarrier(JNIEnv *env, jclass cls,
+								     jlong h)
+{
+	(void)env, (void)cls;
+	return (jlong)sfs_worker_last_barrier(J(h)->c);
 }

@@ -3130,9 +3130,6 @@ static int tbl_reset(struct sfs_target_writer *w, uint64_t *seq)
 	version_free(empty);
 	version_free(pinned);
 	(void)held_rebuild(w);	/* out of memory: parked files wait for the next pin */
-	if (!rc)
-		sfs_log("worker %u: store reset to empty (seq %llu)", w->worker,
-			(unsigned long long)*seq);
 	return rc;
 }
 

@@ -25,12 +25,14 @@ import java.util.concurrent.TimeUnit;
  * {@code kill -9} — it stops the group and removes its segments, so a dead TaskManager leaves no
  * sfs process or segment behind. A shutdown hook stops it at once on a clean exit.
  *
- * <p>A slot is reused only by local recovery: a task restarted on this TaskManager from the
- * checkpoint its slot pinned takes the slot back and rolls its store back in place
- * ({@link Parked}). Otherwise slots are not reused within a group's life (a slot's store keeps
- * its old subtask's files: emptying it while the group runs is not built yet), so a
- * TaskManager may open at most {@code state.backend.sfs.slots} keyed subtasks restored from
- * files over its life; the next one fails with a message that says so.
+ * <p>Slots are reused. A task restarted on this TaskManager from the checkpoint its slot pinned
+ * takes the slot back and rolls its store back in place ({@link Parked}: Flink's local
+ * recovery). Any other subtask takes a free slot — one whose subtask ended without a pin, or
+ * else a never-used one, or else the longest-parked one (its local recovery is given up) — and
+ * empties its store in place ({@code SFS_WORKER_RESET}: O(metadata), no file copied) before it
+ * restores from files. So a TaskManager serves any number of failovers and jobs; at most
+ * {@code state.backend.sfs.slots} keyed subtasks are open at once. A slot whose reset fails is
+ * retired for the group's life.
  */
 final class SfsHostGroup {
     private static final Map<String, SfsHostGroup> GROUPS = new HashMap<>();
@@ -43,8 +45,13 @@ final class SfsHostGroup {
     final int cacheMb;
     private final Process process;
     private int nextSlot;
-    /** Slots whose subtask ended with a pinned checkpoint, by the handle of that checkpoint. */
-    private final Map<String, Parked> parked = new HashMap<>();
+    /** Slots whose subtask ended with a pinned checkpoint, by the handle of that checkpoint
+     * (in parking order: the first is evicted first). */
+    private final Map<String, Parked> parked = new java.util.LinkedHashMap<>();
+    /** Slots whose subtask ended without a pin: emptied by their next subtask. */
+    private final java.util.ArrayDeque<Integer> free = new java.util.ArrayDeque<>();
+    /** Slots whose reset failed: never given out again. */
+    private int retired;
     /** Restores served in place (local recovery), for tests and logs. */
     static final java.util.concurrent.atomic.AtomicLong LOCAL_RESTORES = new java.util.concurrent.atomic.AtomicLong();
 
@@ -62,12 +69,14 @@ final class SfsHostGroup {
         final String handleId;
         final List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas;
         final List<SfsSnapshotFormat.StateIds> ids; // each state's TTL, sfs id and kind
+        final long barrierBase; // the slot's barrier ids: SfsKeyedStateBackend#barrierOf
         final long lastBarrier; // the slot's sfs barriers go on above it
 
         Parked(int slot, String range, long checkpointId, String handleId,
                 List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas, List<SfsSnapshotFormat.StateIds> ids,
-                long lastBarrier) {
+                long barrierBase, long lastBarrier) {
             this.ids = ids;
+            this.barrierBase = barrierBase;
             this.lastBarrier = lastBarrier;
             this.slot = slot;
             this.range = range;
@@ -106,7 +115,7 @@ final class SfsHostGroup {
 
     /** The group of this JVM for these settings, started if it is not running. */
     static synchronized SfsHostGroup get(SfsStateBackend.Settings s) throws IOException {
-        String key = s.binDir + "|" + s.dataDir + "|" + s.bufferMb + "|" + s.cacheMb;
+        String key = s.binDir + "|" + s.dataDir + "|" + s.slots + "|" + s.bufferMb + "|" + s.cacheMb;
         SfsHostGroup g = GROUPS.get(key);
         if (g != null && g.process.isAlive()) {
             return g;
@@ -198,19 +207,46 @@ final class SfsHostGroup {
         throw new SfsException("sfs-flink: the host group " + job + " did not start within " + timeoutMs + " ms; see " + log);
     }
 
-    /** A worker slot for one subtask's keyed backend. */
-    synchronized int claimSlot(String who) {
-        if (nextSlot >= slots) {
-            throw new SfsException(
-                    "sfs-flink: the host group "
-                            + job
-                            + " has given out all its "
-                            + slots
-                            + " worker slots (a slot is not reused within a group's life yet); "
-                            + who
-                            + " cannot open its keyed state: raise state.backend.sfs.slots (at most 48)");
+    /** A slot given to one subtask's keyed backend; {@code reused}: its store must be emptied. */
+    static final class Claim {
+        final int slot;
+        final boolean reused;
+
+        Claim(int slot, boolean reused) {
+            this.slot = slot;
+            this.reused = reused;
         }
-        return nextSlot++;
+    }
+
+    /** A worker slot for one subtask's keyed backend (see the class comment for the order). */
+    synchronized Claim claimSlot(String who) {
+        if (!free.isEmpty()) {
+            return new Claim(free.poll(), true);
+        }
+        if (nextSlot < slots) {
+            return new Claim(nextSlot++, false);
+        }
+        java.util.Iterator<Parked> oldest = parked.values().iterator();
+        if (oldest.hasNext()) {
+            Parked p = oldest.next();
+            oldest.remove();
+            return new Claim(p.slot, true);
+        }
+        throw new SfsException(
+                "sfs-flink: the host group " + job + " has all its " + slots + " worker slots in use"
+                        + (retired > 0 ? " (" + retired + " retired after a failed reset)" : "")
+                        + "; " + who + " cannot open its keyed state: raise state.backend.sfs.slots (at most "
+                        + SfsOptions.MAX_SLOTS + ")");
+    }
+
+    /** Slot @slot's subtask ended without a pin: the slot is free. */
+    synchronized void release(int slot) {
+        free.add(slot);
+    }
+
+    /** Slot @slot could not be emptied: it is never given out again (counted for the message). */
+    synchronized void retire(int slot) {
+        retired++;
     }
 
     boolean alive() {

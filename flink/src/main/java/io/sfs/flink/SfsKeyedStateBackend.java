@@ -476,12 +476,30 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
     static final int PROBES_SHIFT = 20;
 
     /**
-     * The sfs barrier of Flink checkpoint @id: its id × 2^20. The ids between two checkpoints'
-     * are this backend's probes (a seal whose staged state getKeys reads), so sfs's barrier ids
-     * keep increasing (Flink's ids stay below 2^43).
+     * The sfs barrier of Flink checkpoint @id: the slot's base plus the id × 2^20. The ids
+     * between two checkpoints' are this backend's probes (a seal whose staged state getKeys
+     * reads), so sfs's barrier ids keep increasing (Flink's ids stay below 2^43). The base is 0
+     * in a never-used slot; in a reused one it is above every barrier the slot sealed before
+     * (another job's checkpoint ids may be lower than the slot's last subtask's).
      */
-    static long barrierOf(long checkpointId) {
-        return checkpointId << PROBES_SHIFT;
+    long barrierOf(long checkpointId) {
+        return barrierBase + (checkpointId << PROBES_SHIFT);
+    }
+
+    /** Fixed before the first seal: {@link #barrierOf}. */
+    private long barrierBase;
+
+    /** A base above @slotLastBarrier, the last barrier the slot sealed in any opening. */
+    void barriersAbove(long slotLastBarrier) {
+        long mask = (1L << PROBES_SHIFT) - 1;
+        barrierBase = (slotLastBarrier + mask) & ~mask;
+        lastBarrier = slotLastBarrier;
+    }
+
+    /** A slot taken back in place (local recovery): its barriers go on as they were. */
+    void barriersAsBefore(long base, long slotLastBarrier) {
+        barrierBase = base;
+        lastBarrier = slotLastBarrier;
     }
 
     /** Task thread: the last sfs barrier this backend sealed (a checkpoint's or a probe's). */
@@ -679,7 +697,10 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
         }
         if (pinned != null) {
             // the slot's store can go back to the pinned checkpoint: kept for a restart here
-            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ids, lastBarrier));
+            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ids,
+                    barrierBase, lastBarrier));
+        } else {
+            group.release(slot); // emptied by its next subtask (SFS_WORKER_RESET)
         }
         releaseMemory.run();
         states.clear();

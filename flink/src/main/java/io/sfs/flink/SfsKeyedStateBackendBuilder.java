@@ -103,18 +103,22 @@ final class SfsKeyedStateBackendBuilder<K> {
         String parkKey = p.getNumberOfKeyGroups() + "|" + range;
         SfsHostGroup.Parked back = local ? inPlace(parkKey) : null;
         int slot;
+        int claimed = -1; // a slot claimed and not yet held by a backend
         long ctx = 0;
         try {
             if (back != null) {
                 // Flink's local recovery: the slot that wrote this checkpoint goes back to it
+                claimed = back.slot;
                 ctx = SfsNative.open(group.job, back.slot, p.getNumberOfKeyGroups(),
-                        range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes);
+                        range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes, false);
                 String why = SfsNative.restorePinned(
-                        ctx, SfsKeyedStateBackend.barrierOf(back.checkpointId), 60_000);
+                        ctx, back.barrierBase + (back.checkpointId << SfsKeyedStateBackend.PROBES_SHIFT), 60_000);
                 if (why != null) {
                     LOG.info("sfs-flink: {}: no restore in place from checkpoint {} ({}); from files",
                             who, back.checkpointId, why);
-                    SfsNative.close(ctx); // the slot is given up: its state is undefined now
+                    SfsNative.close(ctx); // its next subtask empties it
+                    group.release(back.slot);
+                    claimed = -1;
                     ctx = 0;
                     back = null;
                 }
@@ -122,17 +126,30 @@ final class SfsKeyedStateBackendBuilder<K> {
             if (back != null) {
                 slot = back.slot;
             } else {
-                slot = group.claimSlot(who);
-                ctx = SfsNative.open(
-                        group.job,
-                        slot,
-                        p.getNumberOfKeyGroups(),
-                        range.getStartKeyGroup(),
-                        range.getEndKeyGroup(),
-                        mem.bufferBytes,
-                        mem.cacheBytes);
+                SfsHostGroup.Claim c = group.claimSlot(who);
+                claimed = c.slot;
+                try {
+                    ctx = SfsNative.open(group.job, c.slot, p.getNumberOfKeyGroups(),
+                            range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes,
+                            c.reused);
+                } catch (RuntimeException e) {
+                    if (c.reused) {
+                        // its store may be half emptied: never given out again
+                        LOG.warn("sfs-flink: {}: slot {} could not be emptied; retired", who, c.slot, e);
+                        claimed = -1;
+                        group.retire(c.slot);
+                    }
+                    throw e;
+                }
+                slot = c.slot;
             }
         } catch (RuntimeException e) {
+            if (ctx != 0) {
+                SfsNative.close(ctx);
+            }
+            if (claimed >= 0) {
+                group.release(claimed);
+            }
             if (mem.budget > 0) {
                 mm.releaseMemory(owner, mem.budget);
             }
@@ -171,13 +188,14 @@ final class SfsKeyedStateBackendBuilder<K> {
                     RegisteredKeyValueStateBackendMetaInfo<?, ?> meta = new RegisteredKeyValueStateBackendMetaInfo<>(m);
                     b.register(m.getName(), meta.getStateType(), meta, back.ids.get(i).ttlMs);
                 }
-                b.sealed(back.lastBarrier);
+                b.barriersAsBefore(back.barrierBase, back.lastBarrier);
                 b.pinnedAlready(new SfsKeyedStateBackend.Written(
                         back.checkpointId, back.handleId, back.metas, back.ids));
                 SfsHostGroup.LOCAL_RESTORES.incrementAndGet();
                 LOG.info("sfs-flink: {}: restored in place from checkpoint {} (slot {}): no file read",
                         who, back.checkpointId, slot);
             } else {
+                b.barriersAbove(SfsNative.lastBarrier(ctx));
                 int n = 0;
                 for (KeyedStateHandle h : p.getStateHandles()) {
                     if (h != null) {

@@ -24,13 +24,17 @@ public final class SfsOptions {
                             "Local directory of the host group's files (its stores and staged"
                                     + " checkpoints); default: java.io.tmpdir/sfs-flink.");
 
+    /** The most worker slots a host group has (sfs run's worker limit). */
+    public static final int MAX_SLOTS = 48;
+
     public static final ConfigOption<Integer> SLOTS =
             ConfigOptions.key("state.backend.sfs.slots")
                     .intType()
-                    .defaultValue(48)
+                    .defaultValue(MAX_SLOTS)
                     .withDescription(
                             "Worker slots of the host group: keyed subtasks this TaskManager may"
-                                    + " open over its life (at most 48).");
+                                    + " have open at once (at most " + MAX_SLOTS + "; a slot is reused"
+                                    + " once its subtask ends).");
 
     public static final ConfigOption<Integer> BUFFER_MB =
             ConfigOptions.key("state.backend.sfs.buffer-mb")

@@ -95,7 +95,7 @@ final class SfsSnapshotStrategy<K>
             r.metas.add(s.meta.snapshot());
             r.ids.add(new SfsSnapshotFormat.StateIds(s.ttlMs, s.sfsId, s.kind));
         }
-        long barrier = SfsKeyedStateBackend.barrierOf(checkpointId);
+        long barrier = backend.barrierOf(checkpointId);
         SfsNative.barrier(backend.ctxHandle, barrier);
         backend.sealed(barrier);
         return r;
@@ -111,7 +111,7 @@ final class SfsSnapshotStrategy<K>
         boolean sharing = checkpointOptions.getCheckpointType().getSharingFilesStrategy()
                 != SnapshotType.SharingFilesStrategy.NO_SHARING;
         return registry -> {
-            String dir = awaitStaged(backend, SfsKeyedStateBackend.barrierOf(checkpointId));
+            String dir = awaitStaged(backend, backend.barrierOf(checkpointId));
             List<StreamStateHandle> uploaded = new ArrayList<>();
             boolean ok = false;
             try {

@@ -76,6 +76,15 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
         return this;
     }
 
+    /** Keyed subtasks the TaskManager's host group may have open at once (state.backend.sfs.slots). */
+    public SfsStateBackend setSlots(int slots) {
+        if (slots < 1 || slots > SfsOptions.MAX_SLOTS) {
+            throw new IllegalArgumentException("slots: " + slots + ", want 1.." + SfsOptions.MAX_SLOTS);
+        }
+        settings.slots = slots;
+        return this;
+    }
+
     /** Each write buffer and the value cache of a subtask without managed memory, MiB. */
     public SfsStateBackend setMemoryMb(int bufferMb, int cacheMb) {
         settings.bufferMb = bufferMb;
@@ -93,9 +102,9 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
         config.getOptional(SfsOptions.BUFFER_MB).ifPresent(v -> s.bufferMb = v);
         config.getOptional(SfsOptions.CACHE_MB).ifPresent(v -> s.cacheMb = v);
         config.getOptional(SfsOptions.STAGE_TIMEOUT_MS).ifPresent(v -> s.stageTimeoutMs = v);
-        if (s.slots < 1 || s.slots > 48) {
+        if (s.slots < 1 || s.slots > SfsOptions.MAX_SLOTS) {
             throw new IllegalConfigurationException(
-                    SfsOptions.SLOTS.key() + ": " + s.slots + ", want 1..48");
+                    SfsOptions.SLOTS.key() + ": " + s.slots + ", want 1.." + SfsOptions.MAX_SLOTS);
         }
         SfsStateBackend b = new SfsStateBackend(s);
         b.latencyTrackingConfigBuilder = latencyTrackingConfigBuilder.configure(config);

@@ -66,7 +66,7 @@ class BadNativeInputTest {
         String job = "flink-badver-" + ProcessHandle.current().pid();
         Path seg = fakeSegment(job, 0x314745535346534eL, 999);
         try {
-            assertThatThrownBy(() -> SfsNative.open(job, 0, 128, 0, 127, 1 << 20, 1 << 20))
+            assertThatThrownBy(() -> SfsNative.open(job, 0, 128, 0, 127, 1 << 20, 1 << 20, false))
                     .isInstanceOf(SfsException.class)
                     .hasMessageContaining(seg.toString())
                     .hasMessageContaining("format version is 999");
@@ -81,7 +81,7 @@ class BadNativeInputTest {
         String job = "flink-badmagic-" + ProcessHandle.current().pid();
         Path seg = fakeSegment(job, 0x1234L, 3);
         try {
-            assertThatThrownBy(() -> SfsNative.open(job, 0, 128, 0, 127, 1 << 20, 1 << 20))
+            assertThatThrownBy(() -> SfsNative.open(job, 0, 128, 0, 127, 1 << 20, 1 << 20, false))
                     .isInstanceOf(SfsException.class)
                     .hasMessageContaining(seg.toString())
                     .hasMessageContaining("magic");

@@ -56,7 +56,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  *   <li>the map throws once after a checkpoint has completed; the job restarts from it and the
  *       sums are exactly-once;
  *   <li>a job at parallelism 2 stops with an error after a checkpoint (retained), and a job at
- *       parallelism 3 resumes from that checkpoint: the keyed state is rescaled.
+ *       parallelism 3 resumes from that checkpoint: the keyed state is rescaled;
+ *   <li>a job fails again and again, each time after a checkpoint completed, and restores from
+ *       files each time in a host group of two worker slots: the slots are reused.
  * </ul>
  *
  * <p>The source pauses at a fixed offset until a checkpoint taken there has completed, so the
@@ -275,6 +277,73 @@ class FailureRecoveryTest {
     void mapFailsOnceAfterCheckpointAndResultIsExactlyOnce() throws Exception {
         List<String> onSfs = failOnce(TestBackends.sfsConfig(SFS_DATA), "sfs");
         List<String> onHashmap = failOnce(TestBackends.hashmapConfig(), "hashmap");
+        assertThat(onHashmap).as("hashmap vs Java").isEqualTo(expected());
+        assertThat(onSfs).as("%s vs hashmap", TestBackends.sfsName()).isEqualTo(onHashmap);
+    }
+
+    static final int FAILOVERS = 6;
+    static final AtomicInteger FAILURES = new AtomicInteger();
+
+    /**
+     * Record i, one per millisecond, as ("k" + i % KEYS, i); fails (up to FAILOVERS times in all)
+     * once a checkpoint has completed since this incarnation started, so every restart restores
+     * from a checkpoint that holds part of the input.
+     */
+    static final class FailAfterEachCheckpoint extends RichMapFunction<Long, Tuple2<String, Long>>
+            implements CheckpointListener {
+        private static final long serialVersionUID = 1L;
+        transient volatile boolean checkpointed;
+
+        @Override
+        public Tuple2<String, Long> map(Long i) throws Exception {
+            Thread.sleep(1);
+            if (checkpointed && FAILURES.get() < FAILOVERS) {
+                FAILURES.incrementAndGet();
+                throw new IllegalStateException("injected failure " + FAILURES.get() + " at record " + i);
+            }
+            return Tuple2.of("k" + i % KEYS, i);
+        }
+
+        @Override
+        public void notifyCheckpointComplete(long id) {
+            checkpointed = true;
+        }
+    }
+
+    @SuppressWarnings("try") // CloseableIterator.close() may throw InterruptedException
+    static List<String> failOften(Configuration backend, String name) throws Exception {
+        reset();
+        FAILURES.set(0);
+        PAUSE_CHECKPOINTED.set(true); // the source does not pause
+        Configuration c = cluster(backend, tmp.resolve("fail-often-" + name));
+        c.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
+        c.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, FAILOVERS);
+        c.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(50));
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, c);
+        env.setMaxParallelism(128);
+        @SuppressWarnings("deprecation") // a legacy source: its own thread may block on a checkpoint
+        var numbers = env.addSource(new Numbers(RECORDS, -1, false), "numbers", Types.LONG);
+        List<String> out = new ArrayList<>();
+        try (CloseableIterator<String> it = numbers.uid("numbers")
+                .map(new FailAfterEachCheckpoint()).uid("to-keyed")
+                .keyBy(t -> t.f0, Types.STRING)
+                .process(new SumAtEnd()).uid("sums")
+                .executeAndCollect()) {
+            it.forEachRemaining(out::add);
+        }
+        Collections.sort(out);
+        assertThat(FAILURES.get()).as("%s: failures", name).isEqualTo(FAILOVERS);
+        assertThat(RESTORES.get()).as("%s: restores from a checkpoint", name).isEqualTo(FAILOVERS);
+        return out;
+    }
+
+    /** Six restores from files, one keyed subtask at a time, in a host group of two slots. */
+    @Test
+    void manyFailoversRestoreFromFilesInTwoSlots() throws Exception {
+        Configuration sfs = TestBackends.sfsConfig(TestBackends.dataDir("two-slots"));
+        sfs.set(SfsOptions.SLOTS, 2);
+        List<String> onSfs = failOften(sfs, "sfs");
+        List<String> onHashmap = failOften(TestBackends.hashmapConfig(), "hashmap");
         assertThat(onHashmap).as("hashmap vs Java").isEqualTo(expected());
         assertThat(onSfs).as("%s vs hashmap", TestBackends.sfsName()).isEqualTo(onHashmap);
     }

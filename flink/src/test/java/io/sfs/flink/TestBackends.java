@@ -91,8 +91,7 @@ final class TestBackends {
      * pid>/ (so {@code mvn clean} removes it), not under a JUnit {@code @TempDir}: a group runs
      * until the JVM exits, and JUnit deleting its directory under it fails the test ("Failed to
      * delete temp directory"). The directories of JVMs no longer alive are removed on first use.
-     * One group per directory; a group opens a bounded number of subtasks over its life
-     * (state.backend.sfs.slots), so a test that opens many takes a directory of its own.
+     * One group per directory.
      */
     static synchronized Path dataDir(String name) {
         try {

@@ -38,7 +38,7 @@ public final class SfsNative {
     }
 
     /** The JNI contract this Java side speaks: flink/jni/sfs_jni.c's SFS_JNI_ABI. */
-    static final int ABI = 3;
+    static final int ABI = 4;
 
     private static volatile boolean loaded;
 
@@ -90,8 +90,14 @@ public final class SfsNative {
 
     static native int abi();
 
+    /**
+     * Opens worker slot @slot of host group @job for one subtask. @reset: the slot served another
+     * subtask before; its store is emptied in place first (SFS_WORKER_RESET), and it takes this
+     * key-group range.
+     */
     public static native long open(
-            String job, int slot, int maxParallelism, int kgFirst, int kgLast, long bufferBytes, long cacheBytes);
+            String job, int slot, int maxParallelism, int kgFirst, int kgLast, long bufferBytes, long cacheBytes,
+            boolean reset);
 
     public static native void setIo(long ctx, ByteBuffer io);
 
@@ -145,4 +151,7 @@ public final class SfsNative {
      * (then restore from files into a fresh worker; this one's state is undefined).
      */
     public static native String restorePinned(long ctx, long checkpointId, long timeoutMs);
+
+    /** The last sfs barrier the worker's slot sealed in any of its openings (0: none). */
+    public static native long lastBarrier(long ctx);
 }
