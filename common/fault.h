@@ -68,6 +68,10 @@
 	X("flush.publish", SFS_FAULT_KILL_ONLY, "committed, before the flushed seq is published") \
 	X("flush.rollback", SFS_FAULT_CAN_FAIL, "a rollback in place, before the target's " \
 	  "(fail: the group restarts from files)") \
+	X("flush.engine_rollback", SFS_FAULT_CAN_FAIL, "a host group's worker back to its pinned " \
+	  "checkpoint, before the target's rollback (fail: its engine restores from files)") \
+	X("flush.engine_reset", SFS_FAULT_CAN_FAIL, "a host group's slot emptied for a new task " \
+	  "(SFS_WORKER_RESET), before the target's reset (fail: the open fails)") \
 	/* shm/task.c: a worker's rollback in place */ \
 	X("task.halted", SFS_FAULT_KILL_ONLY, "a worker halted for a rollback in place (acked), " \
 	  "before the group's go") \

@@ -173,7 +173,10 @@ struct sfs_view {
  * sfs_worker_open - attach to @job's segment (node @node) as worker
  * @worker and find or create its region.  A region that exists belongs to a
  * previous incarnation: its active buffer is dropped (rollback to the last
- * barrier), its sealed buffers stay for the compactor.
+ * barrier), its sealed buffers stay for the compactor.  One context holds a
+ * worker's region at a time: SFS_ERUNNING (naming the process) while
+ * another live context, of any process, has it open; a holder that died
+ * without sfs_worker_close is taken over.
  */
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *o,
 		    sfs_ctx_t **out);
@@ -553,6 +556,16 @@ int sfs_worker_rollback(sfs_ctx_t *c, sfs_task_t *t, uint64_t timeout_ns);
  * checkpoint region's words): they may run on another thread than the
  * context's, concurrently with its state calls, until sfs_worker_close.
  * ------------------------------------------------------------------------ */
+
+/*
+ * sfs_group_slots - the worker slots of host group @job (`sfs run --host
+ * --workers N`: N), so the engines of several processes (TaskManagers) can
+ * share one group: each opens a free slot (sfs_worker_open refuses one
+ * another context holds, SFS_ERUNNING) with SFS_WORKER_RESET.  -ENOENT (no
+ * segment of that job on this host), SFS_EUSAGE (a group that is no host
+ * group).  Cost: an attach as an observer and a detach.
+ */
+int sfs_group_slots(const char *job, uint32_t *slots);
 
 /*
  * sfs_worker_staged - wait until the compactor has staged this worker's

@@ -607,6 +607,27 @@ Test(state, worker_killed_rolls_back_to_its_last_barrier)
 	sfs_worker_close(c);
 }
 
+/* One context per worker region (wc_owner): a second open of a region
+ * another live context holds is refused naming the holder, in this
+ * process as in any; once it is closed the region opens again.  (A holder
+ * that was killed is taken over: worker_killed_rolls_back_to_its_last_barrier.) */
+Test(state, a_worker_region_has_one_context_at_a_time)
+{
+	struct sfs_worker_opts o = small_opts();
+	sfs_ctx_t *c, *c2;
+
+	o.parallelism = 2;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c2), SFS_ERUNNING);
+	cr_assert(strstr(sfs_last_error(), "is open in process"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_open(job, 0, 1, &o, &c2), 0, "another worker's region: %s",
+		     sfs_last_error());
+	sfs_worker_close(c2);
+	sfs_worker_close(c);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	sfs_worker_close(c);
+}
+
 /* A slot reopened with another key-group range holds the old range's keys:
  * refused — and SFS_WORKER_RESET, which would empty it first, is for a
  * host group's slot only (no engine-checkpointed group answers it here). */

@@ -7,7 +7,8 @@
  * group's data directory, publishing cw_snap_barrier (release) once the
  * files are complete.  This file lets the worker's engine find that
  * directory and drop it (store/stage_scan.c reads it: the flush target's
- * offline scan lives above this layer).
+ * offline scan lives above this layer), and an engine of another process
+ * learn a host group's slot count (sfs_group_slots) to share the group.
  *
  * Threads: nothing here writes the context; the reads are of the segment
  * (mapped read/write for the life of the context, its registry entries
@@ -22,6 +23,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "shm/handle.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "shm/atomic.h"
@@ -84,4 +86,24 @@ int sfs_stage_drop(sfs_ctx_t *c, const char *dir)
 	if (!c || !dir)
 		return sfs__err(SFS_EUSAGE, "sfs_stage_drop: NULL argument");
 	return sfs_rmtree(dir);
+}
+
+int sfs_group_slots(const char *job, uint32_t *slots)
+{
+	struct sfs_ckpt *ck;
+	sfs_handle_t *h;
+	int rc;
+
+	if (!job || !slots)
+		return sfs__err(SFS_EUSAGE, "sfs_group_slots: NULL argument");
+	if ((rc = sfs_attach(job, SFS_NODE_ANY, SFS_ATTACH_OBSERVER, &h)))
+		return rc;
+	rc = sfs_ckpt_find(&h->seg, &ck);
+	if (rc == 0 && ck->ck_interval_ms == SFS_CKPT_ENGINE)
+		*slots = ck->ck_workers;
+	else
+		rc = sfs__err(SFS_EUSAGE, "job %s is no host group (start one with sfs run --host)",
+			      job);
+	sfs_detach(h);
+	return rc;
 }

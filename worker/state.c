@@ -70,6 +70,7 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_req);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_to);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_req);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_owner);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_rc);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_rc);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_ack);
@@ -474,6 +475,63 @@ static int cache_fresh(sfs_ctx_t *c)
 
 static int worker_reset(sfs_ctx_t *c, uint64_t timeout_ns);
 
+/* wc_owner's word for @c's process-table slot (worker/wctl.h). */
+static uint64_t owner_word(const sfs_ctx_t *c)
+{
+	uint64_t idx = (uint64_t)(c->slot - c->seg.hdr->sh_procs);
+
+	return (SFS_SLOT_GEN(sfs_load_acquire(&c->slot->ps_claim)) << 16) | (idx + 1);
+}
+
+/* The process-table slot of owner word @w if it still names a live
+ * context (same claim, process alive), else NULL. */
+static const struct sfs_proc_slot *owner_alive(const struct sfs_seg *s, uint64_t w)
+{
+	const struct sfs_proc_slot *sl;
+	uint64_t claim, idx = (w & 0xffff) - 1;
+
+	if (!w || idx >= SFS_MAX_PROCS)
+		return NULL;
+	sl = &s->hdr->sh_procs[idx];
+	claim = sfs_load_acquire(&sl->ps_claim);
+	if (SFS_SLOT_STATE(claim) != SFS_SLOT_LIVE ||
+	    (SFS_SLOT_GEN(claim) & (UINT64_MAX >> 16)) != w >> 16 || !sfs_proc_slot_alive(sl))
+		return NULL;
+	return sl;
+}
+
+/* One context per worker region: two writers of one region corrupt it.
+ * Taken over 0 or a holder that is gone (killed, or closed without
+ * sfs_worker_close); SFS_ERUNNING while another context holds it. */
+static int owner_claim(sfs_ctx_t *c)
+{
+	uint64_t mine = owner_word(c);
+
+	for (;;) {
+		uint64_t cur = sfs_load_acquire(&c->ctl->wc_owner);
+		const struct sfs_proc_slot *o = owner_alive(&c->seg, cur);
+
+		if (o)
+			return sfs__err(SFS_ERUNNING, "worker %u of job %s is open in process %d",
+					c->worker, c->seg.hdr->sh_job, (int)o->ps_pid);
+		if (uatomic_cmpxchg(&c->ctl->wc_owner, cur, mine) == cur)
+			return 0;
+	}
+}
+
+/* A host group stages its first ck_workers slots only: a worker beyond
+ * them would be flushed but never checkpointed. */
+static int host_slot_check(sfs_ctx_t *c, uint32_t worker)
+{
+	struct sfs_ckpt *ck;
+
+	if (sfs_ckpt_find(&c->seg, &ck) || ck->ck_interval_ms != SFS_CKPT_ENGINE ||
+	    worker < ck->ck_workers)
+		return 0;
+	return sfs__err(SFS_EUSAGE, "worker %u: host group %s has worker slots 0..%u", worker,
+			c->seg.hdr->sh_job, ck->ck_workers - 1);
+}
+
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
 		    sfs_ctx_t **out)
 {
@@ -524,6 +582,8 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	rc = sfs_proc_register(&c->seg, SFS_ROLE_WORKER, worker, &c->slot);
 	if (rc)
 		goto fail_seg;
+	if ((rc = host_slot_check(c, worker)))
+		goto fail_slot;
 	sfs_qsbr_online(c->seg.hdr, c->slot);
 
 	region_name(worker, name, sizeof(name));
@@ -555,7 +615,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 			goto fail_slot;
 	}
 	rc = sfs_wctl_attach(&c->seg, worker, &c->ctl, &c->ring, c->buf);
-	if (rc)
+	if (rc || (rc = owner_claim(c)))
 		goto fail_slot;
 	if (c->restarted) {
 		struct sfs_wctl *ctl = c->ctl;
@@ -616,6 +676,7 @@ int sfs_worker_close(sfs_ctx_t *c)
 {
 	if (!c)
 		return SFS_EUSAGE;
+	(void)uatomic_cmpxchg(&c->ctl->wc_owner, owner_word(c), 0);
 	c->nfills = 0;
 	sfs__map_free(c);
 	c->tops->reader_close(c->tr);

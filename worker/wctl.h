@@ -120,6 +120,11 @@ struct sfs_wctl {
 	uint64_t wc_pin_req __sfs_cache_aligned;
 	uint64_t wc_erb_to;
 	uint64_t wc_erb_req;
+	/* The context that has the region open: its process-table slot, as
+	 * (claim generation << 16) | (index + 1); 0: none.  Claimed by CAS at
+	 * sfs_worker_open over 0 or a holder no longer alive, cleared at
+	 * sfs_worker_close: one writer per region, in any process. */
+	uint64_t wc_owner;
 
 	/* Compactor-owned progress. */
 	int32_t  wc_freed __sfs_cache_aligned; /* futex word: bumped when a buffer is freed */

@@ -153,7 +153,8 @@ JNIEXPORT jlong JNICALL Java_io_sfs_flink_jni_SfsNative_open(JNIEnv *env, jclass
 	(*env)->ReleaseStringUTFChars(env, job, name);
 	if (rc) {
 		free(j);
-		fail(env, rc, "open a worker");
+		if (rc != SFS_ERUNNING)	/* held by another context: 0, the caller tries another */
+			fail(env, rc, "open a worker");
 		return 0;
 	}
 	/* Idle until the first state call (see the file's comment). */
@@ -611,6 +612,24 @@ JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_restorePinned(JNIEnv *
 		return NULL;
 	snprintf(msg, sizeof(msg), "%s (%s)", sfs_last_error(), sfs_strerror(rc));
 	return (*env)->NewStringUTF(env, msg);
+}
+
+/* The worker slots of host group @job (sfs_group_slots). */
+JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_groupSlots(JNIEnv *env, jclass cls,
+								   jstring job)
+{
+	const char *name = (*env)->GetStringUTFChars(env, job, NULL);
+	uint32_t n = 0;
+	int rc;
+
+	(void)cls;
+	if (!name)
+		return 0;
+	rc = sfs_group_slots(name, &n);
+	(*env)->ReleaseStringUTFChars(env, job, name);
+	if (rc)
+		fail(env, rc, "find the host group");
+	return (jint)n;
 }
 
 /* The last barrier the worker's slot sealed, in any of its openings. */

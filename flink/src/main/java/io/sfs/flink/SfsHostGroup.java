@@ -1,6 +1,7 @@
 package io.sfs.flink;
 
 import io.sfs.flink.jni.SfsException;
+import io.sfs.flink.jni.SfsNative;
 
 import java.io.File;
 import java.io.IOException;
@@ -15,43 +16,46 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * This TaskManager's sfs group: the compactor and checkpointer processes over one shared
- * segment (a segment per NUMA node), started on first use by {@code sfs run --host} and
- * supervised by that process.
+ * The sfs group this TaskManager's keyed subtasks keep their state in: the compactor and
+ * checkpointer processes over one shared segment per NUMA node.
  *
- * <p>Who owns what: the JVM starts the group and owns the slot table (which worker slots its
- * subtasks hold); the group's supervisor owns the segment and its children. The supervisor
- * watches this JVM ({@code --watch-pid}): when the JVM exits — cleanly, crashed or killed with
- * {@code kill -9} — it stops the group and removes its segments, so a dead TaskManager leaves no
- * sfs process or segment behind. A shutdown hook stops it at once on a clean exit.
+ * <p>Two ways to have one. By default the JVM starts its own on first use ({@code sfs run
+ * --host}), supervised by that process, which watches the JVM ({@code --watch-pid}): when the JVM
+ * exits — cleanly, crashed or killed with {@code kill -9} — it stops the group and removes its
+ * segments, so a dead TaskManager leaves no sfs process or segment behind (a shutdown hook stops
+ * it at once on a clean exit). Or, with {@code state.backend.sfs.group: NAME}, every TaskManager
+ * of the host attaches to the one group an operator started beside them ({@code sfs run --host
+ * --job NAME ...}: README "Use sfs from Flink"): one compactor for the host's TaskManagers.
+ *
+ * <p>Who owns what: the group's supervisor owns the segment and its children. A worker slot is
+ * owned by the one context open on it — sfs_worker_open refuses a slot another context holds, in
+ * any process — so TaskManagers sharing a group need no table of their own: each opens the first
+ * slot nobody holds. This object knows the slots this JVM holds (open, or parked for local
+ * recovery, which keeps the context open so no other process takes the slot).
  *
  * <p>Slots are reused. A task restarted on this TaskManager from the checkpoint its slot pinned
  * takes the slot back and rolls its store back in place ({@link Parked}: Flink's local
- * recovery). Any other subtask takes a free slot — one whose subtask ended without a pin, or
- * else a never-used one, or else the longest-parked one (its local recovery is given up) — and
- * empties its store in place ({@code SFS_WORKER_RESET}: O(metadata), no file copied) before it
- * restores from files. So a TaskManager serves any number of failovers and jobs; at most
- * {@code state.backend.sfs.slots} keyed subtasks are open at once. A slot whose reset fails is
- * retired for the group's life.
+ * recovery). Any other subtask opens a slot nobody holds with {@code SFS_WORKER_RESET}: a slot a
+ * subtask used before (of this or any TaskManager, alive or dead) is emptied in place first
+ * (O(metadata), no file copied). With none left, the longest-parked slot of this JVM is given up.
+ * So a host serves any number of failovers and jobs; at most as many keyed subtasks as the group
+ * has slots are open at once. A slot whose reset fails is retired for this JVM's life.
  */
 final class SfsHostGroup {
     private static final Map<String, SfsHostGroup> GROUPS = new HashMap<>();
     private static int started;
 
     final String job;
-    final Path dataDir;
+    final Path dataDir; // this JVM's files (restore downloads); the group's own are its data dir
     final int slots;
-    final int bufferMb;
-    final int cacheMb;
-    private final Process process;
-    private int nextSlot;
+    private final Process process; // null: a group started beside this JVM, attached to
+    /** Slots this JVM holds: open by a subtask's backend, or parked. */
+    private final java.util.Set<Integer> held = new java.util.HashSet<>();
     /** Slots whose subtask ended with a pinned checkpoint, by the handle of that checkpoint
-     * (in parking order: the first is evicted first). */
+     * (in parking order: the first is given up first). */
     private final Map<String, Parked> parked = new java.util.LinkedHashMap<>();
-    /** Slots whose subtask ended without a pin: emptied by their next subtask. */
-    private final java.util.ArrayDeque<Integer> free = new java.util.ArrayDeque<>();
-    /** Slots whose reset failed: never given out again. */
-    private int retired;
+    /** Slots whose reset failed: never opened again by this JVM. */
+    private final java.util.Set<Integer> retired = new java.util.HashSet<>();
     /** Restores served in place (local recovery), for tests and logs. */
     static final java.util.concurrent.atomic.AtomicLong LOCAL_RESTORES = new java.util.concurrent.atomic.AtomicLong();
 
@@ -64,6 +68,7 @@ final class SfsHostGroup {
      */
     static final class Parked {
         final int slot;
+        final long ctx; // the slot's context, kept open: no other process takes the slot
         final String range; // max parallelism and key groups
         final long checkpointId;
         final String handleId;
@@ -72,9 +77,10 @@ final class SfsHostGroup {
         final long barrierBase; // the slot's barrier ids: SfsKeyedStateBackend#barrierOf
         final long lastBarrier; // the slot's sfs barriers go on above it
 
-        Parked(int slot, String range, long checkpointId, String handleId,
+        Parked(int slot, long ctx, String range, long checkpointId, String handleId,
                 List<org.apache.flink.runtime.state.metainfo.StateMetaInfoSnapshot> metas, List<SfsSnapshotFormat.StateIds> ids,
                 long barrierBase, long lastBarrier) {
+            this.ctx = ctx;
             this.ids = ids;
             this.barrierBase = barrierBase;
             this.lastBarrier = lastBarrier;
@@ -94,7 +100,8 @@ final class SfsHostGroup {
         parked.put(p.handleId, p);
     }
 
-    /** The parked slot that wrote handle @handleId for key range @range, taken out; or null. */
+    /** The parked slot that wrote handle @handleId for key range @range, taken out (still held by
+     * this JVM, its context open); or null. */
     synchronized Parked unpark(String handleId, String range) {
         Parked p = parked.get(handleId);
         if (p == null || !p.range.equals(range)) {
@@ -104,17 +111,27 @@ final class SfsHostGroup {
         return p;
     }
 
-    private SfsHostGroup(String job, Path dataDir, int slots, int bufferMb, int cacheMb, Process p) {
+    private SfsHostGroup(String job, Path dataDir, int slots, Process p) {
         this.job = job;
         this.dataDir = dataDir;
         this.slots = slots;
-        this.bufferMb = bufferMb;
-        this.cacheMb = cacheMb;
         this.process = p;
     }
 
-    /** The group of this JVM for these settings, started if it is not running. */
+    /**
+     * The group of this JVM for these settings: the named one of the host, attached to, or this
+     * JVM's own, started if it is not running.
+     */
     static synchronized SfsHostGroup get(SfsStateBackend.Settings s) throws IOException {
+        if (s.group != null) {
+            String key = "attach|" + s.group + "|" + s.dataDir;
+            SfsHostGroup g = GROUPS.get(key);
+            if (g == null) {
+                g = attach(s);
+                GROUPS.put(key, g);
+            }
+            return g;
+        }
         String key = s.binDir + "|" + s.dataDir + "|" + s.slots + "|" + s.bufferMb + "|" + s.cacheMb;
         SfsHostGroup g = GROUPS.get(key);
         if (g != null && g.process.isAlive()) {
@@ -123,6 +140,21 @@ final class SfsHostGroup {
         g = start(s);
         GROUPS.put(key, g);
         return g;
+    }
+
+    /** The host's group @s.group, started beside this JVM: its slot count, and a directory here. */
+    private static SfsHostGroup attach(SfsStateBackend.Settings s) throws IOException {
+        int n;
+        try {
+            n = SfsNative.groupSlots(s.group);
+        } catch (SfsException e) {
+            throw new SfsException("sfs-flink: no sfs host group '" + s.group + "' on this host ("
+                    + e.getMessage() + "); start it with: sfs run --host --job " + s.group
+                    + " --workers N --data DIR (state.backend.sfs.group)");
+        }
+        Path data = Paths.get(s.dataDir).resolve("attached-" + ProcessHandle.current().pid());
+        Files.createDirectories(data);
+        return new SfsHostGroup(s.group, data, n, null);
     }
 
     private static SfsHostGroup start(SfsStateBackend.Settings s) throws IOException {
@@ -155,7 +187,7 @@ final class SfsHostGroup {
                         .redirectErrorStream(true)
                         .redirectOutput(ProcessBuilder.Redirect.appendTo(log))
                         .start();
-        SfsHostGroup g = new SfsHostGroup(job, data, s.slots, s.bufferMb, s.cacheMb, p);
+        SfsHostGroup g = new SfsHostGroup(job, data, s.slots, p);
         Runtime.getRuntime()
                 .addShutdownHook(new Thread(g::stop, "sfs-host-group-stop-" + job));
         g.awaitStarted(log.toPath(), 20_000);
@@ -207,54 +239,65 @@ final class SfsHostGroup {
         throw new SfsException("sfs-flink: the host group " + job + " did not start within " + timeoutMs + " ms; see " + log);
     }
 
-    /** A slot given to one subtask's keyed backend; {@code reused}: its store must be emptied. */
-    static final class Claim {
-        final int slot;
-        final boolean reused;
-
-        Claim(int slot, boolean reused) {
-            this.slot = slot;
-            this.reused = reused;
-        }
-    }
-
-    /** A worker slot for one subtask's keyed backend (see the class comment for the order). */
-    synchronized Claim claimSlot(String who) {
-        if (!free.isEmpty()) {
-            return new Claim(free.poll(), true);
-        }
-        if (nextSlot < slots) {
-            return new Claim(nextSlot++, false);
+    /**
+     * A slot for one subtask's keyed backend, opened by @open (a slot index → its context, or 0
+     * when another context holds the slot): the first slot neither this JVM nor another process
+     * holds; else the longest-parked slot of this JVM, its local recovery given up. @open runs
+     * under this object's lock (one JVM's claims are serialized; other processes race through
+     * sfs_worker_open's own refusal). Returns {slot, context}.
+     */
+    synchronized long[] claimSlot(String who, java.util.function.IntToLongFunction open) {
+        for (int i = 0; i < slots; i++) {
+            if (held.contains(i) || retired.contains(i)) {
+                continue;
+            }
+            long ctx = openOrRetire(i, open, who);
+            if (ctx != 0) {
+                held.add(i);
+                return new long[] {i, ctx};
+            }
         }
         java.util.Iterator<Parked> oldest = parked.values().iterator();
-        if (oldest.hasNext()) {
+        while (oldest.hasNext()) {
             Parked p = oldest.next();
             oldest.remove();
-            return new Claim(p.slot, true);
+            SfsNative.close(p.ctx);
+            long ctx = openOrRetire(p.slot, open, who);
+            if (ctx != 0) {
+                return new long[] {p.slot, ctx};
+            }
+            held.remove(p.slot);
         }
         throw new SfsException(
-                "sfs-flink: the host group " + job + " has all its " + slots + " worker slots in use"
-                        + (retired > 0 ? " (" + retired + " retired after a failed reset)" : "")
-                        + "; " + who + " cannot open its keyed state: raise state.backend.sfs.slots (at most "
-                        + SfsOptions.MAX_SLOTS + ")");
+                "sfs-flink: the sfs group " + job + " has all its " + slots + " worker slots in use"
+                        + (process == null ? " (by this and the host's other TaskManagers)" : "")
+                        + (retired.isEmpty() ? "" : " or retired after a failed reset (" + retired + ")")
+                        + "; " + who + " cannot open its keyed state: raise "
+                        + (process == null ? "the group's --workers" : "state.backend.sfs.slots (at most "
+                                + SfsOptions.MAX_SLOTS + ")"));
     }
 
-    /** Slot @slot's subtask ended without a pin: the slot is free. */
+    private long openOrRetire(int slot, java.util.function.IntToLongFunction open, String who) {
+        try {
+            return open.applyAsLong(slot);
+        } catch (RuntimeException e) {
+            // its store may be half emptied: never opened again by this JVM
+            retired.add(slot);
+            throw e;
+        }
+    }
+
+    /** Slot @slot's subtask ended without a pin: this JVM no longer holds it. */
     synchronized void release(int slot) {
-        free.add(slot);
-    }
-
-    /** Slot @slot could not be emptied: it is never given out again (counted for the message). */
-    synchronized void retire(int slot) {
-        retired++;
+        held.remove(slot);
     }
 
     boolean alive() {
-        return process.isAlive();
+        return process == null || process.isAlive();
     }
 
     void stop() {
-        if (!process.isAlive()) {
+        if (process == null || !process.isAlive()) {
             return;
         }
         process.destroy(); // SIGTERM: the supervisor stops its children and removes the segments

@@ -691,14 +691,18 @@ public class SfsKeyedStateBackend<K> extends AbstractKeyedStateBackend<K>
             return;
         }
         super.dispose();
+        boolean park = pinned != null;
         synchronized (nativeLock) {
-            closedNative = true;
-            SfsNative.close(ctxHandle);
+            closedNative = true; // this backend makes no more native calls
+            if (!park) {
+                SfsNative.close(ctxHandle);
+            }
         }
-        if (pinned != null) {
-            // the slot's store can go back to the pinned checkpoint: kept for a restart here
-            group.park(new SfsHostGroup.Parked(slot, parkKey, pinned.id, pinned.handleId, pinned.metas, pinned.ids,
-                    barrierBase, lastBarrier));
+        if (park) {
+            // the slot's store can go back to the pinned checkpoint: kept, its context open (so
+            // no other process takes the slot), for a restart here
+            group.park(new SfsHostGroup.Parked(slot, ctxHandle, parkKey, pinned.id, pinned.handleId, pinned.metas,
+                    pinned.ids, barrierBase, lastBarrier));
         } else {
             group.release(slot); // emptied by its next subtask (SFS_WORKER_RESET)
         }

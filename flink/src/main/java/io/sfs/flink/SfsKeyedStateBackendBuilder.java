@@ -79,8 +79,8 @@ final class SfsKeyedStateBackendBuilder<K> {
             m.bufferBytes = Math.min(budget / 8, 1L << 30);
             m.cacheBytes = Math.min(budget / 2, 4L << 30);
         } else {
-            m.bufferBytes = (long) group.bufferMb << 20;
-            m.cacheBytes = (long) group.cacheMb << 20;
+            m.bufferBytes = (long) settings.bufferMb << 20;
+            m.cacheBytes = (long) settings.cacheMb << 20;
         }
         return m;
     }
@@ -103,53 +103,32 @@ final class SfsKeyedStateBackendBuilder<K> {
         String parkKey = p.getNumberOfKeyGroups() + "|" + range;
         SfsHostGroup.Parked back = local ? inPlace(parkKey) : null;
         int slot;
-        int claimed = -1; // a slot claimed and not yet held by a backend
         long ctx = 0;
         try {
             if (back != null) {
                 // Flink's local recovery: the slot that wrote this checkpoint goes back to it
-                claimed = back.slot;
-                ctx = SfsNative.open(group.job, back.slot, p.getNumberOfKeyGroups(),
-                        range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes, false);
                 String why = SfsNative.restorePinned(
-                        ctx, back.barrierBase + (back.checkpointId << SfsKeyedStateBackend.PROBES_SHIFT), 60_000);
-                if (why != null) {
+                        back.ctx, back.barrierBase + (back.checkpointId << SfsKeyedStateBackend.PROBES_SHIFT), 60_000);
+                if (why == null) {
+                    ctx = back.ctx;
+                } else {
                     LOG.info("sfs-flink: {}: no restore in place from checkpoint {} ({}); from files",
                             who, back.checkpointId, why);
-                    SfsNative.close(ctx); // its next subtask empties it
+                    SfsNative.close(back.ctx); // its next subtask empties it
                     group.release(back.slot);
-                    claimed = -1;
-                    ctx = 0;
                     back = null;
                 }
             }
             if (back != null) {
                 slot = back.slot;
             } else {
-                SfsHostGroup.Claim c = group.claimSlot(who);
-                claimed = c.slot;
-                try {
-                    ctx = SfsNative.open(group.job, c.slot, p.getNumberOfKeyGroups(),
-                            range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes,
-                            c.reused);
-                } catch (RuntimeException e) {
-                    if (c.reused) {
-                        // its store may be half emptied: never given out again
-                        LOG.warn("sfs-flink: {}: slot {} could not be emptied; retired", who, c.slot, e);
-                        claimed = -1;
-                        group.retire(c.slot);
-                    }
-                    throw e;
-                }
-                slot = c.slot;
+                // a slot nobody holds, emptied in place if a subtask used it before
+                long[] claim = group.claimSlot(who, i -> SfsNative.open(group.job, i, p.getNumberOfKeyGroups(),
+                        range.getStartKeyGroup(), range.getEndKeyGroup(), mem.bufferBytes, mem.cacheBytes, true));
+                slot = (int) claim[0];
+                ctx = claim[1];
             }
         } catch (RuntimeException e) {
-            if (ctx != 0) {
-                SfsNative.close(ctx);
-            }
-            if (claimed >= 0) {
-                group.release(claimed);
-            }
             if (mem.budget > 0) {
                 mm.releaseMemory(owner, mem.budget);
             }

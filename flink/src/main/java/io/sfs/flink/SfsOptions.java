@@ -24,6 +24,16 @@ public final class SfsOptions {
                             "Local directory of the host group's files (its stores and staged"
                                     + " checkpoints); default: java.io.tmpdir/sfs-flink.");
 
+    public static final ConfigOption<String> GROUP =
+            ConfigOptions.key("state.backend.sfs.group")
+                    .stringType()
+                    .noDefaultValue()
+                    .withDescription(
+                            "The host's sfs group to attach to, started beside the TaskManagers with"
+                                    + " `sfs run --host --job NAME --workers N --data DIR` (one per"
+                                    + " host, shared by its TaskManagers). Unset: each TaskManager"
+                                    + " starts and supervises its own group.");
+
     /** The most worker slots a host group has (sfs run's worker limit). */
     public static final int MAX_SLOTS = 48;
 

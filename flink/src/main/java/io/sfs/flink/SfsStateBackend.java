@@ -38,6 +38,7 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
     static final class Settings implements Serializable {
         private static final long serialVersionUID = 1L;
         String binDir;
+        String group; // null: this JVM starts its own
         String dataDir = Paths.get(System.getProperty("java.io.tmpdir"), "sfs-flink").toString();
         int slots = SfsOptions.SLOTS.defaultValue();
         int bufferMb = SfsOptions.BUFFER_MB.defaultValue();
@@ -47,6 +48,7 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
         Settings copy() {
             Settings s = new Settings();
             s.binDir = binDir;
+            s.group = group;
             s.dataDir = dataDir;
             s.slots = slots;
             s.bufferMb = bufferMb;
@@ -76,6 +78,12 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
         return this;
     }
 
+    /** Attach to the host's group @name (state.backend.sfs.group) instead of starting one. */
+    public SfsStateBackend setGroup(String name) {
+        settings.group = name;
+        return this;
+    }
+
     /** Keyed subtasks the TaskManager's host group may have open at once (state.backend.sfs.slots). */
     public SfsStateBackend setSlots(int slots) {
         if (slots < 1 || slots > SfsOptions.MAX_SLOTS) {
@@ -97,6 +105,7 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
             throws IllegalConfigurationException {
         Settings s = settings.copy();
         config.getOptional(SfsOptions.BIN_DIR).ifPresent(v -> s.binDir = v);
+        config.getOptional(SfsOptions.GROUP).ifPresent(v -> s.group = v);
         config.getOptional(SfsOptions.DATA_DIR).ifPresent(v -> s.dataDir = v);
         config.getOptional(SfsOptions.SLOTS).ifPresent(v -> s.slots = v);
         config.getOptional(SfsOptions.BUFFER_MB).ifPresent(v -> s.bufferMb = v);

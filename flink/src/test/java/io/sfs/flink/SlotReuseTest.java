@@ -54,7 +54,12 @@ class SlotReuseTest {
 
     static AbstractKeyedStateBackend<String> open(MockEnvironment env, Collection<KeyedStateHandle> restore)
             throws Exception {
-        return ONE_SLOT.createKeyedStateBackend(
+        return open(ONE_SLOT, env, restore);
+    }
+
+    static AbstractKeyedStateBackend<String> open(
+            SfsStateBackend backend, MockEnvironment env, Collection<KeyedStateHandle> restore) throws Exception {
+        return backend.createKeyedStateBackend(
                 new KeyedStateBackendParametersImpl<>(
                         env, new JobID(), "slot-reuse", StringSerializer.INSTANCE, 128,
                         new KeyGroupRange(0, 127), env.getTaskKvStateRegistry(), TtlTimeProvider.DEFAULT,

@@ -91,9 +91,9 @@ public final class SfsNative {
     static native int abi();
 
     /**
-     * Opens worker slot @slot of host group @job for one subtask. @reset: the slot served another
-     * subtask before; its store is emptied in place first (SFS_WORKER_RESET), and it takes this
-     * key-group range.
+     * Opens worker slot @slot of host group @job for one subtask; 0 when another context (of any
+     * process) holds the slot. @reset: if a subtask used the slot before, its store is emptied in
+     * place first (SFS_WORKER_RESET), and the slot takes this key-group range.
      */
     public static native long open(
             String job, int slot, int maxParallelism, int kgFirst, int kgLast, long bufferBytes, long cacheBytes,
@@ -151,6 +151,9 @@ public final class SfsNative {
      * (then restore from files into a fresh worker; this one's state is undefined).
      */
     public static native String restorePinned(long ctx, long checkpointId, long timeoutMs);
+
+    /** The worker slots of host group @job (sfs_group_slots). */
+    public static native int groupSlots(String job);
 
     /** The last sfs barrier the worker's slot sealed in any of its openings (0: none). */
     public static native long lastBarrier(long ctx);
