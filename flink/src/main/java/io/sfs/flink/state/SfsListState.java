@@ -66,7 +66,9 @@ public class SfsListState<K, N, V> extends AbstractSfsState<K, N, List<V>>
         long nl = nsLen();
         int n = SfsNative.listGet(h(), id, kg(), nl, klen);
         while (n <= SfsNative.NEED_BASE) {
-            grow(n, klen);
+            // the answer that did not fit overwrote the key's bytes: grow, write them again
+            grow(n, 0);
+            klen = key(ns);
             n = SfsNative.listGet(h(), id, kg(), nl, klen);
         }
         return n;

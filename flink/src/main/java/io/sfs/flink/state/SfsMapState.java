@@ -115,7 +115,9 @@ public class SfsMapState<K, N, UK, UV> extends AbstractSfsState<K, N, Map<UK, UV
         long nl = nsLen();
         int total = SfsNative.mapIter(h(), id, kg(), nl, klen);
         while (total <= SfsNative.NEED_BASE) {
-            grow(total, klen);
+            // the entries that fit overwrote the key's bytes: grow, write them again
+            grow(total, 0);
+            klen = key(namespace);
             total = SfsNative.mapIter(h(), id, kg(), nl, klen);
         }
         SfsIo io = io();
