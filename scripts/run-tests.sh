@@ -107,6 +107,22 @@ if [ -n "${FLINK_TESTS:-}" ]; then
 		failures+=("flink_tm_kill")
 		grep -a -E '^not ok|^#' "$log_dir/flink_tm_kill.log" | head -n 40
 	fi
+	# Nexmark on Flink at a small size: digests on sfs and hashmap equal the C runtime's.
+	start=$(date +%s)
+	timeout -k 10 "${FLINK_TEST_TIMEOUT:-900}" bash bench/flink/test_nexmark_digests.sh \
+		>"$log_dir/flink_nexmark.log" 2>&1
+	rc=$?
+	p=$(grep -a -c '^ok ' "$log_dir/flink_nexmark.log")
+	f=$(grep -a -c '^not ok ' "$log_dir/flink_nexmark.log")
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+	fi
+	passed=$((passed + p)); failed=$((failed + f))
+	printf '%-28s %3d passed %3d failed  %4ds\n' "bench/flink/nexmark digests" "$p" "$f" $(($(date +%s) - start))
+	if [ "$f" -ne 0 ]; then
+		failures+=("flink_nexmark")
+		grep -a -E '^not ok|^#' "$log_dir/flink_nexmark.log" | head -n 40
+	fi
 fi
 
 [ ${#failures[@]} -ne 0 ] && echo "failed: ${failures[*]} (logs in $log_dir)"

@@ -11,12 +11,17 @@
  *
  * Not run by `make test` (CI may have no JDK).  Single-file program, JDK 11+:
  *
+ * The generator is also the Flink Nexmark source's (bench/flink/nexmark compiles this file:
+ * fields() gives an event's columns), so Flink and the C runtime read the same events.
+ *
  *   java tests/nexmark/java/NexmarkRef.java golden > /tmp/golden.inc
  *       C source of the golden block in tests/test_nexmark_gen.c
  *   java tests/nexmark/java/NexmarkRef.java gen N DIR [rate [firstEventNumber]]
  *       DIR/{person,auction,bid}.csv as `sfs gen --events N --out DIR
  *       --rate R --first-event K` must write them: compare with cmp(1)
  */
+package io.sfs.nexmark;
+
 import java.io.BufferedWriter;
 import java.io.File;
 import java.io.FileWriter;
@@ -36,15 +41,15 @@ public final class NexmarkRef {
   static final int HOT_ID_RATIO = 100, HOT_CHANNELS_RATIO = 2, CHANNELS_NUMBER = 10_000;
   static final int AVG_PERSON = 200, AVG_AUCTION = 500, AVG_BID = 100;
 
-  static final class Config {
+  public static final class Config {
     long firstEventId = 0, firstEventNumber = 0, oooGroup = 1;
     long baseTime = 1436918400000L;
     double rate = 1e7;
     int generators = 1;
 
-    Config() {}
+    public Config() {}
 
-    Config(double rate, long oooGroup, long firstEventId, long firstEventNumber,
+    public Config(double rate, long oooGroup, long firstEventId, long firstEventNumber,
         long baseTime, int generators) {
       this.rate = rate;
       this.oooGroup = oooGroup;
@@ -201,6 +206,15 @@ public final class NexmarkRef {
       "Shultz,Abrams,Spencer,White,Bartels,Walton,Smith,Jones,Noris".split(",");
 
   static String event(Config config, long eventsCountSoFar) {
+    Object[] f = fields(config, eventsCountSoFar);
+    return join(java.util.Arrays.copyOfRange(f, 1, f.length));
+  }
+
+  /**
+   * Event number @eventsCountSoFar of @config: {kind (0 person, 1 auction, 2 bid), then its
+   * columns in the CSV's order} — Long for integers, String for text.
+   */
+  public static Object[] fields(Config config, long eventsCountSoFar) {
     long adjusted = config.nextAdjustedEventNumber(eventsCountSoFar);
     long eventId = config.firstEventId + adjusted;
     long timestamp = config.timestampForEvent(adjusted);
@@ -223,7 +237,7 @@ public final class NexmarkRef {
         int currentSize = 8 + name.length() + email.length() + creditCard.length()
             + city.length() + state.length();
         String extra = nextExtra(random, currentSize, AVG_PERSON);
-        return join(eventId, id, name, email, creditCard, city, state, timestamp, extra);
+        return new Object[] {0, eventId, id, name, email, creditCard, city, state, timestamp, extra};
       }
       case 1: {
         long id = lastBase0AuctionId(eventId) + FIRST_AUCTION_ID;
@@ -245,8 +259,8 @@ public final class NexmarkRef {
         long reserve = initialBid + nextPrice(random);
         int currentSize = 8 + name.length() + desc.length() + 8 + 8 + 8 + 8 + 8;
         String extra = nextExtra(random, currentSize, AVG_AUCTION);
-        return join(eventId, id, name, desc, initialBid, reserve, timestamp, expires, seller,
-            category, extra);
+        return new Object[] {1, eventId, id, name, desc, initialBid, reserve, timestamp, expires,
+            seller, category, extra};
       }
       default: {
         long auction;
@@ -273,7 +287,7 @@ public final class NexmarkRef {
           url = CHANNEL_URLS[c];
         }
         String extra = nextExtra(random, 8 + 8 + 8 + 8, AVG_BID);
-        return join(eventId, auction, bidder, price, channel, url, timestamp, extra);
+        return new Object[] {2, eventId, auction, bidder, price, channel, url, timestamp, extra};
       }
     }
   }

@@ -1,0 +1,118 @@
+package io.sfs.nexmark.flink;
+
+import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.TaskManagerOptions;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.table.api.Table;
+import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
+
+import java.io.InputStream;
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * One Nexmark query on one state backend in a fresh local cluster (this JVM), then one JSON line
+ * on stdout: the processing time (the job's net runtime, not the JVM's start), this JVM's CPU
+ * time, the result's digest ({@link ResultDigest}). bench/flink/nexmark.sh adds the CPU of every
+ * process (the JVM's children — sfs's supervisor, compactor and checkpointer — included).
+ *
+ * <pre>
+ * NexmarkJob --query q4 --backend sfs|hashmap|rocksdb|forst --events N --ckpt-ms 10000
+ *            --work DIR [--rows FILE] [--sfs-bin DIR]
+ * </pre>
+ *
+ * <p>Configuration, as the published runs (../shared/FLINK.md): parallelism 1 (one slot), 2800
+ * MiB of managed memory for the slot — what RocksDB and ForSt size their block cache and write
+ * buffers from, and what sfs takes its buffers and value cache from — mini-batch on (2 s, 50,000
+ * rows), distinct aggregates split, incremental checkpoints every --ckpt-ms into DIR.
+ */
+public final class NexmarkJob {
+    private NexmarkJob() {}
+
+    public static void main(String[] a) throws Exception {
+        Map<String, String> o = new HashMap<>();
+        for (int i = 0; i + 1 < a.length; i += 2) {
+            o.put(a[i].replaceFirst("^--", ""), a[i + 1]);
+        }
+        String query = o.getOrDefault("query", "q0");
+        String backend = o.getOrDefault("backend", "sfs");
+        long events = Long.parseLong(o.getOrDefault("events", "1000000"));
+        long ckptMs = Long.parseLong(o.getOrDefault("ckpt-ms", "10000"));
+        Path work = Paths.get(o.getOrDefault("work", "/tmp/sfs-nexmark-flink")).toAbsolutePath();
+        Files.createDirectories(work);
+
+        String sql;
+        try (InputStream in = NexmarkJob.class.getResourceAsStream("/queries/" + query + ".sql")) {
+            if (in == null) {
+                System.err.println("nexmark: no query " + query + " (bench/flink/nexmark/src/main/resources/queries)");
+                System.exit(2);
+            }
+            sql = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
+        String header = null;
+        for (String line : sql.split("\n")) {
+            if (line.startsWith("-- columns: ")) {
+                header = line.substring("-- columns: ".length()).trim();
+            }
+        }
+
+        Configuration c = new Configuration();
+        c.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("2800m"));
+        c.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(ckptMs));
+        c.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
+        c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, work.resolve("checkpoints").toUri().toString());
+        switch (backend) {
+            case "sfs":
+                c.set(StateBackendOptions.STATE_BACKEND, "io.sfs.flink.SfsStateBackendFactory");
+                c.setString("state.backend.sfs.bin-dir", o.getOrDefault("sfs-bin", "bin"));
+                c.setString("state.backend.sfs.data-dir", work.resolve("sfs").toString());
+                break;
+            case "rocksdb":
+            case "hashmap":
+            case "forst":
+                c.set(StateBackendOptions.STATE_BACKEND, backend);
+                break;
+            default:
+                System.err.println("nexmark: unknown backend " + backend + " (sfs, rocksdb, hashmap, forst)");
+                System.exit(2);
+        }
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, c);
+        StreamTableEnvironment t = StreamTableEnvironment.create(env);
+        Configuration tc = t.getConfig().getConfiguration();
+        tc.setString("table.exec.mini-batch.enabled", o.getOrDefault("mini-batch", "true"));
+        tc.setString("table.exec.mini-batch.allow-latency", "2 s");
+        tc.setString("table.exec.mini-batch.size", "50000");
+        tc.setString("table.optimizer.distinct-agg.split.enabled", "true");
+        NexmarkTables.register(env, t, events);
+
+        Table result = t.sqlQuery(sql);
+        Path digestFile = work.resolve("digest.txt");
+        Files.deleteIfExists(digestFile);
+        t.toChangelogStream(result)
+                .addSink(new ResultDigest(header, digestFile.toString(), o.get("rows")))
+                .name("digest")
+                .setParallelism(1);
+        JobExecutionResult r = env.execute("nexmark " + query + " on " + backend);
+        double seconds = r.getNetRuntime() / 1000.0;
+        long cpuNs = ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+                .getProcessCpuTime();
+        String digest = Files.readString(digestFile).trim();
+        System.out.printf(java.util.Locale.ROOT,
+                "NEXMARK {\"query\": \"%s\", \"backend\": \"%s\", \"events\": %d, \"seconds\": %.3f,"
+                        + " \"events_per_sec\": %.0f, \"jvm_cpu_s\": %.3f, \"result_digest\": \"%s\","
+                        + " \"ckpt_ms\": %d}%n",
+                query, backend, events, seconds, events / seconds, cpuNs / 1e9, digest, ckptMs);
+        System.exit(0); // the sfs group's shutdown hook stops it
+    }
+
+}
