@@ -38,13 +38,18 @@ ALLOC_LIB ?= -Wl,--no-as-needed $(shell pkg-config --libs jemalloc 2>/dev/null) 
 DEPS_OK := $(BUILD)/.deps-ok
 
 CC      := gcc
+# C++ for one file only: runtime/rdb_mem.cc, what RocksDB's C API cannot build (Flink's
+# managed memory for the rocksdb-direct baseline); everything else is C.
+CXX     := g++
+CXXFLAGS := -std=gnu++17 $(OPT) $(SAN) -Wall -Wextra -Werror -Wno-unused-parameter \
+           -fno-strict-aliasing -D_GNU_SOURCE -pthread -I include -I .
 CFLAGS  := -std=gnu11 $(OPT) $(SAN) -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -fno-strict-aliasing -D_GNU_SOURCE -D_LGPL_SOURCE -pthread -I include -I .
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # A --merge-lib plugin calls sfs_merge_define() in the binary that loads it
 # (libsfs is linked statically): export that one symbol, not the whole table.
-LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -Wl,--export-dynamic-symbol=sfs_merge_define -lpthread -lm
+LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -Wl,--export-dynamic-symbol=sfs_merge_define -lstdc++ -lpthread -lm
 CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
 
 # Every subsystem's modules go into the library; each role's main.c is its binary.
@@ -52,7 +57,8 @@ LIB_SRCS := $(filter-out %/main.c $(LIB_EXCLUDE),$(wildcard common/*.c shm/*.c \
               worker/*.c compactor/*.c checkpointer/*.c store/*.c store/*/*.c \
               store/table/layout/*.c nexmark/*.c \
               runtime/*.c query/*.c))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_CXX_SRCS := runtime/rdb_mem.cc
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(LIB_CXX_SRCS:%.cc=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfs.a
 
 # The installable library.  PUBLIC_HEADERS is the API: installed, and the only functions
@@ -83,7 +89,7 @@ SFS_VERSION := $(SFS_VERSION_MAJOR).$(SFS_VERSION_MINOR).0
 SONAME   := libsfs.so.$(SFS_VERSION_MAJOR)
 SHLIB    := $(BUILD)/libsfs.so.$(SFS_VERSION)
 SHLIB_MAP := $(BUILD)/libsfs.map
-PIC_OBJS := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o)
+PIC_OBJS := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) $(LIB_CXX_SRCS:%.cc=$(BUILD)/pic/%.o)
 # What scripts/install.sh copies (absolute paths, and the compiler and sanitizer flags a
 # program linking this build needs): make install and tests/e2e_install.sh read it.
 INSTALL_ENV := $(BUILD)/install.env
@@ -114,6 +120,10 @@ $(BUILD)/%.o: %.c $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
+$(BUILD)/%.o: %.cc $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
 $(LIB): $(LIB_OBJS)
 	ar rcs $@ $^
 
@@ -121,6 +131,10 @@ $(LIB): $(LIB_OBJS)
 $(BUILD)/pic/%.o: %.c $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fPIC $(PKG_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/pic/%.o: %.cc $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -fPIC $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
 # The version script; $(INSTALL_ENV) names PUBLIC_HEADERS, so a header added there
 # regenerates it.
@@ -132,7 +146,7 @@ $(SHLIB_MAP): $(PUBLIC_HEADERS) scripts/libsfs-exports.sh $(INSTALL_ENV)
 # export check removes the .so, so the next make tries again.
 $(SHLIB): $(PIC_OBJS) $(SHLIB_MAP)
 	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SHLIB_MAP) \
-	  -Wl,-z,defs -o $@ $(PIC_OBJS) $(PKG_LIBS) -lpthread -lm
+	  -Wl,-z,defs -o $@ $(PIC_OBJS) $(PKG_LIBS) -lstdc++ -lpthread -lm
 	@CC=$(CC) scripts/libsfs-exports.sh --check $@ $(PUBLIC_HEADERS) || { rm -f $@; exit 1; }
 
 # Written at every make, replaced only when it changes (its inputs are variables).

@@ -31,3 +31,15 @@ const struct rt_backend_ops *rt_backend_find(const char *name)
 			return rt_backends[i].ops;
 	return NULL;
 }
+
+const char *rt_held_name(unsigned why)
+{
+	static const char *const names[RT_HELD_MAX] = {
+		[RT_HELD_NONE] = "not held",
+		[RT_HELD_BUFFERS] = "sfs write buffers full, waiting for the compactor",
+		[RT_HELD_RDB_STOP] = "RocksDB write stop",
+		[RT_HELD_RDB_DELAY] = "RocksDB write delay",
+	};
+
+	return why < RT_HELD_MAX ? names[why] : "?";
+}

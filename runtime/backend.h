@@ -5,8 +5,11 @@
  *   memory          sfs: write buffers in shared memory, value cache, the
  *                   compactor flushing to the shared-memory store (sfs.h)
  *   rocksdb-direct  the baseline Flink users run today: every access is one
- *                   RocksDB call in the worker (default skiplist memtable,
- *                   Snappy, WAL off), no sfs buffers or caches
+ *                   RocksDB call in the worker, configured as Flink's RocksDB
+ *                   state backend configures it for one slot (managed
+ *                   memory: a shared block cache and a write buffer manager
+ *                   charged to it; Flink's default options), no sfs buffers
+ *                   or caches
  *
  * Semantics are those of include/sfs.h (kinds, namespaces, merges, views
  * valid until the next quiescent point, error codes).  A backend instance is
@@ -33,7 +36,43 @@ struct rt_backend_cfg {
 	uint64_t buffer_bytes;    /* sfs: each write buffer (0: its default) */
 	uint64_t state_ttl_ms;    /* sfs: every state but RT_STATE_NO_TTL ones expires this
 				   * long after its last write, processing time (0: never) */
+	uint64_t rdb_memory_bytes; /* rocksdb-direct: the slot's managed memory (0:
+				    * RT_RDB_MEMORY_DEFAULT) */
+	/* rocksdb-direct: where the backend says it is held by RocksDB's own
+	 * back-pressure (a write stall or stop), from a thread of its own while
+	 * the worker's thread waits inside RocksDB: @held(arg, why) while it
+	 * is, @held(arg, RT_HELD_NONE) when it is over.  NULL: nobody listens
+	 * (tests). */
+	void (*held)(void *arg, unsigned why);   /* RT_HELD_*, RT_HELD_NONE when over */
+	void *held_arg;
 };
+
+/*
+ * Flink's managed memory for RocksDB, one slot (RocksDBMemoryControllerUtils
+ * and RocksDBOptions of Flink 2.3): of @managed bytes, a shared LRU block
+ * cache of (3 - r) / 3 and a WriteBufferManager of 2 r / 3 charged to it,
+ * r = state.backend.rocksdb.memory.write-buffer-ratio (0.5); the cache's
+ * high-priority pool (index and filter blocks) is
+ * state.backend.rocksdb.memory.high-prio-pool-ratio (0.1) of it.
+ */
+struct rt_rdb_memory {
+	uint64_t managed;         /* the slot's managed memory */
+	uint64_t cache;           /* the block cache's capacity */
+	uint64_t write_buffers;   /* the write buffer manager's */
+	uint64_t write_buffer;    /* one memtable (64 MiB; SFS_ROCKSDB_WRITE_BUFFER_KB) */
+	double write_buffer_ratio, high_prio_ratio;
+};
+
+/* The default: the published Nexmark runs' slot, a TaskManager of 8 GiB
+ * with one slot, as Flink divides it: 8192 MiB less JVM overhead (10 %,
+ * 819 MiB) and metaspace (256 MiB) = 7117 MiB of Flink memory, 0.4 of it
+ * managed = 2847 MiB (FLINK.md: "about 2.8 GB per slot"). */
+#define RT_RDB_MEMORY_DEFAULT (2847ull << 20)
+#define RT_RDB_WRITE_BUFFER_RATIO 0.5
+#define RT_RDB_HIGH_PRIO_RATIO 0.1
+
+/* @m for @managed bytes (0: the default).  No allocation. */
+void rt_rocksdb_direct_memory(uint64_t managed, struct rt_rdb_memory *m);
 
 /* A flag of reg()'s @kind: the runtime's own state (timers), which a
  * --state-ttl never expires (Flink's TTL is the user state's only). */
@@ -102,6 +141,21 @@ struct rt_backend_ops {
 	 * direct backend's instance is the worker's own: its worker restarts). */
 	int (*rollback)(struct rt_backend *b, sfs_task_t *t, uint64_t timeout_ns);
 };
+
+/* Why a worker is held by its state backend's own back-pressure (a wait
+ * the backend imposes to bound its memory, not a hang): the hang detector
+ * of `sfs run` spares a worker held so and says why (supervisor/run.c). */
+enum rt_held {
+	RT_HELD_NONE = 0,
+	RT_HELD_BUFFERS = 1,      /* sfs: no free write buffer, waiting for the compactor */
+	RT_HELD_RDB_STOP = 2,     /* RocksDB: writes stopped (memtables or L0 full, or
+				   * pending compaction bytes over the hard limit) */
+	RT_HELD_RDB_DELAY = 3,    /* RocksDB: writes delayed (the same, over the soft limits) */
+	RT_HELD_MAX
+};
+
+/* "sfs write buffers full (waiting for the compactor)", ...; "?" if unknown. */
+const char *rt_held_name(unsigned why);
 
 /* Every backend embeds this first. */
 struct rt_backend {

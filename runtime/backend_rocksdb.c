@@ -1,16 +1,49 @@
 /*
  * backend_rocksdb.c — `rocksdb-direct`: the baseline Flink users run today.
  * Every state access is one RocksDB call in the worker process, configured
- * as Flink's RocksDB state backend configures it:
+ * as Flink 2.3's RocksDB state backend configures it for one slot with
+ * managed memory (EmbeddedRocksDBStateBackend, RocksDBResourceContainer,
+ * RocksDBMemoryControllerUtils, RocksDBConfigurableOptions' defaults):
  *
- *   - one RocksDB instance per worker at <data_dir>/rocksdb-direct/w<worker>,
- *     destroyed at open (a fresh run: no restore);
- *   - one column family per registered state ("s:" + state name, so no
- *     state can collide with RocksDB's "default");
- *   - default skiplist memtable, 64 MiB write buffer, default block cache,
- *     Snappy (LZ4 if this librocksdb lacks Snappy), WAL off, info log at
- *     header level and no stats dump (Flink's DEFAULT predefined options).
- *     SFS_ROCKSDB_WRITE_BUFFER_KB overrides the write buffer (tests).
+ *   - memory: the slot's managed memory (`sfs run --rocksdb-memory-mb`,
+ *     default RT_RDB_MEMORY_DEFAULT, runtime/backend.h) is one shared LRU
+ *     block cache of (3 - 0.5) / 3 of it with a 0.1 high-priority pool, and
+ *     one WriteBufferManager of 2 * 0.5 / 3 of it charged to that cache
+ *     (runtime/rdb_mem.cc: the C API builds neither); index and filter
+ *     blocks live in the cache with high priority, top-level index pinned;
+ *   - options: leveled compaction (64 MiB target files, 256 MiB level
+ *     base, no dynamic level sizes), Snappy on every level (LZ4 if this
+ *     librocksdb lacks Snappy), 4 KiB blocks, no bloom filter, 64 MiB write
+ *     buffers, two of them at most, 2 background jobs, max_open_files -1, no
+ *     fsync, no stats dump; WAL off (Flink disables it: checkpoints give
+ *     durability); the info log at header level (Flink 2.3 logs at info
+ *     level: log volume only);
+ *     SFS_ROCKSDB_WRITE_BUFFER_KB overrides the write buffer (tests);
+ *   - instances: one per worker at <data_dir>/rocksdb-direct/w<worker>,
+ *     destroyed at open (a fresh run: no restore), one column family per
+ *     registered state ("s:" + state name, so no state can collide with
+ *     RocksDB's "default").  Flink opens one instance per keyed operator of
+ *     the slot; our worker runs every operator of the query chained in one
+ *     thread, and its states share one instance.  The memory bound is the
+ *     same (Flink's instances of a slot share the cache and the write
+ *     buffer manager); what differs is that Flink would run 2 background
+ *     jobs and a checkpoint flush per operator where this runs one of each.
+ *   - checkpoints: Flink's incremental strategy (RocksIncrementalSnapshot-
+ *     Strategy).  Synchronous phase, on the task thread (here the worker,
+ *     rdb_snapshot): RocksDB's native checkpoint — flush the memtables,
+ *     hard-link the live files into a local directory.  Asynchronous phase
+ *     (Flink's upload of the files the last confirmed checkpoint lacks, by
+ *     its async snapshot threads): the checkpointer process links the staged
+ *     files into the checkpoint, new ones only, and references the rest
+ *     (checkpointer/ckstore.c) — off the worker, as Flink's upload is off
+ *     the task thread.
+ *
+ * Back-pressure: RocksDB bounds its memory by making writes wait (a write
+ * delay, or a write stop while memtables wait for a flush or L0 waits for
+ * compaction).  The worker's thread is then inside RocksDB and cannot beat;
+ * a watcher thread (rdb_watch) sees the worker inside a write while RocksDB
+ * reports a stop or a delay and says so through cfg->held, so `sfs run`'s
+ * hang detector spares the worker and names the wait.
  *
  * Key layout (Flink's: key group, key, namespace, user key; Flink adds the
  * length of a variable-length key after it, here it leads the key):
@@ -49,16 +82,19 @@
  * Limits, kinds and key-group ownership are checked as sfs checks them,
  * with the same codes, so both backends refuse the same calls.
  *
- * Single-threaded like every backend instance; calls made from inside a
- * map_iter / list_get callback are safe (each scan owns its read options
- * and upper bound).
+ * Single-threaded like every backend instance (the watcher thread only
+ * reads RocksDB's properties and the worker's write counter, and resumes
+ * the fault point's pause); calls made from inside a map_iter / list_get
+ * callback are safe (each scan owns its read options and upper bound).
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <rocksdb/c.h>
 
@@ -69,6 +105,9 @@
 #include "runtime/util.h"
 
 #define RDB_WRITE_BUFFER (64ull << 20)	/* Flink's default write_buffer_size */
+#define RDB_BACKGROUND_JOBS 2		/* state.backend.rocksdb.thread.num */
+#define RDB_BLOCK_SIZE 4096		/* state.backend.rocksdb.block.blocksize */
+#define RDB_WATCH_NS (100ull * 1000000)	/* the watcher's period: a heartbeat */
 #define RDB_INFO_LOG_HEADER 5		/* rocksdb::InfoLogLevel::HEADER_LEVEL */
 #define RDB_KEY_HEAD 4u			/* kg + klen */
 #define RDB_NS_LEN 8u
@@ -224,6 +263,21 @@ struct rdb_backend {
 	struct rt_backend rb_base;            /* first: the table pointer */
 	rocksdb_t *rb_db;
 	rocksdb_options_t *rb_opts;           /* DB options, and the base of every CF's */
+	rocksdb_cache_t *rb_cache;            /* the slot's block cache (managed memory) */
+	rocksdb_block_based_table_options_t *rb_bbto;
+	/* Writes into RocksDB: bumped before and after each write call by the
+	 * worker's thread (relaxed stores: odd while inside one); read by the
+	 * watcher. */
+	uint64_t rb_calls;
+	/* The watcher (rdb_watch): started at open when cfg->held is set;
+	 * rb_stop under rb_mu ends it. */
+	void (*rb_held)(void *arg, unsigned why);
+	void *rb_held_arg;
+	pthread_t rb_watch;
+	pthread_mutex_t rb_mu;
+	pthread_cond_t rb_cv;
+	int rb_watching, rb_stop;
+	uint64_t rb_pause_until;              /* fault point: background paused until (ns) */
 	rocksdb_writeoptions_t *rb_wo;        /* WAL off */
 	rocksdb_readoptions_t *rb_ro;         /* point reads */
 	rocksdb_writebatch_t *rb_wb;          /* map clear */
@@ -252,6 +306,18 @@ struct rdb_backend {
 static inline struct rdb_backend *R(struct rt_backend *b)
 {
 	return (struct rdb_backend *)b;
+}
+
+/* Around every call that may wait in RocksDB's back-pressure (writes, and
+ * the checkpoint's flush): two relaxed stores, no syscall. */
+static inline void rdb_enter(struct rdb_backend *r)
+{
+	rt_store_relaxed(&r->rb_calls, r->rb_calls + 1);
+}
+
+static inline void rdb_leave(struct rdb_backend *r)
+{
+	rt_store_relaxed(&r->rb_calls, r->rb_calls + 1);
 }
 
 /* RocksDB's errptr, through the one adapter (runtime/rdb.h). */
@@ -387,10 +453,148 @@ static int rdb_get_view(struct rdb_backend *r, uint32_t st, size_t n, struct sfs
 	return rc ? rc : 1;
 }
 
+/* Flink's 64 MiB, unless SFS_ROCKSDB_WRITE_BUFFER_KB asks for a smaller
+ * memtable (tests and benchmarks that must reach SST files: flushes,
+ * compaction merges, compression, the block cache). */
+static uint64_t rdb_write_buffer(void)
+{
+	const char *e = getenv("SFS_ROCKSDB_WRITE_BUFFER_KB");
+	unsigned long long kb = e && *e ? strtoull(e, NULL, 10) : 0;
+
+	return kb && kb < (1ull << 30) ? (uint64_t)kb << 10 : RDB_WRITE_BUFFER;
+}
+
+/* ---- back-pressure: the watcher ------------------------------------------------- */
+
+void rt_rocksdb_direct_memory(uint64_t managed, struct rt_rdb_memory *m)
+{
+	m->managed = managed ? managed : RT_RDB_MEMORY_DEFAULT;
+	m->write_buffer_ratio = RT_RDB_WRITE_BUFFER_RATIO;
+	m->high_prio_ratio = RT_RDB_HIGH_PRIO_RATIO;
+	/* RocksDBMemoryControllerUtils: the write buffer manager may overshoot
+	 * its capacity by half before it flushes, so capacity * 1.5 = ratio *
+	 * managed, and the cache holds the rest plus the capacity it is
+	 * charged. */
+	m->cache = (uint64_t)((3 - m->write_buffer_ratio) * (double)m->managed / 3);
+	m->write_buffers = (uint64_t)(2 * (double)m->managed * m->write_buffer_ratio / 3);
+	m->write_buffer = rdb_write_buffer();
+}
+
+static uint64_t rdb_prop(struct rdb_backend *r, const char *name)
+{
+	uint64_t v = 0;
+
+	return rocksdb_property_int(r->rb_db, name, &v) == 0 ? v : 0;
+}
+
+/*
+ * Every RDB_WATCH_NS: is the worker held by RocksDB's back-pressure?  It is
+ * when it is writing (inside a write call now, or it made one since the
+ * last look) while RocksDB stops or delays writes.  A worker that is not in
+ * RocksDB, or a RocksDB that imposes no wait, is not held — so a worker
+ * hung anywhere else is still a hang.  Reports every period while held, and
+ * once when it is over.  Also ends the fault point's pause.  Cost: two property reads (a mutex of RocksDB's
+ * each) per period, only while the worker writes.
+ */
+static void *rdb_watch(void *arg)
+{
+	struct rdb_backend *r = arg;
+	uint64_t last = rt_load_relaxed(&r->rb_calls);
+	unsigned said = RT_HELD_NONE;
+
+	pthread_mutex_lock(&r->rb_mu);
+	while (!r->rb_stop) {
+		struct timespec ts;
+		uint64_t calls, now;
+		unsigned why = RT_HELD_NONE;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += RDB_WATCH_NS;
+		ts.tv_sec += ts.tv_nsec / 1000000000;
+		ts.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&r->rb_cv, &r->rb_mu, &ts);
+		if (r->rb_stop)
+			break;
+		now = rt_now_ns();
+		if (r->rb_pause_until && now >= r->rb_pause_until) {
+			r->rb_pause_until = 0;
+			rt_rdb_pause_background(r->rb_db, 0);
+			rt_log("rocksdb %s: fault point: background work continues", r->rb_path);
+		}
+		calls = rt_load_relaxed(&r->rb_calls);
+		if ((calls & 1) || calls != last) {
+			if (rdb_prop(r, "rocksdb.is-write-stopped"))
+				why = RT_HELD_RDB_STOP;
+			else if (rdb_prop(r, "rocksdb.actual-delayed-write-rate"))
+				why = RT_HELD_RDB_DELAY;
+		}
+		last = calls;
+		/* Every period while held: the report carries its time, and one
+		 * that stops coming (this process stopped or hung whole) is stale
+		 * to the hang detector (RT_HELD_FRESH_MS). */
+		if ((why != said || why != RT_HELD_NONE) && r->rb_held) {
+			r->rb_held(r->rb_held_arg, why);
+			said = why;
+		}
+	}
+	pthread_mutex_unlock(&r->rb_mu);
+	if (said != RT_HELD_NONE && r->rb_held)
+		r->rb_held(r->rb_held_arg, RT_HELD_NONE);
+	return NULL;
+}
+
+static void rdb_watch_stop(struct rdb_backend *r)
+{
+	if (!r->rb_watching)
+		return;
+	pthread_mutex_lock(&r->rb_mu);
+	r->rb_stop = 1;
+	pthread_cond_signal(&r->rb_cv);
+	pthread_mutex_unlock(&r->rb_mu);
+	pthread_join(r->rb_watch, NULL);
+	pthread_cond_destroy(&r->rb_cv);
+	pthread_mutex_destroy(&r->rb_mu);
+	r->rb_watching = 0;
+}
+
+/* Start the watcher (when someone listens, or the fault point needs its
+ * end); SFS_ROCKSDB_PAUSE_MS=N, a fault point for tests, pauses RocksDB's
+ * background work for N ms from here: writes meet a real write stop once
+ * the memtables are full. */
+static int rdb_watch_start(struct rdb_backend *r)
+{
+	const char *e = getenv("SFS_ROCKSDB_PAUSE_MS");
+	unsigned long long pause = e && *e ? strtoull(e, NULL, 10) : 0;
+	int rc;
+
+	if (pause) {
+		if (rt_rdb_pause_background(r->rb_db, 1))
+			return rt_err(-EIO, "rocksdb %s: fault point: cannot pause background work",
+				      r->rb_path);
+		r->rb_pause_until = rt_now_ns() + pause * 1000000ull;
+		rt_log("rocksdb %s: fault point: background work paused for %llu ms", r->rb_path,
+		       pause);
+	}
+	if (!r->rb_held && !pause)
+		return 0;
+	pthread_mutex_init(&r->rb_mu, NULL);
+	pthread_cond_init(&r->rb_cv, NULL);
+	if ((rc = pthread_create(&r->rb_watch, NULL, rdb_watch, r))) {
+		pthread_cond_destroy(&r->rb_cv);
+		pthread_mutex_destroy(&r->rb_mu);
+		return rt_err(-rc, "rocksdb %s: watcher thread: %s", r->rb_path, strerror(rc));
+	}
+	r->rb_watching = 1;
+	return 0;
+}
+
 /* ---- open / close / register ---------------------------------------------------- */
+
+static void rdb_watch_stop(struct rdb_backend *r);
 
 static void rdb_close_parts(struct rdb_backend *r)
 {
+	rdb_watch_stop(r);
 	for (uint32_t i = 0; i < r->rb_nstates; i++)
 		rocksdb_column_family_handle_destroy(r->rb_st[i].rs_cf);
 	if (r->rb_db)
@@ -403,6 +607,10 @@ static void rdb_close_parts(struct rdb_backend *r)
 		rocksdb_writeoptions_destroy(r->rb_wo);
 	if (r->rb_opts)
 		rocksdb_options_destroy(r->rb_opts);
+	if (r->rb_bbto)
+		rocksdb_block_based_options_destroy(r->rb_bbto);
+	if (r->rb_cache)
+		rocksdb_cache_destroy(r->rb_cache);
 	rdb_arena_free(&r->rb_arena);
 	free(r->rb_kbuf);
 	free(r->rb_vbuf);
@@ -536,17 +744,6 @@ static int rdb_open_fresh(struct rdb_backend *r, int compression)
 	return 0;
 }
 
-/* Flink's 64 MiB, unless SFS_ROCKSDB_WRITE_BUFFER_KB asks for a smaller
- * memtable (tests and benchmarks that must reach SST files: flushes,
- * compaction merges, compression, the block cache). */
-static uint64_t rdb_write_buffer(void)
-{
-	const char *e = getenv("SFS_ROCKSDB_WRITE_BUFFER_KB");
-	unsigned long long kb = e && *e ? strtoull(e, NULL, 10) : 0;
-
-	return kb && kb < (1ull << 30) ? (uint64_t)kb << 10 : RDB_WRITE_BUFFER;
-}
-
 static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 {
 	uint32_t par = cfg->workers ? cfg->workers : 1;
@@ -591,6 +788,39 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 	rocksdb_options_set_write_buffer_size(r->rb_opts, rdb_write_buffer());
 	rocksdb_options_set_info_log_level(r->rb_opts, RDB_INFO_LOG_HEADER);
 	rocksdb_options_set_stats_dump_period_sec(r->rb_opts, 0);
+	/* Flink's defaults (RocksDBConfigurableOptions, RocksDBResourceContainer);
+	 * leveled compaction, 64 MiB target files, 256 MiB level base and two
+	 * write buffers are RocksDB's defaults too, said here to be sure. */
+	rocksdb_options_set_compaction_style(r->rb_opts, rocksdb_level_compaction);
+	rocksdb_options_set_level_compaction_dynamic_level_bytes(r->rb_opts, 0);
+	rocksdb_options_set_target_file_size_base(r->rb_opts, 64ull << 20);
+	rocksdb_options_set_max_bytes_for_level_base(r->rb_opts, 256ull << 20);
+	rocksdb_options_set_max_write_buffer_number(r->rb_opts, 2);
+	rocksdb_options_set_min_write_buffer_number_to_merge(r->rb_opts, 1);
+	rocksdb_options_set_max_background_jobs(r->rb_opts, RDB_BACKGROUND_JOBS);
+	rocksdb_options_set_max_open_files(r->rb_opts, -1);
+	rocksdb_options_set_use_fsync(r->rb_opts, 0);
+	/* Managed memory: one cache and one write buffer manager for the slot,
+	 * every column family's table reading through the cache. */
+	{
+		struct rt_rdb_memory m;
+
+		rt_rocksdb_direct_memory(cfg->rdb_memory_bytes, &m);
+		r->rb_cache = rt_rdb_lru_cache(m.cache, m.high_prio_ratio);
+		r->rb_bbto = rocksdb_block_based_options_create();
+		if (!r->rb_cache || !r->rb_bbto ||
+		    rt_rdb_set_write_buffer_manager(r->rb_opts, m.write_buffers, r->rb_cache)) {
+			rc = rt_err(-ENOMEM, "rocksdb %s: no memory for the block cache", r->rb_path);
+			goto fail;
+		}
+		rocksdb_block_based_options_set_block_cache(r->rb_bbto, r->rb_cache);
+		rocksdb_block_based_options_set_block_size(r->rb_bbto, RDB_BLOCK_SIZE);
+		rocksdb_block_based_options_set_cache_index_and_filter_blocks(r->rb_bbto, 1);
+		rocksdb_block_based_options_set_cache_index_and_filter_blocks_with_high_priority(
+			r->rb_bbto, 1);
+		rocksdb_block_based_options_set_pin_top_level_index_and_filter(r->rb_bbto, 1);
+		rocksdb_options_set_block_based_table_factory(r->rb_opts, r->rb_bbto);
+	}
 	/* Open validates every column family's compression: a librocksdb
 	 * built without Snappy refuses it ("not linked with the binary"). */
 	{
@@ -607,6 +837,10 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 	rocksdb_writeoptions_disable_WAL(r->rb_wo, 1);
 	r->rb_ro = rocksdb_readoptions_create();
 	r->rb_wb = rocksdb_writebatch_create();
+	r->rb_held = cfg->held;
+	r->rb_held_arg = cfg->held_arg;
+	if ((rc = rdb_watch_start(r)))
+		goto fail;
 	*out = &r->rb_base;
 	return 0;
 fail:
@@ -695,8 +929,10 @@ static int rdb_value_put(struct rt_backend *b, uint32_t st, uint64_t ns, const v
 
 	if (rc)
 		return rc;
+	rdb_enter(r);
 	rocksdb_put_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
 		       (size_t)n, val, vlen, &err);
+	rdb_leave(r);
 	return rdb_err(r->rb_path, &err, "put");
 }
 
@@ -709,8 +945,10 @@ static int rdb_value_delete(struct rt_backend *b, uint32_t st, uint64_t ns, cons
 
 	if (n < 0)
 		return n;
+	rdb_enter(r);
 	rocksdb_delete_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
 			  (size_t)n, &err);
+	rdb_leave(r);
 	return rdb_err(r->rb_path, &err, "delete");
 }
 
@@ -823,8 +1061,10 @@ static int rdb_counter_add(struct rt_backend *b, uint32_t st, uint64_t ns, const
 	if (n < 0)
 		return n;
 	memcpy(d, &delta, 8);
+	rdb_enter(r);
 	rocksdb_merge_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
 			 (size_t)n, d, 8, &err);
+	rdb_leave(r);
 	return rdb_err(r->rb_path, &err, "counter add");
 }
 
@@ -872,8 +1112,10 @@ static int rdb_map_put(struct rt_backend *b, uint32_t st, uint64_t ns, const voi
 
 	if (rc)
 		return rc;
+	rdb_enter(r);
 	rocksdb_put_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
 		       (size_t)n, val, vlen, &err);
+	rdb_leave(r);
 	return rdb_err(r->rb_path, &err, "map put");
 }
 
@@ -899,8 +1141,10 @@ static int rdb_map_remove(struct rt_backend *b, uint32_t st, uint64_t ns, const 
 
 	if (n < 0)
 		return n;
+	rdb_enter(r);
 	rocksdb_delete_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
 			  (size_t)n, &err);
+	rdb_leave(r);
 	return rdb_err(r->rb_path, &err, "map remove");
 }
 
@@ -1010,7 +1254,9 @@ static int rdb_map_clear(struct rt_backend *b, uint32_t st, uint64_t ns, const v
 	rocksdb_writebatch_clear(r->rb_wb);
 	rc = rdb_scan(r, st, (size_t)n, rdb_clear_each, NULL, "map clear");
 	if (rc == 0 && rocksdb_writebatch_count(r->rb_wb)) {
+		rdb_enter(r);
 		rocksdb_write(r->rb_db, r->rb_wo, r->rb_wb, &err);
+		rdb_leave(r);
 		rc = rdb_err(r->rb_path, &err, "map clear");
 	}
 	rocksdb_writebatch_clear(r->rb_wb);
@@ -1048,9 +1294,11 @@ static int rdb_list_append(struct rt_backend *b, uint32_t st, uint64_t ns, const
 	r->rb_vbuf[3] = (unsigned char)vlen;
 	if (vlen)
 		memcpy(r->rb_vbuf + RDB_FRAME, val, vlen);
+	rdb_enter(r);
 	rocksdb_merge_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
 			 (size_t)n, (const char *)r->rb_vbuf,
 			 RDB_FRAME + vlen, &err);
+	rdb_leave(r);
 	return rdb_err(r->rb_path, &err, "list append");
 }
 
@@ -1115,8 +1363,10 @@ static int rdb_list_clear(struct rt_backend *b, uint32_t st, uint64_t ns, const 
 
 	if (n < 0)
 		return n;
+	rdb_enter(r);
 	rocksdb_delete_cf(r->rb_db, r->rb_wo, r->rb_st[st].rs_cf, (const char *)r->rb_kbuf,
 			  (size_t)n, &err);
+	rdb_leave(r);
 	return rdb_err(r->rb_path, &err, "list clear");
 }
 
@@ -1255,8 +1505,17 @@ out:
 	return rc;
 }
 
-/* Flink's synchronous snapshot phase: flush the memtables and hard-link
- * the live files (RocksDB's checkpoint) into @dir. */
+/*
+ * Flink's synchronous snapshot phase (RocksDBSnapshotStrategyBase.
+ * syncPrepareResources -> takeDBNativeCheckpoint), on the worker's thread
+ * as on Flink's task thread: RocksDB's checkpoint into @dir — the memtables
+ * flushed (always: with the WAL off nothing else makes them durable), the
+ * live SST files hard-linked, MANIFEST and the rest copied.  Cost: a flush
+ * of up to the write buffers' bytes, a link per live file.  What Flink does
+ * next asynchronously — upload the SST files the last confirmed checkpoint
+ * lacks, refer to the others, upload the private files — is the
+ * checkpointer's, off this thread (sfs_task_staged hands it @dir).
+ */
 static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
 {
 	struct rdb_backend *r = R(b);
@@ -1274,7 +1533,11 @@ static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
 	}
 	if ((rc = rt_rmtree(dir)))	/* a crashed attempt's leftovers */
 		return rc;
-	return rt_rdb_checkpoint(r->rb_db, dir, SFS_STAGE_SHARED, "rocksdb", r->rb_path);
+	/* The flush may wait behind RocksDB's stall like a write. */
+	rdb_enter(r);
+	rc = rt_rdb_checkpoint(r->rb_db, dir, SFS_STAGE_SHARED, "rocksdb", r->rb_path);
+	rdb_leave(r);
+	return rc;
 }
 
 static void rdb_quiescent(struct rt_backend *b)

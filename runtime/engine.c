@@ -657,6 +657,21 @@ int rt_source_bytes(char *buf, size_t len, const uint32_t *split, const uint64_t
 	return (int)used;
 }
 
+/* The events this worker's splits delivered before their offsets (0 on a
+ * fresh start): split s's blocks s, s + S, ... below its offset, each whole
+ * but the stream's last.  What the run's summary adds to this
+ * incarnation's events to count the whole run.  O(blocks done). */
+static uint64_t events_before(const struct rt_engine *g)
+{
+	uint64_t B = g->job->rj_block_events, E = g->job->rj_events, n = 0;
+
+	for (uint32_t i = 0; i < g->nsplit; i++)
+		for (uint64_t b = g->split_id[i]; b < g->split_next[i] && b < g->nblocks;
+		     b += g->job->rj_nsplits)
+			n += (b + 1) * B <= E ? B : E - b * B;
+	return n;
+}
+
 /* A restored or rescaled start: each of this worker's splits resumes at
  * the offset some old worker kept for it (after a rescale, any of them). */
 static int restore_splits(struct rt_engine *g, const struct sfs_task_info *info)
@@ -714,6 +729,17 @@ static void sink_commit(struct rt_engine *g)
 }
 
 /* ---- set-up -------------------------------------------------------------------- */
+
+/* The backend's report that RocksDB's back-pressure holds this worker (from
+ * the backend's watcher thread, the one writer of rw_held): since when
+ * (ms) and why, for the hang detector (runtime/job.h). */
+static void engine_held(void *arg, unsigned why)
+{
+	struct rt_worker_status *ws = arg;
+
+	rt_store_relaxed(&ws->rw_held, why == RT_HELD_NONE ? 0 :
+			 (rt_now_ns() / 1000000) << 8 | (why & 0xff));
+}
 
 /* What outlives a rollback in place (engine_rollback): the attach, the
  * job's description, the checkpoint task and the keyed state. */
@@ -775,6 +801,9 @@ static int engine_attach(struct rt_engine *g, const struct rt_engine_env *env)
 	bc.cache_bytes = g->job->rj_cache_bytes;
 	bc.buffer_bytes = g->job->rj_buffer_bytes;
 	bc.state_ttl_ms = g->job->rj_state_ttl_ms;
+	bc.rdb_memory_bytes = g->job->rj_rdb_memory_bytes;
+	bc.held = engine_held;
+	bc.held_arg = g->ws;
 	rc = bo->open(&bc, &g->op.st);
 	if (rc)
 		return fail(g, rc, "backend %s: %s", bo->name, rt_last_error());
@@ -831,6 +860,7 @@ static int engine_start(struct rt_engine *g)
 		if (info.start != SFS_START_FRESH && (rc = restore_splits(g, &info)))
 			return rc;
 	}
+	rt_store_relaxed(&g->ws->rw_events_before, events_before(g));
 	g->wm_sent = INT64_MIN;
 	for (unsigned s = 0; s < g->stages; s++) {
 		g->st[s].wm = INT64_MIN;

@@ -11,8 +11,8 @@
  *    and the workers use it through include/sfs.h's task API like any
  *    program would — the split offsets they keep with a checkpoint are
  *    their task bytes (engine.c).
- *  - rj_ws[w]: worker w only, relaxed stores of counters (monotone; readers
- *    are reports), rw_state with a release store after the part file is
+ *  - rj_ws[w]: worker w only (rw_held: its backend's watcher thread),
+ *    relaxed stores of counters (monotone; readers are reports), rw_state with a release store after the part file is
  *    closed, so a reader that sees RT_W_DONE sees a complete file.
  *  - rj_bell[w]: the doorbell of worker w: producers bump bl_word and wake
  *    when bl_sleeping says the worker sleeps (set/cleared by worker w around
@@ -31,11 +31,15 @@
 #define RT_JOB_REGION   "job"
 #define RT_CHAN_REGION  "chans"
 #define RT_JOB_MAGIC    0x73667320716a6f62ull /* "sfs qjob" */
-#define RT_JOB_VERSION  6u  /* 6: rw_first_record_ns */
+#define RT_JOB_VERSION  7u  /* 7: rw_events_before, rw_held, rj_rdb_memory_bytes */
 #define RT_MAX_WORKERS  48u
 #define RT_MAX_STAGES   3u
 #define RT_NAME_MAX     32u
 #define RT_PATH_MAX     256u
+
+/* A held report older than this is stale: the watcher that renews it is
+ * stopped or hung with its process, which is then hung, not held. */
+#define RT_HELD_FRESH_MS 1000u
 
 enum rt_worker_state {
 	RT_W_STARTING = 0,
@@ -62,6 +66,13 @@ struct rt_worker_status {
 	uint64_t rw_sink_committed; /* last epoch it committed (checkpoint complete) */
 	uint64_t rw_first_record_ns; /* CLOCK_MONOTONIC when this incarnation's first record
 				      * was processed (0: none yet); written once */
+	uint64_t rw_events_before; /* events its splits had delivered before this
+				    * incarnation (the restored offsets'); written once,
+				    * before RT_W_RUNNING */
+	uint64_t rw_held;          /* held by its backend's back-pressure: CLOCK_MONOTONIC
+				    * ms of the report << 8 | enum rt_held, 0 when not;
+				    * written by the backend's watcher thread only
+				    * (rocksdb-direct), every 100 ms while held */
 	char rw_error[192];
 } __rt_cache_aligned;
 
@@ -90,6 +101,7 @@ struct rt_job {
 	uint64_t rj_cache_bytes;    /* value cache per worker (sfs backends; 0: default) */
 	uint64_t rj_buffer_bytes;   /* each write buffer of a worker (sfs backends; 0: default) */
 	uint64_t rj_state_ttl_ms;   /* --state-ttl: the queries' state TTL, processing time (0: none) */
+	uint64_t rj_rdb_memory_bytes; /* rocksdb-direct: a worker's managed memory (0: default) */
 	uint32_t rj_nsplits;        /* source splits (the first run's parallelism) */
 	uint32_t rj_pad2;
 	struct rt_worker_status rj_ws[RT_MAX_WORKERS];

@@ -61,6 +61,8 @@ static int progress_tty;
 
 /* A failed runtime call (@rc < 0): its message (the runtime keeps its own,
  * runtime/util.h) becomes sfs's, which this file's callers report. */
+static void carry_workers(void);
+
 static int rt_adopt(int rc)
 {
 	return rc < 0 ? sfs__err(rc, "%s", rt_last_error()) : rc;
@@ -77,6 +79,14 @@ static struct {
 	uint32_t *ckpt_us;
 	size_t nckpt, cap;
 	uint64_t ckpt_max_ns;
+	/* The workers' counters of earlier incarnations (carry_workers: before
+	 * a restart destroys the job region, before a rollback in place clears
+	 * it, and once before the summary), so the summary counts the run. */
+	uint64_t barriers, stall_ns, seal_ns, seal_cpu_ns, seal_max_ns;
+	uint64_t first_ns;       /* the first incarnation's first worker start */
+	/* The checkpoint region's counters (recreated with the segment at a
+	 * restart; a rollback in place keeps it). */
+	uint64_t ck_count, ck_links, ck_refs;
 } carried;
 
 /* The run's recoveries, in order: each one's moments (CLOCK_MONOTONIC ns)
@@ -770,6 +780,7 @@ int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
 			rt_chan_init((struct rt_chan *)(chans + i * rt_chan_stride(job->rj_chan_bytes)),
 				     job->rj_chan_bytes);
 	}
+	carry_workers();
 	memset(job->rj_ws, 0, sizeof(job->rj_ws));
 	memset(job->rj_bell, 0, sizeof(job->rj_bell));
 	return 0;
@@ -823,6 +834,7 @@ int sup_query_setup(struct sup_query *q, struct sfs_seg *seg, unsigned workers)
 	job->rj_cache_bytes = q->cache_bytes;
 	job->rj_buffer_bytes = q->buffer_bytes;
 	job->rj_state_ttl_ms = q->state_ttl_ms;
+	job->rj_rdb_memory_bytes = q->rdb_memory_bytes;
 	if ((rc = sfs_ckpt_create(seg, workers, &ck)))
 		return rc;
 	ck->ck_max_parallelism = job->rj_max_parallelism;
@@ -946,6 +958,48 @@ static void recovery_json(void)
 	}
 }
 
+/* Fold the workers' status counters (rj_ws) into carried: before they are
+ * cleared or destroyed.  The events are not folded: a restored worker
+ * reports the events before its checkpoint (rw_events_before), so the
+ * last incarnation's status holds the run's. */
+static void carry_workers(void)
+{
+	uint64_t bar = 0;
+
+	for (unsigned w = 0; w < job->rj_workers; w++) {
+		const struct rt_worker_status *s = &job->rj_ws[w];
+
+		if (!w || s->rw_barriers < bar)
+			bar = s->rw_barriers;
+		carried.stall_ns += s->rw_stall_ns;
+		carried.seal_ns += s->rw_seal_ns;
+		carried.seal_cpu_ns += s->rw_seal_cpu_ns;
+		if (s->rw_seal_max_ns > carried.seal_max_ns)
+			carried.seal_max_ns = s->rw_seal_max_ns;
+		if (s->rw_start_ns && (!carried.first_ns || s->rw_start_ns < carried.first_ns))
+			carried.first_ns = s->rw_start_ns;
+	}
+	carried.barriers += bar;
+}
+
+unsigned sup_query_held(uint32_t w)
+{
+	struct sfs_wctl *ctl;
+	struct sfs_ring *ring;
+	struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
+	uint64_t h;
+
+	if (!job || w >= job->rj_workers)
+		return RT_HELD_NONE;
+	h = sfs_load_relaxed(&job->rj_ws[w].rw_held);
+	if (h && sfs_now_ns() / 1000000 <= (h >> 8) + RT_HELD_FRESH_MS)
+		return (unsigned)(h & 0xff);
+	if (sfs_wctl_attach(job_seg, w, &ctl, &ring, bufs) == 0 &&
+	    sfs_load_relaxed(&ctl->wc_waiting))
+		return RT_HELD_BUFFERS;
+	return RT_HELD_NONE;
+}
+
 void sup_query_carry(struct sfs_seg *segs, int nsegs)
 {
 	uint64_t n;
@@ -954,6 +1008,10 @@ void sup_query_carry(struct sfs_seg *segs, int nsegs)
 		return;
 	carried.done = 1;
 	sup_query_recovery_close();
+	carry_workers();
+	carried.ck_count += ck->ck_count;
+	carried.ck_links += ck->ck_links;
+	carried.ck_refs += ck->ck_refs;
 	for (uint32_t w = 0; w < job->rj_workers; w++) {
 		/* the worker's region is in its node's segment (none for
 		 * rocksdb-direct, whose workers write no buffers) */
@@ -1077,7 +1135,8 @@ static void totals(uint64_t *events, uint64_t *barriers, uint64_t *stall_ns)
 {
 	*events = *barriers = *stall_ns = 0;
 	for (unsigned w = 0; w < job->rj_workers; w++) {
-		*events += sfs_load_relaxed(&job->rj_ws[w].rw_events);
+		*events += sfs_load_relaxed(&job->rj_ws[w].rw_events_before) +
+			   sfs_load_relaxed(&job->rj_ws[w].rw_events);
 		*stall_ns += sfs_load_relaxed(&job->rj_ws[w].rw_stall_ns);
 		if (!w || sfs_load_relaxed(&job->rj_ws[w].rw_barriers) < *barriers)
 			*barriers = sfs_load_relaxed(&job->rj_ws[w].rw_barriers);
@@ -1152,12 +1211,44 @@ static int exec_finish(const struct sup_query *q, int ok, const struct sup_usage
 	return ok ? 0 : 1;
 }
 
+/* The summary without a carry before it (a caller that never recovered
+ * and never called sup_query_carry): fold this incarnation now. */
+static void carry_workers_once(void)
+{
+	if (carried.done)
+		return;
+	carried.done = 1;
+	carry_workers();
+	carried.ck_count += ck->ck_count;
+	carried.ck_links += ck->ck_links;
+	carried.ck_refs += ck->ck_refs;
+}
+
+/* rocksdb-direct's configuration, as Flink's RocksDB backend would have
+ * it for one slot (runtime/backend_rocksdb.c says where each comes from). */
+static void rdb_config_json(const struct sup_query *q)
+{
+	struct rt_rdb_memory m;
+
+	rt_rocksdb_direct_memory(q->rdb_memory_bytes, &m);
+	printf(", \"rocksdb_direct\": {\"managed_memory_bytes\": %llu, \"block_cache_bytes\": %llu, "
+	       "\"write_buffer_manager_bytes\": %llu, \"write_buffer_ratio\": %.2f, "
+	       "\"high_prio_pool_ratio\": %.2f, \"write_buffer_bytes\": %llu, "
+	       "\"max_write_buffers\": 2, \"compaction\": \"level\", \"compression\": \"snappy\", "
+	       "\"bloom_filter\": false, \"block_bytes\": 4096, \"background_jobs\": 2, "
+	       "\"instances\": \"one per worker, a column family per state\", "
+	       "\"checkpoint\": \"incremental: flush + native checkpoint on the worker (sync), "
+	       "files linked by the checkpointer (async)\"}",
+	       (unsigned long long)m.managed, (unsigned long long)m.cache,
+	       (unsigned long long)m.write_buffers, m.write_buffer_ratio, m.high_prio_ratio,
+	       (unsigned long long)m.write_buffer);
+}
+
 int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 {
 	const struct rt_query *rq = q->query ? rt_query_find(q->query) : NULL;
 	const struct sfs_target_ops *tgt = sup_backend_target(q->backend);
-	uint64_t ev, bar, stall, rows = 0, first = UINT64_MAX, last = 0, seal = 0, seal_max = 0;
-	uint64_t seal_cpu = 0;
+	uint64_t ev = 0, rows = 0, first, last = 0, cpu;
 	double secs;
 	int rc = 0;
 
@@ -1167,16 +1258,21 @@ int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 		return 1;
 	if (q->exec)
 		return exec_finish(q, ok, u);
-	totals(&ev, &bar, &stall);
+	/* The whole run, across recoveries: sup_query_carry folded every
+	 * incarnation's counters, this last one's included, into carried; the
+	 * events are where the sources stand — each worker's events before its
+	 * restored checkpoint plus the ones since — and the time runs from the
+	 * first incarnation's start, recoveries' downtime included. */
+	carry_workers_once();
 	for (unsigned w = 0; w < job->rj_workers; w++) {
 		struct rt_worker_status *s = &job->rj_ws[w];
 
-		if (s->rw_start_ns && s->rw_start_ns < first)
-			first = s->rw_start_ns;
+		ev += s->rw_events_before + s->rw_events;
 		if (s->rw_end_ns > last)
 			last = s->rw_end_ns;
 	}
-	secs = ok && last > first ? (double)(last - first) / 1e9 : (double)(sfs_now_ns() - t_start) / 1e9;
+	first = carried.first_ns ? carried.first_ns : t_start;
+	secs = ok && last > first ? (double)(last - first) / 1e9 : (double)(sfs_now_ns() - first) / 1e9;
 	if (ok && q->output) {
 		/* every worker is done: its final epochs are the job's last commit */
 		rc = rt_sink_commit_upto(q->data_dir, UINT64_MAX, 0);
@@ -1187,46 +1283,53 @@ int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u)
 			ok = 0;
 		}
 	}
+	/* CPU of every process serving the job but the supervisor: workers,
+	 * compactors, checkpointers (FLINK.md, "Comparing fairly"). */
+	cpu = u->role[SFS_ROLE_WORKER].cpu_ns + u->role[SFS_ROLE_COMPACTOR].cpu_ns +
+	      u->role[SFS_ROLE_CHECKPOINTER].cpu_ns;
 	if (q->json) {
 		printf("{\"query\": \"%s\", \"backend\": \"%s\", \"workers\": %u, \"events\": %llu, "
-		       "\"seconds\": %.3f, \"events_per_sec\": %.0f, \"events_per_sec_per_worker\": [",
+		       "\"seconds\": %.3f, \"events_per_sec\": %.0f, \"events_per_cpu_s\": %.0f, "
+		       "\"events_per_sec_per_worker\": [",
 		       q->query, q->backend, job->rj_workers, (unsigned long long)ev, secs,
-		       secs > 0 ? ev / secs : 0.0);
+		       secs > 0 ? ev / secs : 0.0, cpu ? ev / (cpu / 1e9) : 0.0);
 		for (unsigned w = 0; w < job->rj_workers; w++) {
 			struct rt_worker_status *s = &job->rj_ws[w];
-			double ws = s->rw_end_ns > s->rw_start_ns ?
-				(double)(s->rw_end_ns - s->rw_start_ns) / 1e9 : 0;
 
-			printf("%s%.0f", w ? ", " : "", ws > 0 ? s->rw_events / ws : 0.0);
-		}
-		for (unsigned w = 0; w < job->rj_workers; w++) {
-			seal += job->rj_ws[w].rw_seal_ns;
-			seal_cpu += job->rj_ws[w].rw_seal_cpu_ns;
-			if (job->rj_ws[w].rw_seal_max_ns > seal_max)
-				seal_max = job->rj_ws[w].rw_seal_max_ns;
+			printf("%s%.0f", w ? ", " : "",
+			       secs > 0 ? (s->rw_events_before + s->rw_events) / secs : 0.0);
 		}
 		printf("], \"barrier_ms\": %.3f, \"barrier_cpu_ms\": %.3f, \"barrier_max_ms\": %.3f, "
 		       "\"checkpoint_last_ms\": %.3f, \"checkpoint_files_linked\": %llu, "
 		       "\"checkpoint_files_referenced\": %llu",
-		       seal / 1e6, seal_cpu / 1e6, seal_max / 1e6, ck->ck_last_ns / 1e6,
-		       (unsigned long long)ck->ck_links, (unsigned long long)ck->ck_refs);
+		       carried.seal_ns / 1e6, carried.seal_cpu_ns / 1e6, carried.seal_max_ns / 1e6,
+		       ck->ck_last_ns / 1e6, (unsigned long long)carried.ck_links,
+		       (unsigned long long)carried.ck_refs);
 		if (tgt && tgt->summary_json)
 			tgt->summary_json(job_seg, job->rj_workers, stdout);
+		if (strcmp(q->backend, "rocksdb-direct") == 0)
+			rdb_config_json(q);
 		usage_json(u);
 		printf(", \"checkpoints\": %llu, \"checkpoints_completed\": %llu, "
-		       "\"recoveries\": %u", (unsigned long long)bar,
-		       (unsigned long long)ck->ck_count, q->recoveries);
+		       "\"recoveries\": %u", (unsigned long long)carried.barriers,
+		       (unsigned long long)carried.ck_count, q->recoveries);
 		recovery_json();
+		printf(", \"hang_kills\": %u, \"backend_held\": {\"episodes\": %u, \"ms\": %.0f, "
+		       "\"why\": ", u->hang_kills, u->held_episodes, u->held_ns / 1e6);
+		if (u->held_why)
+			printf("\"%s\"}", u->held_why);
+		else
+			printf("null}");
 		printf(", \"stall_ms\": %.3f, \"result_rows\": %llu, \"ok\": %s}\n",
-		       stall / 1e6, (unsigned long long)rows, ok ? "true" : "false");
+		       carried.stall_ns / 1e6, (unsigned long long)rows, ok ? "true" : "false");
 	} else {
 		printf("sfs: %s on %s, %u workers: %llu events in %.3f s = %.0f events/s "
-		       "(%.0f per worker), %llu checkpoints, stall %.3f ms%s%s\n",
+		       "(%.0f per worker, %.0f per CPU-second), %llu checkpoints, stall %.3f ms%s%s\n",
 		       q->query, q->backend, job->rj_workers, (unsigned long long)ev, secs,
 		       secs > 0 ? ev / secs : 0.0,
-		       secs > 0 ? ev / secs / job->rj_workers : 0.0, (unsigned long long)bar,
-		       stall / 1e6, q->output && ok ? ", result in " : "",
-		       q->output && ok ? q->output : "");
+		       secs > 0 ? ev / secs / job->rj_workers : 0.0, cpu ? ev / (cpu / 1e9) : 0.0,
+		       (unsigned long long)carried.barriers, carried.stall_ns / 1e6,
+		       q->output && ok ? ", result in " : "", q->output && ok ? q->output : "");
 	}
 	fflush(stdout);
 	return ok ? 0 : 1;

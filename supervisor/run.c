@@ -93,6 +93,10 @@ struct child {
 	int hang_killed;            /* SIGKILL sent for a hang: the kill is said and
 				     * counted once, not at every tend() until the
 				     * kernel has torn the process down */
+	unsigned held;              /* a worker held by its state backend's own
+				     * back-pressure (enum rt_held), as last seen */
+	uint64_t held_since_ns;     /* when this supervisor first saw it held */
+	int held_said;              /* this episode was said and counted */
 };
 
 static struct run_cfg cfg;
@@ -159,6 +163,11 @@ static void usage(FILE *f)
 		"  --cache-mb MB          value cache per worker (sfs backends; default 8)\n"
 		"  --buffer-mb MB         each of a worker's 4 write buffers (sfs backends;\n"
 		"                         default 16): a full one is flushed between barriers\n"
+		"  --rocksdb-memory-mb MB rocksdb-direct: a worker's managed memory, as Flink\n"
+		"                         gives a slot (default 2847, the published runs'\n"
+		"                         8 GiB TaskManager of one slot): a shared block cache\n"
+		"                         of 5/6 of it and a write buffer manager of 1/3\n"
+		"                         charged to it (Flink's write-buffer-ratio 0.5)\n"
 		"  --state-ttl MS         the queries' state expires MS ms of processing time\n"
 		"                         after its last write (Flink's table.exec.state.ttl;\n"
 		"                         sfs backends; timers never expire)\n"
@@ -351,6 +360,8 @@ static int spawn(struct child *k)
 	k->slot = -1;
 	k->started_ns = sfs_now_ns();
 	k->hang_killed = 0;
+	k->held = RT_HELD_NONE;
+	k->held_said = 0;
 	sfs_store_relaxed(&k->d->cd_pid, pid);
 	sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STARTING);
 	k->d->cd_started_ns = k->started_ns;
@@ -559,7 +570,37 @@ static int reap(int running)
 	return rc;
 }
 
-/* Restarts that are due; kills of children whose heartbeat stopped. */
+/*
+ * Is worker @k held by its state backend's own back-pressure (a RocksDB
+ * write stall or stop, sfs's buffers waiting for the compactor)?  Tracks
+ * the episode in @k (since when, said or not) and ends it into the run's
+ * totals.  Such a worker is waiting for maintenance to catch up, not hung:
+ * tend() spares it and says which it saw.  O(1).
+ */
+static unsigned held_by_backend(struct child *k, uint64_t now)
+{
+	unsigned why = is_job() && !cfg.q.exec && k->role == SFS_ROLE_WORKER ?
+		       sup_query_held(k->index) : RT_HELD_NONE;
+
+	if (why != RT_HELD_NONE && k->held == RT_HELD_NONE)
+		k->held_since_ns = now;
+	if (why == RT_HELD_NONE && k->held != RT_HELD_NONE) {
+		if (k->held_said) {
+			used.held_ns += now - k->held_since_ns;
+			sfs_log("%s %u (pid %d): no longer held by its state backend (%s) after "
+				"%llu ms", sfs_role_name(k->role), k->index, (int)k->pid,
+				rt_held_name(k->held),
+				(unsigned long long)((now - k->held_since_ns) / MS));
+		}
+		k->held_said = 0;
+	}
+	k->held = why;
+	return why;
+}
+
+/* Restarts that are due; kills of children whose heartbeat stopped —
+ * unless their state backend's back-pressure holds them (said once per
+ * episode, counted in the summary's backend_held). */
 static void tend(uint64_t now)
 {
 	for (unsigned i = 0; i < nkids; i++) {
@@ -582,14 +623,38 @@ static void tend(uint64_t now)
 		sl = child_slot(k);
 		if (sl) {
 			uint64_t beat = child_beat(k, sl);
+			unsigned held = held_by_backend(k, now);
+			int silent = !user && now > beat && now - beat > cfg.hang_ns;
 
 			if (k->d->cd_state == SFS_CHILD_STARTING)
 				sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_RUNNING);
-			if (!user && now > beat && now - beat > cfg.hang_ns) {
-				sfs_log("%s %u (pid %d): no heartbeat for %llu ms, killing it",
+			/* sfs's wait for a free buffer beats (worker/state.c):
+			 * silent in it, the worker is stopped or hung, not held. */
+			if (held == RT_HELD_BUFFERS && silent)
+				held = RT_HELD_NONE;
+			/* Held: said once when it outlasts the hang timeout or
+			 * silences the worker that long (sfs's own wait still
+			 * beats; a RocksDB stall cannot), never killed. */
+			if (held != RT_HELD_NONE && !k->held_said &&
+			    (silent || now - k->held_since_ns > cfg.hang_ns)) {
+				sfs_log("%s %u (pid %d): %s %llu ms: held by its state backend's "
+					"back-pressure (%s) for %llu ms, not hung: not killing it",
+					sfs_role_name(k->role), k->index, (int)k->pid,
+					silent ? "no heartbeat for" : "heartbeat",
+					(unsigned long long)(now > beat ? (now - beat) / MS : 0),
+					rt_held_name(held),
+					(unsigned long long)((now - k->held_since_ns) / MS));
+				k->held_said = 1;
+				used.held_episodes++;
+				used.held_why = rt_held_name(held);
+			}
+			if (silent && held == RT_HELD_NONE) {
+				sfs_log("%s %u (pid %d): no heartbeat for %llu ms and not held by "
+					"its state backend: hung, killing it",
 					sfs_role_name(k->role), k->index, (int)k->pid,
 					(unsigned long long)((now - beat) / MS));
 				k->d->cd_hang_kills++;
+				used.hang_kills++;
 				k->hang_killed = 1;
 				kill(k->pid, SIGKILL);
 			}
@@ -598,6 +663,7 @@ static void tend(uint64_t now)
 				sfs_role_name(k->role), k->index, (int)k->pid,
 				(unsigned long long)((now - k->started_ns) / MS));
 			k->d->cd_hang_kills++;
+			used.hang_kills++;
 			k->hang_killed = 1;
 			kill(k->pid, SIGKILL);
 		}
@@ -886,6 +952,7 @@ static int parse(int argc, char **argv)
 		{ "cache-mb", required_argument, NULL, 'c' },
 		{ "buffer-mb", required_argument, NULL, 'F' },
 		{ "state-ttl", required_argument, NULL, 'Y' },
+		{ "rocksdb-memory-mb", required_argument, NULL, 'G' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "restore", required_argument, NULL, 'X' },
 		{ "retain", required_argument, NULL, 'T' },
@@ -1004,6 +1071,10 @@ static int parse(int argc, char **argv)
 		case 'F':
 			cfg.q.buffer_bytes = (uint64_t)sfs_arg_num("run", "--buffer-mb", optarg, 1, 4096)
 					     << 20;
+			break;
+		case 'G':
+			cfg.q.rdb_memory_bytes = (uint64_t)sfs_arg_num("run", "--rocksdb-memory-mb",
+								       optarg, 1, 1 << 24) << 20;
 			break;
 		case 'T':
 			cfg.q.retain = (uint32_t)sfs_arg_num("run", "--retain", optarg, 1, 1000);

@@ -36,6 +36,8 @@ struct sup_query {
 	uint64_t cache_bytes;    /* value cache per worker (0: the default, 8 MiB) */
 	uint64_t buffer_bytes;   /* each write buffer of a worker (0: the default, 16 MiB) */
 	uint64_t state_ttl_ms;   /* --state-ttl: the queries' state TTL (0: none) */
+	uint64_t rdb_memory_bytes; /* --rocksdb-memory-mb: rocksdb-direct's managed memory
+				    * per worker (0: RT_RDB_MEMORY_DEFAULT) */
 	int json;
 	const char *restore;     /* --restore latest|DIR (NULL: a fresh start) */
 	uint64_t recover_id;     /* a recovery: this run's last checkpoint (0: none) */
@@ -78,7 +80,23 @@ struct sup_usage {
 	uint64_t shm_bytes;      /* the segments' allocated bytes at the end (st_blocks:
 				  * pages ever touched, as no page is given back) */
 	uint64_t shm_reserved;   /* the segments' used bytes (regions carved) */
+	/* What the hang detector saw over the run (run.c, tend()): workers
+	 * killed as hung, and episodes of a worker held by its state backend's
+	 * own back-pressure longer than the hang timeout (spared), their total
+	 * time and the last one's reason (runtime/backend.h, rt_held_name). */
+	unsigned hang_kills;
+	unsigned held_episodes;
+	uint64_t held_ns;
+	const char *held_why;
 };
+
+/* Worker @w of the query job: is it held by its state backend's own
+ * back-pressure (enum rt_held, RT_HELD_NONE if not)?  rocksdb-direct says
+ * so in its status (rw_held, renewed by its watcher thread: a report older
+ * than RT_HELD_FRESH_MS is stale, its process stopped or hung whole);
+ * sfs's buffers in the worker's control (wc_waiting: no free write buffer,
+ * waiting for the compactor).  O(1). */
+unsigned sup_query_held(uint32_t w);
 
 /* Fold this incarnation's counters that live in its segments (the bytes of
  * the workers' buffers flushed, over every node's segment, the checkpoint
