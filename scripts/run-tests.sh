@@ -62,6 +62,26 @@ for s in tests/e2e_*.sh; do
 	fi
 done
 
+# run_tap NAME LABEL TIMEOUT SCRIPT: a TAP script ("ok - ", "not ok - " lines) counted into
+# the totals, its log in $log_dir/NAME.log.
+run_tap() {
+	local name=$1 label=$2 limit=$3 script=$4 start rc p f
+	start=$(date +%s)
+	timeout -k 10 "$limit" bash "$script" >"$log_dir/$name.log" 2>&1
+	rc=$?
+	p=$(grep -a -c '^ok ' "$log_dir/$name.log")
+	f=$(grep -a -c '^not ok ' "$log_dir/$name.log")
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+	fi
+	passed=$((passed + p)); failed=$((failed + f))
+	printf '%-28s %3d passed %3d failed  %4ds\n' "$label" "$p" "$f" $(($(date +%s) - start))
+	if [ "$f" -ne 0 ]; then
+		failures+=("$name")
+		grep -a -E '^not ok|^#' "$log_dir/$name.log" | head -n 40
+	fi
+}
+
 # The Flink backend's suite (flink/, JUnit through Maven; make test sets
 # FLINK_TESTS=1 once the JNI library is built).  One line per test class;
 # the first run downloads Flink's artifacts (count it in the budget).
@@ -92,37 +112,11 @@ if [ -n "${FLINK_TESTS:-}" ]; then
 	fi
 	# A standalone cluster (a JobManager and two TaskManager JVMs) and a TaskManager killed
 	# mid-run: the module's classes are built by the suite above.
-	start=$(date +%s)
-	BUILD=0 SFS_BIN_DIR="$SFS_BIN" timeout -k 10 "$TEST_TIMEOUT" bash flink/cluster/test_tm_kill.sh \
-		>"$log_dir/flink_tm_kill.log" 2>&1
-	rc=$?
-	p=$(grep -a -c '^ok ' "$log_dir/flink_tm_kill.log")
-	f=$(grep -a -c '^not ok ' "$log_dir/flink_tm_kill.log")
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-		f=1
-	fi
-	passed=$((passed + p)); failed=$((failed + f))
-	printf '%-28s %3d passed %3d failed  %4ds\n' "flink/cluster/test_tm_kill" "$p" "$f" $(($(date +%s) - start))
-	if [ "$f" -ne 0 ]; then
-		failures+=("flink_tm_kill")
-		grep -a -E '^not ok|^#' "$log_dir/flink_tm_kill.log" | head -n 40
-	fi
+	BUILD=0 SFS_BIN_DIR="$SFS_BIN" run_tap flink_tm_kill "flink/cluster/test_tm_kill" \
+		"$TEST_TIMEOUT" flink/cluster/test_tm_kill.sh
 	# Nexmark on Flink at a small size: digests on sfs and hashmap equal the C runtime's.
-	start=$(date +%s)
-	timeout -k 10 "${FLINK_TEST_TIMEOUT:-900}" bash bench/flink/test_nexmark_digests.sh \
-		>"$log_dir/flink_nexmark.log" 2>&1
-	rc=$?
-	p=$(grep -a -c '^ok ' "$log_dir/flink_nexmark.log")
-	f=$(grep -a -c '^not ok ' "$log_dir/flink_nexmark.log")
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-		f=1
-	fi
-	passed=$((passed + p)); failed=$((failed + f))
-	printf '%-28s %3d passed %3d failed  %4ds\n' "bench/flink/nexmark digests" "$p" "$f" $(($(date +%s) - start))
-	if [ "$f" -ne 0 ]; then
-		failures+=("flink_nexmark")
-		grep -a -E '^not ok|^#' "$log_dir/flink_nexmark.log" | head -n 40
-	fi
+	run_tap flink_nexmark "bench/flink/nexmark digests" "${FLINK_TEST_TIMEOUT:-900}" \
+		bench/flink/test_nexmark_digests.sh
 fi
 
 [ ${#failures[@]} -ne 0 ] && echo "failed: ${failures[*]} (logs in $log_dir)"
