@@ -42,35 +42,16 @@ for t in "$BUILD"/tests/test_*; do
 	fi
 done
 
-for s in tests/e2e_*.sh; do
-	[ -f "$s" ] || continue
-	name=$(basename "$s" .sh)
-	start=$(date +%s)
-	timeout -k 10 "$TEST_TIMEOUT" bash "$s" >"$log_dir/$name.log" 2>&1
-	rc=$?
-	p=$(grep -a -c '^ok - ' "$log_dir/$name.log")
-	f=$(grep -a -c '^not ok - ' "$log_dir/$name.log")
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-		f=1
-	fi
-	passed=$((passed + p)); failed=$((failed + f))
-	printf '%-28s %3d passed %3d failed  %4ds\n' "$name" "$p" "$f" $(($(date +%s) - start))
-	if [ "$f" -ne 0 ]; then
-		failures+=("$name")
-		grep -a -E '^not ok|^#' "$log_dir/$name.log" | head -n 40
-		[ $rc -eq 124 ] && echo "  $name: timed out after ${TEST_TIMEOUT}s"
-	fi
-done
-
-# run_tap NAME LABEL TIMEOUT SCRIPT: a TAP script ("ok - ", "not ok - " lines) counted into
-# the totals, its log in $log_dir/NAME.log.
+# run_tap NAME LABEL TIMEOUT SCRIPT: a TAP script ("ok [N] - ", "not ok [N] - " lines)
+# counted into the totals, its log in $log_dir/NAME.log: the end-to-end scripts, and the
+# scripts after the Flink suite.
 run_tap() {
 	local name=$1 label=$2 limit=$3 script=$4 start rc p f
 	start=$(date +%s)
 	timeout -k 10 "$limit" bash "$script" >"$log_dir/$name.log" 2>&1
 	rc=$?
-	p=$(grep -a -c '^ok ' "$log_dir/$name.log")
-	f=$(grep -a -c '^not ok ' "$log_dir/$name.log")
+	p=$(grep -a -E -c '^ok( [0-9]+)? - ' "$log_dir/$name.log")
+	f=$(grep -a -E -c '^not ok( [0-9]+)? - ' "$log_dir/$name.log")
 	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
 		f=1
 	fi
@@ -79,8 +60,14 @@ run_tap() {
 	if [ "$f" -ne 0 ]; then
 		failures+=("$name")
 		grep -a -E '^not ok|^#' "$log_dir/$name.log" | head -n 40
+		[ $rc -eq 124 ] && echo "  $name: timed out after ${limit}s"
 	fi
 }
+
+for s in tests/e2e_*.sh; do
+	[ -f "$s" ] || continue
+	run_tap "$(basename "$s" .sh)" "$(basename "$s" .sh)" "$TEST_TIMEOUT" "$s"
+done
 
 # The Flink backend's suite (flink/, JUnit through Maven; make test sets
 # FLINK_TESTS=1 once the JNI library is built).  One line per test class;
