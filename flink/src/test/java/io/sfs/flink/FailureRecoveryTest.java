@@ -239,15 +239,21 @@ class FailureRecoveryTest {
     }
 
     /** Source (1) → map (parallelism) → keyed sum (parallelism) → collect; uids fixed for restore. */
-    @SuppressWarnings("try") // CloseableIterator.close() may throw InterruptedException
     static List<String> run(Configuration conf, int parallelism, Numbers source, long failAt) throws Exception {
+        return run(conf, parallelism, source, new ToKeyed(failAt));
+    }
+
+    /** The same with the map @toKeyed (record → (key, value); it may fail on purpose). */
+    @SuppressWarnings("try") // CloseableIterator.close() may throw InterruptedException
+    static List<String> run(Configuration conf, int parallelism, Numbers source,
+            RichMapFunction<Long, Tuple2<String, Long>> toKeyed) throws Exception {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(parallelism, conf);
         env.setMaxParallelism(128);
         @SuppressWarnings("deprecation") // a legacy source: its own thread may block on a checkpoint
         var numbers = env.addSource(source, "numbers", Types.LONG);
         List<String> out = new ArrayList<>();
         try (CloseableIterator<String> it = numbers.setParallelism(1).uid("numbers")
-                .map(new ToKeyed(failAt)).uid("to-keyed")
+                .map(toKeyed).uid("to-keyed")
                 .keyBy(t -> t.f0, Types.STRING)
                 .process(new SumAtEnd()).uid("sums")
                 .executeAndCollect()) {
@@ -310,7 +316,6 @@ class FailureRecoveryTest {
         }
     }
 
-    @SuppressWarnings("try") // CloseableIterator.close() may throw InterruptedException
     static List<String> failOften(Configuration backend, String name) throws Exception {
         reset();
         FAILURES.set(0);
@@ -319,19 +324,7 @@ class FailureRecoveryTest {
         c.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
         c.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, FAILOVERS);
         c.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(50));
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, c);
-        env.setMaxParallelism(128);
-        @SuppressWarnings("deprecation") // a legacy source: its own thread may block on a checkpoint
-        var numbers = env.addSource(new Numbers(RECORDS, -1, false), "numbers", Types.LONG);
-        List<String> out = new ArrayList<>();
-        try (CloseableIterator<String> it = numbers.uid("numbers")
-                .map(new FailAfterEachCheckpoint()).uid("to-keyed")
-                .keyBy(t -> t.f0, Types.STRING)
-                .process(new SumAtEnd()).uid("sums")
-                .executeAndCollect()) {
-            it.forEachRemaining(out::add);
-        }
-        Collections.sort(out);
+        List<String> out = run(c, 1, new Numbers(RECORDS, -1, false), new FailAfterEachCheckpoint());
         assertThat(FAILURES.get()).as("%s: failures", name).isEqualTo(FAILOVERS);
         assertThat(RESTORES.get()).as("%s: restores from a checkpoint", name).isEqualTo(FAILOVERS);
         return out;
