@@ -1,6 +1,9 @@
 package io.sfs.nexmark.flink;
 
 import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.configuration.CoreOptions;
+import org.apache.flink.configuration.RestOptions;
+import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.MemorySize;
@@ -23,8 +26,10 @@ import java.util.Map;
 /**
  * One Nexmark query on one state backend in a fresh local cluster (this JVM), then one JSON line
  * on stdout: the processing time (the job's net runtime, not the JVM's start), this JVM's CPU
- * time, the result's digest ({@link ResultDigest}). bench/flink/nexmark.sh adds the CPU of every
- * process (the JVM's children — sfs's supervisor, compactor and checkpointer — included).
+ * time, the result's digest ({@link ResultDigest}) and the checkpoints' figures
+ * ({@link CheckpointStats}: Flink's own, from its REST API). bench/flink/nexmark.sh adds the CPU
+ * of every process (the JVM's children — sfs's supervisor, compactor and checkpointer —
+ * included), their memory and the bytes on disk and in shared memory.
  *
  * <pre>
  * NexmarkJob --query q4 --backend sfs|hashmap|rocksdb|forst --events N --ckpt-ms 10000
@@ -34,7 +39,9 @@ import java.util.Map;
  * <p>Configuration, as the published runs (../shared/FLINK.md): parallelism 1 (one slot), 2800
  * MiB of managed memory for the slot — what RocksDB and ForSt size their block cache and write
  * buffers from, and what sfs takes its buffers and value cache from — mini-batch on (2 s, 50,000
- * rows), distinct aggregates split, incremental checkpoints every --ckpt-ms into DIR.
+ * rows), distinct aggregates split, incremental checkpoints every --ckpt-ms into DIR/checkpoints;
+ * the backends' local files (RocksDB's and ForSt's instances, sfs's data directory) under
+ * DIR/local and DIR/sfs.
  */
 public final class NexmarkJob {
     private NexmarkJob() {}
@@ -71,6 +78,10 @@ public final class NexmarkJob {
         c.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(ckptMs));
         c.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
         c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, work.resolve("checkpoints").toUri().toString());
+        Files.createDirectories(work.resolve("local"));
+        c.set(CoreOptions.TMP_DIRS, work.resolve("local").toString());
+        int restPort = CheckpointStats.freePort();
+        c.set(RestOptions.PORT, restPort);
         switch (backend) {
             case "sfs":
                 c.set(StateBackendOptions.STATE_BACKEND, "io.sfs.flink.SfsStateBackendFactory");
@@ -102,7 +113,10 @@ public final class NexmarkJob {
                 .addSink(new ResultDigest(header, digestFile.toString(), o.get("rows")))
                 .name("digest")
                 .setParallelism(1);
-        JobExecutionResult r = env.execute("nexmark " + query + " on " + backend);
+        JobClient job = env.executeAsync("nexmark " + query + " on " + backend);
+        CheckpointStats ckpts = CheckpointStats.poll(restPort, job.getJobID());
+        JobExecutionResult r = job.getJobExecutionResult().get();
+        ckpts.stop();
         double seconds = r.getNetRuntime() / 1000.0;
         long cpuNs = ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
                 .getProcessCpuTime();
@@ -110,8 +124,9 @@ public final class NexmarkJob {
         System.out.printf(java.util.Locale.ROOT,
                 "NEXMARK {\"query\": \"%s\", \"backend\": \"%s\", \"events\": %d, \"seconds\": %.3f,"
                         + " \"events_per_sec\": %.0f, \"jvm_cpu_s\": %.3f, \"result_digest\": \"%s\","
-                        + " \"ckpt_ms\": %d}%n",
-                query, backend, events, seconds, events / seconds, cpuNs / 1e9, digest, ckptMs);
+                        + " \"ckpt_ms\": %d, %s}%n",
+                query, backend, events, seconds, events / seconds, cpuNs / 1e9, digest, ckptMs,
+                ckpts.json());
         System.exit(0); // the sfs group's shutdown hook stops it
     }
 

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""One Nexmark-on-Flink run (bench/flink/nexmark.sh calls it once per query, backend and
+repetition): starts the job's JVM, watches it, and prints the run's JSON line.
+
+    run_one.py RUN_DIR QUERY BACKEND C_DIGEST CLASSPATH ROOT EVENTS CKPT_MS
+
+What it counts, and how:
+- cpu_s: getrusage(RUSAGE_CHILDREN) after the JVM exits — the JVM and every process it reaped
+  (sfs's supervisor, compactor and checkpointer), exact. This script's own sampling is not in
+  it.
+- cpu_s_by_process: jvm is the JVM's own count, read by itself just before it exits; the sfs
+  processes' are their utime + stime from /proc as last sampled (once a second, so up to a
+  second short); unattributed is the rest of cpu_s (the sfs processes' last second, the JVM's
+  exit).
+- peak_rss_bytes: VmHWM of each process of the run by name (jvm, sfs, sfs-compactor,
+  sfs-checkpointe — the kernel's 15-character name), as last sampled.
+- ckpts: every completed checkpoint as [id, end-to-end ms, checkpointed bytes, state bytes]
+  (NexmarkJob's CheckpointStats), beside their medians and maxima.
+- shm_bytes: peak of the bytes allocated to the run's sfs segments (/dev/shm/sfs.flink-<JVM
+  pid>-*), sampled.
+- state_bytes_on_disk: peak and last sampled bytes of the backend's local files (RUN_DIR/local:
+  RocksDB's and ForSt's instances; RUN_DIR/sfs: sfs's data directory); ckpt_dir_bytes_peak:
+  of RUN_DIR/checkpoints.
+Sampling costs this script's CPU, not the run's.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+
+
+def tree_bytes(path):
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
+            except OSError:
+                pass  # a file removed while we walk
+    return total
+
+
+def children_of(root):
+    """root and every live descendant: {pid: comm}."""
+    parent, comm = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                s = f.read()
+        except OSError:
+            continue
+        r = s.rindex(")")
+        comm[int(d)] = s[s.index("(") + 1:r]
+        parent[int(d)] = int(s[r + 2:].split()[1])
+    out = {}
+    for pid in comm:
+        p = pid
+        while p in parent and p != root and p > 1:
+            p = parent[p]
+        if p == root:
+            out[pid] = comm[pid]
+    return out
+
+
+def proc_cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        s = f.read()
+    v = s[s.rindex(")") + 2:].split()
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_hwm(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Sampler(threading.Thread):
+    def __init__(self, pid, run):
+        super().__init__(daemon=True)
+        self.pid, self.dir = pid, run
+        self.cpu, self.hwm = {}, {}  # pid -> (name, value)
+        self.shm = self.disk = self.disk_last = self.ckpt = 0
+        self.stop = threading.Event()
+
+    def sample(self):
+        for pid, comm in children_of(self.pid).items():
+            name = "jvm" if pid == self.pid else comm
+            try:
+                self.hwm[pid] = (name, proc_hwm(pid))
+                self.cpu[pid] = (name, proc_cpu_s(pid))
+            except OSError:
+                pass  # it exited
+        prefix = "sfs.flink-%d-" % self.pid
+        shm = 0
+        for f in os.listdir("/dev/shm"):
+            if f.startswith(prefix):
+                try:
+                    shm += os.lstat("/dev/shm/" + f).st_blocks * 512
+                except OSError:
+                    pass
+        self.shm = max(self.shm, shm)
+        self.disk_last = tree_bytes(self.dir + "/local") + tree_bytes(self.dir + "/sfs")
+        self.disk = max(self.disk, self.disk_last)
+        self.ckpt = max(self.ckpt, tree_bytes(self.dir + "/checkpoints"))
+
+    def run(self):
+        while not self.stop.wait(1.0):
+            self.sample()
+
+    def by_name(self, d, combine):
+        out = {}
+        for name, v in d.values():
+            out[name] = combine(out.get(name, 0), v)
+        return out
+
+
+def main():
+    run, q, b, cdig, cp, root, events, ckpt = sys.argv[1:]
+    cmd = ["java", "-Xmx4g", "-Djava.library.path=%s/build/jni" % root, "-cp", cp,
+           "io.sfs.nexmark.flink.NexmarkJob", "--query", q, "--backend", b, "--events", events,
+           "--ckpt-ms", ckpt, "--work", run, "--sfs-bin", root + "/bin"]
+    with open(run + "/job.log", "w") as log:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        s = Sampler(p.pid, run)
+        s.start()
+        out, _ = p.communicate()
+        s.stop.set()
+        s.join()
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = ru.ru_utime + ru.ru_stime
+    line = [l for l in out.splitlines() if l.startswith("NEXMARK ")]
+    if p.returncode != 0 or not line:
+        print(json.dumps({"query": q, "backend": b, "events": int(events), "ok": False,
+                          "exit": p.returncode, "log": run + "/job.log"}))
+        return
+    j = json.loads(line[-1][len("NEXMARK "):])
+    j["cpu_s"] = round(cpu, 3)
+    j["events_per_cpu_s"] = round(j["events"] / cpu) if cpu > 0 else None
+    jvm = j.pop("jvm_cpu_s")
+    by = {"jvm": jvm}
+    for name, v in s.by_name(s.cpu, lambda a, c: a + c).items():
+        if name != "jvm":
+            by[name] = round(v, 3)
+    by["unattributed"] = round(cpu - sum(by.values()), 3)
+    j["cpu_s_by_process"] = by
+    j["peak_rss_bytes"] = s.by_name(s.hwm, max)
+    j["shm_bytes"] = s.shm
+    j["state_bytes_on_disk"] = {"peak": s.disk, "last": s.disk_last}
+    j["ckpt_dir_bytes_peak"] = s.ckpt
+    j["c_digest"] = cdig
+    j["digest_ok"] = (cdig == "" or cdig == j["result_digest"])
+    j["ok"] = True
+    print(json.dumps(j))
+
+
+if __name__ == "__main__":
+    main()
