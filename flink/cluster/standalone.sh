@@ -22,7 +22,10 @@
 #
 # Environment: SFS_BIN_DIR (default <repo>/bin), SFS_JNI_DIR (default <repo>/build/jni: the
 # directory of libsfs_jni.so), FLINK_REST_PORT, FLINK_RPC_PORT (default: free ones), JAVA,
-# FLINK_CONF_EXTRA (YAML lines appended to config.yaml, e.g. "state.backend.local-recovery: true").
+# FLINK_CONF_EXTRA (YAML lines for config.yaml, e.g. "state.backend.local-recovery: true"; a key
+# written here replaces the line of the same key below, e.g. "taskmanager.memory.managed.size:
+# 2800m"), CLASSPATH_EXTRA (put before the module's classpath on every JVM: another job's
+# classes, e.g. the Nexmark harness's for bench/flink/recovery.sh).
 # The module must be built first (mvn -B -q -DskipTests package in flink/): the cluster runs
 # flink/target/classes and flink/target/test-classes, so test jobs need no jar shipped.
 #
@@ -138,6 +141,10 @@ restart-strategy.fixed-delay.attempts: 10
 restart-strategy.fixed-delay.delay: 1 s
 EOF
     if [[ -n ${FLINK_CONF_EXTRA:-} ]]; then
+        local key
+        while IFS= read -r key; do # a key given twice is an error to Flink's YAML reader
+            [[ -n $key ]] && sed -i "/^${key//./\\.}:/d" "$DIR/conf/config.yaml"
+        done < <(sed -n 's/^\([A-Za-z0-9_.-]*\):.*/\1/p' <<<"$FLINK_CONF_EXTRA")
         printf '# from FLINK_CONF_EXTRA\n%s\n' "$FLINK_CONF_EXTRA" >>"$DIR/conf/config.yaml"
     fi
     cat >"$DIR/conf/log4j.properties" <<'EOF'
@@ -170,7 +177,7 @@ build_classpath() {
     fi
     local deps
     deps=$(tr ':' '\n' <"$DIR/deps.txt" | grep -v '/slf4j-simple-' | paste -sd: -)
-    echo "$MODULE/target/classes:$MODULE/target/test-classes:$deps" >"$DIR/classpath"
+    echo "${CLASSPATH_EXTRA:+$CLASSPATH_EXTRA:}$MODULE/target/classes:$MODULE/target/test-classes:$deps" >"$DIR/classpath"
 }
 
 start_jm() {

@@ -34,7 +34,14 @@ import java.util.Map;
  * <pre>
  * NexmarkJob --query q4 --backend sfs|hashmap|rocksdb|forst --events N --ckpt-ms 10000
  *            --work DIR [--rows FILE] [--sfs-bin DIR]
+ * NexmarkJob ... --remote HOST:PORT [--fail-file FILE]
  * </pre>
+ *
+ * <p>With --remote the job is submitted to a running cluster (flink/cluster/standalone.sh,
+ * whose JVMs carry this module's classes) and this JVM prints {@code JOB <id>} and exits: the
+ * cluster's configuration then gives the memory, the checkpoint directory and sfs's
+ * directories; the job gives the backend, the checkpoint interval and the fail file
+ * ({@link NexmarkTables}). bench/flink/recovery.sh runs it so.
  *
  * <p>Configuration, as the published runs (../shared/FLINK.md): parallelism 1 (one slot), 2800
  * MiB of managed memory for the slot — what RocksDB and ForSt size their block cache and write
@@ -73,20 +80,26 @@ public final class NexmarkJob {
             }
         }
 
+        String remote = o.get("remote");
         Configuration c = new Configuration();
-        c.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("2800m"));
         c.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(ckptMs));
         c.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, true);
-        c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, work.resolve("checkpoints").toUri().toString());
-        Files.createDirectories(work.resolve("local"));
-        c.set(CoreOptions.TMP_DIRS, work.resolve("local").toString());
-        int restPort = CheckpointStats.freePort();
-        c.set(RestOptions.PORT, restPort);
+        int restPort = 0;
+        if (remote == null) {
+            c.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("2800m"));
+            c.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, work.resolve("checkpoints").toUri().toString());
+            Files.createDirectories(work.resolve("local"));
+            c.set(CoreOptions.TMP_DIRS, work.resolve("local").toString());
+            restPort = CheckpointStats.freePort();
+            c.set(RestOptions.PORT, restPort);
+        }
         switch (backend) {
             case "sfs":
                 c.set(StateBackendOptions.STATE_BACKEND, "io.sfs.flink.SfsStateBackendFactory");
-                c.setString("state.backend.sfs.bin-dir", o.getOrDefault("sfs-bin", "bin"));
-                c.setString("state.backend.sfs.data-dir", work.resolve("sfs").toString());
+                if (remote == null) {
+                    c.setString("state.backend.sfs.bin-dir", o.getOrDefault("sfs-bin", "bin"));
+                    c.setString("state.backend.sfs.data-dir", work.resolve("sfs").toString());
+                }
                 break;
             case "rocksdb":
             case "hashmap":
@@ -97,14 +110,21 @@ public final class NexmarkJob {
                 System.err.println("nexmark: unknown backend " + backend + " (sfs, rocksdb, hashmap, forst)");
                 System.exit(2);
         }
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, c);
+        StreamExecutionEnvironment env;
+        if (remote == null) {
+            env = StreamExecutionEnvironment.createLocalEnvironment(1, c);
+        } else {
+            String[] hp = remote.split(":");
+            env = StreamExecutionEnvironment.createRemoteEnvironment(hp[0], Integer.parseInt(hp[1]), c);
+            env.setParallelism(1);
+        }
         StreamTableEnvironment t = StreamTableEnvironment.create(env);
         Configuration tc = t.getConfig().getConfiguration();
         tc.setString("table.exec.mini-batch.enabled", o.getOrDefault("mini-batch", "true"));
         tc.setString("table.exec.mini-batch.allow-latency", "2 s");
         tc.setString("table.exec.mini-batch.size", "50000");
         tc.setString("table.optimizer.distinct-agg.split.enabled", "true");
-        NexmarkTables.register(env, t, events);
+        NexmarkTables.register(env, t, events, o.get("fail-file"));
 
         Table result = t.sqlQuery(sql);
         Path digestFile = work.resolve("digest.txt");
@@ -114,6 +134,10 @@ public final class NexmarkJob {
                 .name("digest")
                 .setParallelism(1);
         JobClient job = env.executeAsync("nexmark " + query + " on " + backend);
+        if (remote != null) {
+            System.out.println("JOB " + job.getJobID());
+            System.exit(0);
+        }
         CheckpointStats ckpts = CheckpointStats.poll(restPort, job.getJobID());
         JobExecutionResult r = job.getJobExecutionResult().get();
         ckpts.stop();

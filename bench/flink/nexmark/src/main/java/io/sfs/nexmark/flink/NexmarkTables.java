@@ -28,6 +28,11 @@ import java.time.ZoneOffset;
  * Flink read the same input. The source is Flink's {@link DataGeneratorSource}: it splits the
  * event numbers [0, events) and checkpoints the next number of each split, so a restored job
  * regenerates exactly the events it had not read. Timestamps are UTC.
+ *
+ * <p>A fail file (bench/flink/recovery.sh's task failure): when one is named, the generator
+ * looks for it every 65,536 events and, finding it, removes it and throws — one failure of the
+ * source task, which Flink answers by restarting the job's tasks (the whole job is one
+ * pipelined region) on the same TaskManager.
  */
 final class NexmarkTables {
     private NexmarkTables() {}
@@ -56,11 +61,20 @@ final class NexmarkTables {
     static final class Generate implements GeneratorFunction<Long, Row> {
         private static final long serialVersionUID = 1L;
         private transient NexmarkRef.Config config;
+        private final String failFile;
+
+        Generate(String failFile) {
+            this.failFile = failFile;
+        }
 
         @Override
-        public Row map(Long n) {
+        public Row map(Long n) throws java.io.IOException {
             if (config == null) {
                 config = new NexmarkRef.Config();
+            }
+            if (failFile != null && (n & 0xFFFF) == 0
+                    && java.nio.file.Files.deleteIfExists(java.nio.file.Paths.get(failFile))) {
+                throw new java.io.IOException("nexmark: the fail file " + failFile + " asked this task to fail at event " + n);
             }
             Object[] f = NexmarkRef.fields(config, n);
             switch ((Integer) f[0]) {
@@ -75,8 +89,8 @@ final class NexmarkTables {
         }
     }
 
-    static void register(StreamExecutionEnvironment env, StreamTableEnvironment t, long events) {
-        DataGeneratorSource<Row> source = new DataGeneratorSource<>(new Generate(), events, EVENT);
+    static void register(StreamExecutionEnvironment env, StreamTableEnvironment t, long events, String failFile) {
+        DataGeneratorSource<Row> source = new DataGeneratorSource<>(new Generate(failFile), events, EVENT);
         DataStream<Row> s = env.fromSource(source, WatermarkStrategy.noWatermarks(), "nexmark").returns(EVENT);
         t.createTemporaryView("nexmark", t.fromDataStream(s, Schema.newBuilder()
                 .column("event_type", "INT")
