@@ -93,10 +93,10 @@ class Sampler(threading.Thread):
     def sample(self):
         for pid, comm in children_of(self.pid).items():
             name = "jvm" if pid == self.pid else comm
-            try:
-                self.hwm[pid] = (name, proc_hwm(pid))
-                self.cpu[pid] = (name, proc_cpu_s(pid))
-            except OSError:
+            try:  # a zombie shows neither: keep the last value seen (both only grow)
+                self.hwm[pid] = (name, max(self.hwm.get(pid, ("", 0))[1], proc_hwm(pid)))
+                self.cpu[pid] = (name, max(self.cpu.get(pid, ("", 0))[1], proc_cpu_s(pid)))
+            except (OSError, IndexError):
                 pass  # it exited
         prefix = "sfs.flink-%d-" % self.pid
         shm = 0
