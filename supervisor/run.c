@@ -168,6 +168,10 @@ static void usage(FILE *f)
 		"                         8 GiB TaskManager of one slot): a shared block cache\n"
 		"                         of 5/6 of it and a write buffer manager of 1/3\n"
 		"                         charged to it (Flink's write-buffer-ratio 0.5)\n"
+		"  --table-keys raw|compressed  table backend: key pages stored raw (the\n"
+		"                         default: a probe reads keys in place) or compressed\n"
+		"                         like value pages (smaller files and checkpoints for\n"
+		"                         long, padded keys, as Flink's serialized rows)\n"
 		"  --state-ttl MS         the queries' state expires MS ms of processing time\n"
 		"                         after its last write (Flink's table.exec.state.ttl;\n"
 		"                         sfs backends; timers never expire)\n"
@@ -201,7 +205,7 @@ static void usage(FILE *f)
 		"\n"
 		"A host group for an engine that opens workers itself (Flink's TaskManager:\n"
 		"flink/README.md); options --backend, --data, --workers (its worker slots),\n"
-		"--buffer-mb, --cache-mb, --segment-mb as above:\n"
+		"--buffer-mb, --cache-mb, --segment-mb, --table-keys as above:\n"
 		"  --host                 start the compactor and checkpointer only; the\n"
 		"                         engine opens worker slots 0..N-1 (sfs_worker_open),\n"
 		"                         seals its own barriers and reads each one's staged\n"
@@ -953,6 +957,7 @@ static int parse(int argc, char **argv)
 		{ "buffer-mb", required_argument, NULL, 'F' },
 		{ "state-ttl", required_argument, NULL, 'Y' },
 		{ "rocksdb-memory-mb", required_argument, NULL, 'G' },
+		{ "table-keys", required_argument, NULL, 'k' },
 		{ "json", no_argument, NULL, 'J' },
 		{ "restore", required_argument, NULL, 'X' },
 		{ "retain", required_argument, NULL, 'T' },
@@ -1059,6 +1064,16 @@ static int parse(int argc, char **argv)
 								  1 << 20) << 20;
 			break;
 		case 'J': cfg.q.json = 1; break;
+		case 'k':
+			/* The table target's writers (the compactor and checkpointer,
+			 * our children) read SFS_TABLE_KEYS_RAW (store/table/table.h);
+			 * readers take either kind of page. */
+			if (strcmp(optarg, "raw") && strcmp(optarg, "compressed")) {
+				fprintf(stderr, "sfs run: --table-keys %s: raw or compressed\n", optarg);
+				return 2;
+			}
+			setenv("SFS_TABLE_KEYS_RAW", strcmp(optarg, "raw") ? "0" : "1", 1);
+			break;
 		case 'X': cfg.q.restore = optarg; break;
 		case 'c':
 			cfg.q.cache_bytes = (uint64_t)sfs_arg_num("run", "--cache-mb", optarg, 1, 65536)

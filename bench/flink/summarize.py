@@ -145,6 +145,7 @@ set style data points
 set xlabel 'state size (MB)'
 set ylabel 'end-to-end duration (ms)'
 set logscale y
+set yrange [10:*]
 plot {plots}
 """.format(p=prefix, n=len(backends) + 1,
            plots=", ".join("'{p}-checkpoints.dat' index {i} using 1:2 title '{b}' pt 7 ps 0.6"

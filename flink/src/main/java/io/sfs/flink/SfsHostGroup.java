@@ -132,7 +132,8 @@ final class SfsHostGroup {
             }
             return g;
         }
-        String key = s.binDir + "|" + s.dataDir + "|" + s.slots + "|" + s.bufferMb + "|" + s.cacheMb;
+        String key = s.binDir + "|" + s.dataDir + "|" + s.slots + "|" + s.bufferMb + "|" + s.cacheMb
+                + "|" + s.tableKeys;
         SfsHostGroup g = GROUPS.get(key);
         if (g != null && g.process.isAlive()) {
             return g;
@@ -179,6 +180,8 @@ final class SfsHostGroup {
         cmd.add(Integer.toString(s.bufferMb));
         cmd.add("--cache-mb");
         cmd.add(Integer.toString(s.cacheMb));
+        cmd.add("--table-keys");
+        cmd.add(s.tableKeys);
         cmd.add("--watch-pid");
         cmd.add(Long.toString(pid));
         File log = data.resolve("sfs-host.log").toFile();

@@ -44,6 +44,7 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
         int bufferMb = SfsOptions.BUFFER_MB.defaultValue();
         int cacheMb = SfsOptions.CACHE_MB.defaultValue();
         long stageTimeoutMs = SfsOptions.STAGE_TIMEOUT_MS.defaultValue();
+        String tableKeys = SfsOptions.TABLE_KEYS.defaultValue();
 
         Settings copy() {
             Settings s = new Settings();
@@ -54,6 +55,7 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
             s.bufferMb = bufferMb;
             s.cacheMb = cacheMb;
             s.stageTimeoutMs = stageTimeoutMs;
+            s.tableKeys = tableKeys;
             return s;
         }
     }
@@ -108,6 +110,13 @@ public class SfsStateBackend extends AbstractManagedMemoryStateBackend
         config.getOptional(SfsOptions.GROUP).ifPresent(v -> s.group = v);
         config.getOptional(SfsOptions.DATA_DIR).ifPresent(v -> s.dataDir = v);
         config.getOptional(SfsOptions.SLOTS).ifPresent(v -> s.slots = v);
+        config.getOptional(SfsOptions.TABLE_KEYS).ifPresent(v -> {
+            if (!v.equals("raw") && !v.equals("compressed")) {
+                throw new IllegalConfigurationException(
+                        SfsOptions.TABLE_KEYS.key() + ": " + v + " (raw or compressed)");
+            }
+            s.tableKeys = v;
+        });
         config.getOptional(SfsOptions.BUFFER_MB).ifPresent(v -> s.bufferMb = v);
         config.getOptional(SfsOptions.CACHE_MB).ifPresent(v -> s.cacheMb = v);
         config.getOptional(SfsOptions.STAGE_TIMEOUT_MS).ifPresent(v -> s.stageTimeoutMs = v);
