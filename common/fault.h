@@ -72,6 +72,11 @@
 	  "checkpoint, before the target's rollback (fail: its engine restores from files)") \
 	X("flush.engine_reset", SFS_FAULT_CAN_FAIL, "a host group's slot emptied for a new task " \
 	  "(SFS_WORKER_RESET), before the target's reset (fail: the open fails)") \
+	X("flush.engine_adopt", SFS_FAULT_CAN_FAIL, "a host group's worker adopting a checkpoint's " \
+	  "files (sfs_worker_adopt), its writer closed, before the files are placed (fail: the " \
+	  "store reopens empty and the engine restores by writes)") \
+	X("flush.engine_adopt_placed", 0, "the files placed and TABLES last, before the writer " \
+	  "reopens over them (crash: the next compactor's open adopts them)") \
 	/* shm/task.c: a worker's rollback in place */ \
 	X("task.halted", SFS_FAULT_KILL_ONLY, "a worker halted for a rollback in place (acked), " \
 	  "before the group's go") \

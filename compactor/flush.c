@@ -2,6 +2,7 @@
  * flush.c — the compactor's flush cycle and its maintenance threads (see
  * flush.h: which thread owns which worker, and what they share).
  */
+#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include "common/err.h"
 #include "common/keygroup.h"
 #include "common/fault.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/merge.h"
 #include "compactor/flush.h"
@@ -233,6 +235,86 @@ static unsigned drop_sealed(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	return dropped;
 }
 
+/* The regular files of @src linked or copied into @dst: TABLES only
+ * (@tables 1) or all but TABLES (0). */
+static int place_files(const char *src, const char *dst, int tables)
+{
+	char from[PATH_MAX], to[PATH_MAX];
+	struct dirent *e;
+	DIR *d = opendir(src);
+	int rc = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: %s", src, strerror(errno));
+	while (!rc && (e = readdir(d))) {
+		if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) || e->d_name[0] == '.' ||
+		    !strcmp(e->d_name, "TABLES") != !!tables)
+			continue;
+		if (snprintf(from, sizeof(from), "%s/%s", src, e->d_name) >= (int)sizeof(from) ||
+		    snprintf(to, sizeof(to), "%s/%s", dst, e->d_name) >= (int)sizeof(to)) {
+			rc = sfs__err(SFS_EUSAGE, "%s/%s: path too long", src, e->d_name);
+			break;
+		}
+		rc = sfs_link_or_copy(from, to, SFS_EXIST_SAME, 0, NULL);
+	}
+	closedir(d);
+	return rc;
+}
+
+/*
+ * sfs_worker_adopt: the files of @src (a checkpoint's, as staged: flat,
+ * with SFS_STAGE_SHARED's in that subdirectory) become @fw's store.  What
+ * a restore of the whole group does before its children start
+ * (store/target.h, "The instance on disk"), for one live worker: the
+ * writer closed, the instance emptied, the files placed flat (TABLES last:
+ * its presence is what an open adopts), the writer opened over them — the
+ * publication of its first version is what the worker's reader catches up
+ * to.  The applied seq is the publication's, so seqs never go back.  A
+ * kill -9 midway leaves the request unanswered: the next compactor opens
+ * this worker over TABLES (adopted) or over an instance without identity
+ * (emptied), and answers it again from the start.  O(files): links.
+ */
+static int adopt_files(struct sfs_flusher *f, struct sfs_flush_worker *fw, const char *src)
+{
+	char dir[PATH_MAX], shared[PATH_MAX];
+	int rc;
+
+	if (!f->ops->restore)
+		return sfs__err(-ENOTSUP, "worker %u: the %s target cannot adopt a checkpoint's files",
+				fw->worker, f->ops->name);
+	if ((rc = sfs_target_instance_dir(f->seg->hdr->sh_data_dir, fw->worker, dir, sizeof(dir))))
+		return rc;
+	snprintf(shared, sizeof(shared), "%s/%s", src, SFS_STAGE_SHARED);
+	f->ops->close(fw->tw);
+	fw->tw = NULL;
+	/* every sealed buffer is the old store's; a flush under way goes with it */
+	(void)drop_sealed(f, fw);
+	if (!(rc = sfs_fault("flush.engine_adopt")) && !(rc = sfs_target_instance_reset(dir)) &&
+	    !(rc = place_files(shared, dir, 0)) && !(rc = place_files(src, dir, 0)) &&
+	    !(rc = place_files(src, dir, 1))) {
+		sfs_fault("flush.engine_adopt_placed");
+		rc = f->ops->open(f->seg, fw->worker, f->self, &f->cfg, &fw->tw);
+	}
+	if (rc) {
+		/* the store is whatever failed: an empty one keeps the slot usable */
+		int rc2;
+
+		sfs_log("worker %u: cannot adopt %s (%s): its store starts empty", fw->worker, src,
+			sfs_last_error());
+		if (fw->tw) {
+			f->ops->close(fw->tw);
+			fw->tw = NULL;
+		}
+		if ((rc2 = sfs_target_instance_reset(dir)) ||
+		    (rc2 = f->ops->open(f->seg, fw->worker, f->self, &f->cfg, &fw->tw))) {
+			sfs_log("worker %u: cannot reopen its store: %s", fw->worker, sfs_last_error());
+			fw->tw = NULL;
+			fw->open = 0;	/* scan() opens it again */
+		}
+	}
+	return rc;
+}
+
 /*
  * A host group's worker asks for its own pins and rollbacks (shm/ckpt.h
  * SFS_CKPT_ENGINE; worker/wctl.h): pin the version staged for the
@@ -264,7 +346,15 @@ static int engine_requests(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 	if (rb > sfs_load_relaxed(&ctl->wc_erb_ack)) {
 		t0 = sfs_now_ns();
 		to = sfs_load_relaxed(&ctl->wc_erb_to);
-		if (to == 0) {	/* SFS_WORKER_RESET: an empty store, nothing pinned */
+		if (to == SFS_ERB_ADOPT) {	/* sfs_worker_adopt: nothing pinned */
+			char src[sizeof(ctl->wc_adopt_dir)];
+
+			fw->pin_ok = 0;
+			fw->pinned = 0;
+			memcpy(src, ctl->wc_adopt_dir, sizeof(src));
+			src[sizeof(src) - 1] = '\0';
+			rc = adopt_files(f, fw, src);
+		} else if (to == 0) {	/* SFS_WORKER_RESET: an empty store, nothing pinned */
 			fw->pin_ok = 0;
 			fw->pinned = 0;
 			if (!f->ops->reset)
@@ -279,13 +369,17 @@ static int engine_requests(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 		} else if (!(rc = sfs_fault("flush.engine_rollback"))) {
 			rc = f->ops->rollback(fw->tw, &seq);
 		}
-		if (rc == 0)
+		if (rc == 0 && to == SFS_ERB_ADOPT)
+			sfs_log("worker %u: adopted the files of %s in %.1f ms", fw->worker,
+				ctl->wc_adopt_dir, (sfs_now_ns() - t0) / 1e6);
+		else if (rc == 0)
 			sfs_log("worker %u: %s %llu in place (seq %llu) in %.1f ms, %u sealed buffers "
 				"dropped", fw->worker, to ? "back to checkpoint" : "store emptied, barrier",
 				(unsigned long long)(to ? to : sfs_load_relaxed(&ctl->wc_barrier)),
 				(unsigned long long)seq, (sfs_now_ns() - t0) / 1e6, drop_sealed(f, fw));
 		else
 			sfs_log("worker %u: cannot %s in place: %s", fw->worker,
+				to == SFS_ERB_ADOPT ? "adopt a checkpoint's files" :
 				to ? "go back to its pinned checkpoint" : "empty its store",
 				sfs_last_error());
 		sfs_store_relaxed(&ctl->wc_erb_rc, rc);

@@ -645,6 +645,28 @@ int sfs_stage_drop(sfs_ctx_t *c, const char *dir);
 int sfs_worker_pin(sfs_ctx_t *c, uint64_t id);
 int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns);
 
+/*
+ * sfs_worker_adopt - make the files of one checkpoint of this worker's
+ * store its state, without reading an entry: @dir (absolute, a directory)
+ * holds them as sfs_worker_staged laid them out (its files, and
+ * SFS_STAGE_SHARED's), e.g. downloaded by the engine from its checkpoint
+ * storage.  The compactor links or copies them into the worker's store
+ * and opens it over them, as a restore of the whole group would; this
+ * worker's writes since its last barrier and its cached reads are dropped
+ * first.  For a restore from files of exactly the key groups and states
+ * the files were staged with (same key-group range, same state ids): a
+ * rescale or a renumbered state must go through sfs_stage_scan and
+ * writes instead.  Only a host group's worker; before its first state
+ * call.  Waits for the compactor at most @timeout_ns (0: no limit).
+ * -ENOTSUP: the group's target cannot (only the table target can).  On
+ * any other error the compactor answered, the store is empty, as after
+ * SFS_WORKER_RESET (restore by writes); after SFS_ETIMEDOUT it is
+ * undefined: close the worker.  O(the files' bytes when copied; their
+ * count when linked).
+ * @dir stays the caller's; remove it once this returns.
+ */
+int sfs_worker_adopt(sfs_ctx_t *c, const char *dir, uint64_t timeout_ns);
+
 
 /*
  * sfs_worker_last_barrier - the last barrier id this worker slot sealed,

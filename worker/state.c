@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -70,6 +71,7 @@ uint64_t sfs_wctl_layout(void)
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_req);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_to);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_req);
+	SFS_FP_FIELD(h, struct sfs_wctl, wc_adopt_dir);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_owner);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_pin_rc);
 	SFS_FP_FIELD(h, struct sfs_wctl, wc_erb_rc);
@@ -792,10 +794,14 @@ static int engine_rollback(sfs_ctx_t *c, uint64_t to, uint64_t deadline)
 	sfs_store_relaxed(&ctl->wc_erb_to, to);
 	sfs_store_release(&ctl->wc_erb_req, req);
 	ring_bell(c);
-	if ((rc = wait_word(c, &ctl->wc_erb_ack, req, deadline, to ? "rollback" : "reset")))
+	if ((rc = wait_word(c, &ctl->wc_erb_ack, req, deadline,
+			    to == SFS_ERB_ADOPT ? "adoption" : to ? "rollback" : "reset")))
 		return rc;
 	if ((rc = sfs_load_relaxed(&ctl->wc_erb_rc)) == 0)
 		return 0;
+	if (to == SFS_ERB_ADOPT)
+		return sfs__err(rc, "worker %u: the compactor could not adopt the files of %s",
+				c->worker, ctl->wc_adopt_dir);
 	if (to)
 		return sfs__err(rc, "worker %u: the compactor could not return to checkpoint %llu",
 				c->worker, (unsigned long long)to);
@@ -831,6 +837,35 @@ int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns)
 out:
 	/* The compactor dropped the sealed buffers (on success) and the reader
 	 * catches up with the returned store at its next read. */
+	order_rebuild(c);
+	sfs_ctx_online(c);
+	return rc;
+}
+
+/*
+ * The files of @dir become this worker's store (include/sfs.h): as a
+ * reset, with the directory named in wc_adopt_dir before the request.
+ */
+int sfs_worker_adopt(sfs_ctx_t *c, const char *dir, uint64_t timeout_ns)
+{
+	struct sfs_ckpt *ck;
+	struct stat st;
+	int rc;
+
+	if (!c || !dir)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_adopt: NULL context or directory");
+	if (dir[0] != '/' || strlen(dir) >= sizeof(c->ctl->wc_adopt_dir))
+		return sfs__err(SFS_EUSAGE, "sfs_worker_adopt: %s: want an absolute path of at most "
+				"%zu bytes", dir, sizeof(c->ctl->wc_adopt_dir) - 1);
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		return sfs__err(SFS_EUSAGE, "sfs_worker_adopt: %s is not a directory", dir);
+	if (sfs_ckpt_find(&c->seg, &ck) || ck->ck_interval_ms != SFS_CKPT_ENGINE)
+		return sfs__err(SFS_EUSAGE, "worker %u: sfs_worker_adopt is for a worker of a host "
+				"group (sfs run --host)", c->worker);
+	if ((rc = rollback_drop(c)))
+		return rc;
+	snprintf(c->ctl->wc_adopt_dir, sizeof(c->ctl->wc_adopt_dir), "%s", dir);
+	rc = engine_rollback(c, SFS_ERB_ADOPT, timeout_ns ? sfs_now_ns() + timeout_ns : 0);
 	order_rebuild(c);
 	sfs_ctx_online(c);
 	return rc;

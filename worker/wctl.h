@@ -37,7 +37,11 @@
 #include "shm/atomic.h"
 
 #define SFS_WCTL_MAGIC 0x314c544357534653ull /* "SFSWCTL1" */
-#define SFS_WCTL_VERSION 2u  /* 2: the engine's pin and rollback words */
+#define SFS_WCTL_VERSION 3u  /* 2: the engine's pin and rollback words; 3: wc_owner,
+			      * wc_adopt_dir */
+/* wc_erb_to asking for an adoption (sfs_worker_adopt) rather than a
+ * checkpoint id to return to (0: empty the store). */
+#define SFS_ERB_ADOPT UINT64_MAX
 #define SFS_WCTL_MAX_BUFS 16
 #define SFS_WCTL_RING_SLOTS 64
 /* Worker regions a segment may hold (worker.0 .. worker.255): the
@@ -120,6 +124,10 @@ struct sfs_wctl {
 	uint64_t wc_pin_req __sfs_cache_aligned;
 	uint64_t wc_erb_to;
 	uint64_t wc_erb_req;
+	/* wc_erb_to SFS_ERB_ADOPT: the directory whose files become the
+	 * store (a checkpoint's, as sfs_worker_staged laid them out), written
+	 * before wc_erb_req's release; NUL-terminated. */
+	char wc_adopt_dir[1024];
 	/* The context that has the region open: its process-table slot, as
 	 * (claim generation << 16) | (index + 1); 0: none.  Claimed by CAS at
 	 * sfs_worker_open over 0 or a holder no longer alive, cleared at

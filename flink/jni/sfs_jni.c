@@ -565,7 +565,7 @@ JNIEXPORT void JNICALL Java_io_sfs_flink_jni_SfsNative_dropStage(JNIEnv *env, jc
 /* The JNI's contract with SfsNative.java: raised whenever a native's
  * signature or the io buffer's layout changes, and checked at load (a
  * library of another build would read its arguments wrong). */
-#define SFS_JNI_ABI 4
+#define SFS_JNI_ABI 5
 
 JNIEXPORT jint JNICALL Java_io_sfs_flink_jni_SfsNative_abi(JNIEnv *env, jclass cls)
 {
@@ -610,6 +610,34 @@ JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_restorePinned(JNIEnv *
 	sfs_ctx_offline(j->c);
 	if (rc == 0)
 		return NULL;
+	snprintf(msg, sizeof(msg), "%s (%s)", sfs_last_error(), sfs_strerror(rc));
+	return (*env)->NewStringUTF(env, msg);
+}
+
+/* A restore from files of the same key groups and states: the files of
+ * @dir (the checkpoint's, as staged) become the worker's store
+ * (sfs_worker_adopt).  NULL, or why not (the store is empty then: the
+ * caller restores by writes; not an exception); a timeout throws. */
+JNIEXPORT jstring JNICALL Java_io_sfs_flink_jni_SfsNative_adopt(JNIEnv *env, jclass cls, jlong h,
+								 jstring dir, jlong timeout_ms)
+{
+	struct jctx *j = J(h);
+	const char *d = (*env)->GetStringUTFChars(env, dir, NULL);
+	char msg[1024];
+	int rc;
+
+	(void)cls;
+	if (!d)
+		return NULL; /* OutOfMemoryError pending */
+	rc = sfs_worker_adopt(j->c, d, (uint64_t)timeout_ms * 1000000ull);
+	(*env)->ReleaseStringUTFChars(env, dir, d);
+	sfs_ctx_offline(j->c);
+	if (rc == 0)
+		return NULL;
+	if (rc == SFS_ETIMEDOUT) { /* the store is undefined: the restore fails */
+		fail(env, rc, "adopt a checkpoint's files");
+		return NULL;
+	}
 	snprintf(msg, sizeof(msg), "%s (%s)", sfs_last_error(), sfs_strerror(rc));
 	return (*env)->NewStringUTF(env, msg);
 }

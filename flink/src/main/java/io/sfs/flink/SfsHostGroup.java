@@ -58,6 +58,9 @@ final class SfsHostGroup {
     private final java.util.Set<Integer> retired = new java.util.HashSet<>();
     /** Restores served in place (local recovery), for tests and logs. */
     static final java.util.concurrent.atomic.AtomicLong LOCAL_RESTORES = new java.util.concurrent.atomic.AtomicLong();
+    /** Restores from files that adopted the files (sfs_worker_adopt), and that wrote entries back. */
+    static final java.util.concurrent.atomic.AtomicLong ADOPTED_RESTORES = new java.util.concurrent.atomic.AtomicLong();
+    static final java.util.concurrent.atomic.AtomicLong WRITTEN_RESTORES = new java.util.concurrent.atomic.AtomicLong();
 
     /**
      * A slot kept for Flink's local recovery: its subtask ended (failed, cancelled) after

@@ -215,10 +215,14 @@ final class SfsKeyedStateBackendBuilder<K> {
                         who, back.checkpointId, slot);
             } else {
                 b.barriersAbove(SfsNative.lastBarrier(ctx));
+                int handles = 0;
+                for (KeyedStateHandle h : p.getStateHandles()) {
+                    handles += h != null ? 1 : 0;
+                }
                 int n = 0;
                 for (KeyedStateHandle h : p.getStateHandles()) {
                     if (h != null) {
-                        restore(b, h);
+                        restore(b, h, handles == 1, who, slot);
                         n++;
                     }
                 }
@@ -254,7 +258,17 @@ final class SfsKeyedStateBackendBuilder<K> {
         return group.unpark(SfsSnapshotStrategy.handleId((IncrementalRemoteKeyedStateHandle) only), parkKey);
     }
 
-    private void restore(SfsKeyedStateBackend<K> b, KeyedStateHandle h) throws Exception {
+    /**
+     * One checkpoint file set into this subtask's empty store. Its files are downloaded as they
+     * were staged; then, when this subtask is exactly the one that wrote them ({@code only}: the
+     * one handle it restores; same key-group range; every state registered again under the id it
+     * was written with), the compactor adopts them as the store — linked, no entry read: O(files)
+     * after the download. Otherwise (a rescale, a renumbered state, a target that cannot adopt)
+     * every entry in this subtask's key groups is read and written back: O(entries), each a JNI
+     * crossing both ways, and the next barrier flushes them all again.
+     */
+    private void restore(SfsKeyedStateBackend<K> b, KeyedStateHandle h, boolean only, String who, int slot)
+            throws Exception {
         if (!(h instanceof IncrementalRemoteKeyedStateHandle)) {
             throw new StateMigrationException(
                     "sfs-flink restores its own checkpoints and native savepoints; "
@@ -312,7 +326,25 @@ final class SfsKeyedStateBackendBuilder<K> {
                             + " (" + f.getHandle() + "): " + e.getMessage(), e);
                 }
             }
-            writeBack(b, dir, triples, byOldId, what);
+            boolean sameIds = true;
+            for (SfsSnapshotFormat.StateIds o : old) {
+                sameIds &= byOldId[o.id].sfsId == o.id;
+            }
+            String why = !only ? "more than one file set (a rescale)"
+                    : !ih.getKeyGroupRange().equals(p.getKeyGroupRange()) ? "key groups " + ih.getKeyGroupRange()
+                            + " written, " + p.getKeyGroupRange() + " restored (a rescale)"
+                    : !sameIds ? "a state registered under another id"
+                    : SfsNative.adopt(b.ctxHandle, dir.toString(), settings.stageTimeoutMs);
+            if (why == null) {
+                SfsHostGroup.ADOPTED_RESTORES.incrementAndGet();
+                LOG.info("sfs-flink: {}: restored from checkpoint {} by adopting its {} files (slot {})",
+                        who, ih.getCheckpointId(), all.size(), slot);
+            } else {
+                SfsHostGroup.WRITTEN_RESTORES.incrementAndGet();
+                LOG.info("sfs-flink: {}: restoring checkpoint {} by writing its entries back: {}",
+                        who, ih.getCheckpointId(), why);
+                writeBack(b, dir, triples, byOldId, what);
+            }
         } finally {
             org.apache.flink.util.FileUtils.deleteDirectoryQuietly(dir.toFile());
         }

@@ -335,7 +335,11 @@ class FailureRecoveryTest {
     void manyFailoversRestoreFromFilesInTwoSlots() throws Exception {
         Configuration sfs = TestBackends.sfsConfig(TestBackends.dataDir("two-slots"));
         sfs.set(SfsOptions.SLOTS, 2);
+        long adopted = SfsHostGroup.ADOPTED_RESTORES.get(), written = SfsHostGroup.WRITTEN_RESTORES.get();
         List<String> onSfs = failOften(sfs, "sfs");
+        // every restore is of the subtask that wrote the files: the compactor adopts them
+        assertThat(SfsHostGroup.ADOPTED_RESTORES.get() - adopted).as("restores that adopted the files").isPositive();
+        assertThat(SfsHostGroup.WRITTEN_RESTORES.get() - written).as("restores that wrote entries back").isZero();
         List<String> onHashmap = failOften(TestBackends.hashmapConfig(), "hashmap");
         assertThat(onHashmap).as("hashmap vs Java").isEqualTo(expected());
         assertThat(onSfs).as("%s vs hashmap", TestBackends.sfsName()).isEqualTo(onHashmap);
@@ -386,7 +390,11 @@ class FailureRecoveryTest {
 
     @Test
     void stopAfterCheckpointThenResumeAtParallelism3() throws Exception {
+        long adopted = SfsHostGroup.ADOPTED_RESTORES.get(), written = SfsHostGroup.WRITTEN_RESTORES.get();
         List<String> onSfs = rescale(TestBackends.sfsConfig(SFS_DATA), "sfs");
+        // other key-group ranges: every restore reads the entries and writes back its own
+        assertThat(SfsHostGroup.WRITTEN_RESTORES.get() - written).as("restores that wrote entries back").isPositive();
+        assertThat(SfsHostGroup.ADOPTED_RESTORES.get() - adopted).as("restores that adopted the files").isZero();
         List<String> onHashmap = rescale(TestBackends.hashmapConfig(), "hashmap");
         assertThat(onHashmap).as("hashmap vs Java").isEqualTo(expected());
         assertThat(onSfs).as("%s vs hashmap", TestBackends.sfsName()).isEqualTo(onHashmap);

@@ -38,7 +38,7 @@ public final class SfsNative {
     }
 
     /** The JNI contract this Java side speaks: flink/jni/sfs_jni.c's SFS_JNI_ABI. */
-    static final int ABI = 4;
+    static final int ABI = 5;
 
     private static volatile boolean loaded;
 
@@ -151,6 +151,14 @@ public final class SfsNative {
      * (then restore from files into a fresh worker; this one's state is undefined).
      */
     public static native String restorePinned(long ctx, long checkpointId, long timeoutMs);
+
+    /**
+     * A restore from files of exactly the key groups and state ids the files were staged with:
+     * the checkpoint's files in {@code dir} (laid out as staged) become the worker's store,
+     * linked, no entry read (sfs_worker_adopt). Null, or why not (the store is empty then: write
+     * the entries back); throws when the compactor did not answer in time.
+     */
+    public static native String adopt(long ctx, String dir, long timeoutMs);
 
     /** The worker slots of host group @job (sfs_group_slots). */
     public static native int groupSlots(String job);
