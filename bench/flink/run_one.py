@@ -21,7 +21,7 @@ What it counts, and how:
 - state_bytes_on_disk: peak and last sampled bytes of the backend's local files (RUN_DIR/local:
   RocksDB's and ForSt's instances; RUN_DIR/sfs: sfs's data directory); ckpt_dir_bytes_peak:
   of RUN_DIR/checkpoints.
-Sampling costs this script's CPU, not the run's.
+Sampling costs this script's CPU, not the run's. JVM_OPTS in the environment adds JVM flags.
 """
 import json
 import os
@@ -124,7 +124,9 @@ class Sampler(threading.Thread):
 
 def main():
     run, q, b, cdig, cp, root, events, ckpt = sys.argv[1:]
-    cmd = ["java", "-Xmx4g", "-Djava.library.path=%s/build/jni" % root, "-cp", cp,
+    # JVM_OPTS: extra JVM flags, e.g. a flight recording (-XX:StartFlightRecording=...)
+    cmd = ["java", "-Xmx4g"] + os.environ.get("JVM_OPTS", "").split() + [
+           "-Djava.library.path=%s/build/jni" % root, "-cp", cp,
            "io.sfs.nexmark.flink.NexmarkJob", "--query", q, "--backend", b, "--events", events,
            "--ckpt-ms", ckpt, "--work", run, "--sfs-bin", root + "/bin"]
     with open(run + "/job.log", "w") as log:
