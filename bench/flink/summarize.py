@@ -84,9 +84,9 @@ def main():
                   % (b, len(ratios[b]), g, min(ratios[b])))
 
     print("\n**Checkpoints and memory** (medians of the runs):\n")
-    print("| query | backend | ckpt ms median | ckpt ms max | bytes uploaded median | state referred to (last)"
-          " | local files peak | shm peak | JVM peak RSS | CPU s: JVM / sfs processes |")
-    print("|---" * 10 + "|")
+    print("| query | backend | ckpt ms median | ckpt ms max | sync / async ms median | bytes uploaded median"
+          " | state referred to (last) | local files peak | shm peak | JVM peak RSS | CPU s: JVM / sfs processes |")
+    print("|---" * 11 + "|")
     mb = lambda v: "—" if v is None else "%.0f MB" % (v / 1e6)
     for q in queries:
         for b in backends:
@@ -94,9 +94,12 @@ def main():
                 continue
             sfs_cpu = med(q, b, lambda j: sum(v for k, v in j["cpu_s_by_process"].items()
                                                if k.startswith("sfs")))
-            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f / %.1f |" % (
+            sync = med(q, b, lambda j: j.get("ckpt_sync_ms_median"))
+            asyn = med(q, b, lambda j: j.get("ckpt_async_ms_median"))
+            print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f / %.1f |" % (
                 q, b, "%.0f" % med(q, b, lambda j: j.get("ckpt_ms_median")),
                 "%.0f" % med(q, b, lambda j: j.get("ckpt_ms_max")),
+                "—" if sync is None else "%.0f / %.0f" % (sync, asyn),
                 mb(med(q, b, lambda j: j.get("ckpt_bytes_median"))),
                 mb(med(q, b, lambda j: j.get("ckpt_state_bytes_last"))),
                 mb(med(q, b, lambda j: j.get("state_bytes_on_disk", {}).get("peak"))),
