@@ -490,6 +490,9 @@ int sfs_task_stage_dir(const sfs_task_t *t, uint64_t id, char *buf, size_t len);
  * on; every other file of the stage directory is copied into each
  * checkpoint.  A restore puts both back flat. */
 #define SFS_STAGE_SHARED "shared"
+/* In a host group's stage directory: the worker's list sequence when it
+ * was found (sfs_worker_staged), which sfs_worker_adopt raises its own to. */
+#define SFS_STAGE_LIST_SEQ "LIST_SEQ"
 int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version);
 
 /*
@@ -576,6 +579,7 @@ int sfs_group_slots(const char *job, uint32_t *slots);
  * barrier was staged instead (a seal of @id that never happened).  The
  * directory holds the target's files: those under SFS_STAGE_SHARED never
  * change once written (the same name in a later stage is the same file).
+ * In a host group it also holds SFS_STAGE_LIST_SEQ, written by this call.
  * Sleeps in steps of 1 ms (a polling wait off the task thread).
  */
 int sfs_worker_staged(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns, char *dir, size_t len);
@@ -656,7 +660,10 @@ int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns);
  * first.  For a restore from files of exactly the key groups and states
  * the files were staged with (same key-group range, same state ids): a
  * rescale or a renumbered state must go through sfs_stage_scan and
- * writes instead.  Only a host group's worker; before its first state
+ * writes instead.  The worker's list sequence is raised to the
+ * directory's SFS_STAGE_LIST_SEQ, so later appends land above the
+ * adopted elements (a directory without one, staged by an older sfs, is
+ * refused with SFS_EUSAGE: restore it by writes).  Only a host group's worker; before its first state
  * call.  Waits for the compactor at most @timeout_ns (0: no limit).
  * -ENOTSUP: the group's target cannot (only the table target can).  On
  * any other error the compactor answered, the store is empty, as after

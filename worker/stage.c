@@ -10,12 +10,20 @@
  * offline scan lives above this layer), and an engine of another process
  * learn a host group's slot count (sfs_group_slots) to share the group.
  *
+ * In a host group the stage directory is the engine's once found, and
+ * sfs_worker_staged adds one file of its own to it, SFS_STAGE_LIST_SEQ:
+ * the worker's list sequence as read then (decimal) — at least every list
+ * element's sequence in the staged version, which appends raise
+ * monotonically — so that a store adopted from these files in another
+ * slot (sfs_worker_adopt) appends above them instead of over them.
+ *
  * Threads: nothing here writes the context; the reads are of the segment
  * (mapped read/write for the life of the context, its registry entries
  * READY before use) and of the checkpoint region's words, so another
  * thread than the context's may call these while the owner writes state.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +51,22 @@ static int stage_region(sfs_ctx_t *c, struct sfs_ckpt **ck)
 		return sfs__err(-ENOENT, "job %s: worker %u is beyond the %u the group stages",
 				c->seg.hdr->sh_job, c->worker, (*ck)->ck_workers);
 	return 0;
+}
+
+/* SFS_STAGE_LIST_SEQ in a host group's stage directory (see above). */
+static int write_list_seq(sfs_ctx_t *c, const char *dir)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, SFS_STAGE_LIST_SEQ) >= sizeof(path))
+		return sfs__err(SFS_EUSAGE, "%s: path too long", dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (!(f = fopen(tmp, "w")))
+		return sfs__err(sfs__errno(), "%s: %s", tmp, strerror(errno));
+	return sfs_file_commit(f, tmp, path,
+			       fprintf(f, "%llu\n", (unsigned long long)sfs_load_relaxed(
+							      &c->ctl->wc_list_seq)) < 0 ? -EIO : 0);
 }
 
 int sfs_worker_staged(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns, char *dir, size_t len)
@@ -78,6 +102,8 @@ int sfs_worker_staged(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns, char *dir,
 		return sfs__err(-ESTALE, "worker %u: barrier %llu has no stage directory %s (staged "
 				"up to %llu)", c->worker, (unsigned long long)id, dir,
 				(unsigned long long)staged);
+	if (ck->ck_interval_ms == SFS_CKPT_ENGINE)
+		return write_list_seq(c, dir);
 	return 0;
 }
 

@@ -22,6 +22,8 @@
  * the store and every refusal are out of line.  A put touches the cache
  * only for a key new to the active buffer (sfs_value_put).
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -842,6 +844,29 @@ out:
 	return rc;
 }
 
+/* The list sequence of the worker that staged @dir (SFS_STAGE_LIST_SEQ):
+ * this worker's is raised to it, so its appends land above the adopted
+ * elements, not over one of them. */
+static int raise_list_seq(sfs_ctx_t *c, const char *dir)
+{
+	char path[PATH_MAX];
+	unsigned long long v;
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, SFS_STAGE_LIST_SEQ);
+	if (!(f = fopen(path, "r")))
+		return sfs__err(SFS_EUSAGE, "sfs_worker_adopt: %s: %s (a stage of an older sfs: "
+				"restore it by writes)", path, strerror(errno));
+	n = fscanf(f, "%llu", &v);
+	fclose(f);
+	if (n != 1)
+		return sfs__err(SFS_ECORRUPT, "sfs_worker_adopt: %s: no sequence number in it", path);
+	if (v > sfs_load_relaxed(&c->ctl->wc_list_seq))
+		sfs_store_relaxed(&c->ctl->wc_list_seq, v);
+	return 0;
+}
+
 /*
  * The files of @dir become this worker's store (include/sfs.h): as a
  * reset, with the directory named in wc_adopt_dir before the request.
@@ -862,7 +887,7 @@ int sfs_worker_adopt(sfs_ctx_t *c, const char *dir, uint64_t timeout_ns)
 	if (sfs_ckpt_find(&c->seg, &ck) || ck->ck_interval_ms != SFS_CKPT_ENGINE)
 		return sfs__err(SFS_EUSAGE, "worker %u: sfs_worker_adopt is for a worker of a host "
 				"group (sfs run --host)", c->worker);
-	if ((rc = rollback_drop(c)))
+	if ((rc = raise_list_seq(c, dir)) || (rc = rollback_drop(c)))
 		return rc;
 	snprintf(c->ctl->wc_adopt_dir, sizeof(c->ctl->wc_adopt_dir), "%s", dir);
 	rc = engine_rollback(c, SFS_ERB_ADOPT, timeout_ns ? sfs_now_ns() + timeout_ns : 0);
