@@ -43,7 +43,7 @@ c_digest() {
 	[ "$q" = q0 ] && { echo ""; return; }
 	if [ ! -f "$out" ]; then
 		rm -rf "$WORK/c-data"
-		"$root/bin/sfs" run --query "$q" --events "$EVENTS" --workers 1 --backend memory \
+		"$root/bin/sfs" run --query "$q" --events "$EVENTS" --workers 1 --backend table \
 			--data "$WORK/c-data" --output "$out" >"$WORK/c-$q-$EVENTS.log" 2>&1 || { echo "error"; return; }
 	fi
 	java -cp "$cp" io.sfs.nexmark.flink.Digest "$out"
