@@ -279,7 +279,10 @@ static int adopt_files(struct sfs_flusher *f, struct sfs_flush_worker *fw, const
 	char dir[PATH_MAX], shared[PATH_MAX];
 	int rc;
 
-	if (!f->ops->restore)
+	/* a target that restores by adopting files at open and can empty a
+	 * live store (reset: the same contract, store/target.h) — the table
+	 * target's; any other is refused and the engine restores by writes */
+	if (!f->ops->restore || !f->ops->reset)
 		return sfs__err(-ENOTSUP, "worker %u: the %s target cannot adopt a checkpoint's files",
 				fw->worker, f->ops->name);
 	if ((rc = sfs_target_instance_dir(f->seg->hdr->sh_data_dir, fw->worker, dir, sizeof(dir))))
