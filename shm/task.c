@@ -34,7 +34,10 @@ int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_pr
 	struct sfs_task *t;
 	int rc;
 
-	if ((rc = sfs_ckpt_find(seg, &ck)))
+	if ((rc = sfs_ckpt_find(seg, &ck)) == -ENOENT)
+		return sfs__err(-ENOENT, "worker %u: the group takes no checkpoints (started with "
+				"--checkpoint-interval 0): there is no task to join", worker);
+	if (rc)
 		return rc;
 	if (worker >= ck->ck_workers)
 		return sfs__err(SFS_EUSAGE, "worker %u: the job has %u workers", worker,

@@ -95,6 +95,8 @@ Test(task, no_region_or_no_interval_is_enoent)
 	setup(&f, 1);
 	f.ck->ck_interval_ms = 0;
 	cr_assert_eq(sfs_task_open(f.h, 0, &t), -ENOENT);
+	/* a reason, not an empty sfs_last_error() (issue 33) */
+	cr_assert_not_null(strstr(sfs_last_error(), "takes no checkpoints"), "%s", sfs_last_error());
 	f.ck->ck_interval_ms = 100;
 	f.ck->ck_version = 99;
 	cr_assert_eq(sfs_task_open(f.h, 0, &t), SFS_EVERSION);
