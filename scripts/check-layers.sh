@@ -12,8 +12,9 @@
 #   compactor/ checkpointer/
 #   runtime/ query/
 #   baseline/              the rocksdb-direct baseline: a backend of the
-#                          runtime's contract (runtime/backend.h) on sfs's
-#                          internals (common/), registered by the binaries
+#                          runtime's contract (runtime/backend.h, its error
+#                          message runtime/util.h) on sfs's internals
+#                          (common/), registered by the binaries
 #                          (rt_backend_register), so the runtime never names it
 #   supervisor/ bench/state/  the CLI's commands (`sfs bench state` among them)
 #   bin                    the mains (worker/main.c, compactor/main.c,
