@@ -38,7 +38,7 @@ ALLOC_LIB ?= -Wl,--no-as-needed $(shell pkg-config --libs jemalloc 2>/dev/null) 
 DEPS_OK := $(BUILD)/.deps-ok
 
 CC      := gcc
-# C++ for one file only: runtime/rdb_mem.cc, what RocksDB's C API cannot build (Flink's
+# C++ for one file only: baseline/rdb_mem.cc, what RocksDB's C API cannot build (Flink's
 # managed memory for the rocksdb-direct baseline); everything else is C.
 CXX     := g++
 CXXFLAGS := -std=gnu++17 $(OPT) $(SAN) -Wall -Wextra -Werror -Wno-unused-parameter \
@@ -56,8 +56,8 @@ CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
 LIB_SRCS := $(filter-out %/main.c $(LIB_EXCLUDE),$(wildcard common/*.c shm/*.c \
               worker/*.c compactor/*.c checkpointer/*.c store/*.c store/*/*.c \
               store/table/layout/*.c nexmark/*.c \
-              runtime/*.c query/*.c))
-LIB_CXX_SRCS := runtime/rdb_mem.cc
+              runtime/*.c query/*.c baseline/*.c))
+LIB_CXX_SRCS := baseline/rdb_mem.cc
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(LIB_CXX_SRCS:%.cc=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfs.a
 

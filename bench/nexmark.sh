@@ -12,7 +12,7 @@
 # per-repetition ratios) and their geometric means; the per-CPU-second
 # ratio is the headline (a wall-clock rate leaves out sfs's compactor,
 # which runs on another core).  rocksdb-direct runs as Flink configures
-# RocksDB for one slot (runtime/backend_rocksdb.c; --rocksdb-memory-mb
+# RocksDB for one slot (baseline/rocksdb_direct.c; --rocksdb-memory-mb
 # through RDB_MEMORY_MB).  Grouped per NUMA node (each node runs its own
 # group: one segment, its workers pinned to its cores); draws
 # bench/nexmark.png with gnuplot, then counts the worker's syscalls per 1M

@@ -3,7 +3,7 @@
  * API's error strings into sfs errors, the int64 merge operators of counter
  * state.  Used by the rocksdb flush
  * target (store/rocksdb/rocksdb.c) and the rocksdb-direct baseline
- * (runtime/backend_rocksdb.c), so both refuse and fold alike.
+ * (baseline/rocksdb_direct.c), so both refuse and fold alike.
  */
 #ifndef SFS_COMMON_RDB_H
 #define SFS_COMMON_RDB_H

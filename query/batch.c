@@ -19,9 +19,9 @@ int q_batch_open(struct rt_op *op, struct q_batch *b)
 	int rc;
 
 	memset(b, 0, sizeof(*b));
-	/* The baseline is Flink's RocksDB backend: one state access per
-	 * record, none of sfs's batching. */
-	if ((env && !strcmp(env, "0")) || op->so == &rt_backend_rocksdb_direct)
+	/* A baseline (rocksdb-direct: Flink's RocksDB backend) takes one
+	 * state access per record, none of sfs's batching. */
+	if ((env && !strcmp(env, "0")) || (op->so->flags & RT_BACKEND_UNBATCHED))
 		return 0;
 	b->mem = aligned_alloc(SFS_JB_ALIGN, (size + SFS_JB_ALIGN - 1) & ~(size_t)(SFS_JB_ALIGN - 1));
 	if (!b->mem)

@@ -4,13 +4,17 @@
  * `table` are sfs over that flush target: the same adapter
  * (runtime/backend_memory.c: the sfs state API — buffers, value cache,
  * compactor); what differs is the target the segment was created for, not
- * the code a worker runs.  What the supervisor knows of each (files on
+ * the code a worker runs.  Backends that live above the runtime join at
+ * run time (rt_backend_register), as flush targets join store/registry.c's
+ * table: the rocksdb-direct baseline (baseline/), registered by the
+ * binaries that offer it.  What the supervisor knows of each (files on
  * disk, flush targets) is supervisor/backends.c.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "runtime/backend.h"
+#include "runtime/util.h"
 
 static const struct {
 	const char *name;
@@ -19,8 +23,13 @@ static const struct {
 	{ "memory", &rt_backend_memory },
 	{ "rocksdb", &rt_backend_memory },
 	{ "table", &rt_backend_memory },
-	{ "rocksdb-direct", &rt_backend_rocksdb_direct },
 };
+
+/* Registered at run time: process-local, written before the lookups that
+ * should see them (a binary's main, a test's setup), so no lock. */
+#define EXTRA_MAX 8
+static const struct rt_backend_ops *extra[EXTRA_MAX];
+static unsigned nextra;
 
 const struct rt_backend_ops *rt_backend_find(const char *name)
 {
@@ -29,7 +38,26 @@ const struct rt_backend_ops *rt_backend_find(const char *name)
 	for (size_t i = 0; i < sizeof(rt_backends) / sizeof(rt_backends[0]); i++)
 		if (strcmp(rt_backends[i].name, name) == 0)
 			return rt_backends[i].ops;
+	for (unsigned i = 0; i < nextra; i++)
+		if (strcmp(extra[i]->name, name) == 0)
+			return extra[i];
 	return NULL;
+}
+
+int rt_backend_register(const struct rt_backend_ops *ops)
+{
+	const struct rt_backend_ops *had;
+
+	if (!ops || !ops->name || !ops->name[0])
+		return rt_err(SFS_EUSAGE, "a backend needs a name");
+	if ((had = rt_backend_find(ops->name)))
+		return had == ops ? 0 :
+			rt_err(SFS_EUSAGE, "backend '%s' is registered already", ops->name);
+	if (nextra == EXTRA_MAX)
+		return rt_err(SFS_EFULL, "backend '%s': %u registered already", ops->name,
+			      EXTRA_MAX);
+	extra[nextra++] = ops;
+	return 0;
 }
 
 const char *rt_held_name(unsigned why)

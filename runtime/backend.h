@@ -9,7 +9,8 @@
  *                   state backend configures it for one slot (managed
  *                   memory: a shared block cache and a write buffer manager
  *                   charged to it; Flink's default options), no sfs buffers
- *                   or caches
+ *                   or caches.  It lives above the runtime (baseline/) and
+ *                   joins by rt_backend_register: the runtime never names it
  *
  * Semantics are those of include/sfs.h (kinds, namespaces, merges, views
  * valid until the next quiescent point, error codes).  A backend instance is
@@ -36,8 +37,8 @@ struct rt_backend_cfg {
 	uint64_t buffer_bytes;    /* sfs: each write buffer (0: its default) */
 	uint64_t state_ttl_ms;    /* sfs: every state but RT_STATE_NO_TTL ones expires this
 				   * long after its last write, processing time (0: never) */
-	uint64_t rdb_memory_bytes; /* rocksdb-direct: the slot's managed memory (0:
-				    * RT_RDB_MEMORY_DEFAULT) */
+	uint64_t rdb_memory_bytes; /* rocksdb-direct: the slot's managed memory (0: its
+				    * default, baseline/rocksdb_direct.h) */
 	/* rocksdb-direct: where the backend says it is held by RocksDB's own
 	 * back-pressure (a write stall or stop), from a thread of its own while
 	 * the worker's thread waits inside RocksDB: @held(arg, why) while it
@@ -47,41 +48,20 @@ struct rt_backend_cfg {
 	void *held_arg;
 };
 
-/*
- * Flink's managed memory for RocksDB, one slot (RocksDBMemoryControllerUtils
- * and RocksDBOptions of Flink 2.3): of @managed bytes, a shared LRU block
- * cache of (3 - r) / 3 and a WriteBufferManager of 2 r / 3 charged to it,
- * r = state.backend.rocksdb.memory.write-buffer-ratio (0.5); the cache's
- * high-priority pool (index and filter blocks) is
- * state.backend.rocksdb.memory.high-prio-pool-ratio (0.1) of it.
- */
-struct rt_rdb_memory {
-	uint64_t managed;         /* the slot's managed memory */
-	uint64_t cache;           /* the block cache's capacity */
-	uint64_t write_buffers;   /* the write buffer manager's */
-	uint64_t write_buffer;    /* one memtable (64 MiB; SFS_ROCKSDB_WRITE_BUFFER_KB) */
-	double write_buffer_ratio, high_prio_ratio;
-};
-
-/* The default: the published Nexmark runs' slot, a TaskManager of 8 GiB
- * with one slot, as Flink divides it: 8192 MiB less JVM overhead (10 %,
- * 819 MiB) and metaspace (256 MiB) = 7117 MiB of Flink memory, 0.4 of it
- * managed = 2847 MiB (FLINK.md: "about 2.8 GB per slot"). */
-#define RT_RDB_MEMORY_DEFAULT (2847ull << 20)
-#define RT_RDB_WRITE_BUFFER_RATIO 0.5
-#define RT_RDB_HIGH_PRIO_RATIO 0.1
-
-/* @m for @managed bytes (0: the default).  No allocation. */
-void rt_rocksdb_direct_memory(uint64_t managed, struct rt_rdb_memory *m);
-
 /* A flag of reg()'s @kind: the runtime's own state (timers), which a
  * --state-ttl never expires (Flink's TTL is the user state's only). */
 #define RT_STATE_NO_TTL 0x100
 
 struct rt_backend;
 
+/* A flag of rt_backend_ops.flags: the backend is a baseline that takes
+ * one state access per record, none of sfs's batching (the join queries'
+ * batches are off on it: query/batch.c). */
+#define RT_BACKEND_UNBATCHED 0x1
+
 struct rt_backend_ops {
 	const char *name;
+	unsigned flags;           /* RT_BACKEND_* */
 	int (*open)(const struct rt_backend_cfg *cfg, struct rt_backend **out);
 	void (*close)(struct rt_backend *b);
 	/* @kind: SFS_STATE_*; @merge: SFS_MERGE_* for counters (else ignored). */
@@ -163,19 +143,21 @@ struct rt_backend {
 };
 
 extern const struct rt_backend_ops rt_backend_memory;
-extern const struct rt_backend_ops rt_backend_rocksdb_direct;
+
+/* The backend called @name, or NULL: the runtime's own (memory, rocksdb,
+ * table), then those registered. */
+const struct rt_backend_ops *rt_backend_find(const char *name);
 
 /*
- * Rescale at restore (rocksdb-direct): build the instance at @dest from the
- * restored instances @src[0..n) holding key groups [@kg_lo, @kg_hi] only —
- * each source read once, its entries in that range written (Flink clips
- * its instances the same way, once, at recovery).  The supervisor's
- * restore calls it (supervisor/backends.c: the files half of the baseline).
+ * Offer the backend @ops under ops->name to rt_backend_find, for this
+ * process: how a backend that lives above the runtime (the rocksdb-direct
+ * baseline, baseline/) or a test's joins it without the runtime naming it.
+ * The binary registers before it looks a backend up (its main), and every
+ * process of a group registers the same ones.  0 (also when @ops is
+ * registered already); SFS_EUSAGE for no name or a name taken by other
+ * ops, SFS_EFULL past 8 registered.  Process-local, no lock: call it
+ * before any thread looks up.
  */
-int rt_rocksdb_direct_rebuild(const char *const *src, unsigned n, const char *dest,
-			      uint32_t kg_lo, uint32_t kg_hi);
-
-/* The backend called @name, or NULL. */
-const struct rt_backend_ops *rt_backend_find(const char *name);
+int rt_backend_register(const struct rt_backend_ops *ops);
 
 #endif

@@ -212,7 +212,7 @@ static void wake(struct rt_engine *g, uint32_t w)
 	struct rt_bell *b = &g->bells[w];
 
 	if (rt_load_relaxed(&b->bl_sleeping)) {
-		uatomic_inc(&b->bl_word);
+		__atomic_fetch_add(&b->bl_word, 1, __ATOMIC_SEQ_CST);
 		rt_futex_wake(&b->bl_word, 1);
 	}
 }
@@ -235,7 +235,7 @@ static void publish(struct rt_engine *g)
 		}
 	if (!(woke | freed))
 		return;
-	cmm_smp_mb();	/* our stores before their sleeping flags (Dekker) */
+	rt_fence();	/* our stores before their sleeping flags (Dekker) */
 	for (uint32_t w = 0; w < g->W; w++)
 		if (w != g->me && ((woke | freed) >> w & 1))
 			wake(g, w);
@@ -1078,7 +1078,7 @@ int rt_engine_run(const struct rt_engine_env *env)
 			if (g->op.so->idle)
 				g->op.so->idle(g->op.st, 1);
 			rt_store_relaxed(&b->bl_sleeping, 1);
-			cmm_smp_mb();
+			rt_fence();
 			if (!pending(g))
 				rt_futex_wait(&b->bl_word, seen, nap);
 			rt_store_relaxed(&b->bl_sleeping, 0);

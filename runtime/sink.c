@@ -315,12 +315,16 @@ int rt_sink_write_epoch(struct rt_sink *s, const char *data_dir, uint32_t w, uin
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "w");
 	if (!f && errno == ENOENT) {
-		/* the directory on the first miss only (fs.h's mkdir-once rule);
+		/* the directory on the first miss only (made once, no cache of
+		 * it); one mkdir(2): the data directory exists (`sfs run` makes
+		 * it), and another worker may have made the sink's already.
 		 * 0700: it lives in the data directory, which is private */
 		char dir[4096];
 
 		sink_dir(dir, sizeof(dir), data_dir);
-		if ((rc = rt_mkdirs(dir, 0700)) || (rc = sync_dir(data_dir)))
+		if (mkdir(dir, 0700) && errno != EEXIST)
+			return rt_err(rt_errno(), "%s: mkdir: %s", dir, strerror(errno));
+		if ((rc = sync_dir(data_dir)))
 			return rc;
 		f = fopen(tmp, "w");
 	}

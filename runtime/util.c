@@ -1,12 +1,13 @@
 /*
- * util.c — the runtime's log line, error message and mkdir -p (util.h).
+ * util.c — the runtime's log line, error message, futexes and file commit
+ * (util.h).
  */
 #include <errno.h>
-#include <ftw.h>
+#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "sfs.h"
@@ -21,21 +22,34 @@ void rt_log_init(const char *role)
 	snprintf(log_role, sizeof(log_role), "%s", role);
 }
 
+/* stderr is unbuffered, and glibc formats a whole fprintf to an unbuffered
+ * stream in a buffer of its own before it writes: one write(2) a line,
+ * whatever the line (the message is cut at 1 KiB). */
 void rt_log(const char *fmt, ...)
 {
-	char line[1024];
+	char msg[1024];
 	va_list ap;
-	int n;
 
-	n = snprintf(line, sizeof(line), "%s[%d]: ", log_role, (int)getpid());
 	va_start(ap, fmt);
-	n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	line[n++] = '\n';
-	if (write(STDERR_FILENO, line, (size_t)n) < 0)
-		return;
+	fprintf(stderr, "%s[%d]: %s\n", log_role, (int)getpid(), msg);
+}
+
+int rt_futex_wait(int32_t *word, int32_t expected, uint64_t timeout_ns)
+{
+	struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000ull),
+			       .tv_nsec = (long)(timeout_ns % 1000000000ull) };
+
+	if (syscall(SYS_futex, word, FUTEX_WAIT, expected, timeout_ns ? &ts : NULL, NULL, 0) &&
+	    errno != EAGAIN)
+		return -errno;
+	return 0;
+}
+
+void rt_futex_wake(int32_t *word, int n)
+{
+	(void)syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
 }
 
 int rt_err(int code, const char *fmt, ...)
@@ -61,67 +75,6 @@ int rt_err_sfs(int code)
 const char *rt_last_error(void)
 {
 	return last_msg;
-}
-
-/* @path exists: a directory, or -ENOTDIR. */
-static int is_dir(const char *path)
-{
-	struct stat st;
-
-	if (stat(path, &st))
-		return rt_err(rt_errno(), "directory %s: stat: %s", path, strerror(errno));
-	return S_ISDIR(st.st_mode) ? 0 :
-		rt_err(-ENOTDIR, "directory %s: exists and is not a directory", path);
-}
-
-/* One mkdir(2) when the parent exists; a walk of the components on ENOENT. */
-int rt_mkdirs(const char *path, mode_t mode)
-{
-	char p[4096];
-	size_t n = strlen(path);
-
-	if (n == 0 || n >= sizeof(p))
-		return rt_err(SFS_EUSAGE, "directory '%s': empty or too long", path);
-	if (!mkdir(path, mode))
-		return 0;
-	if (errno == EEXIST)
-		return is_dir(path);
-	if (errno != ENOENT)
-		return rt_err(rt_errno(), "directory %s: mkdir: %s", path, strerror(errno));
-	memcpy(p, path, n + 1);
-	for (char *s = p + 1;; s++) {
-		char c;
-
-		if (*s != '/' && *s != '\0')
-			continue;
-		c = *s;
-		*s = '\0';
-		if (mkdir(p, mode) && errno != EEXIST)
-			return rt_err(rt_errno(), "directory %s: mkdir: %s", p, strerror(errno));
-		*s = c;
-		if (c == '\0' || s[1] == '\0')
-			return is_dir(path);
-	}
-}
-
-static int rm_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if ((type == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT)
-		return rt_err(rt_errno(), "remove %s: %s", path, strerror(errno));
-	return 0;
-}
-
-int rt_rmtree(const char *path)
-{
-	int rc = nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-
-	if (rc == -1 && errno == ENOENT)
-		return 0;
-	if (rc == -1)
-		return rt_err(rt_errno(), "remove %s: %s", path, strerror(errno));
-	return rc;
 }
 
 int rt_file_commit(FILE *f, const char *tmp, const char *path, int rc)

@@ -3,8 +3,7 @@
  * nothing from inside sfs but its public headers (include/): a monotonic
  * clock, a log line, the runtime's error message, memory-order helpers and
  * futexes for its own shared structs (the job description and the exchange
- * channels, job.h and chan.h), and files: mkdir -p, rm -rf, a durable
- * rename-commit.
+ * channels, job.h and chan.h), and a durable rename-commit of a file.
  *
  * Errors.  The runtime keeps its own per-thread message (rt_err) beside
  * sfs's (sfs_last_error): every runtime function that fails sets it, and a
@@ -13,9 +12,11 @@
  * names the latest failure the runtime saw.  The adoption copies only on
  * failure: a call that succeeds costs one compare.
  *
- * Memory order and futexes are liburcu's uatomic/cmm and futex_noasync
- * (a public library, header-only under _LGPL_SOURCE), as shm/ uses them:
- * on x86-64 acquire and release are a compiler barrier and a plain access.
+ * Memory order and futexes are what any program on Linux writes: GCC's
+ * __atomic builtins (what C11's <stdatomic.h> is built on, usable on the
+ * plain fields of a struct in shared memory) and the futex(2) syscall.  On
+ * x86-64 an acquire load or a release store is a plain access, the full
+ * fence an mfence; ThreadSanitizer models them as they are.
  */
 #ifndef SFS_RUNTIME_UTIL_H
 #define SFS_RUNTIME_UTIL_H
@@ -23,38 +24,20 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <sys/types.h>
 #include <time.h>
-
-#include <urcu/arch.h>
-#include <urcu/compiler.h>
-#include <urcu/futex.h>
-#include <urcu/system.h>
-#include <urcu/uatomic.h>
 
 #define RT_CACHE_LINE 64
 #define __rt_cache_aligned __attribute__((aligned(RT_CACHE_LINE)))
 
-/* Load that orders every later access after it (pairs with rt_store_release). */
-#define rt_load_acquire(p)                                                     \
-	__extension__({                                                        \
-		__typeof__(*(p)) _v = CMM_LOAD_SHARED(*(p));                   \
-		cmm_smp_rmb();                                                 \
-		cmm_barrier();                                                 \
-		_v;                                                            \
-	})
-
-/* Store that publishes every earlier access before it. */
-#define rt_store_release(p, v)                                                 \
-	do {                                                                   \
-		cmm_barrier();                                                 \
-		cmm_smp_wmb();                                                 \
-		CMM_STORE_SHARED(*(p), (v));                                   \
-	} while (0)
-
-/* Relaxed accesses: single-copy atomic, no ordering. */
-#define rt_load_relaxed(p) CMM_LOAD_SHARED(*(p))
-#define rt_store_relaxed(p, v) CMM_STORE_SHARED(*(p), (v))
+/* Acquire: every later access stays after it (pairs with rt_store_release,
+ * which publishes every earlier access before it).  Relaxed: single-copy
+ * atomic, no ordering.  rt_fence: a full fence (store-load ordering, the
+ * doorbell's Dekker handshake). */
+#define rt_load_acquire(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define rt_store_release(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define rt_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define rt_store_relaxed(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define rt_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 
 /* Monotonic clock, ns (a vDSO read, no syscall). */
 static inline uint64_t rt_now_ns(void)
@@ -69,29 +52,11 @@ static inline uint64_t rt_now_ns(void)
  * Sleep while *@word == @expected, at most @timeout_ns (0: no limit), on a
  * word in shared memory: FUTEX_WAIT without FUTEX_PRIVATE_FLAG, which a
  * word shared between processes needs.  0 when woken or the word already
- * differed, -ETIMEDOUT, -EINTR.  A syscall: the idle path only.
+ * differed, -ETIMEDOUT, -EINTR.  Wake up to @n sleepers with
+ * rt_futex_wake.  Syscalls: the idle path only (runtime/util.c).
  */
-static inline int rt_futex_wait(int32_t *word, int32_t expected, uint64_t timeout_ns)
-{
-	struct timespec ts, *tp = NULL;
-
-	if (timeout_ns) {
-		ts.tv_sec = (time_t)(timeout_ns / 1000000000ull);
-		ts.tv_nsec = (long)(timeout_ns % 1000000000ull);
-		tp = &ts;
-	}
-	if (futex_noasync(word, FUTEX_WAIT, expected, tp, NULL, 0) == 0)
-		return 0;
-	if (errno == EAGAIN)
-		return 0;
-	return -errno;
-}
-
-/* Wake up to @n sleepers on @word. */
-static inline void rt_futex_wake(int32_t *word, int n)
-{
-	(void)futex_noasync(word, FUTEX_WAKE, n, NULL, NULL, 0);
-}
+int rt_futex_wait(int32_t *word, int32_t expected, uint64_t timeout_ns);
+void rt_futex_wake(int32_t *word, int n);
 
 /* The log line's prefix: "ROLE[pid]: " (default "sfs"). */
 void rt_log_init(const char *role);
@@ -125,16 +90,9 @@ static inline int rt_sfs_cb(int rc, uint32_t seq0)
 /* This thread's message for the last failure ("" if none). */
 const char *rt_last_error(void);
 
-/* mkdir -p with @mode for each directory it creates; 0 or an error with a
- * message. */
-int rt_mkdirs(const char *path, mode_t mode);
-
 /* Finish a file written through @f at @tmp: flush, fsync, close, rename
  * to @path (the commit); on any error @tmp is removed.  With @rc != 0 (the
  * writer failed) it only closes and removes.  The first error, by file. */
 int rt_file_commit(FILE *f, const char *tmp, const char *path, int rc);
-
-/* rm -rf @path (a missing path is fine); an error names the path. */
-int rt_rmtree(const char *path);
 
 #endif

@@ -11,6 +11,11 @@
 #   store/                 the rest of store/: the registry over the engines
 #   compactor/ checkpointer/
 #   runtime/ query/
+#   baseline/              the rocksdb-direct baseline: a backend of the
+#                          runtime's contract (runtime/backend.h, its error
+#                          message runtime/util.h) on sfs's internals
+#                          (common/), registered by the binaries
+#                          (rt_backend_register), so the runtime never names it
 #   supervisor/ bench/state/  the CLI's commands (`sfs bench state` among them)
 #   bin                    the mains (worker/main.c, compactor/main.c,
 #                          checkpointer/main.c, supervisor/main.c): binaries
@@ -62,9 +67,10 @@ rank() {
 	store) echo 5 ;;
 	compactor | checkpointer) echo 6 ;;
 	runtime | query) echo 7 ;;
-	supervisor | bench/state) echo 8 ;;
-	bin) echo 9 ;;
-	tests | bench) echo 10 ;;
+	baseline) echo 8 ;;
+	supervisor | bench/state) echo 9 ;;
+	bin) echo 10 ;;
+	tests | bench) echo 11 ;;
 	*) echo -1 ;;
 	esac
 }
@@ -112,7 +118,7 @@ while IFS= read -r f; do
 		fi
 	done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f")
 done < <(find include common shm nexmark worker store compactor checkpointer runtime query \
-	supervisor tests bench -name '*.[ch]' 2>/dev/null | sort)
+	baseline supervisor tests bench -name '*.[ch]' 2>/dev/null | sort)
 
 # The public-API rule: every include of runtime/ and query/, both spellings,
 # resolved as the compiler does (-I include -I .); a path that is not in

@@ -7,15 +7,16 @@
  *
  * `memory`, `rocksdb` and `table` are sfs over that flush target (the
  * workers run one adapter, runtime/backend_memory.c; what differs is the
- * target the segment is created for).  `rocksdb-direct` is the baseline:
- * its workers write RocksDB themselves, so it has no flush target, only
- * the files half of the contract, here (its rescale is the runtime's
- * rt_rocksdb_direct_rebuild, which knows its key layout).
+ * target the segment is created for).  `rocksdb-direct` is the baseline
+ * (baseline/): its workers write RocksDB themselves, so it has no flush
+ * target, only the files half of the contract, here (its rescale is the
+ * baseline's rt_rocksdb_direct_rebuild, which knows its key layout).
  */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "baseline/rocksdb_direct.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "runtime/backend.h"

@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 
+#include "baseline/rocksdb_direct.h"
 #include "checkpointer/ckstore.h"
 #include "checkpointer/coord.h"
 #include "common/clock.h"
@@ -1225,7 +1226,7 @@ static void carry_workers_once(void)
 }
 
 /* rocksdb-direct's configuration, as Flink's RocksDB backend would have
- * it for one slot (runtime/backend_rocksdb.c says where each comes from). */
+ * it for one slot (baseline/rocksdb_direct.c says where each comes from). */
 static void rdb_config_json(const struct sup_query *q)
 {
 	struct rt_rdb_memory m;

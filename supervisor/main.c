@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sfs.h"
+#include "baseline/rocksdb_direct.h"
 #include "bench/state/bench_state.h"
 #include "shm/segment.h"
 #include "supervisor/sup.h"
@@ -79,6 +80,10 @@ static int cmd_version(void)
 
 int main(int argc, char **argv)
 {
+	/* `sfs run --backend rocksdb-direct` checks the name here; the workers
+	 * (worker/main.c) register the same backend */
+	if (rt_backend_register(&rt_backend_rocksdb_direct))
+		return 1;
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

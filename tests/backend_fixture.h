@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "baseline/rocksdb_direct.h"
 #include "runtime/backend.h"
 
 /* state_helpers.h brings more helpers than a backend test needs. */
@@ -75,6 +76,9 @@ static int fx_open_backend(struct fx *f, const char *name, uint32_t worker, uint
 	int rc;
 
 	memset(f, 0, sizeof(*f));
+	/* as the binaries do (worker/main.c): the baseline lives above the
+	 * runtime, which finds it by name once registered */
+	cr_assert_eq(rt_backend_register(&rt_backend_rocksdb_direct), 0);
 	f->ops = rt_backend_find(name);
 	cr_assert_not_null(f->ops, "backend %s", name);
 	rc = f->ops->open(&cfg, &f->b);

@@ -895,11 +895,30 @@ Test(backend, memory_idle_lets_the_compactor_free_buffers)
 Test(backend, find_by_name)
 {
 	cr_assert_eq(rt_backend_find("memory"), &rt_backend_memory);
-	cr_assert_eq(rt_backend_find("rocksdb-direct"), &rt_backend_rocksdb_direct);
 	/* sfs over the rocksdb flush target: the sfs adapter (issue 5) */
 	cr_assert_eq(rt_backend_find("rocksdb"), &rt_backend_memory);
 	cr_assert_null(rt_backend_find("nosuch"));
 	cr_assert_null(rt_backend_find(NULL));
+	/* the baseline is not the runtime's: known once a binary registers it */
+	cr_assert_null(rt_backend_find("rocksdb-direct"));
+	cr_assert_eq(rt_backend_register(&rt_backend_rocksdb_direct), 0);
+	cr_assert_eq(rt_backend_find("rocksdb-direct"), &rt_backend_rocksdb_direct);
+}
+
+Test(backend, register_refuses_a_taken_name)
+{
+	struct rt_backend_ops other = rt_backend_rocksdb_direct, noname = { .name = "" };
+
+	cr_assert_eq(rt_backend_register(&rt_backend_rocksdb_direct), 0);
+	cr_assert_eq(rt_backend_register(&rt_backend_rocksdb_direct), 0, "the same ops again");
+	cr_assert_eq(rt_backend_register(&other), SFS_EUSAGE);
+	cr_assert(strstr(rt_last_error(), "'rocksdb-direct' is registered already"), "%s",
+		  rt_last_error());
+	other.name = "memory";
+	cr_assert_eq(rt_backend_register(&other), SFS_EUSAGE, "a built-in's name");
+	cr_assert_eq(rt_backend_register(&noname), SFS_EUSAGE);
+	cr_assert_eq(rt_backend_register(NULL), SFS_EUSAGE);
+	cr_assert_eq(rt_backend_find("rocksdb-direct"), &rt_backend_rocksdb_direct);
 }
 
 Test(backend, rocksdb_directory_is_fresh_at_open_and_owned_while_open)

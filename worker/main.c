@@ -7,11 +7,14 @@
  * worker runs one subtask of every operator over its key-group range
  * (runtime/engine.h), on the public API only: this skeleton hands it the
  * job's name, its index and two callbacks of its own (the heartbeat of its
- * slot, the stop flag).
+ * slot, the stop flag).  It also registers the state backends that live
+ * above the runtime (the rocksdb-direct baseline, baseline/), so the
+ * runtime finds them by name without naming them.
  */
 #include <errno.h>
 #include <stdlib.h>
 
+#include "baseline/rocksdb_direct.h"
 #include "common/log.h"
 #include "runtime/engine.h"
 #include "shm/child.h"
@@ -43,7 +46,11 @@ int main(int argc, char **argv)
 	 * online it would hold the compactor's grace periods while a barrier
 	 * waits for the compactor: a deadlock. */
 	sfs_qsbr_offline(c.slot);
-	rc = rt_engine_run(&env);
+	/* The backends above the runtime, which it finds by name only
+	 * (runtime/backend.h); bin/sfs registers the same ones. */
+	rc = rt_backend_register(&rt_backend_rocksdb_direct);
+	if (rc == 0)
+		rc = rt_engine_run(&env);
 	if (rc == -ENOENT) {
 		sfs_qsbr_online(c.seg.hdr, c.slot);
 		rc = sfs_child_loop(&c, NULL);

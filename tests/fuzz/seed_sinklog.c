@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fs.h"
 #include "runtime/sink.h"
 #include "runtime/util.h"
 #include "tests/fuzz/seed.h"
@@ -70,9 +71,9 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(sets) / sizeof(*sets); i++)
 		if (seed(argv[1], scratch, (int)i, sets[i][0], sets[i][1], sets[i][2])) {
 			fprintf(stderr, "seed_sinklog: %s\n", rt_last_error());
-			rt_rmtree(scratch);
+			sfs_rmtree(scratch);
 			return 1;
 		}
-	rt_rmtree(scratch);
+	sfs_rmtree(scratch);
 	return 0;
 }

@@ -1,12 +1,12 @@
 /*
  * rdb_mem.cc — the two pieces of Flink's RocksDB memory control that
- * RocksDB 7.8's C API cannot build (runtime/rdb.h, "Flink's managed
- * memory"): an LRU block cache with a high-priority pool, and a
+ * RocksDB 7.8's C API cannot build (baseline/rdb_mem.h): an LRU block
+ * cache with a high-priority pool, and a
  * WriteBufferManager charged to that cache.  Flink builds exactly these
  * (RocksDBMemoryControllerUtils: new LRUCache(capacity, -1, false,
  * highPriorityPoolRatio), new WriteBufferManager(capacity, cache)).
  *
- * The only C++ of the runtime, and the only file that knows how the C API
+ * The only C++ of sfs, and the only file that knows how the C API
  * wraps its objects: rocksdb_cache_t, rocksdb_options_t and rocksdb_t are
  * one-member structs around the C++ object in RocksDB's c.cc (`struct
  * rocksdb_cache_t { std::shared_ptr<Cache> rep; }`, `struct
@@ -37,7 +37,7 @@ struct rocksdb_t {
 
 extern "C" {
 
-#include "runtime/rdb.h"
+#include "baseline/rdb_mem.h"
 
 rocksdb_cache_t *rt_rdb_lru_cache(size_t capacity, double high_pri_ratio)
 {

@@ -1,15 +1,15 @@
 /*
- * backend_rocksdb.c — `rocksdb-direct`: the baseline Flink users run today.
+ * rocksdb_direct.c — `rocksdb-direct`: the baseline Flink users run today.
  * Every state access is one RocksDB call in the worker process, configured
  * as Flink 2.3's RocksDB state backend configures it for one slot with
  * managed memory (EmbeddedRocksDBStateBackend, RocksDBResourceContainer,
  * RocksDBMemoryControllerUtils, RocksDBConfigurableOptions' defaults):
  *
  *   - memory: the slot's managed memory (`sfs run --rocksdb-memory-mb`,
- *     default RT_RDB_MEMORY_DEFAULT, runtime/backend.h) is one shared LRU
+ *     default RT_RDB_MEMORY_DEFAULT, rocksdb_direct.h) is one shared LRU
  *     block cache of (3 - 0.5) / 3 of it with a 0.1 high-priority pool, and
  *     one WriteBufferManager of 2 * 0.5 / 3 of it charged to that cache
- *     (runtime/rdb_mem.cc: the C API builds neither); index and filter
+ *     (baseline/rdb_mem.cc: the C API builds neither); index and filter
  *     blocks live in the cache with high priority, top-level index pinned;
  *   - options: leveled compaction (64 MiB target files, 256 MiB level
  *     base, no dynamic level sizes), Snappy on every level (LZ4 if this
@@ -100,8 +100,13 @@
 
 #include "sfs.h"
 #include "sfs_keygroup.h"
+#include "baseline/rdb_mem.h"
+#include "baseline/rocksdb_direct.h"
+#include "common/clock.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "common/rdb.h"
 #include "runtime/backend.h"
-#include "runtime/rdb.h"
 #include "runtime/util.h"
 
 #define RDB_WRITE_BUFFER (64ull << 20)	/* Flink's default write_buffer_size */
@@ -198,7 +203,8 @@ static void rdb_arena_free(struct rdb_arena *a)
 
 /* ---- merge operators ----------------------------------------------------------- */
 
-/* Counters fold with rt_rdb_i64_merge() (runtime/rdb.h).  */
+/* Counters fold with sfs_rdb_i64_merge() (common/rdb.h), as sfs's own
+ * rocksdb target folds them.  */
 
 /* List append: the value is the concatenation of framed elements, so
  * appending is concatenating (existing first, operands in order). */
@@ -320,10 +326,11 @@ static inline void rdb_leave(struct rdb_backend *r)
 	rt_store_relaxed(&r->rb_calls, r->rb_calls + 1);
 }
 
-/* RocksDB's errptr, through the one adapter (runtime/rdb.h). */
+/* RocksDB's errptr, through sfs's one adapter (common/rdb.h); its message
+ * becomes the runtime's. */
 static int rdb_err(const char *path, char **err, const char *op)
 {
-	return rt_rdb_err("rocksdb", path, err, op);
+	return rt_sfs(sfs_rdb_err("rocksdb", path, err, op));
 }
 
 static inline void be16(unsigned char *p, uint32_t v)
@@ -515,11 +522,11 @@ static void *rdb_watch(void *arg)
 		pthread_cond_timedwait(&r->rb_cv, &r->rb_mu, &ts);
 		if (r->rb_stop)
 			break;
-		now = rt_now_ns();
+		now = sfs_now_ns();
 		if (r->rb_pause_until && now >= r->rb_pause_until) {
 			r->rb_pause_until = 0;
 			rt_rdb_pause_background(r->rb_db, 0);
-			rt_log("rocksdb %s: fault point: background work continues", r->rb_path);
+			sfs_log("rocksdb %s: fault point: background work continues", r->rb_path);
 		}
 		calls = rt_load_relaxed(&r->rb_calls);
 		if ((calls & 1) || calls != last) {
@@ -571,8 +578,8 @@ static int rdb_watch_start(struct rdb_backend *r)
 		if (rt_rdb_pause_background(r->rb_db, 1))
 			return rt_err(-EIO, "rocksdb %s: fault point: cannot pause background work",
 				      r->rb_path);
-		r->rb_pause_until = rt_now_ns() + pause * 1000000ull;
-		rt_log("rocksdb %s: fault point: background work paused for %llu ms", r->rb_path,
+		r->rb_pause_until = sfs_now_ns() + pause * 1000000ull;
+		sfs_log("rocksdb %s: fault point: background work paused for %llu ms", r->rb_path,
 		       pause);
 	}
 	if (!r->rb_held && !pause)
@@ -642,7 +649,7 @@ static rocksdb_options_t *rdb_cf_options(struct rdb_backend *r, int kind, unsign
 	rocksdb_options_t *o = rocksdb_options_create_copy(r->rb_opts);
 
 	if (kind == SFS_STATE_COUNTER)
-		rocksdb_options_set_merge_operator(o, rt_rdb_i64_merge(merge));
+		rocksdb_options_set_merge_operator(o, sfs_rdb_i64_merge(merge));
 	else if (kind == SFS_STATE_LIST)
 		rocksdb_options_set_merge_operator(
 			o, rocksdb_mergeoperator_create(NULL, rdb_mop_destroy, rdb_list_full,
@@ -779,7 +786,7 @@ static int rdb_open(const struct rt_backend_cfg *cfg, struct rt_backend **out)
 		goto fail;
 	}
 	/* DestroyDB needs the directory to take its LOCK in. */
-	rc = rt_mkdirs(r->rb_path, 0700);   /* data: private */
+	rc = rt_sfs(sfs_mkdirs(r->rb_path, 0700));   /* data: private */
 	if (rc)
 		goto fail;
 
@@ -1439,7 +1446,7 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 	rocksdb_options_set_info_log_level(o.rb_opts, RDB_INFO_LOG_HEADER);
 	o.rb_wo = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_disable_WAL(o.rb_wo, 1);
-	if ((rc = rt_mkdirs(dest, 0700)))
+	if ((rc = rt_sfs(sfs_mkdirs(dest, 0700))))
 		goto out;
 	rc = rdb_open_fresh(&o, rocksdb_snappy_compression);
 	if (rc == SFS_EUSAGE && strstr(rt_last_error(), "ompression"))
@@ -1479,8 +1486,8 @@ int rt_rocksdb_direct_rebuild(const char *const *src, unsigned nsrc, const char 
 				o.rb_nstates++;
 			}
 			dst = o.rb_st[st].rs_cf;
-			rc = rt_rdb_copy_kg_range(in, h[c], out, dst, o.rb_wo, kg_lo, kg_hi, "rocksdb",
-						  dest);
+			rc = rt_sfs(sfs_rdb_copy_kg_range(in, h[c], out, dst, o.rb_wo, kg_lo, kg_hi,
+							  "rocksdb", dest));
 		}
 		for (size_t c = 0; in && c < ncf; c++)
 			rocksdb_column_family_handle_destroy(h[c]);
@@ -1527,15 +1534,15 @@ static int rdb_snapshot(struct rt_backend *b, uint64_t id, const char *dir)
 
 		snprintf(parent, sizeof(parent), "%s", dir);
 		*strrchr(parent, '/') = '\0';
-		if ((rc = rt_mkdirs(parent, 0700)))
+		if ((rc = rt_sfs(sfs_mkdirs(parent, 0700))))
 			return rc;
 		r->rb_stage_ready = 1;
 	}
-	if ((rc = rt_rmtree(dir)))	/* a crashed attempt's leftovers */
+	if ((rc = rt_sfs(sfs_rmtree(dir))))	/* a crashed attempt's leftovers */
 		return rc;
 	/* The flush may wait behind RocksDB's stall like a write. */
 	rdb_enter(r);
-	rc = rt_rdb_checkpoint(r->rb_db, dir, SFS_STAGE_SHARED, "rocksdb", r->rb_path);
+	rc = rt_sfs(sfs_rdb_checkpoint(r->rb_db, dir, SFS_STAGE_SHARED, "rocksdb", r->rb_path));
 	rdb_leave(r);
 	return rc;
 }
@@ -1559,6 +1566,7 @@ static uint64_t rdb_stall_ns(const struct rt_backend *b)
 
 const struct rt_backend_ops rt_backend_rocksdb_direct = {
 	.name = "rocksdb-direct",
+	.flags = RT_BACKEND_UNBATCHED,	/* Flink's: one state access per record */
 	.open = rdb_open,
 	.close = rdb_close,
 	.reg = rdb_reg,
