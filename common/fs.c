@@ -220,8 +220,13 @@ int sfs_write_all(int fd, const void *p, size_t n, const char *name)
 
 int sfs_file_commit(FILE *f, const char *tmp, const char *path, int rc)
 {
-	if (!rc && (fflush(f) || fsync(fileno(f))))
-		rc = sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno));
+	/* ferror: a buffered write that failed earlier (a full disk) drops its
+	 * chunk, and a later fflush of the rest may succeed: without it, a
+	 * committed file with a hole (the runtime's sink had this hole, found by
+	 * tests/e2e_diskfull.sh) */
+	errno = 0;
+	if (!rc && (fflush(f) || ferror(f) || fsync(fileno(f))))
+		rc = sfs__err(sfs__errno(), "%s: write: %s", tmp, strerror(errno ? errno : EIO));
 	if (fclose(f) && !rc)
 		rc = sfs__err(sfs__errno(), "%s: close: %s", tmp, strerror(errno));
 	if (!rc && rename(tmp, path))
