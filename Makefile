@@ -124,7 +124,9 @@ $(BUILD)/%.o: %.cc $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
+# Made anew each time: `ar rcs` alone would keep the object of a source moved or deleted.
 $(LIB): $(LIB_OBJS)
+	@rm -f $@
 	ar rcs $@ $^
 
 # The shared library's objects (the more specific pattern wins over $(BUILD)/%.o).
