@@ -41,6 +41,7 @@
 #include "shm/ckpt.h"
 #include "shm/proc.h"
 #include "supervisor/metrics.h"
+#include "supervisor/nodes.h"
 #include "supervisor/sup.h"
 #include "worker/state.h"
 #include "worker/vcache.h"

@@ -16,6 +16,7 @@
 #include "shm/proc.h"
 #include "worker/state.h"
 #include "supervisor/metrics.h"
+#include "supervisor/nodes.h"
 #include "supervisor/sup.h"
 #include "store/target.h"
 

@@ -40,6 +40,7 @@
 #include "checkpointer/ckstore.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "supervisor/args.h"
 #include "supervisor/metrics.h"
 #include "supervisor/sup.h"
 

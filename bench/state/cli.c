@@ -17,7 +17,7 @@
 #include "bench/state/bench_state.h"
 #include "bench/state/bs.h"
 #include "common/clock.h"
-#include "supervisor/sup.h"
+#include "supervisor/args.h"
 
 char bs_seg_path[256];
 char bs_rdb_dir[256];
