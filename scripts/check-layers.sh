@@ -11,10 +11,11 @@
 #   store/                 the rest of store/: the registry over the engines
 #   compactor/ checkpointer/
 #   runtime/ query/
-#   supervisor/ bench/state/  the CLI's commands (`sfs bench state` among them)
+#   supervisor/            the CLI's commands
 #   bin                    the mains (worker/main.c, compactor/main.c,
 #                          checkpointer/main.c, supervisor/main.c): binaries
-#   tests/ bench/
+#   tests/ bench/ bench/state/  (bench/state/: the keyed-state benchmark, a program
+#                          of its own, $(BUILD)/bench/bench_state)
 # Folders of one layer may include each other, but not in a cycle.
 #
 # Prints each node's includes, every arrow that runs up (with the file and
@@ -62,9 +63,9 @@ rank() {
 	store) echo 5 ;;
 	compactor | checkpointer) echo 6 ;;
 	runtime | query) echo 7 ;;
-	supervisor | bench/state) echo 8 ;;
+	supervisor) echo 8 ;;
 	bin) echo 9 ;;
-	tests | bench) echo 10 ;;
+	tests | bench | bench/state) echo 10 ;;
 	*) echo -1 ;;
 	esac
 }

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/state/bench_state.h"
 #include "supervisor/sup.h"
 
 static void usage(FILE *f)
@@ -23,7 +22,6 @@ static void usage(FILE *f)
 		"  savepoint    write a self-contained copy of a checkpoint\n"
 		"  inspect   look inside a checkpoint, table directory, data file or index\n"
 		"  export    a checkpoint's state as rows (csv or jsonl), read offline\n"
-		"  bench     benchmarks: 'sfs bench state' (keyed state vs raw table and RocksDB)\n"
 		"  gen       write Nexmark events as CSV (person, auction, bid)\n"
 		"  version   print versions of sfs and its allocator\n"
 		"\n"
@@ -58,8 +56,6 @@ int main(int argc, char **argv)
 		return sfs_cmd_inspect(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "export"))
 		return sfs_cmd_export(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "bench"))
-		return sfs_cmd_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "gen"))
 		return sfs_cmd_gen(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))
