@@ -255,6 +255,11 @@ int sfs_map_run_walk(const struct sfs_wbuf_view *v, unsigned n, const char *who,
 /* The target a segment was created for (sh_backend; "" means "memory"). */
 const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s);
 
+/* The read half of sfs_target_of(@s) (&t->rd), or NULL: the lookup the
+ * public opens hand the worker layer (worker/target_read.h,
+ * sfs_target_read_of_fn; store/open.c). */
+const struct sfs_target_read_ops *sfs_target_read_of(const struct sfs_seg *s);
+
 /* By name; NULL if unknown. */
 const struct sfs_target_ops *sfs_target_find(const char *name);
 
