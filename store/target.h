@@ -150,9 +150,13 @@
 #include "common/ttl.h"
 #include "shm/proc.h"
 #include "worker/target_read.h"
-#include "worker/wbuf.h"
 
 struct sfs_target_writer;
+/* A buffered entry as apply() and sfs_map_run_walk() see it
+ * (worker/wbuf.h): only pointers to it here, so this header includes none
+ * of the worker's buffer code; a target that reads the views includes
+ * worker/wbuf.h itself. */
+struct sfs_wbuf_view;
 
 struct sfs_target_cfg {
 	uint64_t store_bytes;   /* memory target: region bytes per worker */
