@@ -243,7 +243,7 @@ run: all
 JNI_DIR  := $(BUILD)/jni
 JNI_LIB  := $(JNI_DIR)/libsfs_jni.so
 JNI_SRCS := $(filter-out %/main.c common/rdb.c,$(wildcard common/*.c shm/*.c worker/*.c \
-              store/registry.c store/open.c store/layout.c store/map_run.c store/stage_scan.c store/rocksdb/layout.c \
+              store/registry.c store/open.c store/target.c store/layout.c store/map_run.c store/stage_scan.c store/rocksdb/layout.c \
               store/memory/*.c store/table/*.c store/table/layout/*.c))
 JNI_OBJS := $(JNI_SRCS:%.c=$(JNI_DIR)/obj/%.o)
 JAVA_HOME ?= $(shell dirname $$(dirname $$(readlink -f $$(command -v javac))))
