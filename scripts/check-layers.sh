@@ -22,7 +22,9 @@
 # Prints each node's includes, every arrow that runs up (with the file and
 # line) and every cycle (tsort's), then `ok - include layers` or
 # `not ok - include layers: ...`; exits non-zero on a finding.  Run from the
-# top of the tree (make test runs it as tests/e2e_layers.sh).
+# top of the tree (make test runs it as tests/e2e_layers.sh).  The same
+# rules for calls, read from the build's objects: "The call graph" below
+# (`ok - call layers` or `not ok - call layers: ...`).
 #
 # KNOWN lists the upward arrows the tree still has, each one include of one
 # file; a new one fails the check, and a listed one that is gone is reported
@@ -276,7 +278,7 @@ check_calls() {
 	echo "# the call graph (node: the nodes its objects call, with the number of symbols)"
 	awk '$1 == "edge" { to[$2] = to[$2] " " $3 "(" $4 ")" } END { for (n in to) print "#   " n ":" to[n] }' \
 		"$calls_out" | sort
-	local kind a b sym x y back call known k
+	local kind a b sym x y back call known k why gone s
 	local -a seen_calls=()
 	while read -r kind a b sym x y back; do
 		call="$a -> $b $sym"
