@@ -129,7 +129,11 @@ $(BUILD)/%.o: %.cc $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CXX) $(CXXFLAGS) $(PKG_CFLAGS) -MMD -MP -c $< -o $@
 
+# Made anew each time: ar replaces members by name and never drops one, so an object
+# whose source moved or went away (and one of two same-named objects: store/target.o,
+# store/memory/target.o) would otherwise linger or be lost in an archive updated in place.
 $(LIB): $(LIB_OBJS)
+	@rm -f $@
 	ar rcs $@ $^
 
 # The shared library's objects (the more specific pattern wins over $(BUILD)/%.o).
