@@ -775,7 +775,7 @@ static int engine_attach(struct rt_engine *g, const struct rt_engine_env *env)
 		return SFS_EUSAGE;
 	}
 	g->ws = &g->job->rj_ws[g->me];
-	g->q = rt_query_find(g->job->rj_query);
+	g->q = env->query_find(g->job->rj_query);
 	bo = rt_backend_find(g->job->rj_backend);
 	if (!g->q || !bo)
 		return fail(g, SFS_EUSAGE, "unknown query '%s' or backend '%s'", g->job->rj_query,

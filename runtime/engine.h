@@ -46,6 +46,8 @@
 
 #include "runtime/job.h"
 
+struct rt_query;
+
 /*
  * What the process running the engine hands it: where it is in the group,
  * and the two things only the process's own skeleton does (worker/main.c:
@@ -63,6 +65,10 @@ struct rt_engine_env {
 	void (*beat)(void *arg);     /* a sign of life (a store: no syscall) */
 	void *beat_arg;
 	volatile sig_atomic_t *stop; /* set when the process must stop */
+	/* The query of a name, NULL if none: query/queries.h's rt_query_find
+	 * (the queries are a layer of their own, which the engine runs
+	 * without naming). */
+	const struct rt_query *(*query_find)(const char *name);
 };
 
 /* Run the job described in the segment's "job" region as worker

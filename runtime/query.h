@@ -62,9 +62,9 @@ struct rt_query {
 	void (*close)(struct rt_op *op);                  /* may be NULL */
 };
 
-/* Every query compiled in, NULL-terminated; and one by name. */
-extern const struct rt_query *const rt_queries[];
-const struct rt_query *rt_query_find(const char *name);
+/* The queries compiled in, by name: query/queries.h (the table is the
+ * queries' own, above the runtime, which is handed the lookup:
+ * engine.h's rt_engine_env). */
 
 /* The worker owning @key's key group (Flink's assignment). */
 static inline uint32_t rt_owner(const struct rt_op *op, const void *key, size_t klen)

@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "store/target.h"
 #include "common/keygroup.h"
+#include "worker/wbuf.h"
 
 int sfs_map_run_walk(const struct sfs_wbuf_view *v, unsigned n, const char *who,
 		     const struct sfs_map_run_ops *ops, void *arg)

@@ -5,14 +5,11 @@
  * is a folder and a line in `builtin` below.  Tests and plugins add theirs
  * at run time with sfs_target_register.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/err.h"
-#include "common/fs.h"
 #include "store/memory/memory.h"
 #ifndef SFS_NO_ROCKSDB
 #include "store/rocksdb/rocksdb.h"
@@ -66,50 +63,9 @@ const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s)
 	return sfs_target_find(b[0] ? b : sfs_target_memory.name);
 }
 
-int sfs_target_stage_id(const char *dir, uint64_t *id)
-{
-	const char *b = strrchr(dir, '/');
-	char *end;
-
-	b = b ? b + 1 : dir;
-	if (b[0] != 'b' || b[1] < '0' || b[1] > '9')
-		return 0;
-	errno = 0;
-	*id = strtoull(b + 1, &end, 10);
-	return !*end && !errno && *id;
-}
-
-int sfs_target_instance_dir(const char *root, uint32_t worker, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%s/w%u", root, worker);
-
-	if (n < 0 || (size_t)n >= len)
-		return sfs__err(SFS_EUSAGE, "instance directory %s/w%u: path too long", root, worker);
-	return 0;
-}
-
-int sfs_target_instance_reset(const char *dir)
-{
-	int rc = sfs_rmtree(dir);
-
-	return rc ? rc : sfs_mkdirs(dir, 0700);	/* a data directory: private */
-}
-
 const struct sfs_target_read_ops *sfs_target_read_of(const struct sfs_seg *s)
 {
 	const struct sfs_target_ops *t = sfs_target_of(s);
 
 	return t ? &t->rd : NULL;
-}
-
-int sfs_target_instance_put(const struct sfs_target_env *e, uint32_t worker,
-			    int (*put)(void *arg, const char *dir), void *arg, char *dir,
-			    size_t len)
-{
-	int rc;
-
-	if ((rc = sfs_target_instance_dir(e->root, worker, dir, len)) ||
-	    (rc = sfs_target_instance_reset(dir)))
-		return rc;
-	return put(arg, dir);
 }

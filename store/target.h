@@ -150,9 +150,13 @@
 #include "common/ttl.h"
 #include "shm/proc.h"
 #include "worker/target_read.h"
-#include "worker/wbuf.h"
 
 struct sfs_target_writer;
+/* A buffered entry as apply() and sfs_map_run_walk() see it
+ * (worker/wbuf.h): only pointers to it here, so this header includes none
+ * of the worker's buffer code; a target that reads the views includes
+ * worker/wbuf.h itself. */
+struct sfs_wbuf_view;
 
 struct sfs_target_cfg {
 	uint64_t store_bytes;   /* memory target: region bytes per worker */
@@ -254,6 +258,11 @@ int sfs_map_run_walk(const struct sfs_wbuf_view *v, unsigned n, const char *who,
 
 /* The target a segment was created for (sh_backend; "" means "memory"). */
 const struct sfs_target_ops *sfs_target_of(const struct sfs_seg *s);
+
+/* The read half of sfs_target_of(@s) (&t->rd), or NULL: the lookup the
+ * public opens hand the worker layer (worker/target_read.h,
+ * sfs_target_read_of_fn; store/open.c). */
+const struct sfs_target_read_ops *sfs_target_read_of(const struct sfs_seg *s);
 
 /* By name; NULL if unknown. */
 const struct sfs_target_ops *sfs_target_find(const char *name);

@@ -13,6 +13,7 @@
 
 #include "checkpointer/ckstore.h"
 #include "sfs.h"
+#include "supervisor/args.h"
 #include "supervisor/sup.h"
 
 typedef unsigned long long ull;

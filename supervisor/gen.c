@@ -21,6 +21,7 @@
 #include "common/fs.h"
 #include "nexmark/csv.h"
 #include "nexmark/gen.h"
+#include "supervisor/args.h"
 #include "supervisor/sup.h"
 
 /* stdio buffer per file: a few hundred lines per write(2). */

@@ -19,6 +19,7 @@
 #include "sfs.h"
 #include "common/err.h"
 #include "shm/segment.h"
+#include "supervisor/nodes.h"
 #include "supervisor/sup.h"
 
 static void usage(FILE *f)

@@ -34,6 +34,7 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "query/queries.h"
 #include "runtime/backend.h"
 #include "runtime/engine.h"
 #include "runtime/chan.h"

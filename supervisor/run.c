@@ -40,7 +40,9 @@
 #include "shm/proc.h"
 #include "runtime/backend.h"
 #include "store/target.h"
+#include "supervisor/args.h"
 #include "supervisor/metrics.h"
+#include "supervisor/nodes.h"
 #include "supervisor/sup.h"
 
 #define MS 1000000ull

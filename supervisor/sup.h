@@ -18,6 +18,7 @@ int sfs_cmd_checkpoints(int argc, char **argv);
 int sfs_cmd_savepoint(int argc, char **argv);
 int sfs_cmd_inspect(int argc, char **argv);
 int sfs_cmd_export(int argc, char **argv);
+int sfs_cmd_version(int argc, char **argv);
 
 /* `sfs run --query`: the query job's arguments (supervisor/job.c). */
 struct sup_query {
@@ -147,11 +148,5 @@ void sup_query_recovery_restored(void);
 /* Merge the result and print the summary (@u: the children's resources);
  * the exit code. */
 int sup_query_finish(struct sup_query *q, int ok, const struct sup_usage *u);
-
-/* Parse a decimal in [lo, hi] for option @opt or exit 2 with a message. */
-long sfs_arg_num(const char *cmd, const char *opt, const char *v, long lo, long hi);
-
-/* Number of NUMA nodes the group spans (1 without libnuma support). */
-int sfs_node_count(void);
 
 #endif

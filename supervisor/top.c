@@ -3,8 +3,8 @@
  * frame about every second; `--once` prints a single frame without escape
  * codes, for scripts.
  *
- * Every number comes from two snapshots of shared memory (metrics.c's
- * sup_snap_take, the one reader `sfs stat --prometheus` and /metrics use)
+ * Every number comes from two snapshots of shared memory (snapshot.c's
+ * sup_snap_take, the one reader `sfs stat` and /metrics use)
  * and the difference between them: per worker events/s, records/s, buffer
  * seals/s, the share of wall time stalled on back-pressure and the value
  * cache's hit rate over the interval; its buffers by state now.  CPU
@@ -40,7 +40,8 @@
 #include "checkpointer/ckstore.h"
 #include "common/clock.h"
 #include "common/err.h"
-#include "supervisor/metrics.h"
+#include "supervisor/args.h"
+#include "supervisor/snapshot.h"
 #include "supervisor/sup.h"
 
 #define MAX_LINES 128

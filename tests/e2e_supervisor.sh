@@ -79,7 +79,7 @@ gone() { ! alive "$1"; }
 "$SFS" --help >/dev/null;                      check "sfs --help exits 0" [ $? -eq 0 ]
 "$SFS" >/dev/null 2>&1;                        check "sfs without a command exits 2" [ $? -eq 2 ]
 "$SFS" frobnicate >/dev/null 2>&1;             check "unknown command exits 2" [ $? -eq 2 ]
-for c in run stat clean bench; do
+for c in run stat clean top; do
 	"$SFS" $c --help >/dev/null;           check "sfs $c --help exits 0" [ $? -eq 0 ]
 done
 "$SFS" run >/dev/null 2>&1;                    check "run without --job exits 2" [ $? -eq 2 ]

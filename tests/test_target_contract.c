@@ -21,6 +21,7 @@
 #include "common/fs.h"
 #include "sfs.h"
 #include "store/target.h"
+#include "worker/wbuf.h"
 
 static char toy_root[PATH_MAX];		/* instance_root()'s, set by the test */
 static int toy_val[16];			/* the current version: -1 absent */

@@ -16,6 +16,7 @@
 
 #include "baseline/rocksdb_direct.h"
 #include "common/log.h"
+#include "query/queries.h"
 #include "runtime/engine.h"
 #include "shm/child.h"
 #include "shm/qsbr.h"
@@ -40,7 +41,8 @@ int main(int argc, char **argv)
 		c.job, c.seg.path, (long)(c.slot - c.seg.hdr->sh_procs));
 	env = (struct rt_engine_env){ .job = c.job, .node = c.node, .index = c.index,
 				      .heartbeat_ns = c.heartbeat_ns, .beat = beat,
-				      .beat_arg = &c, .stop = &sfs_child_stop };
+				      .beat_arg = &c, .stop = &sfs_child_stop,
+				      .query_find = rt_query_find };
 	/* Every state read of the engine goes through its backend's own
 	 * registration (the sfs context's slot); this slot only beats.  Left
 	 * online it would hold the compactor's grace periods while a barrier

@@ -70,6 +70,7 @@
 #include "common/keygroup.h"
 #include "common/merge.h"
 #include "shm/handle.h"
+#include "worker/open.h"
 #include "worker/state.h"
 #include "worker/target_read.h"
 #include "worker/wbuf.h"
@@ -144,7 +145,8 @@ static int geometry(struct sfs_query *q)
 			"(rocksdb-direct)", q->seg->path);
 }
 
-int sfs_query_open(sfs_handle_t *h, const char *state, sfs_query_t **out)
+int sfs__query_open(sfs_handle_t *h, const char *state, sfs_target_read_of_fn *read_of,
+		    sfs_query_t **out)
 {
 	struct sfs_query *q;
 	const struct sfs_state_desc *d = NULL;
@@ -186,7 +188,7 @@ int sfs_query_open(sfs_handle_t *h, const char *state, sfs_query_t **out)
 	q->op = d->sd_merge;
 	q->ttl.ttl_ms = sfs_load_relaxed(&d->sd_ttl_ms);
 	q->ttl.event_time = !!(sfs_load_relaxed(&d->sd_ttl_flags) & SFS_TTL_EVENT_TIME);
-	q->tops = sfs_target_read_of(q->seg);
+	q->tops = read_of(q->seg);
 	if (!q->tops) {
 		rc = sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", q->seg->path,
 			      q->seg->hdr->sh_backend);

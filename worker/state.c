@@ -40,6 +40,7 @@
 #include "shm/futex.h"
 #include "shm/qsbr.h"
 #include "shm/ring.h"
+#include "worker/open.h"
 #include "worker/state.h"
 #include "worker/target_read.h"
 #include "worker/wbuf.h"
@@ -536,8 +537,9 @@ static int host_slot_check(sfs_ctx_t *c, uint32_t worker)
 			c->seg.hdr->sh_job, ck->ck_workers - 1);
 }
 
-int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
-		    sfs_ctx_t **out)
+int sfs__worker_open(const char *job, int node, uint32_t worker,
+		     const struct sfs_worker_opts *opts, sfs_target_read_of_fn *read_of,
+		     sfs_ctx_t **out)
 {
 	struct sfs_worker_opts o = opts ? *opts : (struct sfs_worker_opts){ 0 };
 	char name[SFS_REGION_NAME_MAX];
@@ -635,7 +637,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 			goto fail_slot;
 		}
 	}
-	c->tops = sfs_target_read_of(&c->seg);
+	c->tops = read_of(&c->seg);
 	if (!c->tops) {
 		rc = sfs__err(SFS_EUSAGE, "segment %s: unknown flush target '%.16s'", c->seg.path,
 			      c->seg.hdr->sh_backend);

@@ -6,10 +6,13 @@
  * nothing above it: store/target.h includes this header (struct
  * sfs_target_ops holds these ops as its member rd), never the reverse.
  *
- * sfs_target_read_of is declared here and defined by the store's registry
- * (store/registry.c), the one table of targets: a link reference from the
- * worker to the layer above (sfs_worker_open finds the segment's target),
- * the same one it always had, without an include arrow running up.
+ * Which target a segment reads is the store's registry's to say
+ * (store/registry.c, the one table of targets, above this layer): the
+ * worker layer never calls up to it.  The public opens that need a target
+ * (sfs_worker_open, sfs_query_open) live in store/open.c and hand the
+ * worker's opens (worker/open.h) the registry's lookup, a function of type
+ * sfs_target_read_of_fn, which the worker calls once its segment is
+ * attached.
  */
 #ifndef SFS_WORKER_TARGET_READ_H
 #define SFS_WORKER_TARGET_READ_H
@@ -51,7 +54,8 @@ struct sfs_target_read_ops {
 };
 
 /* The read half of the target segment @s was created for (sh_backend; ""
- * means "memory"), or NULL for a name no target has.  store/registry.c. */
-const struct sfs_target_read_ops *sfs_target_read_of(const struct sfs_seg *s);
+ * means "memory"), or NULL for a name no target has: store/registry.c's
+ * sfs_target_read_of, passed down by store/open.c. */
+typedef const struct sfs_target_read_ops *sfs_target_read_of_fn(const struct sfs_seg *s);
 
 #endif

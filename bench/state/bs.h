@@ -1,5 +1,5 @@
 /*
- * bs.h — what the files of `sfs bench state` share.  The benchmark: the
+ * bs.h — what the files of `bench_state` share.  The benchmark: the
  * keyed-state paths of issue 3 measured against two baselines in the same
  * command, on the same keys and the same operation sequences (DESIGN.md
  * section 7):

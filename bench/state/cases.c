@@ -1,5 +1,5 @@
 /*
- * cases.c — the case table of `sfs bench state` (bs.h) and the phases that
+ * cases.c — the case table of `bench_state` (bs.h) and the phases that
  * set up what its rows run on.  Phases, each with its own segment, so the
  * big ones never coexist (the rows of each, in the table below):
  *   value (N keys, value size V)

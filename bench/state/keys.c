@@ -1,5 +1,5 @@
 /*
- * keys.c — the keys of `sfs bench state` (bs.h): 16 bytes, a bijective mix
+ * keys.c — the keys of `bench_state` (bs.h): 16 bytes, a bijective mix
  * of a counter (so the same N keys in every structure), and each
  * repetition's sequence of keys drawn uniformly from them.
  */

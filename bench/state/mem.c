@@ -1,5 +1,5 @@
 /*
- * mem.c — memory for `sfs bench state` (bs.h): the written parts of the
+ * mem.c — memory for `bench_state` (bs.h): the written parts of the
  * sfs arena and the raw arena are touched before the timed loops (a worker
  * reuses its buffers barrier after barrier, so steady state has them
  * resident); a size whose estimated footprint exceeds MemAvailable is
@@ -51,6 +51,6 @@ int bs_check_memory(uint64_t need, uint64_t n, uint32_t vs, const char *phase)
 			 "%s keys, %s%u B: skipped, needs about %.1f GiB and MemAvailable is %.1f GiB",
 			 bs_size_name(n, nb, sizeof(nb)), phase, vs, need / 1073741824.0,
 			 avail / 1073741824.0);
-	fprintf(stderr, "sfs bench state: %s\n", bs_skipped[bs_nskipped - 1]);
+	fprintf(stderr, "bench_state: %s\n", bs_skipped[bs_nskipped - 1]);
 	return 1;
 }

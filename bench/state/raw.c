@@ -1,5 +1,5 @@
 /*
- * raw.c — the raw baseline of `sfs bench state` (bs.h): an in-process
+ * raw.c — the raw baseline of `bench_state` (bs.h): an in-process
  * open-addressing hash table, linear probing over 8-byte slots (tag | entry
  * number), keys and values copied into one flat arena, values overwritten
  * in place; map state as one block per map key.  The limit sfs is held

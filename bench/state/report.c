@@ -1,5 +1,5 @@
 /*
- * report.c — what `sfs bench state` prints (bs.h): the table of the case
+ * report.c — what `bench_state` prints (bs.h): the table of the case
  * rows with their notes, the barrier latencies, the bytes per live entry
  * and issue 3's targets; or, with --json, the same as one object.
  */
@@ -61,7 +61,7 @@ void bs_print_text(const struct bs_cfg *cfg)
 	double load[3];
 
 	getloadavg(load, 3);
-	printf("sfs bench state — node 0, %ld CPUs, load %.2f %.2f %.2f%s\n",
+	printf("bench_state — node 0, %ld CPUs, load %.2f %.2f %.2f%s\n",
 	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2],
 	       cfg->quick ? " (--quick)" : "");
 	printf("ops/s are medians over the repetitions; ratios are medians of per-repetition "

@@ -1,5 +1,5 @@
 /*
- * rocksdb.c — the RocksDB baseline of `sfs bench state` (bs.h): librocksdb
+ * rocksdb.c — the RocksDB baseline of `bench_state` (bs.h): librocksdb
  * through its C API, one call per operation, as Flink's RocksDB backend
  * uses it: memtable only (a write buffer bigger than the data, auto
  * compactions off; checked after each run), WAL off, in a temporary
@@ -91,7 +91,7 @@ void bs_rdb_check(struct rdb *r, const char *what)
 
 	if (imm || l0) {
 		fprintf(stderr,
-			"sfs bench state: warning: rocksdb %s left the memtable (%llu immutable "
+			"bench_state: warning: rocksdb %s left the memtable (%llu immutable "
 			"memtables, %llu L0 files): its figures include flushes\n",
 			what, (unsigned long long)imm, (unsigned long long)l0);
 		bs_rdb_spilled = 1;

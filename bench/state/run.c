@@ -1,5 +1,5 @@
 /*
- * run.c — the one timing runner of `sfs bench state` (bs.h): it runs a
+ * run.c — the one timing runner of `bench_state` (bs.h): it runs a
  * step's rows of the case table (cases.c) on the structures a phase set
  * up, does the timing, the repetitions (the structures take turns in a
  * rotating order within each, RocksDB on the first 1/RDB_FRACTION of the
@@ -48,7 +48,7 @@ static double median(const double *v, unsigned n)
 
 int bs_fail(const char *what, int rc)
 {
-	fprintf(stderr, "sfs bench state: %s: %s (%s)\n", what,
+	fprintf(stderr, "bench_state: %s: %s (%s)\n", what,
 		sfs_last_error()[0] ? sfs_last_error() : "", sfs_strerror(rc));
 	return rc ? rc : -EIO;
 }

@@ -1,5 +1,5 @@
 /*
- * sfs.c — the sfs side of `sfs bench state` (bs.h): a real worker on a job
+ * sfs.c — the sfs side of `bench_state` (bs.h): a real worker on a job
  * segment of its own, sfs_worker_open() with parallelism 1 (every key group
  * owned), a quiescent point every BATCH operations (one input batch), and
  * for the flushed cases the compactor's flush cycle stepped in this process

@@ -23,6 +23,7 @@
 #include "store/memory/memory.h"
 #include "common/keygroup.h"
 #include "store/target.h"
+#include "worker/wbuf.h"
 
 /* ---- memory target: thin adapters over store/memory/memory.c ---------------- */
 

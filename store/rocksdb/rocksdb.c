@@ -172,6 +172,7 @@
 #include "common/rdb.h"
 #include "store/rocksdb/rocksdb.h"
 #include "common/keygroup.h"
+#include "worker/wbuf.h"
 
 #define CF_PREFIX "st:"
 #define NS_LEN 8u

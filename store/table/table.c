@@ -147,6 +147,7 @@
 #include "store/table/table_snap.h"
 #include "store/table/table_view.h"
 #include "common/keygroup.h"
+#include "worker/wbuf.h"
 
 #define FANIN 4u              /* files of a level that trigger a shaping merge */
 #define DEBT_FILES (2u * FANIN) /* files of a level that make its merge urgent */

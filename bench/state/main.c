@@ -1,8 +1,10 @@
 /*
- * cli.c — `sfs bench` and `sfs bench state`'s command line (bs.h for what
- * the benchmark measures): options, the phases per size, the report; and
- * the cleanup on SIGINT/SIGTERM/SIGHUP of the live segment and RocksDB
- * directory.
+ * main.c — bench_state, the keyed-state benchmark's program
+ * ($(BUILD)/bench/bench_state; bs.h for what it measures): options, the
+ * phases per size, the report; and the cleanup on SIGINT/SIGTERM/SIGHUP of
+ * the live segment and RocksDB directory.  A program of its own, beside
+ * the other benchmarks, so that bin/sfs (the product's CLI) depends on no
+ * benchmark.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,10 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "bench/state/bench_state.h"
 #include "bench/state/bs.h"
 #include "common/clock.h"
-#include "supervisor/sup.h"
 
 char bs_seg_path[256];
 char bs_rdb_dir[256];
@@ -58,8 +58,8 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sfs bench state [--quick] [--json] [--keys N,...] [--value-sizes V,...]\n"
-		"                       [--reps R] [--ops N] [--no-rocksdb] [--cases LIST]\n"
+		"usage: bench_state [--quick] [--json] [--keys N,...] [--value-sizes V,...]\n"
+		"                   [--reps R] [--ops N] [--no-rocksdb] [--cases LIST]\n"
 		"Keyed-state hot paths (value put/get, reads through to the flushed memory\n"
 		"store, multiget, map put/iterate, counter add, barrier seal+swap) against a\n"
 		"raw in-process hash table and RocksDB (memtable, WAL off), measured in this\n"
@@ -79,6 +79,7 @@ static void usage(FILE *f)
 static int parse_list(const char *s, uint64_t *out, unsigned max, uint64_t lo, uint64_t hi,
 		      const char *opt)
 {
+	const char *arg = s;
 	unsigned n = 0;
 
 	while (*s) {
@@ -101,8 +102,13 @@ static int parse_list(const char *s, uint64_t *out, unsigned max, uint64_t lo, u
 	if (n)
 		return (int)n;
 bad:
-	fprintf(stderr, "sfs bench state: %s: expected up to %u comma-separated numbers in "
-			"[%llu, %llu]\n", opt, max, (unsigned long long)lo, (unsigned long long)hi);
+	if (max == 1)
+		fprintf(stderr, "bench_state: %s: '%s' is not a number in [%llu, %llu]\n", opt,
+			arg, (unsigned long long)lo, (unsigned long long)hi);
+	else
+		fprintf(stderr, "bench_state: %s: expected up to %u comma-separated numbers in "
+				"[%llu, %llu]\n", opt, max, (unsigned long long)lo,
+			(unsigned long long)hi);
 	exit(2);
 }
 
@@ -125,7 +131,7 @@ static unsigned parse_cases(const char *arg)
 			if (!strcmp(t, known[k].name))
 				break;
 		if (k == sizeof(known) / sizeof(known[0])) {
-			fprintf(stderr, "sfs bench state: --cases: unknown case '%s' (put, get, "
+			fprintf(stderr, "bench_state: --cases: unknown case '%s' (put, get, "
 					"multiget, store, counter, seal, map)\n", t);
 			exit(2);
 		}
@@ -134,7 +140,7 @@ static unsigned parse_cases(const char *arg)
 	return bits;
 }
 
-static int cmd_bench_state(int argc, char **argv)
+int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "quick", no_argument, NULL, 'q' },
@@ -171,11 +177,12 @@ static int cmd_bench_state(int argc, char **argv)
 				cfg.vs[i] = (uint32_t)tmp[i];
 			break;
 		case 'r':
-			cfg.reps = (unsigned)sfs_arg_num("bench state", "--reps", optarg, 1, MAX_REPS);
+			parse_list(optarg, tmp, 1, 1, MAX_REPS, "--reps");
+			cfg.reps = (unsigned)tmp[0];
 			break;
 		case 'o':
-			cfg.ops = (uint64_t)sfs_arg_num("bench state", "--ops", optarg, BATCH,
-							1000000000);
+			parse_list(optarg, tmp, 1, BATCH, 1000000000, "--ops");
+			cfg.ops = tmp[0];
 			break;
 		case 'c':
 			cfg.cases = parse_cases(optarg);
@@ -230,7 +237,7 @@ static int cmd_bench_state(int argc, char **argv)
 	}
 	bs_keys_free();
 	if (rc) {
-		fprintf(stderr, "sfs bench state: stopped: %s\n", sfs_strerror(rc));
+		fprintf(stderr, "bench_state: stopped: %s\n", sfs_strerror(rc));
 		return 1;
 	}
 	fprintf(stderr, "[done in %.1f s]\n", (sfs_now_ns() - t0) / 1e9);
@@ -239,17 +246,4 @@ static int cmd_bench_state(int argc, char **argv)
 	else
 		bs_print_text(&cfg);
 	return 0;
-}
-
-int sfs_cmd_bench(int argc, char **argv)
-{
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fprintf(argc < 2 ? stderr : stdout, "usage: sfs bench state [OPTIONS]\n"
-						    "'sfs bench state --help' lists the options.\n");
-		return argc < 2 ? 2 : 0;
-	}
-	if (!strcmp(argv[1], "state"))
-		return cmd_bench_state(argc - 1, argv + 1);
-	fprintf(stderr, "sfs bench: unknown benchmark '%s' (known: state)\n", argv[1]);
-	return 2;
 }

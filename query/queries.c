@@ -1,9 +1,10 @@
 /*
- * query.c — the queries compiled into sfs (query/qN.c), by name.
+ * queries.c — the queries compiled into sfs (query/qN.c), by name
+ * (query/queries.h).
  */
 #include <string.h>
 
-#include "runtime/query.h"
+#include "query/queries.h"
 
 extern const struct rt_query rt_q3, rt_q4, rt_q5, rt_q7, rt_q8, rt_q9, rt_q11, rt_q12, rt_q15,
 	rt_q17, rt_q18, rt_q19, rt_q20;
