@@ -54,14 +54,23 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LDLIBS   = $(PKG_LIBS) $(ALLOC_LIB) -Wl,--export-dynamic-symbol=sfs_merge_define -lstdc++ -lpthread -lm
 CRIT_LIBS = $(shell pkg-config --libs criterion 2>/dev/null)
 
-# Every subsystem's modules go into the library; each role's main.c is its binary.
+# The library: every subsystem's modules (each role's main.c is its binary), what a
+# program on include/sfs.h links; every global in it is sfs_ or sfs__ (STYLE rule 1).
 LIB_SRCS := $(filter-out %/main.c $(LIB_EXCLUDE),$(wildcard common/*.c shm/*.c \
               worker/*.c compactor/*.c checkpointer/*.c store/*.c store/*/*.c \
-              store/table/layout/*.c nexmark/*.c \
-              runtime/*.c query/*.c baseline/*.c))
-LIB_CXX_SRCS := baseline/rdb_mem.cc
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(LIB_CXX_SRCS:%.cc=$(BUILD)/%.o)
+              store/table/layout/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libsfs.a
+# The Nexmark runtime: not the library but a program on its public API (runtime/,
+# query/, the generator nexmark/) and the rocksdb-direct baseline beside it (baseline/),
+# what bin/sfs and bin/sfs-worker run; its own archive, never installed, linked before
+# the library.  Its names are its own (rt_, q_, nx_).
+NX_SRCS  := $(filter-out $(LIB_EXCLUDE),$(wildcard nexmark/*.c runtime/*.c query/*.c baseline/*.c))
+NX_CXX_SRCS := baseline/rdb_mem.cc
+NX_OBJS  := $(NX_SRCS:%.c=$(BUILD)/%.o) $(NX_CXX_SRCS:%.cc=$(BUILD)/%.o)
+NX_LIB   := $(BUILD)/libsfs-nexmark.a
+# What a binary, test or benchmark of the tree links.
+LINK_LIBS := $(NX_LIB) $(LIB)
 
 # The installable library.  PUBLIC_HEADERS is the API: installed, and the only functions
 # libsfs.so exports.  Many internal functions are named sfs_* too (sfs_seg_*, sfs__err),
@@ -73,7 +82,7 @@ LIB      := $(BUILD)/libsfs.a
 # $(BUILD)/pic/, so the static objects of the binaries and tests stay as they are; it
 # links the packages' libraries but not jemalloc (a program linking libsfs keeps its own
 # malloc) and exports no plugin hook (sfs_merge_define is public anyway).  The installed
-# libsfs.a is $(LIB) itself, Nexmark runtime included.  The version, and the soname
+# libsfs.a is $(LIB) itself (the Nexmark runtime is not in it).  The version, and the soname
 # libsfs.so.MAJOR, come from SFS_VERSION_MAJOR/MINOR in include/sfs.h.
 PUBLIC_HEADERS := include/sfs.h include/sfs_keygroup.h include/sfs_join.h
 PREFIX  ?= /usr/local
@@ -91,7 +100,7 @@ SFS_VERSION := $(SFS_VERSION_MAJOR).$(SFS_VERSION_MINOR).0
 SONAME   := libsfs.so.$(SFS_VERSION_MAJOR)
 SHLIB    := $(BUILD)/libsfs.so.$(SFS_VERSION)
 SHLIB_MAP := $(BUILD)/libsfs.map
-PIC_OBJS := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o) $(LIB_CXX_SRCS:%.cc=$(BUILD)/pic/%.o)
+PIC_OBJS := $(LIB_SRCS:%.c=$(BUILD)/pic/%.o)
 # What scripts/install.sh copies (absolute paths, and the compiler and sanitizer flags a
 # program linking this build needs): make install and tests/e2e_install.sh read it.
 INSTALL_ENV := $(BUILD)/install.env
@@ -112,7 +121,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps test run jni flink flink-test asan tsan bench bench-scale soak clean fuzz install uninstall FORCE
 # Keep objects make would treat as intermediates (role mains).
 .SECONDARY:
-all: $(DEPS_OK) $(LIB) $(BINS) $(SHLIB) $(INSTALL_ENV) $(BENCH_STATE)
+all: $(DEPS_OK) $(LIB) $(NX_LIB) $(BINS) $(SHLIB) $(INSTALL_ENV) $(BENCH_STATE)
 
 # The build installs its own packages (idempotent: dpkg is asked first).
 $(DEPS_OK): scripts/deps.sh
@@ -131,10 +140,14 @@ $(BUILD)/%.o: %.cc $(DEPS_OK)
 
 # Made anew each time: ar replaces members by name and never drops one, so an object
 # whose source moved or went away (and one of two same-named objects: store/target.o,
-# store/memory/target.o) would otherwise linger or be lost in an archive updated in place.
-$(LIB): $(LIB_OBJS)
+# store/memory/target.o) would otherwise linger or be lost in an archive updated in place;
+# the Makefile is a prerequisite, so a source list that lost a file makes it anew too.
+$(LIB): $(LIB_OBJS) Makefile
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
+$(NX_LIB): $(NX_OBJS) Makefile
+	@rm -f $@
+	ar rcs $@ $(filter %.o,$^)
 
 # The shared library's objects (the more specific pattern wins over $(BUILD)/%.o).
 $(BUILD)/pic/%.o: %.c $(DEPS_OK)
@@ -184,16 +197,16 @@ uninstall: $(INSTALL_ENV)
 # never into libsfs (nor named by sfs.pc).
 SFS_PKGS := libmicrohttpd
 $(SUP_SRCS:%.c=$(BUILD)/%.o): PKG_CFLAGS += $(shell pkg-config --cflags $(SFS_PKGS) 2>/dev/null)
-$(BIN)/sfs: $(SUP_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+$(BIN)/sfs: $(SUP_SRCS:%.c=$(BUILD)/%.o) $(LINK_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs $(SFS_PKGS) 2>/dev/null)
-$(BIN)/sfs-%: $(BUILD)/%/main.o $(LIB)
+$(BIN)/sfs-%: $(BUILD)/%/main.o $(LINK_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB) tests/helpers.h tests/state_helpers.h tests/backend_fixture.h tests/target_keys.h
+$(BUILD)/tests/%: tests/%.c $(LINK_LIBS) tests/helpers.h tests/state_helpers.h tests/backend_fixture.h tests/target_keys.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(CRIT_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LINK_LIBS) $(CRIT_LIBS) $(LDLIBS)
 
 # The --merge-lib plugin of test_merge, beside it (the test finds it by its own path).
 $(BUILD)/tests/merge_plugin.so: tests/merge_plugin.c include/sfs.h
@@ -201,11 +214,11 @@ $(BUILD)/tests/merge_plugin.so: tests/merge_plugin.c include/sfs.h
 	$(CC) $(CFLAGS) -fPIC -shared -o $@ $<
 $(BUILD)/tests/test_merge: $(BUILD)/tests/merge_plugin.so
 
-$(BUILD)/bench/%: bench/%.c $(LIB) $(BINS)
+$(BUILD)/bench/%: bench/%.c $(LINK_LIBS) $(BINS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(LINK_LIBS) $(LDLIBS)
 
-$(BENCH_STATE): $(BENCH_STATE_SRCS:%.c=$(BUILD)/%.o) $(LIB)
+$(BENCH_STATE): $(BENCH_STATE_SRCS:%.c=$(BUILD)/%.o) $(LINK_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -334,7 +347,7 @@ FUZZ_GCC_BOUND = $(if $(FUZZ_RUNS),86400 $(FUZZ_RUNS),$(FUZZ_TIME))
 FUZZ_GOALS := $(FUZZ_TARGETS:%=fuzz-%)
 .PHONY: fuzz-tools fuzz-long $(FUZZ_GOALS)
 fuzz: $(FUZZ_GOALS)
-fuzz-long: $(LIB) fuzz-tools
+fuzz-long: $(LINK_LIBS) fuzz-tools
 	@mkdir -p $(FUZZ_DIR); for t in $(FUZZ_TARGETS); do \
 	  echo "== fuzz-$$t: 10000000 executions, log $(FUZZ_DIR)/$$t.log"; \
 	  $(MAKE) --no-print-directory fuzz-$$t FUZZ_RUNS=10000000 >$(FUZZ_DIR)/$$t.log 2>&1 || \
@@ -346,9 +359,9 @@ fuzz-tools:
 	  >/dev/null 2>&1 || { echo "fuzz: installing clang + libFuzzer"; SUDO=; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
 	  --no-install-recommends clang libclang-rt-dev >/dev/null || echo "fuzz: install failed"; }
-$(FUZZ_GOALS): fuzz-%: $(LIB) fuzz-tools
+$(FUZZ_GOALS): fuzz-%: $(LINK_LIBS) fuzz-tools
 	@mkdir -p $(FUZZ_DIR)/corpus-$*
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $(FUZZ_DIR)/seed_$* tests/fuzz/seed_$*.c $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $(FUZZ_DIR)/seed_$* tests/fuzz/seed_$*.c $(LINK_LIBS) $(LDLIBS)
 	$(FUZZ_DIR)/seed_$* $(FUZZ_DIR)/corpus-$*
 	@if clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $(FUZZ_DIR)/fuzz_$* \
 	      tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lpthread; then \

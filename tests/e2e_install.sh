@@ -97,15 +97,23 @@ fi
 exported=$(nm -D --defined-only "$lib/libsfs.so" | awk '{ print $NF }')
 static_syms=$(nm --defined-only "$lib/libsfs.a" 2>/dev/null | awk '$2 == "T" { print $3 }')
 leaks=() absent=()
-for s in sfs_seg_attach sfs__err rt_engine_run; do
+for s in sfs_seg_attach sfs__err sfs__ck_store_open; do
 	grep -qx "$s" <<<"$static_syms" || absent+=("$s")
 	grep -qx "$s" <<<"$exported" && leaks+=("$s")
 done
 internal=$(grep -cvxF -f <(echo "$api") <<<"$exported")
+# STYLE rule 1: every global of the installed archive is sfs_ (public) or sfs__
+# (internal); the Nexmark runtime (rt_, q_, nx_) is a program, not in it.
+unprefixed=$(nm -g --defined-only "$lib/libsfs.a" 2>/dev/null | awk 'NF == 3 && $3 !~ /^sfs_/ { print $3 }' | sort -u)
+if [ -z "$unprefixed" ]; then
+	ok "every global symbol of libsfs.a is sfs_-prefixed"
+else
+	nok "libsfs.a has globals without the sfs_ prefix: $(echo $unprefixed | head -c 300)"
+fi
 if [ ${#absent[@]} -ne 0 ]; then
 	nok "the internal symbols checked are gone from libsfs.a (${absent[*]}): pick others"
 elif [ ${#leaks[@]} -eq 0 ] && [ "$internal" -eq 0 ]; then
-	ok "internal functions (sfs_seg_attach, sfs__err, rt_engine_run) are in libsfs.a, not exported by libsfs.so"
+	ok "internal functions (sfs_seg_attach, sfs__err, sfs__ck_store_open) are in libsfs.a, not exported by libsfs.so"
 else
 	nok "libsfs.so exports internal functions: ${leaks[*]} ($internal not in the headers)"
 fi
