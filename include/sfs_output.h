@@ -71,6 +71,9 @@
  * the buffer and a list of staged, uncommitted ids (one checkpoint is in
  * flight at a time: one or two).
  *
+ * Threads: an output is single-threaded, like the program loop that seals
+ * (its task's calls it makes are loads).
+ *
  * Errors: a failed write(2), fsync or rename returns its -errno and keeps
  * what it could not write, so the call can be repeated (the program may
  * report it with sfs_task_io() and retry: back-pressure on a full disk).
