@@ -84,7 +84,7 @@ LINK_LIBS := $(NX_LIB) $(LIB)
 # malloc) and exports no plugin hook (sfs_merge_define is public anyway).  The installed
 # libsfs.a is $(LIB) itself (the Nexmark runtime is not in it).  The version, and the soname
 # libsfs.so.MAJOR, come from SFS_VERSION_MAJOR/MINOR in include/sfs.h.
-PUBLIC_HEADERS := include/sfs.h include/sfs_keygroup.h include/sfs_join.h
+PUBLIC_HEADERS := include/sfs.h include/sfs_keygroup.h include/sfs_join.h include/sfs_output.h
 PREFIX  ?= /usr/local
 DESTDIR ?=
 sfs_version_of = $(shell sed -n 's/^.define SFS_VERSION_$(1)[[:space:]]*\([0-9][0-9]*\)$$/\1/p' include/sfs.h)

@@ -80,6 +80,14 @@
 	/* shm/task.c: a worker's rollback in place */ \
 	X("task.halted", SFS_FAULT_KILL_ONLY, "a worker halted for a rollback in place (acked), " \
 	  "before the group's go") \
+	/* worker/output.c: epoch-committed output (include/sfs_output.h), in the program */ \
+	X("output.staged", SFS_FAULT_KILL_ONLY, "an epoch durable as pending, before the program " \
+	  "seals its checkpoint (crash: the next open drops it)") \
+	X("output.commit", SFS_FAULT_KILL_ONLY, "an epoch's checkpoint complete, before its rename " \
+	  "(crash: the next open commits it)") \
+	X("output.committed", SFS_FAULT_KILL_ONLY, "an epoch renamed, before the directory fsync") \
+	X("output.settle", SFS_FAULT_KILL_ONLY, "an open settling an earlier run's files: one " \
+	  "committed or removed") \
 	/* shm/segment.c: sfs_seg_create */ \
 	X("seg.create.open", SFS_FAULT_CAN_FAIL, "before the segment file is created") \
 	X("seg.create.size", SFS_FAULT_CAN_FAIL, "file created, before it is sized and mapped") \

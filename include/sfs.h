@@ -22,6 +22,8 @@
  *
  * Two more public headers, with the same rules: sfs_keygroup.h (key groups
  * without a context: header-only) and sfs_join.h (join batches).
+ * And sfs_output.h: exactly-once output and source positions over the
+ * checkpoint lifecycle below (docs/output.md).
  */
 #ifndef SFS_H
 #define SFS_H

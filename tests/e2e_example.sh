@@ -7,8 +7,14 @@
 #    program rolls back in its process, the killed one is started again
 #    as restored, the state already rolled back) and the
 #    committed output equals an uninterrupted run's, line for line;
+#  - kills at the output's fault points (include/sfs_output.h: after an
+#    epoch is staged and before its seal, after its checkpoint completed
+#    and before its commit, after the rename): a worker's first incarnation
+#    runs with SFS_FAULT armed, dies there, and the output is still the
+#    uninterrupted run's;
 #  - rescale: a run of 2 workers stopped by --duration-ms, continued with
-#    --restore latest and 3 workers, gives the uninterrupted output;
+#    --restore latest and 3 workers, gives the uninterrupted output; again
+#    with the restored run's workers killed at output fault points;
 #  - bad input: --exec of a missing or non-executable file, and a program
 #    that exits 2 at once, are one line and exit 2; a program calling the
 #    lifecycle out of order (tests/exec_misuse.c: an id going backwards,
@@ -69,7 +75,7 @@ run "$tmp/base" 2 --exec "$tmp/clicks" "$EVENTS" >/dev/null 2>"$tmp/base.err" ||
 	{ nok "uninterrupted run failed"; show "$tmp/base.err"; exit 1; }
 result "$tmp/base" >"$tmp/base.csv"
 lines=$(wc -l <"$tmp/base.csv")
-if [ "$lines" -lt 100 ] || ls "$tmp/base/out/"*.pending >/dev/null 2>&1; then
+if [ "$lines" -lt 100 ] || ls -A "$tmp/base/out/" | grep -q '\.pending$'; then
 	nok "uninterrupted run: $lines session lines, pending files left"
 	exit 1
 fi
@@ -111,6 +117,44 @@ for backend in ${SFS_EXAMPLE_BACKENDS:-table rocksdb memory}; do
 		nok "$backend: $killed kills: output differs ($(wc -l <"$tmp/kill.csv") vs $lines lines)"
 		diff "$tmp/base.csv" "$tmp/kill.csv" | head -n 6 | sed 's/^/# /'
 		[ -n "${SFS_EXAMPLE_KEEP:-}" ] && cp -r "$data" "$tmp/base.csv" "$tmp/kill.err" "$SFS_EXAMPLE_KEEP/"
+	fi
+done
+
+# Kills at the output's fault points: worker W's first incarnation runs with
+# SFS_FAULT=RULE (the wrapper arms it once: mkdir is the test-and-set), so
+# each rule kills one process, at that point.
+cat >"$tmp/armed" <<EOF
+#!/bin/sh
+# SFS_ARM="W:RULE[ W:RULE...]": worker W's first incarnation, armed with RULE
+for a in \$SFS_ARM; do
+	if [ "\$SFS_WORKER" = "\${a%%:*}" ] && mkdir "$tmp/once-\$SFS_ARM_RUN-\$SFS_WORKER" 2>/dev/null; then
+		export SFS_FAULT="\${a#*:}"
+	fi
+done
+exec "$tmp/clicks" "\$@"
+EOF
+chmod +x "$tmp/armed"
+n=0
+for arm in "1:output.staged:5" "0:output.commit:5" "1:output.committed:3" \
+	   "0:output.staged:3 1:output.commit:4"; do
+	n=$((n + 1))
+	data=$tmp/point-$n
+	SFS_ARM=$arm SFS_ARM_RUN=$n run "$data" 2 --max-recoveries 50 --exec "$tmp/armed" \
+		"$EVENTS" "$RATE" >/dev/null 2>"$tmp/point.err"
+	rc=$?
+	result "$data" >"$tmp/point.csv"
+	rec=$(grep -c "recovery [0-9]* of" "$tmp/point.err")
+	want=$(wc -w <<<"$arm")
+	if [ "$rc" -ne 0 ]; then
+		nok "killed at $arm: sfs run exit $rc"; show "$tmp/point.err"
+	elif [ "$rec" -lt "$want" ]; then
+		nok "killed at $arm: $rec recoveries, $want expected: a point was not reached"
+	elif cmp -s "$tmp/base.csv" "$tmp/point.csv"; then
+		ok "killed at $arm: $rec recoveries, output equals the uninterrupted run's"
+	else
+		diffs=$((diffs + 1))
+		nok "killed at $arm: output differs ($(wc -l <"$tmp/point.csv") vs $lines lines)"
+		diff "$tmp/base.csv" "$tmp/point.csv" | head -n 6 | sed 's/^/# /'
 	fi
 done
 
@@ -160,6 +204,27 @@ elif run "$data" 3 --restore latest --exec "$tmp/clicks" "$EVENTS" >/dev/null 2>
 else
 	nok "rescale 2→3: output differs or the run failed"; show "$tmp/rs2.err"
 	diff "$tmp/base.csv" "$tmp/rs.csv" 2>/dev/null | head -n 6 | sed 's/^/# /'
+fi
+
+# Rescale with kills: 2 workers stopped mid-stream, restored with 3 of
+# which workers 2 and 0 die at output points of the rescaled run; the group
+# goes back to a checkpoint of the rescaled run, or to the old one.
+data=$tmp/rescale-kill
+# (both runs through the wrapper: a restore checks the program is the same)
+SFS_ARM="" run "$data" 2 --duration-ms 1500 --exec "$tmp/armed" "$EVENTS" "$RATE" >/dev/null \
+	2>"$tmp/rk1.err"
+arm="2:output.commit:2 0:output.staged:6"
+if ! ls -d "$data"/checkpoints/chk-* >/dev/null 2>&1; then
+	nok "rescale with kills: no checkpoint after 1500 ms"; show "$tmp/rk1.err"
+elif SFS_ARM=$arm SFS_ARM_RUN=rk run "$data" 3 --restore latest --max-recoveries 50 \
+	--exec "$tmp/armed" "$EVENTS" "$RATE" >/dev/null 2>"$tmp/rk2.err" &&
+     result "$data" >"$tmp/rk.csv" && cmp -s "$tmp/base.csv" "$tmp/rk.csv" &&
+     [ "$(grep -c "recovery [0-9]* of" "$tmp/rk2.err")" -ge 2 ]; then
+	ok "rescale 2→3 with kills at $arm: $(grep -c "recovery [0-9]* of" "$tmp/rk2.err") recoveries, output equals the uninterrupted run's"
+else
+	nok "rescale 2→3 with kills at $arm: output differs, a point not reached or the run failed"
+	show "$tmp/rk2.err"
+	diff "$tmp/base.csv" "$tmp/rk.csv" 2>/dev/null | head -n 6 | sed 's/^/# /'
 fi
 
 # Bad input: one line, exit 2.

@@ -18,15 +18,18 @@
  * A click more than GAP_MS after the user's last one closes the session:
  * the worker emits "user,start_ms,end_ms,clicks,distinct_pages,total".
  *
- * Exactly once: the lines of the records between checkpoints N-1 and N are
- * written at the seal of N to out/w<w>-e<N>.pending (the pre-commit) and
- * renamed to .csv once N is complete (the commit).  The bytes kept with a
- * checkpoint are the worker's position.  After a restore, each user's
- * clicks resume where the worker that owned the user at the checkpoint had
- * read, whatever the number of workers now (a rescale moves key groups);
- * the worker reads from the slowest old position and seals no checkpoint
- * before it has passed the fastest (its position would understate what
- * the state holds).
+ * Exactly once, with the library's recipe (<sfs_output.h>): the lines of
+ * the records between checkpoints N-1 and N are epoch N of an
+ * epoch-committed output, staged at the seal of N and committed once N is
+ * complete; an open after a restart or a rollback commits what the
+ * checkpoint covers and drops the rest.  The bytes kept with a checkpoint
+ * are the worker's position, saved per key group (sfs_positions_seal).
+ * After a restore, each user's clicks resume where the worker that owned
+ * the user's key group at the checkpoint had read, whatever the number of
+ * workers now (a rescale moves key groups): the worker reads from the
+ * slowest of its key groups' positions and seals no checkpoint before it
+ * has passed the fastest (its position would understate what the state
+ * holds).
  * At the end of its input a worker seals one more checkpoint, waits for
  * it, commits and finishes (sessions still open stay open, as a streaming
  * job's would).  The result: every committed line, in any order.
@@ -34,19 +37,17 @@
  * returns to its last checkpoint: sfs_worker_rollback) and starts over from
  * that checkpoint, as a restarted worker would; the dead one is restarted.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <sfs.h>
+#include <sfs_output.h>
 
 #define USERS 5000u
 #define PAGES 40u
@@ -62,14 +63,13 @@ struct worker {
 	sfs_task_t *task;
 	struct sfs_task_info info;
 	uint32_t s_session, s_clicks, s_pages;
-	const char *data;
+	sfs_output_t *out;       /* the session lines, epoch-committed */
 	uint64_t events;         /* of the whole stream */
 	uint64_t next;           /* next event to read: the position */
-	uint64_t from[64];       /* after a restore: per old worker, its position */
+	uint32_t kg_first, kg_last; /* the key groups it owns (a contiguous range) */
+	uint64_t *from;          /* after a restore: per key group, its position */
 	uint64_t caught_up;      /* after a restore: seal nothing before reading here */
 	uint64_t injected;       /* last checkpoint sealed */
-	char *out;               /* this epoch's lines */
-	size_t out_len, out_cap;
 };
 
 static int die(const char *what, int rc)
@@ -96,20 +96,15 @@ static void emit(struct worker *w, const char *fmt, ...) __attribute__((format(p
 
 static void emit(struct worker *w, const char *fmt, ...)
 {
+	char line[256];
 	va_list ap;
-	int n;
+	int n, rc;
 
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(w->out + w->out_len, w->out_cap - w->out_len, fmt, ap);
-		va_end(ap);
-		if ((size_t)n < w->out_cap - w->out_len)
-			break;
-		w->out_cap = w->out_cap * 2 + (size_t)n + 1;
-		if (!(w->out = realloc(w->out, w->out_cap)))
-			exit(1);
-	}
-	w->out_len += (size_t)n;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if ((rc = sfs_output_write(w->out, line, (size_t)n)))
+		die("output", rc);
 }
 
 static int count_page(void *arg, const void *ukey, uint32_t ulen, const void *val, uint32_t vlen)
@@ -186,131 +181,73 @@ static void event(struct worker *w, uint64_t e)
 	kg = sfs_key_group_of(w->ctx, k, 8);
 	if (owner(kg, w->info.workers, w->info.max_parallelism) != w->info.worker)
 		return;
-	if (w->info.prev_workers &&
-	    e < w->from[owner(kg, w->info.prev_workers, w->info.max_parallelism)])
+	if (w->from && e < w->from[kg - w->kg_first])
 		return;	/* in the checkpoint's state already */
 	click(w, user, (uint32_t)(h >> 32) % PAGES, (int64_t)e);
 }
 
-static void path_of(char *buf, size_t len, const struct worker *w, uint32_t wk, uint64_t epoch,
-		    const char *ext)
-{
-	snprintf(buf, len, "%s/out/w%u-e%020" PRIu64 ".%s", w->data, wk, epoch, ext);
-}
-
-/* Epoch @id's lines, durable, as a pending file: the pre-commit. */
-static void precommit(struct worker *w, uint64_t id)
-{
-	char path[4096];
-	int fd;
-
-	path_of(path, sizeof(path), w, w->info.worker, id, "pending");
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0 || write(fd, w->out, w->out_len) != (ssize_t)w->out_len || fsync(fd) ||
-	    close(fd)) {
-		fprintf(stderr, "clicks: %s: %s\n", path, strerror(errno));
-		exit(1);
-	}
-	w->out_len = 0;
-}
-
-/* Rename pending files to .csv: @who's (UINT32_MAX: everyone's) of epochs
- * <= @upto; with @drop, pending files of epochs in (@upto, @drop] are
- * removed (a restore: their records are read again). */
-static void commit(const struct worker *w, uint32_t who, uint64_t upto, uint64_t drop)
-{
-	char dir[4096], from[4400], to[4400];
-	struct dirent *d;
-	DIR *dp;
-
-	snprintf(dir, sizeof(dir), "%s/out", w->data);
-	if (!(dp = opendir(dir)))
-		return;
-	while ((d = readdir(dp))) {
-		unsigned wk;
-		uint64_t e;
-		char ext[16];
-
-		if (sscanf(d->d_name, "w%u-e%" SCNu64 ".%15s", &wk, &e, ext) != 3 ||
-		    strcmp(ext, "pending") || (who != UINT32_MAX && wk != who))
-			continue;
-		snprintf(from, sizeof(from), "%s/%s", dir, d->d_name);
-		snprintf(to, sizeof(to), "%s/w%u-e%020" PRIu64 ".csv", dir, wk, e);
-		if (e <= upto)
-			rename(from, to);
-		else if (e <= drop)
-			unlink(from);
-	}
-	closedir(dp);
-}
-
-/* Checkpoint @id requested: seal the state, pre-commit, publish. */
+/* Checkpoint @id requested: seal the state, pre-commit the epoch's
+ * lines, publish with the position of every key group it owns. */
 static void seal(struct worker *w, uint64_t id)
 {
-	char pos[32];
-	int rc, n;
+	struct sfs_split_range pos = { w->kg_first, w->kg_last, w->next };
+	int rc;
 
 	if ((rc = sfs_barrier(w->ctx, id)))
 		die("barrier", rc);
-	precommit(w, id);
-	n = snprintf(pos, sizeof(pos), "%" PRIu64, w->next);
-	if ((rc = sfs_task_sealed(w->task, id, pos, (size_t)n)))
+	if ((rc = sfs_output_stage(w->out, id)))
+		die("stage", rc);
+	if ((rc = sfs_positions_seal(w->task, id, &pos, 1, NULL, 0)))
 		die("seal", rc);
 	w->injected = id;
 }
 
-static void poll_checkpoints(struct worker *w, uint64_t *committed)
+static void poll_checkpoints(struct worker *w)
 {
-	uint64_t req = sfs_task_requested(w->task), done = sfs_task_completed(w->task);
+	int rc;
 
-	if (req > w->injected)
-		seal(w, req);
-	if (done > *committed) {
-		commit(w, w->info.worker, done, 0);
-		*committed = done;
-	}
+	if (sfs_task_requested(w->task) > w->injected)
+		seal(w, sfs_task_requested(w->task));
+	if ((rc = sfs_output_commit(w->out, NULL)))	/* one load when nothing is due */
+		die("commit", rc);
 }
 
 static void start(struct worker *w)
 {
-	sfs_task_info(w->task, &w->info);
-	w->injected = w->info.base_id;
-	if (w->info.start == SFS_START_FRESH) {
-		/* A group that rolled back before its first checkpoint: no
-		 * epoch of the old run is the result's; drop its pending ones. */
-		if (w->info.worker == 0)
-			commit(w, UINT32_MAX, 0, w->info.base_id);
-		return;
-	}
-	/* every old worker's position (a rescale needs them all) */
-	if (w->info.prev_workers > 64)
-		die("restore: more than 64 old workers", SFS_EUSAGE);
-	w->next = UINT64_MAX;
-	for (uint32_t o = 0; o < w->info.prev_workers; o++) {
-		struct sfs_view v;
-		char pos[32] = "";
-		int rc = sfs_task_restored(w->task, o, &v);
+	uint32_t maxp;
+	int rc;
 
-		if (rc)
-			die("restored bytes", rc);
-		memcpy(pos, v.data, v.len < sizeof(pos) - 1 ? v.len : sizeof(pos) - 1);
-		w->from[o] = strtoull(pos, NULL, 10);
-		if (w->from[o] < w->next)
-			w->next = w->from[o];
-		if (w->from[o] > w->caught_up)
-			w->caught_up = w->from[o];
-	}
-	/* Worker 0 settles the old run's output once: its epochs up to the
-	 * checkpoint are the result's, the newer ones are read again. */
-	if (w->info.worker == 0)
-		commit(w, UINT32_MAX, w->info.checkpoint, w->info.base_id);
+	sfs_task_info(w->task, &w->info);
+	maxp = w->info.max_parallelism;
+	w->injected = w->info.base_id;
+	w->kg_first = UINT32_MAX;
+	for (uint32_t kg = 0; kg < maxp; kg++)
+		if (owner(kg, w->info.workers, maxp) == w->info.worker) {
+			if (w->kg_first == UINT32_MAX)
+				w->kg_first = kg;
+			w->kg_last = kg;
+		}
+	free(w->from);
+	w->from = NULL;
+	if (w->info.start == SFS_START_FRESH)
+		return;
+	/* Where each of its key groups resumes: the position of the old
+	 * worker that owned it, whatever the old parallelism. */
+	if (!(w->from = calloc(w->kg_last - w->kg_first + 1, sizeof(*w->from))))
+		die("restore", -ENOMEM);
+	for (uint32_t kg = w->kg_first; kg <= w->kg_last; kg++)
+		if ((rc = sfs_positions_find(w->task, kg, &w->from[kg - w->kg_first])))
+			die("restored positions", rc);
+	if ((rc = sfs_positions_span(w->task, w->kg_first, w->kg_last, &w->next, &w->caught_up)))
+		die("restored positions", rc);
 }
 
 /* The stream from the task's start to its end (0), or until the group
  * rolls back because another worker died (1: start over). */
 static int run_stream(struct worker *w, uint64_t rate)
 {
-	uint64_t committed = 0, before;
+	int rc;
+	uint64_t before;
 	struct timespec t0;
 
 	start(w);
@@ -328,7 +265,7 @@ static int run_stream(struct worker *w, uint64_t rate)
 		 * it reads from the slowest old worker's position up to the
 		 * fastest's (the others' keys are in the state further on). */
 		if (w->next >= w->caught_up)
-			poll_checkpoints(w, &committed);
+			poll_checkpoints(w);
 		if (rate) {	/* a throttle, so a test can kill it mid-stream */
 			struct timespec now;
 			double due;
@@ -349,7 +286,7 @@ static int run_stream(struct worker *w, uint64_t rate)
 		if (sfs_task_rollback_requested(w->task))
 			return 1;
 		sfs_ctx_online(w->ctx);
-		poll_checkpoints(w, &committed);
+		poll_checkpoints(w);
 		sfs_ctx_offline(w->ctx);
 	}
 	while (sfs_task_completed(w->task) < w->injected) {
@@ -357,10 +294,11 @@ static int run_stream(struct worker *w, uint64_t rate)
 		if (sfs_task_rollback_requested(w->task))
 			return 1;
 		sfs_ctx_online(w->ctx);
-		poll_checkpoints(w, &committed);	/* a newer one: sealed too */
+		poll_checkpoints(w);	/* a newer one: sealed too */
 		sfs_ctx_offline(w->ctx);
 	}
-	commit(w, w->info.worker, sfs_task_completed(w->task), 0);
+	if ((rc = sfs_output_commit(w->out, NULL)))
+		die("commit", rc);
 	return 0;
 }
 
@@ -375,12 +313,13 @@ static void rollback(struct worker *w)
 
 	w->next = 0;
 	w->caught_up = 0;
-	w->out_len = 0;
-	memset(w->from, 0, sizeof(w->from));
 	while ((rc = sfs_worker_rollback(w->ctx, w->task, 100 * 1000000ull)) == SFS_ETIMEDOUT)
 		;
 	if (rc)
 		die("rollback", rc);
+	/* the open epoch's lines go; epochs the checkpoint covers commit */
+	if ((rc = sfs_output_rollback(w->out)))
+		die("output rollback", rc);
 }
 
 int main(int argc, char **argv)
@@ -397,7 +336,6 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	w.events = strtoull(argv[1], NULL, 10);
-	w.data = getenv("SFS_DATA");
 	o.parallelism = (uint32_t)atoi(wn);
 	if ((rc = sfs_worker_open(job, SFS_NODE_ANY, (uint32_t)atoi(ws), &o, &w.ctx)))
 		die("open", rc);
@@ -407,8 +345,10 @@ int main(int argc, char **argv)
 	    (rc = sfs_state_register(w.ctx, "clicks", SFS_STATE_COUNTER, &w.s_clicks)) ||
 	    (rc = sfs_state_register(w.ctx, "pages", SFS_STATE_MAP, &w.s_pages)))
 		die("register", rc);
-	snprintf(dir, sizeof(dir), "%s/out", w.data);
-	mkdir(dir, 0755);
+	/* Before the first seal: it settles what an earlier run left. */
+	snprintf(dir, sizeof(dir), "%s/out", getenv("SFS_DATA"));
+	if ((rc = sfs_output_open(w.task, dir, "clicks", ".csv", &w.out)))
+		die("output", rc);
 	/* Everything it holds outside sfs is rebuilt by start(): it can roll
 	 * back in place. */
 	if ((rc = sfs_task_rollback_enable(w.task)))
@@ -416,8 +356,9 @@ int main(int argc, char **argv)
 	while (run_stream(&w, rate))
 		rollback(&w);
 	sfs_task_finish(w.task);
+	sfs_output_close(w.out);
 	sfs_task_close(w.task);
 	sfs_worker_close(w.ctx);
-	free(w.out);
+	free(w.from);
 	return 0;
 }
