@@ -90,7 +90,7 @@
 	X("ck.retention", SFS_FAULT_KILL_ONLY, "an old _metadata removed, before its files") \
 	X("ck.rollback", SFS_FAULT_KILL_ONLY, "a rollback: the checkpoint in flight abandoned, " \
 	  "not answered") \
-	/* store/table/table.c: the table engine */ \
+	/* store/table/table_{write,round,merge,rollback}.c: the table engine */ \
 	X("table.datafile", SFS_FAULT_KILL_ONLY, "a level-0 file written, not committed") \
 	X("table.datacommit", SFS_FAULT_KILL_ONLY, "committed, not up-levelled") \
 	X("table.roundfile", SFS_FAULT_KILL_ONLY, "a round's rewrite written, not committed") \
