@@ -106,7 +106,7 @@
 	X("layout.file.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) of the temp file (only with sync on)") \
 	X("layout.file.rename", SFS_FAULT_CAN_FAIL, "rename(2) into place") \
 	X("layout.file.link", SFS_FAULT_CAN_FAIL, "link(2) into place (create-if-absent)") \
-	/* store/table/layout/datafile.c: the data file writer */ \
+	/* store/table/layout/datafile_write.c: the data file writer */ \
 	X("layout.df.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.df.write", SFS_FAULT_CAN_FAIL, "each write(2)") \
 	X("layout.df.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) (only with sync on)") \
