@@ -1,5 +1,5 @@
 /*
- * bench_datafile.c — the table store's data file (store/table/layout/datafile.c):
+ * bench_datafile.c — the table store's data file (store/table/layout/datafile_{write,read}.c):
  * write rate, and the per-batch key probe with its IN-set evaluated by one
  * hash-set pass over each candidate page's key column against the
  * per-literal alternative (every row compared with every literal of its

@@ -1,7 +1,7 @@
 /*
  * crc32c.h — crc32c (Castagnoli), the checksum of every sfs file format:
  * checkpoint files and metadata (checkpointer/ckstore.c) and the table
- * store's data files (store/table/layout/datafile.c).  It moved here from ckstore.c
+ * store's data files (store/table/layout/datafile_{write,read}.c).  It moved here from ckstore.c
  * unchanged, so both formats share one implementation (ckstore keeps its
  * ck_crc32c name as a wrapper).
  */

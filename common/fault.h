@@ -98,7 +98,7 @@
 	X("ck.retention", SFS_FAULT_KILL_ONLY, "an old _metadata removed, before its files") \
 	X("ck.rollback", SFS_FAULT_KILL_ONLY, "a rollback: the checkpoint in flight abandoned, " \
 	  "not answered") \
-	/* store/table/table.c: the table engine */ \
+	/* store/table/table_{write,round,merge,rollback}.c: the table engine */ \
 	X("table.datafile", SFS_FAULT_KILL_ONLY, "a level-0 file written, not committed") \
 	X("table.datacommit", SFS_FAULT_KILL_ONLY, "committed, not up-levelled") \
 	X("table.roundfile", SFS_FAULT_KILL_ONLY, "a round's rewrite written, not committed") \
@@ -114,7 +114,7 @@
 	X("layout.file.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) of the temp file (only with sync on)") \
 	X("layout.file.rename", SFS_FAULT_CAN_FAIL, "rename(2) into place") \
 	X("layout.file.link", SFS_FAULT_CAN_FAIL, "link(2) into place (create-if-absent)") \
-	/* store/table/layout/datafile.c: the data file writer */ \
+	/* store/table/layout/datafile_write.c: the data file writer */ \
 	X("layout.df.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.df.write", SFS_FAULT_CAN_FAIL, "each write(2)") \
 	X("layout.df.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) (only with sync on)") \

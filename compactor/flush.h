@@ -63,7 +63,7 @@
  *      thread), no_snapshot_said (an atomic exchange).
  *  Process-global state of the targets, checked for this: the table
  *  target's qsort context (sort_t) is per thread; the data files' decoded
- *  page budget is atomic (store/table/layout/datafile.c); layout's temporary names
+ *  page budget is atomic (store/table/layout/datafile_read.c); layout's temporary names
  *  take an atomic sequence; RocksDB instances share only RocksDB's default
  *  Env (thread-safe; its background pools were shared across instances
  *  before), each has its own block cache, rate limiter and LOG; the

@@ -1,5 +1,5 @@
 /*
- * test_datafile.c — the table store's data file (store/table/layout/datafile.c):
+ * test_datafile.c — the table store's data file (store/table/layout/datafile_{write,read}.c):
  * randomized round trips against a reference (every codec, varied key and
  * value sizes including empty and larger-than-a-page values, every row
  * kind) through batch probes with and without deletion vectors, key-group
@@ -1312,7 +1312,7 @@ Test(datafile, a_corrupt_prefix_filter_is_named_at_first_use)
 	write_parents(good, &o);
 	img = slurp(good, &len);
 	/* the trailer's footer offset; stats: s_filter_off at 32, s_filter_len
-	 * at 48, s_pfx_blocks at 76 (the format, datafile.c) */
+	 * at 48, s_pfx_blocks at 76 (the format, datafile_fmt.h) */
 	memcpy(&fo, img + len - 32, 8);
 	memcpy(&foff, img + fo + 32, 8);
 	memcpy(&flen, img + fo + 48, 4);

@@ -1098,7 +1098,7 @@ static const char *const orphans[] = {
 	"snapshot-7.tmp.4242.0",                  /* file.c's temp names */
 	"manifest-00000000feedf00d.tmp.4242.3",
 	"LATEST.tmp.4242.9",
-	"f3999.sst.tmp",                          /* datafile.c's */
+	"f3999.sst.tmp",                          /* datafile_write.c's */
 	"junk.txt",
 	"snapshot-007",                           /* not a snapshot's name */
 	"dv-99.index",                            /* an index no snapshot names */

@@ -2,7 +2,7 @@
  * table_admin.c — the table target's entries for the supervisor
  * (store/target.h, "The instance on disk"; "Reports"): where a node's
  * tables live, a restore (a checkpoint's TABLES and files put flat into
- * the instance, then adopted by an open: table.c's adopt links them into
+ * the instance, then adopted by an open: table_open.c's adopt links them into
  * per-table directories under this segment's identity), a rescale
  * (sfs_tsnap_rebuild, then the same adoption), a fresh start (a TABLES no
  * group adopted is dropped: its files are then wiped as another group's),

@@ -1,16 +1,26 @@
 /*
- * table_int.h — what the `table` target's writer (table.c) and readers
- * (table_read.c) share; not for other modules.
+ * table_int.h — the `table` target's private header: what the files of
+ * store/table/ share, not for other modules.  First what the writer and
+ * the readers share (the row key, the region, the readers' and the
+ * supervisor's entries); then the writer's engine (the compactor): its
+ * structs and the functions one file of it calls in another, grouped by
+ * the file that defines them (table.c has the floor plan).
  */
 #ifndef SFS_STORE_TABLE_INT_H
 #define SFS_STORE_TABLE_INT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/ttl.h"
+#include "shm/proc.h"
 #include "shm/segment.h"
+#include "store/table/layout/datafile.h"
+#include "store/table/layout/manifest.h"
 #include "store/table/table.h"
+#include "store/table/table_view.h"
 
 /*
  * The prefix filter of a map or list table's data files (store/table/layout/datafile.h):
@@ -63,5 +73,280 @@ int sfs__table_rebuild(const struct sfs_target_env *e, uint32_t worker, const ch
 		       unsigned n, uint32_t kg_lo, uint32_t kg_hi);
 int sfs__table_forget(const struct sfs_target_env *e, uint32_t worker);
 void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out);
+
+/* ==== the writer (the compactor) ==== */
+
+#define VKEEP 4u              /* staged versions kept for a pin, besides the pinned one */
+
+struct tfile {
+	char name[SFS_TABLE_NAME];
+	uint32_t level;
+	uint64_t rows, size;
+	uint64_t order;             /* creation order: level 0 is read newest first */
+	sfs_df_reader_t *rd;        /* main thread's reader */
+	uint64_t *dv;               /* deletion vector (NULL: none yet) */
+	size_t dv_words;
+	uint64_t dv_set;
+	unsigned char *min_key, *max_key;
+	uint16_t min_klen, max_klen, kg_lo, kg_hi;
+	int merging;                /* an input of the running shaping merge */
+};
+
+struct srow {                       /* a staged row: offsets into the stage buffer */
+	uint64_t koff, voff;
+	uint32_t klen, vlen;
+	int kind;                   /* SFS_DF_* */
+	int32_t old_file;           /* the map diff's lookup, for the round: the level >= 1
+				     * file (t->f index) holding the key, -1 none,
+				     * PRE_UNKNOWN not looked up */
+	uint64_t old_pos;           /* its row there */
+	uint64_t ord;               /* staging order: of equal keys the first staged (the
+				     * buffer's own row) sorts first and is the one kept */
+};
+
+#define PRE_UNKNOWN (-2)
+
+/*
+ * One table, process-local to the compactor.  Two threads use it: the main
+ * thread (apply, commit, snapshot) and the background thread (shaping
+ * merges; rounds when they are not at the barrier).  t->mu guards the file
+ * set (f, nf), the vectors, snap, watermark, commits, dvi, order, loads and
+ * loaded, and every data-file reader in f (a reader is single-threaded);
+ * the staging fields are the main thread's alone.  A merge reads its
+ * inputs through its own readers, without the lock.
+ */
+struct table {
+	uint32_t sid;
+	int kind;                   /* SFS_STATE_* */
+	int merge;                  /* counter: its operator; else -1 */
+	char dir[640];
+	pthread_mutex_t mu;         /* the file set, vectors, snapshots: both threads */
+	uint64_t snap;              /* latest committed snapshot */
+	uint64_t watermark;         /* its watermark */
+	uint32_t commits;           /* since the last rebase */
+	struct tfile *f;
+	size_t nf, cap;
+	char dvi[SFS_TABLE_NAME];   /* current vector index, "" none */
+	uint64_t order;
+	uint64_t loads;             /* sfs__tbl_table_load calls: a merge that saw another
+				     * load (vectors rolled back) gives up */
+	/* staging (main thread only) */
+	unsigned char *sb;          /* keys and values */
+	size_t sb_len, sb_cap;
+	struct srow *rows;
+	size_t nrows, rows_cap;
+	struct srow *clr;           /* staged clears: the prefix parent | ns of each map
+				     * cleared in the buffer (kind DELETE, no value) */
+	size_t nclr, clr_cap;
+	size_t save_rows, save_sb, save_clr;
+	uint64_t save_gen;
+	int loaded;
+};
+
+/* Scratch of batch lookups: one per thread. */
+struct scratch {
+	struct sfs_df_key *pk, *sk; /* probe keys, and tv_probe's scratch */
+	uint32_t *pi;
+	struct sfs_df_hit *ph;
+	struct tv_res *pr;
+	uint64_t *pm;               /* per probe key: the files that may hold it */
+	size_t cap;
+	struct sfs_bump arena;
+};
+
+/* A kept version (rollback in place: see sfs__tbl_pin). */
+struct vfile {
+	char name[SFS_TABLE_NAME];
+	uint32_t level;
+	uint64_t rows, size;
+	unsigned char *min_key, *max_key;
+	uint16_t min_klen, max_klen, kg_lo, kg_hi;
+};
+
+struct vtable {
+	uint32_t sid;
+	char dvi[SFS_TABLE_NAME];
+	struct vfile *f;
+	size_t nf;
+};
+
+struct version {
+	uint64_t id;                /* the checkpoint (0: the version at open) */
+	uint64_t seq;               /* its applied seq */
+	struct vtable t[SFS_MAX_STATES];
+	uint32_t nt;
+};
+
+/*
+ * The writer of one worker's store.  t[] entries are created by the main
+ * thread and published to the background thread with a release store;
+ * pub (shared memory) is written under pub_mu (sfs__tbl_publish) or with relaxed
+ * counter stores; del[] is guarded by del_mu; the rest is the main
+ * thread's.
+ */
+struct sfs_target_writer {
+	struct sfs_seg *seg;
+	uint32_t worker;
+	const struct sfs_proc_slot *self;
+	char base[512];
+	uint32_t knobs;
+	struct sfs_table_pub *pub;
+	struct table *t[SFS_MAX_STATES];
+	uint64_t applied;
+	uint64_t commit_seq;        /* the buffer being committed, table by table */
+	uint64_t commit_ns;         /* its commit time so far */
+	int more;                   /* tables of it remain: busy */
+	uint64_t gen;               /* apply calls: save points */
+	int failing;
+	pthread_mutex_t pub_mu;     /* publication: both threads */
+	pthread_mutex_t commit_mu;  /* held by the main thread from a buffer's first table
+				     * commit to its publication: the background thread
+				     * publishes only when it gets it (a set with a table
+				     * ahead of w->applied would make readers fold a
+				     * buffer's counter deltas twice) */
+	int in_commit;              /* the main thread holds commit_mu */
+	struct sfs_table_pub_table *gt; /* publish's gathered set (under pub_mu) */
+	struct sfs_table_pub_file *gf;
+	pthread_mutex_t del_mu;     /* the deferred deletions */
+	struct pend {
+		char path[1024];
+		uint64_t seq;       /* defer order (del_seq) */
+		uint64_t token;     /* the grace period, from the first publication
+				     * after the defer (valid when published) */
+		int published;
+	} *del;
+	size_t ndel, delcap;
+	uint64_t del_seq;
+	pthread_t bg;
+	int bg_on;
+	int bg_idle;                /* background thread: runs under SCHED_IDLE now */
+	int bg_can_idle;            /* ... and may switch back (bg_priority) */
+	int stop;                   /* close (release), the background thread (relaxed) */
+	struct scratch main_sc;     /* lookups of the main thread */
+	struct scratch bg_sc;       /* ... and of the background thread */
+	/* State TTL (sfs__tbl_ttl; sfs__tbl_ttl_now reads them): written by the main
+	 * thread, read by both, relaxed word by word; ttl_on (release) once
+	 * the first call stored them. */
+	uint64_t ttl_ms[SFS_MAX_STATES];
+	uint32_t ttl_event[SFS_MAX_STATES];
+	uint64_t ttl_proc_ms, ttl_event_ms;
+	int ttl_on;
+	/* Rollback in place (sfs__tbl_pin, sfs__tbl_rollback): the versions staged for
+	 * checkpoints (oldest first) and the pinned one, the main thread's;
+	 * held (the sorted names of every file and vector index they name)
+	 * and hold (files that left the live set while held: unlinked once
+	 * no kept version names them) are guarded by del_mu. */
+	struct version *staged[VKEEP];
+	unsigned nstaged;
+	struct version *pinned;
+	char (*held)[SFS_TABLE_NAME];
+	size_t nheld;
+	struct pend *hold;
+	size_t nhold, holdcap;
+	int rb_failed;              /* a rollback failed midway: never publish again */
+};
+
+/* ---- small helpers, inline (hot: per row or per compare) ---- */
+
+static inline struct table *sfs__tbl_table_at(struct sfs_target_writer *w, uint32_t sid)
+{
+	return __atomic_load_n(&w->t[sid], __ATOMIC_ACQUIRE);
+}
+
+static inline const unsigned char *sfs__tbl_sb_at(const struct table *t, uint64_t off)
+{
+	return t->sb + off;
+}
+
+static inline int sfs__tbl_is_map_kind(int kind)
+{
+	return kind == SFS_STATE_MAP || kind == SFS_STATE_LIST;
+}
+
+/* A row a round or merge drops as expired (only puts carry an expiry: a
+ * TTL counter is written by read-modify-write, never as a delta). */
+static inline int sfs__tbl_ttl_drops(int kind, const void *val, size_t vlen, uint64_t now)
+{
+	return kind == SFS_DF_PUT && sfs_ttl_expired(val, (uint32_t)vlen, now);
+}
+
+/* table_open.c: a writer's life: open, close, busy */
+int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot *self,
+		  const struct sfs_target_cfg *cfg, struct sfs_target_writer **out);
+int sfs__tbl_busy(struct sfs_target_writer *w);
+void sfs__tbl_close(struct sfs_target_writer *w);
+
+/* table_write.c: the flush: apply, commit (staging, map diff, data commit) */
+int sfs__tbl_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, unsigned n,
+		   uint64_t seq);
+int sfs__tbl_commit(struct sfs_target_writer *w, uint64_t seq);
+void sfs__tbl_stage_clear(struct table *t);
+
+/* table_round.c: the minimal round: level-0 files up-levelled */
+int sfs__tbl_catch_up_rounds(struct sfs_target_writer *w, struct table *t, struct scratch *sc);
+int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, struct scratch *sc,
+		     const struct srow *pre, size_t npre);
+
+/* table_session.c: a table in memory: files, vectors, snapshot commits, probe views */
+struct table *sfs__tbl_table_get(struct sfs_target_writer *w, uint32_t sid);
+int sfs__tbl_table_load(struct table *t, int gc);
+int sfs__tbl_dv_load(struct table *t);
+int sfs__tbl_file_open(struct table *t, struct tfile *f);
+struct tfile *sfs__tbl_file_add(struct table *t);
+void sfs__tbl_file_remove(struct table *t, size_t i);
+void sfs__tbl_file_free(struct tfile *f);
+void sfs__tbl_table_drop_files(struct table *t);
+int sfs__tbl_table_commit(struct sfs_target_writer *w, struct table *t, int kind,
+			  const struct sfs_mf_entry *e, size_t n);
+int sfs__tbl_set_commit(struct sfs_target_writer *w, struct table *t, const size_t *gone,
+			size_t ngone, const char *add, uint32_t level, long relabel, int masked,
+			uint64_t *add_dv, uint64_t add_dv_set);
+void sfs__tbl_entry_of(const struct tfile *f, int op, uint32_t level, struct sfs_mf_entry *e);
+void sfs__tbl_table_recover(struct sfs_target_writer *w, struct table *t, const char *what);
+int sfs__tbl_dv_set_bit(struct tfile *f, uint64_t pos);
+void sfs__tbl_new_name(char *buf, uint32_t sid, const char *ext);
+int sfs__tbl_name_set(char *dst, const char *src, const char *where);
+int sfs__tbl_lookup_view(struct table *t, const struct tfile *skip, struct tv_file *vf,
+			 size_t *map, int levels_only);
+void sfs__tbl_files_sorted(struct table *t, struct tfile **out);
+void sfs__tbl_prefix_opts(const struct table *t, struct sfs_df_write_opts *wo);
+int sfs__tbl_scratch_grow(struct scratch *sc, size_t n);
+void sfs__tbl_scratch_free(struct scratch *sc);
+void sfs__tbl_view_work(const struct tv_file *vf, int nv, uint64_t *keys, uint64_t *pages);
+void sfs__tbl_count_probe_work(struct sfs_target_writer *w, const struct tv_file *vf, int nv,
+			       uint64_t keys0, uint64_t pages0);
+uint64_t sfs__tbl_file_bytes(const char *path);
+
+/* table_publish.c: publication and the deferred unlinks */
+int sfs__tbl_publish(struct sfs_target_writer *w);
+void sfs__tbl_defer_unlink(struct sfs_target_writer *w, const char *path);
+int sfs__tbl_is_held(const struct sfs_target_writer *w, const char *path);
+int sfs__tbl_held_cmp(const void *a, const void *b);
+int sfs__tbl_pend_push(struct pend **arr, size_t *n, size_t *cap, const char *path, uint64_t seq);
+int sfs__tbl_reap(struct sfs_target_writer *w);
+
+/* table_ttl.c: state TTL: the rules and clocks */
+void sfs__tbl_ttl(struct sfs_target_writer *w, const struct sfs_ttl_rule *rules,
+		  const struct sfs_ttl_clock *now);
+int sfs__tbl_ttl_now(struct sfs_target_writer *w, const struct table *t, uint64_t *now);
+
+/* table_merge.c: the background thread: shaping merges */
+void *sfs__tbl_bg_main(void *arg);
+
+/* table_stage.c: checkpoints: snapshot, files */
+int sfs__tbl_snapshot(struct sfs_target_writer *w, const char *dir);
+int sfs__tbl_files(struct sfs_target_writer *w, int (*fn)(void *arg, const char *path), void *arg);
+
+/* table_rollback.c: rollback in place: pin, rollback, reset */
+struct sfs_tsnap;
+int sfs__tbl_pin(struct sfs_target_writer *w, uint64_t id);
+int sfs__tbl_version_keep(struct sfs_target_writer *w, struct version *v);
+int sfs__tbl_vtable_capture(struct sfs_target_writer *w, struct table *t, struct vtable *vt);
+int sfs__tbl_held_rebuild(struct sfs_target_writer *w);
+void sfs__tbl_version_free(struct version *v);
+int sfs__tbl_rollback(struct sfs_target_writer *w, uint64_t *seq);
+int sfs__tbl_reset(struct sfs_target_writer *w, uint64_t *seq);
+int sfs__tbl_rollforward_table(struct sfs_target_writer *w, struct table *t,
+			       const struct sfs_tsnap *s);
 
 #endif

@@ -11,7 +11,7 @@
  * with the state's operator over what is below.  Level >= 1 files hold at
  * most one live row per key (masked), so they are the oldest layer; level-0
  * files are aged by their place in TABLES, first listed oldest: the order
- * an adoption gives them (table.c, adopt: each file's order is its place
+ * an adoption gives them (table_open.c, adopt: each file's order is its place
  * in the list) and the writer's array order the stager copies.  Then the row key goes back to
  * the buffered key (table.h: the namespace sits after the key of a value
  * or counter, after the parent of a map or list entry).
@@ -36,7 +36,7 @@
 #include "store/table/table_int.h"
 #include "store/table/table_snap.h"
 
-struct srow {
+struct scan_row {
 	unsigned char *key, *val;
 	uint32_t klen, vlen;
 	uint32_t age;            /* 0: level >= 1; level 0: larger is newer */
@@ -44,17 +44,17 @@ struct srow {
 };
 
 struct srows {
-	struct srow *r;
+	struct scan_row *r;
 	size_t n, cap;
 };
 
 static int srows_add(struct srows *s, const struct sfs_df_row *row, uint32_t age)
 {
-	struct srow *x;
+	struct scan_row *x;
 
 	if (s->n == s->cap) {
 		size_t nc = s->cap ? 2 * s->cap : 1024;
-		struct srow *p = realloc(s->r, nc * sizeof(*p));
+		struct scan_row *p = realloc(s->r, nc * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
@@ -85,7 +85,7 @@ static void srows_clear(struct srows *s)
 
 static int srow_cmp(const void *a, const void *b)
 {
-	const struct srow *x = a, *y = b;
+	const struct scan_row *x = a, *y = b;
 	uint32_t m = x->klen < y->klen ? x->klen : y->klen;
 	int c = memcmp(x->key, y->key, m);
 
@@ -97,7 +97,7 @@ static int srow_cmp(const void *a, const void *b)
 }
 
 /* Row key -> buffered key and namespace (table.h), then @fn. */
-static int emit(const char *path, int kind, const struct srow *r, const void *val, uint32_t vlen,
+static int emit(const char *path, int kind, const struct scan_row *r, const void *val, uint32_t vlen,
 		int (*fn)(void *arg, const struct sfs_scan_entry *e), void *arg)
 {
 	unsigned char buf[SFS_DF_KEY_MAX];
@@ -133,13 +133,13 @@ static int fold(const char *path, const struct sfs_state_desc *d, struct srows *
 	qsort(s->r, s->n, sizeof(*s->r), srow_cmp);
 	for (size_t i = 0; i < s->n && !rc;) {
 		size_t j = i;
-		const struct srow *put = NULL;
+		const struct scan_row *put = NULL;
 		int64_t acc = 0;
 		int has = 0, merged = 0;
 
 		for (; j < s->n && s->r[j].klen == s->r[i].klen &&
 		       !memcmp(s->r[j].key, s->r[i].key, s->r[i].klen); j++) {
-			const struct srow *r = &s->r[j];
+			const struct scan_row *r = &s->r[j];
 
 			if (r->kind == SFS_DF_PUT) {
 				put = r;

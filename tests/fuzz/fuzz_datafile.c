@@ -1,6 +1,6 @@
 /*
  * fuzz_datafile.c — libFuzzer target for the data-file reader
- * (store/table/layout/datafile.c): the input, less its first byte, is written to a
+ * (store/table/layout/datafile_read.c): the input, less its first byte, is written to a
  * temp file that is then opened, probed and scanned every way the engine
  * reads it.  The first byte picks the mode: odd = reseal every checksum
  * first (sfs__df_reseal), so mutations get past the crc32c checks to the

@@ -11,7 +11,7 @@
  *    renamed (or linked: create-if-absent), then the directory is fsynced
  *    (both fsyncs only while sfs_layout_sync(): sync.h);
  *    a missing parent directory is created on the first ENOENT only (as
- *    datafile.c).  A crash leaves at most a temp file, which
+ *    datafile_write.c).  A crash leaves at most a temp file, which
  *    sfs_mf_gc() collects.
  *  - Files are read whole: metadata files are small, and a copy cannot
  *    turn into SIGBUS when the file is truncated under a mapping.

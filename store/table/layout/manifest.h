@@ -158,7 +158,7 @@ typedef int (*sfs_mf_keep_fn)(const char *name, void *arg);
  * snapshot, the deletion-vector index a snapshot names, or a file
  * @keep(name, @arg) keeps (@keep is required: the data files are only
  * known to it).  Temp files of the writers (store/table/layout/file.h's
- * "*.tmp.<pid>.<n>", datafile.c's "*.tmp") are asked about like any other
+ * "*.tmp.<pid>.<n>", datafile_write.c's "*.tmp") are asked about like any other
  * file.  Subdirectories, symlinks and other non-regular files are left
  * alone.  If any snapshot or list fails to read, nothing is removed and
  * the error is returned: a corrupt snapshot's files may still matter.

@@ -1,0 +1,366 @@
+/*
+ * table_merge.c — the background thread: shaping merges (and rounds, when
+ * the SFS_TABLE_ROUND=0 ablation takes them off the barrier).
+ *
+ * The background thread (one per writer, i.e. per worker store) runs the
+ * discretionary shaping merges: when a level holds FANIN files, they are
+ * merged into one file of the next level (tiered, size ratio ~FANIN per
+ * level; LZ4 to level 2, ZSTD from SFS_TABLE_ZSTD_FROM = 3).  Rows of
+ * level >= 1 files are disjoint once masked, so a merge is a plain k-way
+ * merge, no resolution.  It reads its
+ * inputs without the table lock (files are immutable; its own readers,
+ * the vectors copied); barrier rounds meanwhile may set more bits in the
+ * inputs' vectors, which the merge carries over to the output by a
+ * position map when it commits under the lock.  So merges may lag
+ * arbitrarily without changing any result and never hold up a barrier
+ * for longer than their commit.
+ *
+ * Off a key's path (its rows come back here later); the path goes on at
+ * table_session.c's set_commit and table_publish.c.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/fault.h"
+#include "common/keycmp.h"
+#include "common/log.h"
+#include "shm/atomic.h"
+#include "shm/proc.h"
+#include "store/table/layout/dvec.h"
+#include "store/table/table_int.h"
+
+#define FANIN 4u              /* files of a level that trigger a shaping merge */
+#define DEBT_FILES (2u * FANIN) /* files of a level that make its merge urgent */
+#define MERGE_MAX 8u          /* inputs of one merge */
+#define BG_POLL_MS 20
+
+static int shaping_merge(struct sfs_target_writer *w, struct table *t);
+static size_t pick_merge(struct table *t, size_t *in, uint32_t *level, size_t *held);
+static void bg_priority(struct sfs_target_writer *w, int idle);
+static int bg_may_idle(void);
+
+void *sfs__tbl_bg_main(void *arg)
+{
+	struct sfs_target_writer *w = arg;
+
+	w->bg_can_idle = bg_may_idle();
+	while (!sfs_load_relaxed(&w->stop)) {
+		int did = 0;
+
+		for (uint32_t sid = 0; sid < SFS_MAX_STATES && !sfs_load_relaxed(&w->stop); sid++) {
+			struct table *t = sfs__tbl_table_at(w, sid);
+
+			if (!t)
+				continue;
+			if (!(w->knobs & SFS_TABLE_K_ROUND)) {
+				/* the ablation: rounds lag behind the barrier */
+				size_t l0 = 0;
+
+				bg_priority(w, 0);
+				pthread_mutex_lock(&t->mu);
+				for (size_t i = 0; i < t->nf; i++)
+					l0 += t->f[i].level == 0;
+				if (l0 && t->loaded && sfs__tbl_catch_up_rounds(w, t, &w->bg_sc) == 0)
+					did = 1;
+				pthread_mutex_unlock(&t->mu);
+			}
+			if ((w->knobs & SFS_TABLE_K_SHAPING) && shaping_merge(w, t) > 0)
+				did = 1;
+		}
+		sfs__tbl_reap(w);
+		if (did && pthread_mutex_trylock(&w->commit_mu) == 0) {
+			/* else a commit is under way: its publication covers this */
+			if (sfs__tbl_publish(w))
+				sfs_log("worker %u: publishing the table files: %s", w->worker,
+					sfs_last_error());
+			pthread_mutex_unlock(&w->commit_mu);
+		} else if (!did) {
+			struct timespec ts = { 0, BG_POLL_MS * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+struct min {
+	sfs_df_reader_t *rd;
+	sfs_df_iter_t *it;
+	struct sfs_df_row row;
+	int live;
+	uint64_t *dv;           /* the vector as the merge read it */
+	size_t dv_words;
+	uint32_t *to;           /* input row -> output row (UINT32_MAX: not written) */
+	uint64_t rows;
+	char name[SFS_TABLE_NAME];
+};
+
+/* One shaping merge of @t; 1 if it did one, 0 if none was due, < 0 error. */
+static int shaping_merge(struct sfs_target_writer *w, struct table *t)
+{
+	size_t in[MERGE_MAX], n, gone[MERGE_MAX], held = 0;
+	int idle, ttl;
+	struct min m[MERGE_MAX];
+	uint32_t level = 0;
+	uint64_t t0 = sfs_now_ns(), outrow = 0, loads, expired = 0, now = 0;
+	char oname[SFS_TABLE_NAME], path[1024];
+	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES,
+					 .keys_raw = SFS_TABLE_KEYS_RAW };
+	sfs_df_writer_t *out = NULL;
+	int rc = 0;
+
+	memset(m, 0, sizeof(m));
+	pthread_mutex_lock(&t->mu);
+	if (!t->loaded || !(n = pick_merge(t, in, &level, &held))) {
+		pthread_mutex_unlock(&t->mu);
+		return 0;
+	}
+	loads = t->loads;
+	for (size_t k = 0; k < n && !rc; k++) {
+		struct tfile *f = &t->f[in[k]];
+
+		f->merging = 1;
+		memcpy(m[k].name, f->name, sizeof(m[k].name));
+		m[k].rows = f->rows;
+		m[k].dv_words = sfs_dv_words(f->rows);
+		m[k].dv = calloc(m[k].dv_words ? m[k].dv_words : 1, 8);
+		m[k].to = malloc((f->rows ? f->rows : 1) * sizeof(uint32_t));
+		if (!m[k].dv || !m[k].to || f->rows > UINT32_MAX)
+			rc = -ENOMEM;
+		else if (f->dv)
+			memcpy(m[k].dv, f->dv, m[k].dv_words * 8);
+	}
+	pthread_mutex_unlock(&t->mu);
+	ttl = sfs__tbl_ttl_now(w, t, &now);
+	bg_priority(w, held < DEBT_FILES);
+	idle = w->bg_idle;
+	/* read and write without the lock: the inputs are immutable */
+	for (size_t k = 0; k < n && !rc; k++) {
+		snprintf(path, sizeof(path), "%s/%s", t->dir, m[k].name);
+		if (!(rc = sfs_df_reader_open(path, NULL, &m[k].rd)))
+			rc = sfs_df_iter_range(m[k].rd, NULL, 0, NULL, 0, m[k].dv, m[k].dv_words,
+					       &m[k].it);
+		if (!rc) {
+			memset(m[k].to, 0xff, m[k].rows * sizeof(uint32_t));
+			rc = sfs_df_iter_next(m[k].it, &m[k].row);
+			m[k].live = rc == 1;
+			rc = rc < 0 ? rc : 0;
+		}
+	}
+	wo.codec = level >= SFS_TABLE_ZSTD_FROM ? SFS_DF_ZSTD : SFS_DF_LZ4;
+	wo.zstd_level = SFS_TABLE_ZSTD_LEVEL;
+	sfs__tbl_prefix_opts(t, &wo);
+	sfs__tbl_new_name(oname, t->sid, "sst");
+	snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
+	if (!rc)
+		rc = sfs_df_writer_open(path, &wo, &out);
+	while (!rc && !sfs_load_relaxed(&w->stop)) {
+		int best = -1;
+
+		for (size_t k = 0; k < n; k++) {
+			int c;
+
+			if (!m[k].live)
+				continue;
+			if (best < 0) {
+				best = (int)k;
+				continue;
+			}
+			c = sfs_keycmp(m[k].row.key, m[k].row.klen, m[best].row.key, m[best].row.klen);
+			if (c < 0)
+				best = (int)k;
+		}
+		if (best < 0)
+			break;
+		if (ttl && sfs__tbl_ttl_drops(m[best].row.kind, m[best].row.val, m[best].row.vlen, now)) {
+			/* expired: a delete of the only unmasked version of its key
+			 * (level >= 1 rows are disjoint), so nothing is kept for it
+			 * at any output level; a bit set on it meanwhile maps to no
+			 * output row (to[] stays UINT32_MAX) */
+			expired++;
+		} else {
+			rc = sfs_df_writer_add(out, m[best].row.key, m[best].row.klen, SFS_DF_PUT,
+					       m[best].row.val, m[best].row.vlen);
+			if (rc)
+				break;
+			m[best].to[m[best].row.pos] = (uint32_t)outrow++;
+		}
+		rc = sfs_df_iter_next(m[best].it, &m[best].row);
+		m[best].live = rc == 1;
+		rc = rc < 0 ? rc : 0;
+	}
+	bg_priority(w, 0);	/* no lock is taken at idle priority: see bg_priority */
+	if (sfs_load_relaxed(&w->stop) && !rc)
+		rc = -ECANCELED;
+	if (!rc && outrow == 0) {
+		sfs_df_writer_abort(out);	/* every row masked meanwhile, or expired */
+		out = NULL;
+	} else if (!rc) {
+		rc = sfs_df_writer_finish(out, NULL);
+		out = NULL;
+		if (!rc) {
+			uatomic_add(&w->pub->tp_merge_bytes, sfs__tbl_file_bytes(path));
+			sfs_fault("table.mergefile");
+		}
+	}
+	pthread_mutex_lock(&t->mu);
+	if (!rc && t->loads != loads)
+		rc = -ECANCELED;	/* reloaded meanwhile: the copied vectors may be ahead */
+	if (!rc) {
+		/* the inputs by name again (the set moved meanwhile), their new
+		 * bits carried over to the output's rows */
+		uint64_t *odv = NULL;
+		size_t ow = sfs_dv_words(outrow), nset = 0;
+
+		if (outrow && !(odv = calloc(ow ? ow : 1, 8)))
+			rc = -ENOMEM;
+		for (size_t k = 0; k < n && !rc; k++) {
+			struct tfile *f = NULL;
+
+			for (size_t i = 0; i < t->nf; i++)
+				if (strcmp(t->f[i].name, m[k].name) == 0)
+					f = &t->f[i];
+			if (!f) {
+				rc = sfs__err(SFS_ECORRUPT, "%s: merge input %s left the table", t->dir,
+					      m[k].name);
+				break;
+			}
+			gone[k] = (size_t)(f - t->f);
+			for (size_t x = 0; f->dv && x < m[k].dv_words; x++) {
+				uint64_t nb = f->dv[x] & ~m[k].dv[x];
+
+				while (nb) {
+					uint64_t p = x * 64 + (uint64_t)__builtin_ctzll(nb);
+
+					nb &= nb - 1;
+					if (m[k].to[p] != UINT32_MAX) {
+						odv[m[k].to[p] / 64] |= 1ull << (m[k].to[p] % 64);
+						nset++;
+					}
+				}
+			}
+		}
+		if (!rc) {
+			rc = sfs__tbl_set_commit(w, t, gone, n, outrow ? oname : NULL, level, -1, 0, odv, nset);
+			odv = NULL;
+		}
+		free(odv);
+		if (!rc) {
+			sfs_fault("table.merge");
+			uatomic_add(&w->pub->tp_merges, 1);
+			if (idle)
+				uatomic_add(&w->pub->tp_merges_idle, 1);
+			uatomic_add(&w->pub->tp_merge_rows, outrow);
+			if (expired)
+				uatomic_add(&w->pub->tp_ttl_dropped, expired);
+			uatomic_add(&w->pub->tp_merge_ns, (sfs_now_ns() - t0));
+		}
+	}
+	if (rc) {
+		for (size_t i = 0; i < t->nf; i++)
+			for (size_t k = 0; k < n; k++)
+				if (strcmp(t->f[i].name, m[k].name) == 0)
+					t->f[i].merging = 0;
+	}
+	pthread_mutex_unlock(&t->mu);
+	for (size_t k = 0; k < n; k++) {
+		sfs_df_iter_close(m[k].it);
+		sfs_df_reader_close(m[k].rd);
+		free(m[k].dv);
+		free(m[k].to);
+	}
+	sfs_df_writer_abort(out);
+	if (rc) {
+		/* a disk's trouble is said once per episode of the process (the
+		 * flush's own failure says it first: shm/proc.h), the rest each time */
+		if (rc != -ECANCELED &&
+		    (!sfs_io_trouble_errno(rc) ||
+		     sfs_proc_io((struct sfs_proc_slot *)(uintptr_t)w->self, rc)))
+			sfs_log("worker %u, table %s: shaping merge failed (retried later): %s",
+				w->worker, t->dir, sfs_last_error());
+		snprintf(path, sizeof(path), "%s/%s", t->dir, oname);
+		unlink(path);
+		return rc;
+	}
+	return 1;
+}
+
+/* Inputs of the next shaping merge of @t (t->mu held): the files of the
+ * lowest level >= 1 holding FANIN of them (at most MERGE_MAX); *@held is
+ * how many that level holds in all. */
+static size_t pick_merge(struct table *t, size_t *in, uint32_t *level, size_t *held)
+{
+	for (uint32_t l = 1; l < 64; l++) {
+		size_t n = 0, any = 0, all = 0;
+
+		for (size_t i = 0; i < t->nf; i++) {
+			if (t->f[i].level < l)
+				continue;
+			any = 1;
+			if (t->f[i].level != l || t->f[i].merging)
+				continue;
+			all++;
+			if (n < MERGE_MAX)
+				in[n++] = i;
+		}
+		if (!any)
+			return 0;
+		if (n >= FANIN) {
+			*level = l + 1;
+			*held = all;
+			return n;
+		}
+	}
+	return 0;
+}
+
+/*
+ * bg_priority - the background thread's CPU priority for its next piece
+ * of work.  Shaping merges are discretionary (they change no result), so
+ * while a level holds fewer than DEBT_FILES files they run under
+ * SCHED_IDLE: on CPU time no worker, compactor main thread or checkpointer
+ * wants.  On a node whose cores are all busy they wait, and reads probe a
+ * few more files meanwhile; a level that reaches DEBT_FILES is merge debt,
+ * and its merge (like the rounds of the background-only ablation) runs at
+ * the compactor's own priority, so a saturated node cannot grow a table's
+ * read amplification without bound.  Only a merge's unlocked reading and
+ * writing runs idle: the thread is back at normal priority before it takes
+ * a lock the main thread also takes, so a starved merge never holds up a
+ * barrier's commit.  Measured on q4 (bench/RESULTS.md):
+ * the merges otherwise take ~10 % of a two-core node from its worker.
+ * Leaving SCHED_IDLE needs CAP_SYS_NICE or an RLIMIT_NICE that allows
+ * nice 0 (sched(7)): a compactor with neither never enters it.  One
+ * syscall per change, on this thread only.
+ */
+static void bg_priority(struct sfs_target_writer *w, int idle)
+{
+	struct sched_param sp = { 0 };
+
+	idle = idle && w->bg_can_idle && (w->knobs & SFS_TABLE_K_BG_IDLE);
+	if (idle == w->bg_idle)
+		return;
+	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
+		w->bg_idle = idle;
+	else if (!idle)
+		w->bg_can_idle = 0;	/* stuck idle would starve the debt: stop trying */
+}
+
+/* Whether this thread may leave SCHED_IDLE again (see bg_priority). */
+static int bg_may_idle(void)
+{
+	struct rlimit rl;
+
+	if (geteuid() == 0)
+		return 1;
+	return getrlimit(RLIMIT_NICE, &rl) == 0 && (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= 20);
+}
