@@ -2,8 +2,8 @@
 #
 #   make            libsfs + bin/sfs, bin/sfs-worker, bin/sfs-compactor, bin/sfs-checkpointer
 #   make test       install missing Debian packages, build, run every test (README's command)
-#   make run        install, build and run the main job (a supervised group: start, work,
-#                   report, stop)
+#   make run        install, build and run the main job for ~15 s (scripts/run-demo.sh: a
+#                   supervised group that checkpoints, then a summary of what it did)
 #   make asan       the tests under AddressSanitizer + UBSan (objects in build-asan/)
 #   make tsan       the multi-threaded processes under ThreadSanitizer in real runs (build-tsan/)
 #   make bench      benchmarks; figures go to bench/RESULTS.md by hand, with the command
