@@ -86,6 +86,7 @@ if "table_data_commits" in run:
 else:
     print("compactor:    %s written (write amplification %s); workers stalled %.0f ms"
           % (mib(run["disk_write_bytes_by_role"]["compactor"]), wamp, run["stall_ms"]))
-print("watch a longer run (200 s) live: SFS_EVENTS=100000000 make run")
+print("watch a longer run (200 s) live: %sSFS_EVENTS=100000000 make run"
+      % ("" if job == "sfs-demo" else "SFS_JOB=%s " % job))
 print("              and, in another terminal: %s/sfs top --job %s" % (bindir, job))
 EOF
