@@ -223,7 +223,7 @@ tsan:
 	SFS_BIN=$(abspath build-tsan/bin) ./scripts/tsan.sh
 
 run: all
-	./scripts/run-demo.sh
+	@./scripts/run-demo.sh
 
 # ---- Flink (flink/README.md) ---------------------------------------------------------
 # The JNI library a TaskManager JVM loads: flink/jni/sfs_jni.c on libsfs's sources compiled
