@@ -69,7 +69,7 @@ EOF
 # check_summary FILE: the demo's output has its summary and >= 1 checkpoint.
 check_summary() {
 	local f=$1 n
-	for l in '^events: .* events/s' '^state: .* MiB on disk' \
+	for l in '^events: .* events/s' '^state: .* MiB in shared memory, .* on disk' \
 		'^checkpoints: .* completed, duration median .* max .*; newest .* MiB' \
 		'^maintenance: +compactor .* s CPU, checkpointer .* s, against the workers' \
 		'^compactor: ' "sfs top --job "; do
