@@ -70,10 +70,14 @@ print("state:        %s in shared memory, %s"
       % (mib(run["shm_bytes"]),
          "%s on disk (checkpoint %d, the newest)" % (mib(cks[0]["size"]), cks[0]["id"])
          if cks else "no checkpoint on disk"))
-print("checkpoints:  %d completed, duration median %s, max %s; newest %s, %s of it new"
+print("checkpoints:  %d completed, duration median %s, max %s"
       % (run["checkpoints_completed"], ms(run["checkpoint_median_ms"]),
-         ms(run["checkpoint_max_ms"]), mib(cks[0]["size"]) if cks else "-",
-         mib(cks[0]["new_bytes"]) if cks else "-"))
+         ms(run["checkpoint_max_ms"])))
+# The ones kept on disk (the newest 3 by default), each its size and the bytes it
+# added: a checkpoint links only the files the one before did not have.
+print("              kept: %s" % (", ".join("%d: %s (%s new)" % (c["id"], mib(c["size"]),
+                                                            mib(c["new_bytes"]))
+                                            for c in cks) or "none"))
 print("barriers:     the workers spent %.1f ms of CPU sealing state for them (%.1f ms wall, summed)"
       % (run["barrier_cpu_ms"], run["barrier_ms"]))
 print("maintenance:  compactor %.1f s CPU, checkpointer %.1f s, against the workers' %.1f s"

@@ -70,7 +70,8 @@ EOF
 check_summary() {
 	local f=$1 n
 	for l in '^events: .* events/s' '^state: .* MiB in shared memory, .* on disk' \
-		'^checkpoints: .* completed, duration median .* max .*; newest .* MiB' \
+		'^checkpoints: +[0-9]+ completed, duration median [0-9]+ ms, max [0-9]+ ms' \
+		'^ +kept: [0-9]+: [0-9.]+ MiB \([0-9.]+ MiB new\)' \
 		'^maintenance: +compactor .* s CPU, checkpointer .* s, against the workers' \
 		'^compactor: ' "sfs top --job "; do
 		grep -Eq "$l" "$f" || { echo "no line matching '$l'"; return 1; }
