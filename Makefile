@@ -3,8 +3,8 @@
 #   make            libsfs + bin/sfs, bin/sfs-worker, bin/sfs-compactor, bin/sfs-checkpointer,
 #                   and the keyed-state benchmark $(BUILD)/bench/bench_state (built, not run)
 #   make test       install missing Debian packages, build, run every test (README's command)
-#   make run        install, build and run the main job (a supervised group: start, work,
-#                   report, stop)
+#   make run        install, build and run the main job for ~15 s (scripts/run-demo.sh: a
+#                   supervised group that checkpoints, then a summary of what it did)
 #   make asan       the tests under AddressSanitizer + UBSan (objects in build-asan/)
 #   make tsan       the multi-threaded processes under ThreadSanitizer in real runs (build-tsan/)
 #   make bench      benchmarks (bench_state with --quick); figures go to bench/RESULTS.md by
@@ -249,7 +249,7 @@ tsan:
 	SFS_BIN=$(abspath build-tsan/bin) ./scripts/tsan.sh
 
 run: all
-	./scripts/run-demo.sh
+	@./scripts/run-demo.sh
 
 # ---- Flink (flink/README.md) ---------------------------------------------------------
 # The JNI library a TaskManager JVM loads: flink/jni/sfs_jni.c on libsfs's sources compiled

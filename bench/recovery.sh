@@ -27,7 +27,7 @@
 # checkpoint; memory: the dump of the store) — what a restart restores.  The live state directory
 # of the flush target (table, rocksdb) is recorded beside it.
 #
-# The times are the summary's (README: sfs run --json): recovery_ms (the
+# The times are the summary's (docs/json.md: sfs run --json): recovery_ms (the
 # supervisor seeing the death to the first record processed again by every
 # worker of the new incarnation) and its parts recovery_stop_ms,
 # recovery_restore_ms and recovery_first_record_ms, one entry per recovery.

@@ -2,7 +2,7 @@
  * row.h — building one CSV result line in a process-local buffer: integers
  * in decimal, strings with RFC 4180 minimal quoting (quoted only when they
  * hold a comma, a quote, CR or LF; quotes doubled), fields separated by
- * commas.  The output contract of `sfs run --output` (README) and of the
+ * commas.  The output contract of `sfs run --output` (docs/nexmark.md) and of the
  * SQLite oracle (tests/nexmark/).
  */
 #ifndef SFS_RUNTIME_ROW_H

@@ -6,7 +6,7 @@
 # strict check of our own below stands in, and says so), every family
 # has HELP and TYPE lines before its samples, counters end in _total,
 # every counter of the first scrape is in the second and none went back,
-# events and checkpoints grew, and the families the README names are
+# events and checkpoints grew, and the families docs/metrics.md names are
 # there.  `sfs stat --prometheus` of the same group passes promtool too and
 # has the same families.  The checkers are shown to fail on a doctored
 # scrape (a counter going back, a HELP line dropped), so they cannot pass
@@ -183,7 +183,7 @@ for n in sfs_job_info sfs_process_state sfs_process_restarts_total sfs_process_h
 	sfs_checkpoint_files_referenced_total sfs_recoveries_total; do
 	grep -q "^# TYPE $n " "$OUT/scrape2" || missing="$missing $n"
 done
-[ -z "$missing" ] && ok "the families the README names are there" || nok "missing:$missing"
+[ -z "$missing" ] && ok "the families docs/metrics.md names are there" || nok "missing:$missing"
 grep -q "^sfs_worker_events_total{job=\"$JOB\",worker=\"1\"}" "$OUT/scrape2" &&
 	grep -q "^sfs_process_restarts_total{job=\"$JOB\",role=\"compactor\",index=\"0\"}" "$OUT/scrape2" &&
 	grep -q "^sfs_job_info{job=\"$JOB\",backend=\"table\",query=\"q18\"} 1" "$OUT/scrape2" &&
