@@ -329,10 +329,10 @@ FUZZ_COMMON := common/crc32c.c common/err.c common/fault.c common/fs.c
 FUZZ_SRCS_datafile := store/table/layout/datafile_write.c store/table/layout/datafile_read.c store/table/layout/file.c
 FUZZ_SRCS_manifest := store/table/layout/manifest.c store/table/layout/file.c
 FUZZ_SRCS_dvec := store/table/layout/dvec.c store/table/layout/file.c
-# The harnesses of _metadata and TABLES stub what their reader's file needs only for writing
-# (fuzz_metadata: the checkpointer's heartbeat; fuzz_tables: the table engine's key prefix),
-# so each links these sources alone.
-FUZZ_SRCS_metadata := checkpointer/ckstore.c common/log.c
+# _metadata's format is a file of its own (checkpointer/metadata.c, no storage); the harness
+# of TABLES stubs what its reader's file needs only for writing (the table engine's key
+# prefix): so each links these sources alone.
+FUZZ_SRCS_metadata := checkpointer/metadata.c
 FUZZ_SRCS_tables := store/table/table_snap.c store/table/layout/datafile_write.c store/table/layout/datafile_read.c \
                     store/table/layout/dvec.c store/table/layout/file.c
 FUZZ_SRCS_sinklog := runtime/sink.c runtime/util.c

@@ -3,7 +3,7 @@
  * sealed buffer durable and visible to secondaries, by buffer size:
  *
  *   batch   one WriteBatch with the WAL off, then a memtable flush (wait):
- *           what store/rocksdb/rocksdb.c does (its flush is scheduled and polled,
+ *           what store/rocksdb/write.c does (its flush is scheduled and polled,
  *           the work is the same)
  *   ingest  the buffer's sorted entries into an SST with SstFileWriter,
  *           then IngestExternalFile (move): the file is the durable copy
@@ -16,15 +16,15 @@
  * Usage: bench_rocksdb_flush [dir (default /tmp)]
  *
  * The flush loop through the real target (`target DIR [BUFFERS] [ENTRIES]`):
- * store/rocksdb/rocksdb.c's writer, driven as the compactor's loop drives it
- * (apply in pieces of 64 entries, commit polled every millisecond while
- * it says -EAGAIN), BUFFERS buffers of ENTRIES entries (half value puts of
+ * the rocksdb target's writer (store/rocksdb/), driven as the compactor's
+ * loop drives it (apply in pieces of 64 entries, commit polled every
+ * millisecond while it says -EAGAIN), BUFFERS buffers of ENTRIES entries (half value puts of
  * 32 B, half counter merges; ids drawn from a key space that grows each
  * buffer, so RocksDB compacts as it goes) while a thread spins on the
  * other core as a worker would.  Prints one line: entries/s, the latency
  * of the loop's calls (p50/p99/max: how long the loop is away from every
  * other worker), and per buffer (seal to committed).  The knobs come from
- * the environment (store/rocksdb/rocksdb.c: SFS_RDBT_*), one configuration per
+ * the environment (store/rocksdb/tune.c: SFS_RDBT_*), one configuration per
  * process: RocksDB's thread pools are per process and keep what an
  * earlier configuration set.  bench/rocksdb_ablation.sh runs it.
  */

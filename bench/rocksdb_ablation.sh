@@ -3,7 +3,7 @@
 # buys (issue 5), measured in one run against the all-on baseline:
 #
 #  1. Nexmark on --backend rocksdb: per query, the all-on configuration and
-#     each tuning that query targets switched off (store/rocksdb/rocksdb.c's
+#     each tuning that query targets switched off (store/rocksdb/tune.c's
 #     SFS_RDBT_* knobs), REPS repetitions rotating the configuration order;
 #     prints events/s (median) and the ratio off/all-on (median of the
 #     per-repetition ratios: < 1 means the tuning helps), and the size of

@@ -1,8 +1,8 @@
 /*
  * crc32c.h — crc32c (Castagnoli), the checksum of every sfs file format:
- * checkpoint files and metadata (checkpointer/ckstore.c) and the table
- * store's data files (store/table/layout/datafile_{write,read}.c).  It moved here from ckstore.c
- * unchanged, so both formats share one implementation (ckstore keeps its
+ * checkpoint files and metadata (checkpointer/ckstore.c, metadata.c) and
+ * the table store's data files (store/table/layout/datafile_{write,read}.c).  It moved
+ * here from ckstore.c unchanged, so both formats share one implementation (ckstore keeps its
  * ck_crc32c name as a wrapper).
  */
 #ifndef SFS_COMMON_CRC32C_H

@@ -131,7 +131,7 @@
 	X("memory.copy", SFS_FAULT_KILL_ONLY, "a semispace copy past one record (copied or " \
 	  "left behind as expired), unpublished") \
 	X("memory.copied", SFS_FAULT_KILL_ONLY, "a copy published, its counters not yet set") \
-	/* store/rocksdb/rocksdb.c: the RocksDB target's flush */ \
+	/* store/rocksdb/ (write.c, rollback.c): the RocksDB target's flush */ \
 	X("rocksdb.apply", SFS_FAULT_KILL_ONLY, "a piece staged") \
 	X("rocksdb.write", SFS_FAULT_KILL_ONLY, "the batch in the memtables, not flushed") \
 	X("rocksdb.flush", SFS_FAULT_KILL_ONLY, "the batch durable, the buffer not published") \

@@ -2,7 +2,7 @@
  * rdb.h — what every RocksDB user in sfs shares: the one adapter of the C
  * API's error strings into sfs errors, the int64 merge operators of counter
  * state.  Used by the rocksdb flush
- * target (store/rocksdb/rocksdb.c) and the rocksdb-direct baseline
+ * target (store/rocksdb/) and the rocksdb-direct baseline
  * (baseline/rocksdb_direct.c), so both refuse and fold alike.
  */
 #ifndef SFS_COMMON_RDB_H

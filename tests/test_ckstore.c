@@ -1,7 +1,7 @@
 /*
- * test_ckstore.c — checkpoint storage (checkpointer/ckstore.c): crc32c;
- * the _metadata round trip; incremental link volume under growing state
- * (counted by the stats, by st_nlink and by shared/'s entries); randomized
+ * test_ckstore.c — checkpoint storage (checkpointer/ckstore.c; _metadata:
+ * metadata.c): crc32c; the _metadata round trip; incremental link volume
+ * under growing state (counted by the stats, by st_nlink and by shared/'s entries); randomized
  * retention where every retained checkpoint restores byte-identical
  * files; refusals of corrupt, truncated, unknown-version, foreign,
  * path-escaping, missing-file and size-mismatch checkpoints; latest's

@@ -1,5 +1,5 @@
 /*
- * test_target_rocksdb.c — the `rocksdb` flush target (store/rocksdb/rocksdb.c):
+ * test_target_rocksdb.c — the `rocksdb` flush target (store/rocksdb/):
  * every state kind through the compactor's flush into RocksDB and back
  * through a secondary in another process; counters merged across flushes;
  * a redone flush of one seq (also after a writer restart) changes nothing;

@@ -50,11 +50,11 @@
  * caller's, client slots included: a RETIRING buffer is freed
  * (compactor/flush.c, release_retired), a half of the memory store reused
  * (store/memory/memory.c), a table file unlinked (store/table/table_publish.c)
- * and a RocksDB deletion window opened (store/rocksdb/rocksdb.c) only
+ * and a RocksDB deletion window opened (store/rocksdb/write.c) only
  * after it.  The owner itself never waits for a reader.  One difference
  * from a worker: a query's rocksdb secondary catches up at its next call,
  * not at the caller's quiescent point, so a deletion window may open
- * between the two — the case rocksdb.c already covers for a worker that
+ * between the two — the case write.c already covers for a worker that
  * was offline ("File deletion vs secondaries": the secondary keeps the
  * files of the version it installed open, and a catch-up over deleted
  * files reopens it).

@@ -1,9 +1,9 @@
 /*
  * layout.c — the fingerprint of the rocksdb target's struct in shared
- * memory (store/layout.c folds it into every segment's): apart from
- * rocksdb.c, which links RocksDB, so that a process without RocksDB (the
- * JNI library a JVM loads, flink/jni/) computes the same fingerprint and
- * attaches to the same segments.
+ * memory (store/layout.c folds it into every segment's): apart from the
+ * engine's files, which link RocksDB, so that a process without RocksDB
+ * (the JNI library a JVM loads, flink/jni/) computes the same fingerprint
+ * and attaches to the same segments.
  */
 #include "common/fingerprint.h"
 #include "store/rocksdb/rocksdb.h"

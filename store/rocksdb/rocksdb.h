@@ -1,7 +1,7 @@
 /*
- * rocksdb.h — the `rocksdb` flush target (store/rocksdb/rocksdb.c): sealed
- * buffers flushed by the compactor into one RocksDB instance per worker,
- * read by workers through secondary instances.
+ * rocksdb.h — the `rocksdb` flush target (store/rocksdb/; its floor plan:
+ * rocksdb.c): sealed buffers flushed by the compactor into one RocksDB
+ * instance per worker, read by workers through secondary instances.
  *
  * Files: <sh_data_dir>/w<N> is worker N's instance (the compactor is its
  * only writer, the primary); every reader opens it as a secondary with its
@@ -28,7 +28,7 @@
  * compactor): c<id>, a flat RocksDB checkpoint (hard links of the SSTs,
  * MANIFEST, CURRENT, OPTIONS) per staged or pinned checkpoint @id, and
  * r<n>, the pin's copy a rollback swaps in and then the old instance it
- * swapped out, being removed (rocksdb.c, "Rollback").
+ * swapped out, being removed (rollback.c, "Rollback").
  *
  * Shared memory: region "rdbt.<w>" (one page) holds what the compactor
  * publishes to the readers of worker w's instance; see struct sfs_rdbt_pub.
@@ -46,8 +46,8 @@
 #define SFS_RDBT_MAGIC 0x3154424452534653ull /* "SFSRDBT1" */
 #define SFS_RDBT_VERSION 4u  /* 3: rp_ttl_dropped, 4: rp_incarnation */
 
-/* Tunings the ablation benchmark switches off one at a time (rocksdb.c's
- * knobs_get: SFS_RDBT_<X>=0 in the environment). */
+/* Tunings the ablation benchmark switches off one at a time (tune.c's
+ * sfs__rdbt_knobs_get: SFS_RDBT_<X>=0 in the environment). */
 #define SFS_RDBT_K_HASH_MEMTABLE 0x01u /* hash-linklist memtable for point state */
 #define SFS_RDBT_K_PARTITIONED   0x02u /* partitioned filters + two-level index */
 #define SFS_RDBT_K_PREFIX        0x04u /* adaptive prefix bloom of map/list state */
@@ -94,7 +94,7 @@ struct sfs_rdbt_pub {
 				  * instance directory, even otherwise; a reader whose
 				  * secondary was opened under another value reopens it,
 				  * and one that sees it odd or moved across a catch-up
-				  * discards that catch-up (rocksdb.c, "Rollback") */
+				  * discards that catch-up (rollback.c, "Rollback") */
 	uint64_t rp_rollbacks;  /* compactor, relaxed: rollbacks done */
 };
 
@@ -116,7 +116,7 @@ extern const struct sfs_target_ops sfs_target_rocksdb;
  * Rescale at restore (the supervisor, before any child starts, with the
  * checkpoint's state registry in @s): build worker @worker's instance from
  * the restored old instances @src[0..n), keeping key groups [@kg_lo,
- * @kg_hi] only.  store/rocksdb/rocksdb.c has the details.
+ * @kg_hi] only.  store/rocksdb/admin.c has the details.
  */
 int sfs_rdbt_rebuild(struct sfs_seg *s, uint32_t worker, const char *const *src, unsigned n,
 		     uint32_t kg_lo, uint32_t kg_hi);

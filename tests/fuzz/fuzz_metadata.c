@@ -1,6 +1,6 @@
 /*
  * fuzz_metadata.c — libFuzzer target for a checkpoint's `_metadata` reader
- * (checkpointer/ckstore.c: ck_meta_parse, the strict parser of ck_read,
+ * (checkpointer/metadata.c: ck_meta_parse, the strict parser of ck_read,
  * formats 1 and 2).  The input, less its first byte, is the file's text;
  * the first byte picks the mode: odd = reseal first (the last line, if it
  * is a checksum line, is replaced by the crc32c of everything before it),
@@ -21,14 +21,8 @@
 #include <string.h>
 
 #include "tests/fuzz/save.h"
-#include "checkpointer/ckstore.h"
+#include "checkpointer/metadata.h"
 #include "common/crc32c.h"
-
-/* ckstore.c's writer beats the checkpointer's heartbeat while it copies;
- * the parser never does, and shm/child.c would bring the whole segment
- * into this link. */
-void sfs_child_progress(void);
-void sfs_child_progress(void) {}
 
 static int str_ok(const char *s, size_t cap)
 {
