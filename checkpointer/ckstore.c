@@ -1,7 +1,7 @@
 /*
  * ckstore.c — checkpoint storage: the layout and rules are in ckstore.h.
  * This file holds the writer (open, txn, commit, retention, garbage
- * collection), the reading of one checkpoint (ck_read: its `_metadata`
+ * collection), the reading of one checkpoint (sfs__ck_read: its `_metadata`
  * loaded and parsed, then its files checked) and the readers built on it
  * (latest, list, restore, savepoint).  The `_metadata` format itself, its
  * writer and strict parser, is metadata.c's.
@@ -19,7 +19,7 @@
  * fsynced; only then is anything deleted.  Retention removes a
  * checkpoint's `_metadata` (durably) before its files.  Whatever a crash
  * leaves — a chk-<id> without `_metadata`, shared files no valid
- * checkpoint references — is garbage that the next ck_store_open removes.
+ * checkpoint references — is garbage that the next sfs__ck_store_open removes.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -113,7 +113,7 @@ static int stream_file(const char *path, int fd, uint32_t *crc, uint64_t *size)
 		}
 		if (r == 0)
 			break;
-		c = ck_crc32c(c, buf, (size_t)r);
+		c = sfs__ck_crc32c(c, buf, (size_t)r);
 		total += (uint64_t)r;
 		sfs_child_progress();	/* a large file takes a while */
 	}
@@ -174,7 +174,7 @@ static uint64_t chk_id(const char *name)
 	return strcmp(canon, name) ? 0 : id;
 }
 
-int ck_ids(const char *root, uint64_t **ids, size_t *n)
+int sfs__ck_ids(const char *root, uint64_t **ids, size_t *n)
 {
 	DIR *d = opendir(root);
 	struct dirent *e;
@@ -276,7 +276,7 @@ static int resolve(const char *path, char *dir, char *root, uint64_t *id)
 	return 0;
 }
 
-int ck_read(const char *path, const char *job, int verify, struct ck_meta *m)
+int sfs__ck_read(const char *path, const char *job, int verify, struct ck_meta *m)
 {
 	char dir[PATH_MAX], root[PATH_MAX], file[PATH_MAX], p[PATH_MAX];
 	char *buf;
@@ -288,7 +288,7 @@ int ck_read(const char *path, const char *job, int verify, struct ck_meta *m)
 	if ((rc = resolve(path, dir, root, &id)) || (rc = pjoin(file, sizeof(file), dir, CK_META)) ||
 	    (rc = meta_load(file, &buf, &len)))
 		return rc;
-	rc = ck_meta_parse(file, buf, len, m);
+	rc = sfs__ck_meta_parse(file, buf, len, m);
 	free(buf);
 	if (rc)
 		return rc;
@@ -324,7 +324,7 @@ int ck_read(const char *path, const char *job, int verify, struct ck_meta *m)
 				      file, f->path, crc, f->crc);
 	}
 	if (rc)
-		ck_meta_free(m);
+		sfs__ck_meta_free(m);
 	return rc;
 }
 
@@ -578,14 +578,14 @@ static int load_one(struct ck_store *s, uint64_t id)
 	if (id > s->st_max)
 		s->st_max = id;
 	if (!rc) {
-		rc = ck_meta_parse(file, buf, len, &m);
+		rc = sfs__ck_meta_parse(file, buf, len, &m);
 		free(buf);
 		if (!rc && m.id != id)
 			rc = sfs__err(SFS_ECORRUPT, "%s: says id %llu", file, (ull)m.id);
 		else if (!rc && strcmp(m.job, s->st_job))
 			rc = sfs__err(SFS_EFOREIGN, "%s: a checkpoint of job '%s', not '%s'", file, m.job, s->st_job);
 		if (rc)
-			ck_meta_free(&m);
+			sfs__ck_meta_free(&m);
 	}
 	if (rc) {
 		sfs_log("%s; left alone", sfs_last_error());
@@ -600,13 +600,13 @@ static int load_one(struct ck_store *s, uint64_t id)
 		if (sf && (sf->sf_f.size != m.files[i].size || sf->sf_f.crc != m.files[i].crc)) {
 			sfs_log("%s/%s: disagrees with an older checkpoint about %s; left alone", dir, CK_META,
 				m.files[i].path);
-			ck_meta_free(&m);
+			sfs__ck_meta_free(&m);
 			s->st_invalid++;
 			return 0;
 		}
 	}
 	if (!(sfs = calloc(m.nfiles + 1, sizeof(*sfs)))) {
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 		return sfs__err(-ENOMEM, "checkpoint store: no memory");
 	}
 	for (uint32_t i = 0; i < m.nfiles; i++) {
@@ -628,7 +628,7 @@ static int load_one(struct ck_store *s, uint64_t id)
 		sf->sf_refs++;
 		sfs[n++] = sf;
 	}
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	if (!rc && !(rc = kept_reserve(s)))
 		kept_push(s, id, sfs, n);
 	if (rc)
@@ -672,7 +672,7 @@ static void gc_shared(struct ck_store *s)
 		sfs_log("%s: removed %u shared files no checkpoint references", dir, n);
 }
 
-int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t base_id,
+int sfs__ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t base_id,
 		  struct ck_store **out)
 {
 	struct ck_store *s;
@@ -703,7 +703,7 @@ int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t b
 	 * checkpoints/ itself. */
 	if ((rc = sfs_mkdirs_durable(root, CK_DIR_MODE)) || (rc = pjoin(p, sizeof(p), root, "shared")) ||
 	    (rc = sfs_mkdirs_durable(p, CK_DIR_MODE)) ||
-	    (rc = ck_ids(root, &ids, &nids)))
+	    (rc = sfs__ck_ids(root, &ids, &nids)))
 		goto fail;
 	for (size_t i = nids; i-- > 0;)
 		if ((rc = load_one(s, ids[i])))
@@ -716,11 +716,11 @@ int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t b
 		if (s->st_kept[k].k_id > base_id)
 			continue;
 		snprintf(p, sizeof(p), "%s/chk-%llu", root, (ull)s->st_kept[k].k_id);
-		if (ck_read(p, job, 0, &m)) {
+		if (sfs__ck_read(p, job, 0, &m)) {
 			sfs_log("%s; not usable as the base of the next checkpoint", sfs_last_error());
 			continue;
 		}
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 		s->st_last = s->st_kept[k].k_id;
 		key_rebuild(s, s->st_kept[k].k_sf, s->st_kept[k].k_n);
 		break;
@@ -732,16 +732,16 @@ int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t b
 	return 0;
 fail:
 	free(ids);
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	return rc;
 }
 
-void ck_store_close(struct ck_store *s)
+void sfs__ck_store_close(struct ck_store *s)
 {
 	if (!s)
 		return;
 	if (s->st_txn)
-		ck_txn_abort(s->st_txn);
+		sfs__ck_txn_abort(s->st_txn);
 	for (size_t i = 0; i < s->st_by_path.m_nb; i++)
 		for (struct ck_sf *sf = s->st_by_path.m_b[i], *next; sf; sf = next) {
 			next = sf->sf_next_path;
@@ -755,17 +755,17 @@ void ck_store_close(struct ck_store *s)
 	free(s);
 }
 
-uint64_t ck_store_last(const struct ck_store *s)
+uint64_t sfs__ck_store_last(const struct ck_store *s)
 {
 	return s->st_last;
 }
 
-uint64_t ck_store_max_id(const struct ck_store *s)
+uint64_t sfs__ck_store_max_id(const struct ck_store *s)
 {
 	return s->st_max;
 }
 
-int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out)
+int sfs__ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out)
 {
 	struct ck_txn *t;
 
@@ -956,7 +956,7 @@ static int add_files(struct ck_txn *t, uint32_t worker, const char *dir, int sha
 	return rc;
 }
 
-int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged)
+int sfs__ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged)
 {
 	uint32_t *ws, nprivate = 0;
 	char p[PATH_MAX];
@@ -1041,7 +1041,7 @@ static int write_meta(struct ck_txn *t, const struct ck_meta *w)
 	return 0;
 }
 
-int ck_txn_commit(struct ck_txn *t, const struct ck_meta *m, struct ck_txn_stats *stats)
+int sfs__ck_txn_commit(struct ck_txn *t, const struct ck_meta *m, struct ck_txn_stats *stats)
 {
 	struct ck_store *s = t->t_s;
 	struct ck_sf **ksf = NULL;
@@ -1100,11 +1100,11 @@ fail:
 	if (rc == -ENOMEM)
 		sfs__err(rc, "checkpoint %llu: no memory", (ull)t->t_id);
 	free(ksf);
-	ck_txn_abort(t);
+	sfs__ck_txn_abort(t);
 	return rc;
 }
 
-void ck_txn_abort(struct ck_txn *t)
+void sfs__ck_txn_abort(struct ck_txn *t)
 {
 	struct ck_store *s = t->t_s;
 	char p[PATH_MAX];
@@ -1129,7 +1129,7 @@ void ck_txn_abort(struct ck_txn *t)
 
 /* ---- readers ------------------------------------------------------------------------ */
 
-int ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, char *dir,
+int sfs__ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, char *dir,
 	      size_t dirlen)
 {
 	char d[PATH_MAX];
@@ -1138,11 +1138,11 @@ int ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, 
 	int rc, refused = 0;
 
 	memset(m, 0, sizeof(*m));
-	if ((rc = ck_ids(root, &ids, &n)))
+	if ((rc = sfs__ck_ids(root, &ids, &n)))
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		snprintf(d, sizeof(d), "%s/chk-%llu", root, (ull)ids[i]);
-		rc = ck_read(d, job, verify, m);
+		rc = sfs__ck_read(d, job, verify, m);
 		if (!rc) {
 			if (refused)
 				sfs_log("falling back to chk-%llu (%s)", (ull)ids[i], d);
@@ -1163,11 +1163,11 @@ int ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, 
 			job ? job : "", refused);
 }
 
-int ck_list(const char *root, FILE *out)
+int sfs__ck_list(const char *root, FILE *out)
 {
 	uint64_t *ids;
 	size_t n;
-	int rc = ck_ids(root, &ids, &n);
+	int rc = sfs__ck_ids(root, &ids, &n);
 
 	if (rc)
 		return rc;
@@ -1179,7 +1179,7 @@ int ck_list(const char *root, FILE *out)
 		time_t sec;
 
 		snprintf(d, sizeof(d), "%s/chk-%llu", root, (ull)ids[i]);
-		if (ck_read(d, NULL, 0, &m)) {
+		if (sfs__ck_read(d, NULL, 0, &m)) {
 			fprintf(out, "%-8llu invalid: %s\n", (ull)ids[i], sfs_last_error());
 			continue;
 		}
@@ -1188,7 +1188,7 @@ int ck_list(const char *root, FILE *out)
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		fprintf(out, "%-8llu %-20s %-16s %12llu %12llu %7u\n", (ull)m.id, when, m.job,
 			(ull)m.total_bytes, (ull)m.new_bytes, m.nfiles);
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 	}
 	if (!n)
 		fprintf(out, "(no checkpoints under %s)\n", root);
@@ -1226,12 +1226,12 @@ static int put_worker(const struct ck_meta *m, const char *root, uint32_t w, con
 	return rc ? rc : fsync_path(dest);
 }
 
-int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
+int sfs__ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
 {
 	return put_worker(m, root, w, dest, 0);
 }
 
-int ck_stage_carry(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
+int sfs__ck_stage_carry(const struct ck_meta *m, const char *root, uint32_t w, const char *dest)
 {
 	return put_worker(m, root, w, dest, 1);
 }
@@ -1250,7 +1250,7 @@ static int dir_empty(const char *path)
 	return empty;
 }
 
-int ck_savepoint(const char *root, const char *src, const char *dest)
+int sfs__ck_savepoint(const char *root, const char *src, const char *dest)
 {
 	char sdir[PATH_MAX], ddir[PATH_MAX], s[PATH_MAX], d[PATH_MAX];
 	struct sfs_copy_info ci = { .progress = sfs_child_progress };
@@ -1261,7 +1261,7 @@ int ck_savepoint(const char *root, const char *src, const char *dest)
 		snprintf(sdir, sizeof(sdir), "%s", src);
 	else if ((rc = pjoin(sdir, sizeof(sdir), root, src)))
 		return rc;
-	if ((rc = ck_read(sdir, NULL, 1, &m)))
+	if ((rc = sfs__ck_read(sdir, NULL, 1, &m)))
 		return rc;
 	if (mkdir(dest, CK_DIR_MODE) && (errno != EEXIST || !dir_empty(dest))) {
 		rc = errno == EEXIST ? sfs__err(-EEXIST, "savepoint %s: exists and is not empty", dest)
@@ -1296,10 +1296,10 @@ int ck_savepoint(const char *root, const char *src, const char *dest)
 		goto out;
 	}
 	if ((rc = fsync_path(ddir)) || (rc = pjoin(d, sizeof(d), dest, "shared")) || (rc = fsync_path(d)) ||
-	    (rc = fsync_path(dest)) || (rc = ck_read(ddir, m.job, 0, &check)))
+	    (rc = fsync_path(dest)) || (rc = sfs__ck_read(ddir, m.job, 0, &check)))
 		goto out;
-	ck_meta_free(&check);
+	sfs__ck_meta_free(&check);
 out:
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	return rc;
 }

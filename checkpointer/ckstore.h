@@ -28,7 +28,7 @@
  * volume per checkpoint is O(new files), never O(live files); the counts
  * are returned so tests can prove it.  The reference set and the shared
  * files' reference counts over retained checkpoints are kept as state,
- * updated per commit, and built once per ck_store_open (reading only the
+ * updated per commit, and built once per sfs__ck_store_open (reading only the
  * retained checkpoints' _metadata).
  *
  * `_metadata` is a text file (format version 2): checkpointer/metadata.h.
@@ -78,20 +78,20 @@ struct ck_txn_stats {
  * old, until a newer one is committed.  Cost: reads every retained
  * _metadata and lists shared/ once.
  */
-int ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t base_id,
+int sfs__ck_store_open(const char *root, const char *job, uint32_t retain, uint64_t base_id,
 		  struct ck_store **out);
-void ck_store_close(struct ck_store *s);
+void sfs__ck_store_close(struct ck_store *s);
 
 /* The id of the reference checkpoint (0: none). */
-uint64_t ck_store_last(const struct ck_store *s);
+uint64_t sfs__ck_store_last(const struct ck_store *s);
 
 /* The newest chk-<id> on disk, valid or not (0: none): the next id must be
  * above it.  After a restore from an older checkpoint, barrier ids go on
  * from here, not from the restored id. */
-uint64_t ck_store_max_id(const struct ck_store *s);
+uint64_t sfs__ck_store_max_id(const struct ck_store *s);
 
 /* Start checkpoint @id (greater than every existing id). */
-int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out);
+int sfs__ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out);
 
 /* Add worker @w's staged files (every regular file in @staged_dir, and in
  * its subdirectory SFS_STAGE_SHARED as shared files; any
@@ -99,7 +99,7 @@ int ck_txn_begin(struct ck_store *s, uint64_t id, struct ck_txn **out);
  * bytes, is refused with SFS_EUSAGE).  Once per worker per txn.  Cost:
  * one stat per file, plus a link, fsync and crc32c read per new shared
  * file and a copy per private one.  On error the txn stays open: abort it. */
-int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged_dir);
+int sfs__ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged_dir);
 
 /*
  * Write _metadata from @m (id, job, config, workers, sources, tables,
@@ -108,14 +108,14 @@ int ck_txn_add_dir(struct ck_txn *t, uint32_t worker, const char *staged_dir);
  * After an error the txn is aborted (its new files unlinked unless
  * referenced elsewhere, chk-<id> removed) and freed.
  */
-int ck_txn_commit(struct ck_txn *t, const struct ck_meta *m, struct ck_txn_stats *stats);
-void ck_txn_abort(struct ck_txn *t);
+int sfs__ck_txn_commit(struct ck_txn *t, const struct ck_meta *m, struct ck_txn_stats *stats);
+void sfs__ck_txn_abort(struct ck_txn *t);
 
 /* ---- readers ----------------------------------------------------------------------- */
 
 /* The ids of every chk-<id> directory under @root, newest first (valid or
  * not); *ids is malloc'd. */
-int ck_ids(const char *root, uint64_t **ids, size_t *n);
+int sfs__ck_ids(const char *root, uint64_t **ids, size_t *n);
 
 /*
  * Read and validate checkpoint @path (a chk-<id> directory or its
@@ -124,7 +124,7 @@ int ck_ids(const char *root, uint64_t **ids, size_t *n);
  * On failure: an sfs error code, and sfs_last_error() names the file and
  * the problem.
  */
-int ck_read(const char *path, const char *job, int verify, struct ck_meta *m);
+int sfs__ck_read(const char *path, const char *job, int verify, struct ck_meta *m);
 
 /*
  * The newest valid checkpoint of @job under @root into @m (and its
@@ -132,12 +132,12 @@ int ck_read(const char *path, const char *job, int verify, struct ck_meta *m);
  * naming the file and the problem ("falling back to chk-<id>").
  * -ENOENT if there is none.
  */
-int ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, char *dir,
+int sfs__ck_latest(const char *root, const char *job, int verify, struct ck_meta *m, char *dir,
 	      size_t dirlen);
 
 /* `sfs checkpoints`: one line per checkpoint (id, time, size, new bytes,
  * files; invalid ones marked with the reason). */
-int ck_list(const char *root, FILE *out);
+int sfs__ck_list(const char *root, FILE *out);
 
 /*
  * Materialize worker @w's files of checkpoint @m (stored under @root) in
@@ -146,17 +146,17 @@ int ck_list(const char *root, FILE *out);
  * the same name in @dest is an error (-EEXIST): restore into a fresh
  * directory.  Copies are checked against their crc32c on the way.
  */
-int ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest);
+int sfs__ck_restore_worker(const struct ck_meta *m, const char *root, uint32_t w, const char *dest);
 
 /* Stage worker @w's files of checkpoint @m in @dest as its target staged
  * them (shared ones in SFS_STAGE_SHARED, linked; private ones copied): a
  * finished worker's state, carried into the next checkpoint unchanged (its
  * shared files then ride as references). */
-int ck_stage_carry(const struct ck_meta *m, const char *root, uint32_t w, const char *dest);
+int sfs__ck_stage_carry(const struct ck_meta *m, const char *root, uint32_t w, const char *dest);
 
 /* A self-contained copy of checkpoint @src (a chk-<id> directory under
  * @root) at @dest: its own shared files, restorable after @root is gone. */
-int ck_savepoint(const char *root, const char *src, const char *dest);
+int sfs__ck_savepoint(const char *root, const char *src, const char *dest);
 
 /* ---- internal: tests --------------------------------------------------------------- */
 

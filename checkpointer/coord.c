@@ -23,7 +23,7 @@
 #define POLL_NS (1 * MS)          /* while a checkpoint is in flight */
 #define WAIT_LOG_NS (10000 * MS)  /* "still waiting" every 10 s */
 
-int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
+int sfs__ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
 {
 	struct sfs_ckpt *ck;
 	uint64_t base;
@@ -42,7 +42,7 @@ int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
 	base = sfs_load_acquire(&ck->ck_done);
 	if (!base)
 		base = ck->ck_restored_id;
-	rc = ck_store_open(c->root, job, ck->ck_retain ? ck->ck_retain : CK_DEFAULT_RETAIN, base,
+	rc = sfs__ck_store_open(c->root, job, ck->ck_retain ? ck->ck_retain : CK_DEFAULT_RETAIN, base,
 			   &c->store);
 	if (rc)
 		return rc;
@@ -57,10 +57,10 @@ int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job)
 	return 0;
 }
 
-void ck_coord_close(struct ck_coord *c)
+void sfs__ck_coord_close(struct ck_coord *c)
 {
 	if (c->store)
-		ck_store_close(c->store);
+		sfs__ck_store_close(c->store);
 	c->store = NULL;
 }
 
@@ -85,7 +85,7 @@ static void drop_stage(struct ck_coord *c, uint64_t id)
 static int carry(struct ck_coord *c, struct ck_meta *prev, uint32_t w, const char *dir,
 		 struct ck_table *table, struct ck_source *source)
 {
-	uint64_t last = ck_store_last(c->store);
+	uint64_t last = sfs__ck_store_last(c->store);
 	char cdir[SFS_CKPT_PATH_MAX + 64];
 	int rc;
 
@@ -93,13 +93,13 @@ static int carry(struct ck_coord *c, struct ck_meta *prev, uint32_t w, const cha
 		if (!last)
 			return sfs__err(SFS_EUSAGE, "worker %u finished before any checkpoint", w);
 		snprintf(cdir, sizeof(cdir), "%s/chk-%" PRIu64, c->root, last);
-		if ((rc = ck_read(cdir, c->name, 0, prev)))
+		if ((rc = sfs__ck_read(cdir, c->name, 0, prev)))
 			return rc;
 	}
 	if (prev->workers != c->ck->ck_workers)
 		return sfs__err(SFS_EUSAGE, "worker %u finished, and checkpoint %" PRIu64 " has %u "
 				"workers, not %u", w, prev->id, prev->workers, c->ck->ck_workers);
-	if ((rc = sfs_rmtree(dir)) || (rc = ck_stage_carry(prev, c->root, w, dir)))
+	if ((rc = sfs_rmtree(dir)) || (rc = sfs__ck_stage_carry(prev, c->root, w, dir)))
 		return rc;
 	for (uint32_t i = 0; i < prev->ntables; i++)
 		if (prev->tables[i].worker == w)
@@ -161,7 +161,7 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 	char dir[SFS_CKPT_PATH_MAX + 64];
 	int rc;
 
-	if (ck_store_max_id(c->store) >= id) {
+	if (sfs__ck_store_max_id(c->store) >= id) {
 		/* A predecessor died between the _metadata rename and publishing
 		 * it: if chk-<id> is valid it is complete — adopt it as the
 		 * reference set and finish phase two; if not, skip the id. */
@@ -170,14 +170,14 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 
 		memset(&done, 0, sizeof(done));
 		snprintf(cdir, sizeof(cdir), "%s/chk-%" PRIu64, c->root, id);
-		rc = ck_read(cdir, c->name, 0, &done);
-		ck_meta_free(&done);
-		ck_store_close(c->store);
+		rc = sfs__ck_read(cdir, c->name, 0, &done);
+		sfs__ck_meta_free(&done);
+		sfs__ck_store_close(c->store);
 		c->store = NULL;
-		if ((rc = ck_store_open(c->root, c->name, ck->ck_retain ? ck->ck_retain :
+		if ((rc = sfs__ck_store_open(c->root, c->name, ck->ck_retain ? ck->ck_retain :
 					CK_DEFAULT_RETAIN, rc ? ck->ck_done : id, &c->store)))
 			return rc;
-		if (ck_store_last(c->store) != id) {
+		if (sfs__ck_store_last(c->store) != id) {
 			sfs_log("checkpoint %" PRIu64 " exists but is not valid: skipped", id);
 			sfs_store_relaxed(&ck->ck_aborted, ck->ck_aborted + 1);
 			drop_stage(c, id);
@@ -187,7 +187,7 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 		memset(&st, 0, sizeof(st));
 		goto published;
 	}
-	rc = ck_txn_begin(c->store, id, &t);
+	rc = sfs__ck_txn_begin(c->store, id, &t);
 	if (rc)
 		return rc;
 	memset(&prev, 0, sizeof(prev));
@@ -198,8 +198,8 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 		 * files: the checkpoint is abandoned before its _metadata, and
 		 * the next step answers (rollback()). */
 		if (sfs_load_acquire(&ck->ck_rb_req) > sfs_load_relaxed(&ck->ck_rb_ack)) {
-			ck_txn_abort(t);
-			ck_meta_free(&prev);
+			sfs__ck_txn_abort(t);
+			sfs__ck_meta_free(&prev);
 			return 1;
 		}
 		if (w == ck->ck_workers)
@@ -209,23 +209,23 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 		tables[w].worker = w;
 		sources[w].worker = w;
 		if (sfs_load_relaxed(&cw->cw_sealed) < id) {
-			/* finished (ck_coord_step): its state and bytes as the
+			/* finished (sfs__ck_coord_step): its state and bytes as the
 			 * newest checkpoint has them */
 			if ((rc = carry(c, &prev, w, dir, &tables[w], &sources[w]))) {
-				ck_txn_abort(t);
-				ck_meta_free(&prev);
+				sfs__ck_txn_abort(t);
+				sfs__ck_meta_free(&prev);
 				return rc;
 			}
 		} else {
 			tables[w].version = sfs_load_relaxed(&cw->cw_snap_version);
-			/* stable: the worker sealed id (acquire in ck_coord_step)
+			/* stable: the worker sealed id (acquire in sfs__ck_coord_step)
 			 * and writes no bytes again before id+1 is requested */
 			sources[w].len = cw->cw_bytes_len <= SFS_CKPT_BYTES_MAX ? cw->cw_bytes_len : 0;
 			sources[w].bytes = cw->cw_bytes;
 		}
-		if ((rc = ck_txn_add_dir(t, w, dir))) {
-			ck_txn_abort(t);
-			ck_meta_free(&prev);
+		if ((rc = sfs__ck_txn_add_dir(t, w, dir))) {
+			sfs__ck_txn_abort(t);
+			sfs__ck_meta_free(&prev);
 			return rc;
 		}
 	}
@@ -241,10 +241,10 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 
 		if (used)
 			m.config[used++] = ' ';
-		if ((rc = ck_coord_states(c->seg, m.config + used,
+		if ((rc = sfs__ck_coord_states(c->seg, m.config + used,
 					  (unsigned)(sizeof(m.config) - used)))) {
-			ck_txn_abort(t);
-			ck_meta_free(&prev);
+			sfs__ck_txn_abort(t);
+			sfs__ck_meta_free(&prev);
 			return rc;
 		}
 	}
@@ -254,8 +254,8 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 	m.sources = sources;
 	m.ntables = ck->ck_workers;
 	m.tables = tables;
-	rc = ck_txn_commit(t, &m, &st);
-	ck_meta_free(&prev);
+	rc = sfs__ck_txn_commit(t, &m, &st);
+	sfs__ck_meta_free(&prev);
 	if (rc)
 		return rc;
 published:
@@ -309,7 +309,7 @@ static int rollback(struct ck_coord *c, uint64_t r, uint64_t now)
 	return 1;
 }
 
-int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
+int sfs__ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 {
 	struct sfs_ckpt *ck = c->ck;
 	uint64_t id = c->inflight, r = sfs_load_acquire(&ck->ck_rb_req);
@@ -353,8 +353,8 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns)
 		id = sfs_load_relaxed(&ck->ck_barrier_req);
 		if (sfs_load_relaxed(&ck->ck_done) > id)
 			id = ck->ck_done;
-		if (ck_store_max_id(c->store) > id)
-			id = ck_store_max_id(c->store);	/* never reuse a directory */
+		if (sfs__ck_store_max_id(c->store) > id)
+			id = sfs__ck_store_max_id(c->store);	/* never reuse a directory */
 		c->inflight = ++id;
 		c->t_begin = now;
 		c->next_wait_log = now + WAIT_LOG_NS;

@@ -48,13 +48,13 @@ struct ck_coord {
 };
 
 /* -ENOENT: no checkpoints in this segment (nothing to do). */
-int ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job);
-void ck_coord_close(struct ck_coord *c);
+int sfs__ck_coord_open(struct ck_coord *c, struct sfs_seg *seg, const char *job);
+void sfs__ck_coord_close(struct ck_coord *c);
 
 /* One round; > 0 if it did work, 0 if idle, < 0 on an error that stops
  * the checkpointer (the supervisor restarts it).  *@poll_ns: how soon to
  * come back. */
-int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns);
+int sfs__ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns);
 
 /*
  * The segment's state registry as one config value, "states=<id>.<kind>.
@@ -65,17 +65,17 @@ int ck_coord_step(struct ck_coord *c, uint64_t now, uint64_t *poll_ns);
  * worker starts.  -E2BIG if it does not fit in @len; SFS_EUSAGE for a
  * name with a space or '/'.
  */
-int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len);
+int sfs__ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len);
 
 /* Parse @val (the states= value) into @st (SFS_MAX_STATES entries, by id:
  * sd_state SFS_SDESC_READY where one is registered; the others untouched).
  * SFS_ECORRUPT naming the bad entry.  The one reader of the format
  * (restore, `sfs export`). */
-int ck_coord_states_parse(const char *val, struct sfs_state_desc *st);
+int sfs__ck_coord_states_parse(const char *val, struct sfs_state_desc *st);
 
 /* Parse @val into @seg's registry: entries written in their id slots, each
  * counter's operator checked against this process's.  Only before any
  * child starts. */
-int ck_coord_states_restore(struct sfs_seg *seg, const char *val);
+int sfs__ck_coord_states_restore(struct sfs_seg *seg, const char *val);
 
 #endif

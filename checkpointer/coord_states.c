@@ -1,6 +1,6 @@
 /*
  * coord_states.c — the state registry as a checkpoint's config value
- * (coord.h: ck_coord_states, its parser and the restore), apart from the
+ * (coord.h: sfs__ck_coord_states, its parser and the restore), apart from the
  * coordinator so a harness links the parser alone (tests/fuzz/fuzz_states.c).
  */
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include "common/merge.h"
 #include "sfs.h"
 
-int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len)
+int sfs__ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len)
 {
 	unsigned n = (unsigned)snprintf(buf, len, "states=");
 
@@ -46,7 +46,7 @@ int ck_coord_states(const struct sfs_seg *seg, char *buf, unsigned len)
 	return 0;
 }
 
-int ck_coord_states_parse(const char *val, struct sfs_state_desc *st)
+int sfs__ck_coord_states_parse(const char *val, struct sfs_state_desc *st)
 {
 	const char *p = val;
 
@@ -105,13 +105,13 @@ int ck_coord_states_parse(const char *val, struct sfs_state_desc *st)
 	return 0;
 }
 
-int ck_coord_states_restore(struct sfs_seg *seg, const char *val)
+int sfs__ck_coord_states_restore(struct sfs_seg *seg, const char *val)
 {
 	static struct sfs_state_desc st[SFS_MAX_STATES];
 	int rc;
 
 	memset(st, 0, sizeof(st));
-	if ((rc = ck_coord_states_parse(val, st)))
+	if ((rc = sfs__ck_coord_states_parse(val, st)))
 		return rc;
 	for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
 		struct sfs_state_desc *d = &seg->hdr->sh_states[i];

@@ -27,7 +27,7 @@ static int step(struct sfs_child *c, unsigned budget)
 	(void)budget;
 	if (!coord_on)
 		return 0;
-	rc = ck_coord_step(&coord, sfs_now_ns(), &poll);
+	rc = sfs__ck_coord_step(&coord, sfs_now_ns(), &poll);
 	if (rc < 0) {
 		sfs_log("checkpoint coordination failed: %s", sfs_last_error());
 		return rc;
@@ -44,7 +44,7 @@ int main(int argc, char **argv)
 	sfs_child_args(&c, SFS_ROLE_CHECKPOINTER, argc, argv);
 	if (sfs_child_start(&c))
 		return 1;
-	rc = ck_coord_open(&coord, &c.seg, c.job);
+	rc = sfs__ck_coord_open(&coord, &c.seg, c.job);
 	if (rc == 0) {
 		coord_on = 1;
 		coord.self = c.slot;
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 		(long)(c.slot - c.seg.hdr->sh_procs),
 		coord_on ? ", driving checkpoints" : "");
 	rc = sfs_child_loop(&c, step);
-	ck_coord_close(&coord);
+	sfs__ck_coord_close(&coord);
 	sfs_child_finish(&c);
 	sfs_log("stopped");
 	return rc ? 1 : 0;

@@ -3,8 +3,8 @@
  * writer (the text of a struct ck_meta, checksum line last) and its strict
  * parser (every line exactly as the writer puts it, formats 1 and 2), with
  * the rule a name in it obeys and the crc32c that seals it.  No file is
- * opened here: ckstore.c writes the text durably (ck_txn_commit) and reads
- * it back with the checks that need the directory (ck_read); the parser
+ * opened here: ckstore.c writes the text durably (sfs__ck_txn_commit) and reads
+ * it back with the checks that need the directory (sfs__ck_read); the parser
  * alone is fuzzed (tests/fuzz/fuzz_metadata.c).
  */
 #include <errno.h>
@@ -79,7 +79,7 @@ int sfs__ck_meta_format(const struct ck_meta *m, char **buf, size_t *len)
 		free(*buf);
 		return sfs__err(-ENOMEM, "_metadata: no memory");
 	}
-	crc = ck_crc32c(0, *buf, *len);
+	crc = sfs__ck_crc32c(0, *buf, *len);
 	fprintf(f, "crc32c 0x%08x\n", crc);
 	if (fclose(f)) {
 		free(*buf);
@@ -91,7 +91,7 @@ int sfs__ck_meta_format(const struct ck_meta *m, char **buf, size_t *len)
 /* Parse @len bytes of @file: header and version first (an unknown version
  * may have another layout), then the checksum of everything before the
  * last line, then every line in order. */
-int ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m)
+int sfs__ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m)
 {
 	static const char magic[] = "sfs-checkpoint ";
 	struct mp c = { .p = buf, .end = buf + len, .file = file };
@@ -120,7 +120,7 @@ int ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta 
 	if (last < c.p || buf + len - last != 18 || memcmp(last, "crc32c ", 7) ||
 	    hex32(last + 7, 10, &stored))
 		return sfs__err(SFS_ECORRUPT, "%s: truncated (no checksum line at the end)", file);
-	crc = ck_crc32c(0, buf, (size_t)(last - buf));
+	crc = sfs__ck_crc32c(0, buf, (size_t)(last - buf));
 	if (crc != stored)
 		return sfs__err(SFS_ECORRUPT, "%s: checksum mismatch (stored 0x%08x, computed 0x%08x)",
 				file, stored, crc);
@@ -129,7 +129,7 @@ int ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta 
 	if (!rc)
 		rc = meta_parse_rest(&c, m);
 	if (rc)
-		ck_meta_free(m);
+		sfs__ck_meta_free(m);
 	return rc;
 }
 
@@ -434,7 +434,7 @@ int sfs__ck_name_ok(const char *s, size_t len)
 	return 1;
 }
 
-int ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len)
+int sfs__ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len)
 {
 	size_t kl = strlen(key);
 
@@ -454,7 +454,7 @@ int ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t l
 	return -ENOENT;
 }
 
-void ck_meta_free(struct ck_meta *m)
+void sfs__ck_meta_free(struct ck_meta *m)
 {
 	free(m->splits);
 	for (uint32_t i = 0; m->sources && i < m->nsources; i++)
@@ -467,12 +467,12 @@ void ck_meta_free(struct ck_meta *m)
 
 /* The implementation is common/crc32c.c (shared with the table store's data
  * files); these keep ckstore's names. */
-uint32_t ck__crc32c_table(uint32_t crc, const void *p, size_t n)
+uint32_t sfs__ck_crc32c_table(uint32_t crc, const void *p, size_t n)
 {
 	return sfs__crc32c_table(crc, p, n);
 }
 
-uint32_t ck_crc32c(uint32_t crc, const void *p, size_t n)
+uint32_t sfs__ck_crc32c(uint32_t crc, const void *p, size_t n)
 {
 	return sfs_crc32c(crc, p, n);
 }

@@ -42,7 +42,7 @@ struct ck_split {
 struct ck_source {
 	uint32_t worker;
 	uint32_t len;          /* <= CK_SOURCE_MAX */
-	uint8_t *bytes;        /* malloc'd by ck_read; the caller's in a commit */
+	uint8_t *bytes;        /* malloc'd by sfs__ck_read; the caller's in a commit */
 };
 
 struct ck_table {
@@ -80,29 +80,29 @@ struct ck_meta {
 	uint64_t new_bytes;       /* bytes linked or copied by this checkpoint */
 };
 
-void ck_meta_free(struct ck_meta *m);
+void sfs__ck_meta_free(struct ck_meta *m);
 
 /* Look up "key=" in m->config; copies the value, 0 if found. */
-int ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len);
+int sfs__ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len);
 
 #define CK_LIST_MAX (1u << 22)     /* splits, tables or files in one checkpoint */
 
-void ck_meta_free(struct ck_meta *m);
+void sfs__ck_meta_free(struct ck_meta *m);
 
 /* Look up "key=" in m->config; copies the value, 0 if found. */
-int ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len);
+int sfs__ck_meta_config(const struct ck_meta *m, const char *key, char *val, size_t len);
 
 /*
- * The strict parser of ck_read alone: @len bytes of a _metadata named
+ * The strict parser of sfs__ck_read alone: @len bytes of a _metadata named
  * @file (for messages) into @m, without the checks that need the
- * directory (its id, the job, the files).  Freed with ck_meta_free; on
+ * directory (its id, the job, the files).  Freed with sfs__ck_meta_free; on
  * error @m is left empty.  Apart so a buffer can be checked on its own
  * (tests/fuzz/fuzz_metadata.c).
  */
-int ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m);
+int sfs__ck_meta_parse(const char *file, const char *buf, size_t len, struct ck_meta *m);
 
 /* The text of @m (files and sizes as given) with its checksum line, in a
- * malloc'd *@buf of *@len bytes: what ck_txn_commit writes. */
+ * malloc'd *@buf of *@len bytes: what sfs__ck_txn_commit writes. */
 int sfs__ck_meta_format(const struct ck_meta *m, char **buf, size_t *len);
 
 /* 1..CK_LOCAL_MAX printable bytes without space or '/', not "." or "..":
@@ -111,9 +111,9 @@ int sfs__ck_name_ok(const char *s, size_t len);
 
 /* crc32c (Castagnoli) of @n bytes, continuing @crc (0 to start).  SSE4.2
  * when the CPU has it, else a table. */
-uint32_t ck_crc32c(uint32_t crc, const void *p, size_t n);
+uint32_t sfs__ck_crc32c(uint32_t crc, const void *p, size_t n);
 
 /* The table implementation, to test the SSE4.2 one against. */
-uint32_t ck__crc32c_table(uint32_t crc, const void *p, size_t n);
+uint32_t sfs__ck_crc32c_table(uint32_t crc, const void *p, size_t n);
 
 #endif

@@ -3,7 +3,7 @@
  * checkpoint files and metadata (checkpointer/ckstore.c, metadata.c) and
  * the table store's data files (store/table/layout/datafile_{write,read}.c).  It moved
  * here from ckstore.c unchanged, so both formats share one implementation (ckstore keeps its
- * ck_crc32c name as a wrapper).
+ * sfs__ck_crc32c name as a wrapper).
  */
 #ifndef SFS_COMMON_CRC32C_H
 #define SFS_COMMON_CRC32C_H

@@ -37,7 +37,7 @@ static int list_json(const char root[PATH_MAX - 64])
 {
 	uint64_t *ids;
 	size_t n;
-	int rc = ck_ids(root, &ids, &n);
+	int rc = sfs__ck_ids(root, &ids, &n);
 
 	if (rc)
 		return rc;
@@ -50,7 +50,7 @@ static int list_json(const char root[PATH_MAX - 64])
 
 		snprintf(dir, sizeof(dir), "%s/chk-%llu", root, (ull)ids[i]);
 		printf("%s{\"id\": %llu, ", i ? ", " : "", (ull)ids[i]);
-		if (ck_read(dir, NULL, 0, &m)) {
+		if (sfs__ck_read(dir, NULL, 0, &m)) {
 			printf("\"valid\": false, \"error\": ");
 			json_str(sfs_last_error());
 			printf("}");
@@ -64,7 +64,7 @@ static int list_json(const char root[PATH_MAX - 64])
 		       (ull)m.sink_epoch);
 		json_str(m.config);
 		printf("}");
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 	}
 	printf("]}\n");
 	free(ids);
@@ -156,7 +156,7 @@ int sfs_cmd_checkpoints(int argc, char **argv)
 		fprintf(stderr, "sfs checkpoints: --data: path too long\n");
 		return 2;
 	}
-	rc = json ? list_json(root) : ck_list(root, stdout);
+	rc = json ? list_json(root) : sfs__ck_list(root, stdout);
 	if (rc) {
 		fprintf(stderr, "sfs checkpoints: %s\n", sfs_last_error());
 		return 1;
@@ -191,21 +191,21 @@ int sfs_cmd_savepoint(int argc, char **argv)
 		return 2;
 	}
 	if (!strcmp(id, "latest")) {
-		if (ck_latest(root, job_name, 1, &m, src, sizeof(src))) {
+		if (sfs__ck_latest(root, job_name, 1, &m, src, sizeof(src))) {
 			fprintf(stderr, "sfs savepoint: %s\n", sfs_last_error());
 			return 1;
 		}
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 	} else {
 		snprintf(src, sizeof(src), "%s/chk-%ld", root,
 			 sfs_arg_num("savepoint", "--id", id, 1, LONG_MAX));
 	}
-	if (ck_savepoint(root, src, out) || ck_read(src, NULL, 0, &m)) {
+	if (sfs__ck_savepoint(root, src, out) || sfs__ck_read(src, NULL, 0, &m)) {
 		fprintf(stderr, "sfs savepoint: %s\n", sfs_last_error());
 		return 1;
 	}
 	printf("sfs savepoint: chk-%llu of job %s (%u files, %llu bytes) saved to %s\n", (ull)m.id,
 	       m.job, m.nfiles, (ull)m.total_bytes, out);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	return 0;
 }

@@ -18,7 +18,7 @@
  * (checkpointer/ckstore.h); its config names the backend (backend=) and
  * the state registry (states=, checkpointer/coord.c: id.kind.merge[:op].name),
  * which names the states and says how to fold them.  Each worker's files
- * are materialized in a temporary directory (ck_restore_worker, as a
+ * are materialized in a temporary directory (sfs__ck_restore_worker, as a
  * restore does) and read with the flush target's own code through the
  * contract's scan (store/target.h), then removed.  Exit 0; 1 when a file
  * is missing or corrupt (one line naming it); 2 for bad arguments, a path
@@ -223,12 +223,12 @@ static int find_checkpoint(const char *path, struct ck_meta *m, char *dir, size_
 	}
 	snprintf(meta, sizeof(meta), "%s/_metadata", dir);
 	if (stat(meta, &sb) == 0)
-		return ck_read(dir, NULL, 1, m);
+		return sfs__ck_read(dir, NULL, 1, m);
 	snprintf(meta, sizeof(meta), "%s/checkpoints", path);
 	if (stat(meta, &sb) == 0 && S_ISDIR(sb.st_mode))	/* a data directory */
 		path = meta;
 	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {	/* a storage root */
-		int rc = ck_latest(path, NULL, 1, m, dir, len);
+		int rc = sfs__ck_latest(path, NULL, 1, m, dir, len);
 
 		return rc == -ENOENT ? 1 : rc;
 	}
@@ -303,7 +303,7 @@ int sfs_cmd_export(int argc, char **argv)
 		fprintf(stderr, "sfs export: %s\n", sfs_last_error());
 		return 1;
 	}
-	if (ck_meta_config(&m, "backend", v, sizeof(v)) || !(backend = strdup(v)) ||
+	if (sfs__ck_meta_config(&m, "backend", v, sizeof(v)) || !(backend = strdup(v)) ||
 	    !(t = sup_backend_files(v))) {
 		fprintf(stderr, "sfs export: %s: the checkpoint names no known backend ('%s')\n", dir,
 			backend ? backend : "");
@@ -329,7 +329,7 @@ int sfs_cmd_export(int argc, char **argv)
 			char reg[CK_CONFIG_MAX];
 
 			snprintf(reg, sizeof(reg), "%.*s", (int)strcspn(s, " "), s);
-			if (ck_coord_states_parse(reg, st)) {
+			if (sfs__ck_coord_states_parse(reg, st)) {
 				fprintf(stderr, "sfs export: %s: %s\n", dir, sfs_last_error());
 				rc = 1;
 				goto out_meta;
@@ -374,7 +374,7 @@ int sfs_cmd_export(int argc, char **argv)
 	for (uint32_t w = 0; w < m.workers && !rc; w++) {
 		snprintf(wdir, sizeof(wdir), "%s/w%u", tmp, w);
 		x.worker = w;
-		if ((rc = ck_restore_worker(&m, root, w, wdir)) == 0)
+		if ((rc = sfs__ck_restore_worker(&m, root, w, wdir)) == 0)
 			rc = t->scan(wdir, st, row, &x);
 		sfs_rmtree(wdir);
 	}
@@ -389,6 +389,6 @@ out_tmp:
 	sfs_rmtree(tmp);
 out_meta:
 	free(backend);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	return rc;
 }

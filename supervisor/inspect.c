@@ -373,7 +373,7 @@ static int inspect_checkpoint(const char *path)
 	struct ck_meta m;
 	uint64_t shared = 0;
 
-	if (ck_read(path, NULL, 1, &m))
+	if (sfs__ck_read(path, NULL, 1, &m))
 		return bad(sfs_last_error());
 	for (uint32_t i = 0; i < m.nfiles; i++)
 		shared += m.files[i].shared;
@@ -431,7 +431,7 @@ static int inspect_checkpoint(const char *path)
 			       m.files[i].local, m.files[i].size, m.files[i].crc, m.files[i].path);
 		printf("  every file present, of its size and crc32c\n");
 	}
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	return 0;
 }
 

@@ -285,7 +285,7 @@ static uint64_t max_checkpoint_id(const char *root)
 	uint64_t *ids = NULL, max = 0;
 	size_t n = 0;
 
-	if (ck_ids(root, &ids, &n) == 0 && n)
+	if (sfs__ck_ids(root, &ids, &n) == 0 && n)
 		max = ids[0];	/* newest first */
 	free(ids);
 	return max;
@@ -350,7 +350,7 @@ static int put_files(void *arg, const char *dir)
 {
 	const struct put_arg *p = arg;
 
-	return ck_restore_worker(p->m, p->croot, p->worker, dir);
+	return sfs__ck_restore_worker(p->m, p->croot, p->worker, dir);
 }
 
 /* Same parallelism: every worker's instance restored from its own files
@@ -395,7 +395,7 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 	if (rc || !f->rebuild)
 		return sfs__err(SFS_EUSAGE, "rescaling the %s backend is not supported yet",
 				q->backend);
-	if (ck_meta_config(m, "max_parallelism", v, sizeof(v)) == 0)
+	if (sfs__ck_meta_config(m, "max_parallelism", v, sizeof(v)) == 0)
 		maxp = (uint32_t)strtoul(v, NULL, 10);
 	if (m->workers > RT_MAX_WORKERS || !m->workers)
 		return sfs__err(SFS_ECORRUPT, "checkpoint of %u workers", m->workers);
@@ -404,7 +404,7 @@ static int rescale(const struct sup_query *q, const struct ck_meta *m, const cha
 		return rc;
 	for (uint32_t w = 0; w < m->workers && !rc; w++) {
 		snprintf(olds[w], sizeof(olds[w]), "%s/w%u", tmp, w);
-		rc = ck_restore_worker(m, croot, w, olds[w]);
+		rc = sfs__ck_restore_worker(m, croot, w, olds[w]);
 	}
 	for (uint32_t nw = 0; nw < workers && !rc; nw++) {
 		uint32_t lo = sfs_kg_range_start(nw, workers, maxp);
@@ -429,9 +429,9 @@ static int same(const struct ck_meta *m, const char *key, const char *mine, cons
 {
 	char v[128];
 
-	if (ck_meta_config(m, key, v, sizeof(v)) || strcmp(v, mine) != 0) {
+	if (sfs__ck_meta_config(m, key, v, sizeof(v)) || strcmp(v, mine) != 0) {
 		fprintf(stderr, "sfs run: checkpoint %s: %s is %s, this job's is %s\n", path, key,
-			ck_meta_config(m, key, v, sizeof(v)) ? "missing" : v, mine);
+			sfs__ck_meta_config(m, key, v, sizeof(v)) ? "missing" : v, mine);
 		return 0;
 	}
 	return 1;
@@ -506,7 +506,7 @@ static int restore_sources(const struct sup_query *q, const struct ck_meta *m, c
 	}
 	if (q->exec)
 		return 0;	/* the program's bytes are its own */
-	if (ck_meta_config(m, "splits", v, sizeof(v)) ||
+	if (sfs__ck_meta_config(m, "splits", v, sizeof(v)) ||
 	    (job->rj_nsplits = (uint32_t)strtoul(v, NULL, 10)) == 0 ||
 	    job->rj_nsplits > RT_MAX_WORKERS) {
 		fprintf(stderr, "sfs run: checkpoint %s: no source splits in its config\n", dir);
@@ -528,9 +528,9 @@ static int restore(struct sup_query *q, unsigned workers)
 	memset(&m, 0, sizeof(m));
 	if (q->recover_id) {
 		snprintf(dir, sizeof(dir), "%s/chk-%" PRIu64, root, q->recover_id);
-		rc = ck_read(dir, job_name, 1, &m);
+		rc = sfs__ck_read(dir, job_name, 1, &m);
 	} else if (strcmp(q->restore, "latest") == 0) {
-		rc = ck_latest(root, job_name, 1, &m, dir, sizeof(dir));
+		rc = sfs__ck_latest(root, job_name, 1, &m, dir, sizeof(dir));
 		if (rc == -ENOENT) {
 			fprintf(stderr, "sfs run: --restore latest: no valid checkpoint of job %s "
 				"in %s\n", job_name, root);
@@ -538,21 +538,21 @@ static int restore(struct sup_query *q, unsigned workers)
 		}
 	} else {
 		snprintf(dir, sizeof(dir), "%s", q->restore);
-		rc = ck_read(dir, job_name, 1, &m);
+		rc = sfs__ck_read(dir, job_name, 1, &m);
 	}
 	if (rc) {
 		fprintf(stderr, "sfs run: cannot restore: %s\n", sfs_last_error());
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 		return 2;
 	}
 	{
 		/* first: the same state ids as the checkpoint's (keys carry them) */
 		char states[CK_CONFIG_MAX];
 
-		if (ck_meta_config(&m, "states", states, sizeof(states)) == 0 &&
-		    (rc = ck_coord_states_restore(job_seg, states))) {
+		if (sfs__ck_meta_config(&m, "states", states, sizeof(states)) == 0 &&
+		    (rc = sfs__ck_coord_states_restore(job_seg, states))) {
 			fprintf(stderr, "sfs run: restoring %s: %s\n", dir, sfs_last_error());
-			ck_meta_free(&m);
+			sfs__ck_meta_free(&m);
 			return 2;
 		}
 	}
@@ -576,12 +576,12 @@ static int restore(struct sup_query *q, unsigned workers)
 			continue;
 		snprintf(want, sizeof(want), "%.*s", (int)strcspn(p + kl + 1, " "), p + kl + 1);
 		if (!same(&m, names[i], want, dir)) {
-			ck_meta_free(&m);
+			sfs__ck_meta_free(&m);
 			return 2;
 		}
 	}
 	if ((rc = restore_sources(q, &m, dir))) {
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 		return rc;
 	}
 	{
@@ -600,7 +600,7 @@ static int restore(struct sup_query *q, unsigned workers)
 			rc = rescale(q, &m, croot, workers);
 		if (rc) {
 			fprintf(stderr, "sfs run: restoring %s: %s\n", dir, sfs_last_error());
-			ck_meta_free(&m);
+			sfs__ck_meta_free(&m);
 			return 2;
 		}
 	}
@@ -615,7 +615,7 @@ static int restore(struct sup_query *q, unsigned workers)
 	sfs_log("restored %s: checkpoint %" PRIu64 " of job %s, %u workers%s%s in %.1f ms", dir,
 		m.id, m.job, m.workers, m.workers != workers ? " rescaled" : " adopted",
 		q->recover_id ? " (recovery)" : "", (sfs_now_ns() - t0) / 1e6);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	return rc;
 }
 
@@ -738,9 +738,9 @@ int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
 		/* Its bytes and sink epoch only: not the crc32c of every file (a
 		 * read of the whole state, the restart's cost), just their sizes. */
 		snprintf(dir, sizeof(dir), "%s/chk-%" PRIu64, root, to);
-		if ((rc = ck_read(dir, job_name, 0, &m))) {
+		if ((rc = sfs__ck_read(dir, job_name, 0, &m))) {
 			snprintf(why, n, "%s", sfs_last_error());
-			ck_meta_free(&m);
+			sfs__ck_meta_free(&m);
 			return -1;
 		}
 		/* A checkpoint of this group: the workers start restored from
@@ -749,7 +749,7 @@ int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
 		if (to != ck->ck_restored_id || ck->ck_start == SFS_START_FRESH) {
 			if ((rc = restore_sources(q, &m, dir))) {
 				snprintf(why, n, "checkpoint %s: its sources cannot be read", dir);
-				ck_meta_free(&m);
+				sfs__ck_meta_free(&m);
 				return -1;
 			}
 			ck->ck_start = SFS_START_RESTORED;
@@ -759,7 +759,7 @@ int sup_query_rollback_finish(struct sup_query *q, char *why, size_t n)
 	} else {
 		rc = rt_adopt(rt_sink_reset(q->data_dir));
 	}
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	if (rc) {
 		snprintf(why, n, "the sink: %s", sfs_last_error());
 		return -1;

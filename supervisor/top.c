@@ -192,7 +192,7 @@ static void checkpoints(const struct sup_snap *b, struct frame *f, int max)
 	if (max > 5)
 		max = 5;
 	snprintf(root, sizeof(root), "%s/checkpoints", b->data_dir);
-	if (ck_ids(root, &ids, &n) || !n) {
+	if (sfs__ck_ids(root, &ids, &n) || !n) {
 		free(ids);
 		addl(f, "  (none completed yet)");
 		return;
@@ -202,7 +202,7 @@ static void checkpoints(const struct sup_snap *b, struct frame *f, int max)
 		char dir[PATH_MAX];
 
 		snprintf(dir, sizeof(dir), "%s/chk-%llu", root, (ull)ids[i]);
-		if (ck_read(dir, NULL, 0, &m[nm]) == 0)
+		if (sfs__ck_read(dir, NULL, 0, &m[nm]) == 0)
 			nm++;
 	}
 	free(ids);
@@ -225,7 +225,7 @@ static void checkpoints(const struct sup_snap *b, struct frame *f, int max)
 		addl(f, "  %-8llu %10s %12s %12s %13s", (ull)m[i].id, dur, sz, nw, fl);
 	}
 	for (int i = 0; i < nm; i++)
-		ck_meta_free(&m[i]);
+		sfs__ck_meta_free(&m[i]);
 }
 
 /* One frame from two snapshots @a (older) and @b, at most @rows lines. */

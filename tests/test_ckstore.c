@@ -181,16 +181,16 @@ static int commit(struct ck_store *s, uint64_t id, uint32_t workers, struct ck_t
 	m.tables = tables;
 	for (uint32_t w = 0; w < workers; w++)
 		tables[w] = (struct ck_table){ w, id * 100 + w };
-	if ((rc = ck_txn_begin(s, id, &t)))
+	if ((rc = sfs__ck_txn_begin(s, id, &t)))
 		return rc;
 	for (uint32_t w = 0; w < workers; w++) {
 		stage_path(p, sizeof(p), w, NULL);
-		if ((rc = ck_txn_add_dir(t, w, p))) {
-			ck_txn_abort(t);
+		if ((rc = sfs__ck_txn_add_dir(t, w, p))) {
+			sfs__ck_txn_abort(t);
 			return rc;
 		}
 	}
-	return ck_txn_commit(t, &m, st);
+	return sfs__ck_txn_commit(t, &m, st);
 }
 
 static void chk_path(char *out, size_t cap, const char *r, uint64_t id)
@@ -208,13 +208,13 @@ static void check_restore(const char *r, uint64_t id, uint32_t workers, int nfil
 	int total = 0;
 
 	chk_path(p, sizeof(p), r, id);
-	cr_assert_eq(ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
 	for (uint32_t w = 0; w < workers; w++) {
 		DIR *dd;
 		struct dirent *e;
 
 		snprintf(d, sizeof(d), "%s/restore-%llu-w%u", dir, (unsigned long long)id, w);
-		cr_assert_eq(ck_restore_worker(&m, r, w, d), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs__ck_restore_worker(&m, r, w, d), 0, "%s", sfs_last_error());
 		cr_assert_not_null(dd = opendir(d));
 		while ((e = readdir(dd))) {
 			size_t wn, gn;
@@ -238,7 +238,7 @@ static void check_restore(const char *r, uint64_t id, uint32_t workers, int nfil
 	if (nfiles >= 0)
 		cr_assert_eq(total, nfiles, "chk-%llu restores %d files, want %d", (unsigned long long)id,
 			     total, nfiles);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 }
 
 static void put_manifest(uint32_t w, uint64_t id)
@@ -260,7 +260,7 @@ static void check_store(int want_n)
 	int refs = 0;
 	char p[256], q[512];
 
-	cr_assert_eq(ck_ids(root, &ids, &n), 0);
+	cr_assert_eq(sfs__ck_ids(root, &ids, &n), 0);
 	if (want_n >= 0)
 		cr_assert_eq((int)n, want_n, "%zu checkpoints, want %d", n, want_n);
 	/* Distinct shared paths over all retained checkpoints. */
@@ -271,7 +271,7 @@ static void check_store(int want_n)
 			struct ck_meta m;
 
 			chk_path(p, sizeof(p), root, ids[i]);
-			cr_assert_eq(ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
+			cr_assert_eq(sfs__ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
 			snprintf(q, sizeof(q), "%s/_metadata.tmp", p);
 			cr_assert_neq(access(q, F_OK), 0, "%s left behind", q);
 			for (uint32_t k = 0; k < m.nfiles; k++) {
@@ -286,7 +286,7 @@ static void check_store(int want_n)
 					strcpy(seen[refs++], m.files[k].path);
 				}
 			}
-			ck_meta_free(&m);
+			sfs__ck_meta_free(&m);
 		}
 		free(seen);
 	}
@@ -303,17 +303,17 @@ Test(ckstore, crc32c_known_and_both_paths_agree)
 	uint8_t buf[1024];
 	uint64_t s = 7;
 
-	cr_assert_eq(ck_crc32c(0, "123456789", 9), 0xe3069283u);
-	cr_assert_eq(ck__crc32c_table(0, "123456789", 9), 0xe3069283u);
+	cr_assert_eq(sfs__ck_crc32c(0, "123456789", 9), 0xe3069283u);
+	cr_assert_eq(sfs__ck_crc32c_table(0, "123456789", 9), 0xe3069283u);
 	for (size_t i = 0; i < sizeof(buf); i++)
 		buf[i] = (uint8_t)th_rand(&s);
 	for (size_t off = 0; off < 9; off++)
 		for (size_t n = 0; n + off <= sizeof(buf); n += 37) {
-			uint32_t a = ck_crc32c(0, buf + off, n), b = ck__crc32c_table(0, buf + off, n);
+			uint32_t a = sfs__ck_crc32c(0, buf + off, n), b = sfs__ck_crc32c_table(0, buf + off, n);
 
 			cr_assert_eq(a, b, "off %zu len %zu", off, n);
 			/* Continuing a crc equals one call over the whole. */
-			cr_assert_eq(ck_crc32c(ck_crc32c(0, buf + off, n / 2), buf + off + n / 2, n - n / 2), a);
+			cr_assert_eq(sfs__ck_crc32c(sfs__ck_crc32c(0, buf + off, n / 2), buf + off + n / 2, n - n / 2), a);
 		}
 }
 
@@ -331,26 +331,26 @@ Test(ckstore, metadata_round_trip)
 		put_manifest(w, 5);
 		put(w, "OPTIONS-000007");
 	}
-	cr_assert_eq(ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_store_last(s), 0);
+	cr_assert_eq(sfs__ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_last(s), 0);
 	cr_assert_eq(commit(s, 5, 2, &st), 0, "%s", sfs_last_error());
 	cr_assert_eq(st.links, 4);
 	cr_assert_eq(st.copies, 4);
 	cr_assert_eq(st.referenced, 0);
-	cr_assert_eq(ck_store_last(s), 5);
-	ck_store_close(s);
+	cr_assert_eq(sfs__ck_store_last(s), 5);
+	sfs__ck_store_close(s);
 
 	chk_path(p, sizeof(p), root, 5);
-	cr_assert_eq(ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
 	cr_assert_eq(m.version, CK_FORMAT_VERSION);
 	cr_assert_eq(m.id, 5);
 	cr_assert_str_eq(m.job, job);
 	cr_assert_str_eq(m.config, "query=q4 backend=rocksdb workers=2");
-	cr_assert_eq(ck_meta_config(&m, "backend", val, sizeof(val)), 0);
+	cr_assert_eq(sfs__ck_meta_config(&m, "backend", val, sizeof(val)), 0);
 	cr_assert_str_eq(val, "rocksdb");
-	cr_assert_eq(ck_meta_config(&m, "workers", val, sizeof(val)), 0);
+	cr_assert_eq(sfs__ck_meta_config(&m, "workers", val, sizeof(val)), 0);
 	cr_assert_str_eq(val, "2");
-	cr_assert_eq(ck_meta_config(&m, "events", val, sizeof(val)), -ENOENT);
+	cr_assert_eq(sfs__ck_meta_config(&m, "events", val, sizeof(val)), -ENOENT);
 	cr_assert_eq(m.workers, 2);
 	cr_assert_eq(m.sink_epoch, 5);
 	cr_assert_eq(m.nsplits, 0);
@@ -376,11 +376,11 @@ Test(ckstore, metadata_round_trip)
 		else
 			cr_assert(!strncmp(f->path, "chk-5/w", 7), "%s", f->path);
 		snprintf(p, sizeof(p), "%s/%s", root, f->path);
-		cr_assert_eq(ck_crc32c(0, buf, read_file(p, buf, sizeof(buf))), f->crc, "%s", f->path);
+		cr_assert_eq(sfs__ck_crc32c(0, buf, read_file(p, buf, sizeof(buf))), f->crc, "%s", f->path);
 	}
 	cr_assert_eq(m.total_bytes, total);
 	cr_assert_eq(m.new_bytes, total);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	check_restore(root, 5, 2, 8);
 }
 
@@ -396,7 +396,7 @@ Test(ckstore, growing_state_links_only_new_files)
 
 	for (unsigned i = 0; i < BASE; i++)
 		put_sst(0, i);
-	cr_assert_eq(ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
 	for (unsigned k = 1; k <= STEPS; k++) {
 		put_sst(0, BASE + k);
 		put_manifest(0, k);
@@ -417,25 +417,25 @@ Test(ckstore, growing_state_links_only_new_files)
 		cr_assert_eq(stat(p, &sb), 0, "%s", p);
 		cr_assert_eq(sb.st_nlink, 2, "%s has %lu links", p, (unsigned long)sb.st_nlink);
 	}
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	check_store(3);
 	check_restore(root, STEPS, 1, BASE + STEPS + 1);
 
 	/* A reopen rebuilds the reference set from _metadata: still incremental. */
-	cr_assert_eq(ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_store_last(s), STEPS);
+	cr_assert_eq(sfs__ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_last(s), STEPS);
 	put_sst(0, 999);
 	cr_assert_eq(commit(s, STEPS + 1, 1, &st), 0, "%s", sfs_last_error());
 	cr_assert_eq(st.links, 1);
 	cr_assert_eq(st.referenced, BASE + STEPS);
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	/* base 0: a fresh lineage links everything again. */
-	cr_assert_eq(ck_store_open(root, job, 3, 0, &s), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_store_last(s), 0);
+	cr_assert_eq(sfs__ck_store_open(root, job, 3, 0, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_last(s), 0);
 	cr_assert_eq(commit(s, STEPS + 2, 1, &st), 0, "%s", sfs_last_error());
 	cr_assert_eq(st.links, BASE + STEPS + 1);
 	cr_assert_eq(st.referenced, 0);
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	check_store(3);
 }
 
@@ -449,7 +449,7 @@ Test(ckstore, retention_never_deletes_a_referenced_file, .timeout = 300)
 	uint64_t seed = 0x5eed, steps = 30 * (uint64_t)th_soak();
 	struct ck_store *s;
 
-	cr_assert_eq(ck_store_open(root, job, R, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_open(root, job, R, UINT64_MAX, &s), 0, "%s", sfs_last_error());
 	for (uint64_t id = 1; id <= steps; id++) {
 		int n = 0;
 
@@ -476,15 +476,15 @@ Test(ckstore, retention_never_deletes_a_referenced_file, .timeout = 300)
 		cr_assert_eq(commit(s, id, W, NULL), 0, "%s", sfs_last_error());
 		/* Sometimes the writer restarts: the state comes back from _metadata. */
 		if (th_rand(&seed) % 5 == 0) {
-			ck_store_close(s);
-			cr_assert_eq(ck_store_open(root, job, R, UINT64_MAX, &s), 0, "%s", sfs_last_error());
-			cr_assert_eq(ck_store_last(s), id);
+			sfs__ck_store_close(s);
+			cr_assert_eq(sfs__ck_store_open(root, job, R, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+			cr_assert_eq(sfs__ck_store_last(s), id);
 		}
 		check_store(id < R ? (int)id : R);
 		for (uint64_t k = id > R ? id - R + 1 : 1; k <= id; k++)
 			check_restore(root, k, W, nfiles[k % 64]);
 	}
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 }
 
 /* After a restore from an older checkpoint, a local name comes back with
@@ -496,13 +496,13 @@ Test(ckstore, restore_from_older_checkpoint)
 	struct ck_store *s;
 	struct ck_txn_stats st;
 
-	cr_assert_eq(ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
 	for (unsigned k = 1; k <= 4; k++) {
 		put_sst(0, k);
 		put_manifest(0, k);
 		cr_assert_eq(commit(s, k, 1, NULL), 0, "%s", sfs_last_error());
 	}
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	check_store(2);
 
 	/* Restore chk-3: the worker's instance goes back to 000001..3, then
@@ -511,15 +511,15 @@ Test(ckstore, restore_from_older_checkpoint)
 	salt = 1;
 	put_sst(0, 4);
 	salt = 0;
-	cr_assert_eq(ck_store_open(root, job, 2, 3, &s), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_store_last(s), 3);
-	cr_assert_eq(ck_store_max_id(s), 4);
-	cr_assert_eq(ck_txn_begin(s, 4, &(struct ck_txn *){ NULL }), SFS_EUSAGE);
+	cr_assert_eq(sfs__ck_store_open(root, job, 2, 3, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_last(s), 3);
+	cr_assert_eq(sfs__ck_store_max_id(s), 4);
+	cr_assert_eq(sfs__ck_txn_begin(s, 4, &(struct ck_txn *){ NULL }), SFS_EUSAGE);
 	put_manifest(0, 5);
 	cr_assert_eq(commit(s, 5, 1, &st), 0, "%s", sfs_last_error());
 	cr_assert_eq(st.links, 1);
 	cr_assert_eq(st.referenced, 3);
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	check_store(2);
 	check_restore(root, 4, 1, 5);
 	/* chk-5's 000004.sst is the salted one. */
@@ -530,10 +530,10 @@ Test(ckstore, restore_from_older_checkpoint)
 		size_t n;
 
 		chk_path(p, sizeof(p), root, 5);
-		cr_assert_eq(ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs__ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
 		snprintf(d, sizeof(d), "%s/r5", dir);
-		cr_assert_eq(ck_restore_worker(&m, root, 0, d), 0, "%s", sfs_last_error());
-		ck_meta_free(&m);
+		cr_assert_eq(sfs__ck_restore_worker(&m, root, 0, d), 0, "%s", sfs_last_error());
+		sfs__ck_meta_free(&m);
 		snprintf(d, sizeof(d), "%s/r5/000004.sst", dir);
 		n = read_file(d, a, sizeof(a));
 		salt = 1;
@@ -547,13 +547,13 @@ static void make_three(void)
 {
 	struct ck_store *s;
 
-	cr_assert_eq(ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
 	for (unsigned k = 1; k <= 3; k++) {
 		put_sst(0, k);
 		put_manifest(0, k);
 		cr_assert_eq(commit(s, k, 1, NULL), 0, "%s", sfs_last_error());
 	}
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -583,7 +583,7 @@ static void edit_meta(uint64_t id, const char *from, const char *to, int fix)
 		while (last > out && last[-1] != '\n')
 			last--;
 		n = (size_t)(last - out);
-		n += (size_t)sprintf(last, "crc32c 0x%08x\n", ck_crc32c(0, out, n));
+		n += (size_t)sprintf(last, "crc32c 0x%08x\n", sfs__ck_crc32c(0, out, n));
 	}
 	write_file(p, out, n);
 }
@@ -595,10 +595,10 @@ static void refused(uint64_t id, const char *rjob, int verify, int code, const c
 	int rc;
 
 	chk_path(p, sizeof(p), root, id);
-	rc = ck_read(p, rjob, verify, &m);
+	rc = sfs__ck_read(p, rjob, verify, &m);
 	cr_assert_eq(rc, code, "chk-%llu: %d (%s), want %d", (unsigned long long)id, rc, sfs_last_error(), code);
 	if (!code) {
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 		return;
 	}
 	cr_assert_not_null(strstr(sfs_last_error(), what), "'%s' lacks '%s'", sfs_last_error(), what);
@@ -686,7 +686,7 @@ Test(ckstore, refuses_bad_checkpoints_naming_file_and_problem)
 	{
 		struct ck_meta m;
 
-		cr_assert_eq(ck_read(dir, NULL, 0, &m), SFS_EUSAGE);
+		cr_assert_eq(sfs__ck_read(dir, NULL, 0, &m), SFS_EUSAGE);
 		cr_assert_not_null(strstr(sfs_last_error(), "not a checkpoint directory"));
 	}
 }
@@ -766,13 +766,13 @@ Test(ckstore, reads_format_1_splits)
 	edit_meta(2, "sfs-checkpoint 2", "sfs-checkpoint 1", 1);
 	edit_meta(2, "sources 1\nsource 0 4 303a3230\n", "splits 2\nsplit 0 20\nsplit 1 21\n", 1);
 	chk_path(p, sizeof(p), root, 2);
-	cr_assert_eq(ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_read(p, job, 1, &m), 0, "%s", sfs_last_error());
 	cr_assert_eq(m.version, 1);
 	cr_assert_eq(m.nsources, 0);
 	cr_assert_eq(m.nsplits, 2);
 	cr_assert_eq(m.splits[1].split, 1);
 	cr_assert_eq(m.splits[1].offset, 21);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	/* and a format-2 file with split lines is refused */
 	edit_meta(2, "sfs-checkpoint 1", "sfs-checkpoint 2", 1);
 	refused(2, job, 0, SFS_ECORRUPT, "expected 'sources N'");
@@ -784,27 +784,27 @@ Test(ckstore, latest_falls_back_to_newest_valid)
 	char d[256], p[512];
 
 	make_three();
-	cr_assert_eq(ck_latest(root, job, 1, &m, d, sizeof(d)), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_latest(root, job, 1, &m, d, sizeof(d)), 0, "%s", sfs_last_error());
 	cr_assert_eq(m.id, 3);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	edit_meta(3, "sink_epoch 3", "sink_epoch 9", 0);
 	/* chk-2 loses a shared file only it references. */
-	cr_assert_eq(ck_read((chk_path(p, sizeof(p), root, 2), p), job, 0, &m), 0);
+	cr_assert_eq(sfs__ck_read((chk_path(p, sizeof(p), root, 2), p), job, 0, &m), 0);
 	for (uint32_t i = 0; i < m.nfiles; i++)
 		if (strstr(m.files[i].path, "000002.sst")) {
 			snprintf(p, sizeof(p), "%s/%s", root, m.files[i].path);
 			cr_assert_eq(unlink(p), 0);
 		}
-	ck_meta_free(&m);
-	cr_assert_eq(ck_latest(root, job, 0, &m, d, sizeof(d)), 0, "%s", sfs_last_error());
+	sfs__ck_meta_free(&m);
+	cr_assert_eq(sfs__ck_latest(root, job, 0, &m, d, sizeof(d)), 0, "%s", sfs_last_error());
 	cr_assert_eq(m.id, 1);
 	chk_path(p, sizeof(p), root, 1);
 	cr_assert_str_eq(d, p);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	/* Nothing was deleted while reading: chk-3 and chk-2 are still there. */
 	snprintf(p, sizeof(p), "%s/chk-3/_metadata", root);
 	cr_assert_eq(access(p, F_OK), 0);
-	cr_assert_eq(ck_latest(root, "other", 0, &m, d, sizeof(d)), -ENOENT);
+	cr_assert_eq(sfs__ck_latest(root, "other", 0, &m, d, sizeof(d)), -ENOENT);
 	cr_assert_not_null(strstr(sfs_last_error(), "no valid checkpoint of job other"));
 }
 
@@ -832,17 +832,17 @@ Test(ckstore, tmp_metadata_is_not_a_checkpoint_and_is_collected)
 	write_file(q, "x", 1);
 
 	chk_path(p, sizeof(p), root, 4);
-	cr_assert_eq(ck_read(p, job, 0, &m), -ENOENT);
+	cr_assert_eq(sfs__ck_read(p, job, 0, &m), -ENOENT);
 	cr_assert_not_null(strstr(sfs_last_error(), "chk-4/_metadata: missing"));
-	cr_assert_eq(ck_latest(root, job, 0, &m, NULL, 0), 0);
+	cr_assert_eq(sfs__ck_latest(root, job, 0, &m, NULL, 0), 0);
 	cr_assert_eq(m.id, 3);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	/* Readers removed nothing. */
 	cr_assert_eq(access(q, F_OK), 0);
 
-	cr_assert_eq(ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_store_max_id(s), 3);
-	ck_store_close(s);
+	cr_assert_eq(sfs__ck_store_open(root, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_max_id(s), 3);
+	sfs__ck_store_close(s);
 	cr_assert_neq(access(p, F_OK), 0, "chk-4 not collected");
 	cr_assert_neq(access(q, F_OK), 0, "stray shared file not collected");
 	check_store(3);
@@ -857,11 +857,11 @@ static int crash_child(void *arg)
 	snprintf(rule, sizeof(rule), "%s:1", (const char *)arg);
 	if (sfs_fault_arm(rule))
 		return 12;
-	if (ck_store_open(root, job, 2, UINT64_MAX, &s))
+	if (sfs__ck_store_open(root, job, 2, UINT64_MAX, &s))
 		return 10;
 	if (commit(s, 3, 1, NULL))
 		return 11;
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	return 0;
 }
 
@@ -872,13 +872,13 @@ static void crash_at_point(const char *point, uint64_t want_latest)
 	int status;
 	pid_t pid;
 
-	cr_assert_eq(ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
 	for (unsigned k = 1; k <= 2; k++) {
 		put_sst(0, k);
 		put_manifest(0, k);
 		cr_assert_eq(commit(s, k, 1, NULL), 0, "%s", sfs_last_error());
 	}
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	put_sst(0, 3);
 	put_manifest(0, 3);
 	pid = th_fork(crash_child, (void *)point);
@@ -888,22 +888,22 @@ static void crash_at_point(const char *point, uint64_t want_latest)
 		  "%s: child status %d (exit %d)", point, status, th_exit_code(status));
 
 	/* Readers see the newest complete checkpoint... */
-	cr_assert_eq(ck_latest(root, job, 1, &m, NULL, 0), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_latest(root, job, 1, &m, NULL, 0), 0, "%s", sfs_last_error());
 	cr_assert_eq(m.id, want_latest, "%s: latest %llu", point, (unsigned long long)m.id);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	/* ...and the next open collects the rest. */
-	cr_assert_eq(ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_store_last(s), want_latest);
-	ck_store_close(s);
+	cr_assert_eq(sfs__ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_last(s), want_latest);
+	sfs__ck_store_close(s);
 	check_store(2);
 	for (uint64_t k = want_latest - 1; k <= want_latest; k++)
 		check_restore(root, k, 1, (int)k + 1);
 	/* And the store goes on. */
-	cr_assert_eq(ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_open(root, job, 2, UINT64_MAX, &s), 0, "%s", sfs_last_error());
 	put_sst(0, 4);
 	put_manifest(0, 4);
 	cr_assert_eq(commit(s, 4, 1, NULL), 0, "%s", sfs_last_error());
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	check_store(2);
 	check_restore(root, 4, 1, 5);
 }
@@ -938,25 +938,25 @@ Test(ckstore, savepoint_survives_deleting_the_original)
 	make_three();
 	snprintf(sp, sizeof(sp), "%s/sp", dir);
 	chk_path(p, sizeof(p), root, 2);
-	cr_assert_eq(ck_savepoint(root, p, sp), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_savepoint(root, "chk-3", sp), -EEXIST);
+	cr_assert_eq(sfs__ck_savepoint(root, p, sp), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_savepoint(root, "chk-3", sp), -EEXIST);
 	nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	cr_assert_eq(ck_latest(sp, job, 1, &m, NULL, 0), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_latest(sp, job, 1, &m, NULL, 0), 0, "%s", sfs_last_error());
 	cr_assert_eq(m.id, 2);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	check_restore(sp, 2, 1, 3);
 	/* A savepoint is a storage root of its own: a store can continue from it. */
 	{
 		struct ck_store *s;
 		struct ck_txn_stats st;
 
-		cr_assert_eq(ck_store_open(sp, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
-		cr_assert_eq(ck_store_last(s), 2);
+		cr_assert_eq(sfs__ck_store_open(sp, job, 3, UINT64_MAX, &s), 0, "%s", sfs_last_error());
+		cr_assert_eq(sfs__ck_store_last(s), 2);
 		unstage(0, "000003.sst");
 		cr_assert_eq(commit(s, 3, 1, &st), 0, "%s", sfs_last_error());
 		cr_assert_eq(st.links, 0);
 		cr_assert_eq(st.referenced, 2);
-		ck_store_close(s);
+		sfs__ck_store_close(s);
 	}
 }
 
@@ -966,25 +966,25 @@ Test(ckstore, refuses_bad_staged_names_and_ids)
 	struct ck_txn *t;
 	char p[256];
 
-	cr_assert_eq(ck_store_open(root, "bad job", 3, 0, &s), SFS_EUSAGE);
-	cr_assert_eq(ck_store_open(root, job, 0, 0, &s), SFS_EUSAGE);
-	cr_assert_eq(ck_store_open(root, job, 3, 0, &s), 0);
+	cr_assert_eq(sfs__ck_store_open(root, "bad job", 3, 0, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs__ck_store_open(root, job, 0, 0, &s), SFS_EUSAGE);
+	cr_assert_eq(sfs__ck_store_open(root, job, 3, 0, &s), 0);
 	put(0, "a b.sst");
 	cr_assert_eq(commit(s, 1, 1, NULL), SFS_EUSAGE);
 	cr_assert_not_null(strstr(sfs_last_error(), "a b.sst"));
 	unstage(0, "a b.sst");
 	put_sst(0, 1);
-	cr_assert_eq(ck_txn_begin(s, 1, &t), 0);
+	cr_assert_eq(sfs__ck_txn_begin(s, 1, &t), 0);
 	stage_path(p, sizeof(p), 0, NULL);
-	cr_assert_eq(ck_txn_add_dir(t, 0, p), 0);
-	cr_assert_eq(ck_txn_add_dir(t, 0, p), SFS_EUSAGE);
-	ck_txn_abort(t);
+	cr_assert_eq(sfs__ck_txn_add_dir(t, 0, p), 0);
+	cr_assert_eq(sfs__ck_txn_add_dir(t, 0, p), SFS_EUSAGE);
+	sfs__ck_txn_abort(t);
 	/* The abort removed its files: the retry of the same id links again. */
 	snprintf(p, sizeof(p), "%s/shared", root);
 	cr_assert_eq(count_dir(p), 0);
 	cr_assert_eq(commit(s, 1, 1, NULL), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_txn_begin(s, 1, &t), SFS_EUSAGE);
-	ck_store_close(s);
+	cr_assert_eq(sfs__ck_txn_begin(s, 1, &t), SFS_EUSAGE);
+	sfs__ck_store_close(s);
 	check_store(1);
 }
 
@@ -1041,9 +1041,9 @@ Test(ckstore, commands_list_and_savepoint)
 
 	snprintf(sp, sizeof(sp), "%s/sp", dir);
 	cr_assert_eq(run_sfs("savepoint", "--data", dir, "--id", "latest", "--out", sp, NULL), 0);
-	cr_assert_eq(ck_latest(sp, job, 1, &m, NULL, 0), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_latest(sp, job, 1, &m, NULL, 0), 0, "%s", sfs_last_error());
 	cr_assert_eq(m.id, 2);	/* chk-3 is corrupt: latest fell back */
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	cr_assert_eq(run_sfs("savepoint", "--data", dir, "--id", "3", "--out", sp, NULL), 1);
 	cr_assert_eq(run_sfs("savepoint", "--data", dir, "--id", "x", "--out", sp, NULL), 2);
 	cr_assert_eq(run_sfs("savepoint", "--data", dir, "--out", sp, NULL), 2);

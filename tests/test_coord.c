@@ -45,12 +45,12 @@ static void setup(struct fx *f)
 	snprintf(f->ck->ck_data_dir, sizeof(f->ck->ck_data_dir), "%.200s", f->data);
 	snprintf(f->ck->ck_config, sizeof(f->ck->ck_config), "exec=test backend=toy");
 	cr_assert_eq(sfs_attach(f->job, 0, 0, &f->h), 0);
-	cr_assert_eq(ck_coord_open(&f->c, &f->seg, f->job), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_coord_open(&f->c, &f->seg, f->job), 0, "%s", sfs_last_error());
 }
 
 static void teardown(struct fx *f)
 {
-	ck_coord_close(&f->c);
+	sfs__ck_coord_close(&f->c);
 	for (int i = 0; i < 2; i++)
 		if (f->t[i])
 			sfs_task_close(f->t[i]);
@@ -67,7 +67,7 @@ static void steps(struct fx *f, int n)
 
 	for (int i = 0; i < n; i++) {
 		usleep(2000);
-		cr_assert_geq(ck_coord_step(&f->c, sfs_now_ns(), &poll), 0, "%s", sfs_last_error());
+		cr_assert_geq(sfs__ck_coord_step(&f->c, sfs_now_ns(), &poll), 0, "%s", sfs_last_error());
 	}
 }
 
@@ -110,7 +110,7 @@ static void meta(struct fx *f, uint64_t id, struct ck_meta *m)
 	char p[PATH_MAX + 64];
 
 	snprintf(p, sizeof(p), "%s/checkpoints/chk-%llu", f->data, (unsigned long long)id);
-	cr_assert_eq(ck_read(p, f->job, 1, m), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_read(p, f->job, 1, m), 0, "%s", sfs_last_error());
 }
 
 static int has_file(const struct ck_meta *m, uint32_t w, const char *local)
@@ -156,7 +156,7 @@ Test(coord, completes_when_all_sealed_and_staged_and_carries_a_finished_worker, 
 	cr_assert_eq(src->len, 7);
 	cr_assert_eq(memcmp(src->bytes, "pos=200", 7), 0);
 	cr_assert(strstr(m.config, "exec=test backend=toy states=") == m.config, "%s", m.config);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 
 	/* worker 1 finishes cleanly (its last seal is complete): carried */
 	cr_assert_eq(sfs_task_finish(f.t[1]), 0);
@@ -177,7 +177,7 @@ Test(coord, completes_when_all_sealed_and_staged_and_carries_a_finished_worker, 
 	for (uint32_t i = 0; i < m.ntables; i++)
 		if (m.tables[i].worker == 1)
 			cr_assert_eq(m.tables[i].version, 11);
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 
 	/* worker 0 seals checkpoint 3 and ends before it completes (ENDED):
 	 * 3 completes once staged, and none is requested after it */

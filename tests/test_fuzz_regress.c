@@ -34,10 +34,10 @@ typedef int (*reader_fn)(const char *name, const char *p, size_t n);
 static int rd_metadata(const char *name, const char *p, size_t n)
 {
 	struct ck_meta m;
-	int rc = ck_meta_parse(name, p, n, &m);
+	int rc = sfs__ck_meta_parse(name, p, n, &m);
 
 	if (!rc)
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 	return rc;
 }
 
@@ -98,7 +98,7 @@ static int rd_states(const char *name, const char *p, size_t n)
 	memcpy(val, p, n);
 	val[n] = 0;
 	memset(st, 0, sizeof(st));
-	rc = ck_coord_states_parse(val, st);
+	rc = sfs__ck_coord_states_parse(val, st);
 	free(val);
 	return rc;
 }

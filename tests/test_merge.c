@@ -336,7 +336,7 @@ static int restore_without(void *arg)
 	if (n <= 0 || sfs_seg_create(arg, 0, 8u << 20, 1, &s2))
 		return 10;
 	states[n] = '\0';
-	rc = ck_coord_states_restore(&s2, states);
+	rc = sfs__ck_coord_states_restore(&s2, states);
 	sfs_seg_detach(&s2);
 	sfs_seg_destroy(arg, 0);
 	return rc == SFS_EUSAGE && strstr(sfs_last_error(), "'bitor'") ? 0 : 11;
@@ -361,7 +361,7 @@ Test(merge, checkpoint_registry_carries_the_operator)
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_state_register_merge(c, "mx", SFS_MERGE_MAX, &mx), 0);
 	cr_assert_eq(sfs_state_register_merge(c, "bits", OP_BITOR, &st), 0);
-	cr_assert_eq(ck_coord_states(&c->seg, buf, sizeof(buf)), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_coord_states(&c->seg, buf, sizeof(buf)), 0, "%s", sfs_last_error());
 	cr_assert(strstr(buf, ".2.16:bitor.bits"), "%s", buf);
 	sfs_worker_close(c);
 	cr_assert_eq(write(gate[1], ck_states, strlen(ck_states)), (ssize_t)strlen(ck_states));
@@ -369,7 +369,7 @@ Test(merge, checkpoint_registry_carries_the_operator)
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x", status);
 
 	cr_assert_eq(sfs_seg_create(job2, 0, 8u << 20, 1, &s2), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_coord_states_restore(&s2, ck_states), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_coord_states_restore(&s2, ck_states), 0, "%s", sfs_last_error());
 	cr_assert_eq(s2.hdr->sh_states[st].sd_merge, OP_BITOR);
 	cr_assert_str_eq(s2.hdr->sh_states[st].sd_merge_name, "bitor");
 	cr_assert_eq(s2.hdr->sh_states[mx].sd_merge, SFS_MERGE_MAX);

@@ -149,9 +149,9 @@ static void checkpoint(struct ck_store *s, uint64_t id, const char *stage,
 	struct ck_txn *t;
 
 	snprintf(m.config, sizeof(m.config), "backend=toy");
-	cr_assert_eq(ck_txn_begin(s, id, &t), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_txn_add_dir(t, 0, stage), 0, "%s", sfs_last_error());
-	cr_assert_eq(ck_txn_commit(t, &m, st), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_txn_begin(s, id, &t), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_txn_add_dir(t, 0, stage), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_txn_commit(t, &m, st), 0, "%s", sfs_last_error());
 }
 
 struct put_arg {
@@ -163,7 +163,7 @@ static int put_files(void *arg, const char *dir)
 {
 	struct put_arg *p = arg;
 
-	return ck_restore_worker(p->m, p->root, 0, dir);
+	return sfs__ck_restore_worker(p->m, p->root, 0, dir);
 }
 
 Test(target_contract, a_registered_target_checkpoints_and_restores_through_its_ops_alone)
@@ -184,7 +184,7 @@ Test(target_contract, a_registered_target_checkpoints_and_restores_through_its_o
 	cr_assert_eq(t->instance_root(tmp, 0, toy_root, sizeof(toy_root)), 0);
 
 	snprintf(ck, sizeof(ck), "%s/checkpoints", tmp);
-	cr_assert_eq(ck_store_open(ck, "toyjob", 3, 0, &s), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_store_open(ck, "toyjob", 3, 0, &s), 0, "%s", sfs_last_error());
 	cr_assert_eq(t->open(NULL, 0, NULL, &cfg, &w), 0);
 	put_kv(t, w, 1, "a1b2");
 	snprintf(stage, sizeof(stage), "%s/stage1", tmp);
@@ -195,7 +195,7 @@ Test(target_contract, a_registered_target_checkpoints_and_restores_through_its_o
 	cr_assert_eq(t->snapshot(w, stage), 0);
 	checkpoint(s, 2, stage, &st2);
 	t->close(w);
-	ck_store_close(s);
+	sfs__ck_store_close(s);
 	/* shared/run-<seq> linked once, CURRENT copied: the target said so */
 	cr_assert_eq(st1.links, 1);
 	cr_assert_eq(st1.copies, 1);
@@ -205,14 +205,14 @@ Test(target_contract, a_registered_target_checkpoints_and_restores_through_its_o
 	/* Restore checkpoint 1 through the target's own entry, then open. */
 	snprintf(chk, sizeof(chk), "%s/chk-1", ck);
 	memset(&m, 0, sizeof(m));
-	cr_assert_eq(ck_read(chk, "toyjob", 1, &m), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs__ck_read(chk, "toyjob", 1, &m), 0, "%s", sfs_last_error());
 	{
 		struct sfs_target_env e = { .seg = NULL, .root = toy_root, .cfg = &cfg };
 		struct put_arg p = { &m, ck };
 
 		cr_assert_eq(t->restore(&e, 0, put_files, &p), 0, "%s", sfs_last_error());
 	}
-	ck_meta_free(&m);
+	sfs__ck_meta_free(&m);
 	cr_assert_eq(t->open(NULL, 0, NULL, &cfg, &w), 0);
 	cr_assert_eq(toy_val['a' & 15], '1');
 	cr_assert_eq(toy_val['b' & 15], '2');

@@ -382,7 +382,7 @@ static void model_run(const char *target)
 			t = p.f.ops;
 			snprintf(stage, sizeof(stage), "%s/stage", dir);
 			cr_assert_eq(t->snapshot(p.f.w[0].tw, stage), 0, "%s", sfs_last_error());
-			cr_assert_eq(ck_coord_states(&seg, states, sizeof(states)), 0);
+			cr_assert_eq(sfs__ck_coord_states(&seg, states, sizeof(states)), 0);
 			cr_assert_not_null(strstr(states, "@40e."), "%s", states);
 			cr_assert_not_null(strstr(states, "@40er."), "%s", states);
 			inproc_stop(&p);
@@ -390,7 +390,7 @@ static void model_run(const char *target)
 			sfs_seg_detach(&seg);
 			sfs_seg_destroy(job, 0);
 			create_seg(target);
-			cr_assert_eq(ck_coord_states_restore(&seg, states + strlen("states=")), 0,
+			cr_assert_eq(sfs__ck_coord_states_restore(&seg, states + strlen("states=")), 0,
 				     "%s", sfs_last_error());
 			cfg.store_bytes = 16u << 20;
 			env = (struct sfs_target_env){ .seg = &seg, .root = seg.hdr->sh_data_dir,

@@ -25,7 +25,7 @@
 /*
  * The prefix filter of a map or list table's data files (store/table/layout/datafile.h):
  * each row's prefix is its map's  parent | ns  — what a map read asks
- * (tv_prefix) — so a file answers "no entry of this map here" from its
+ * (sfs__tv_prefix) — so a file answers "no entry of this map here" from its
  * filter.  Rows are parent | ns | user key and the parent carries its own
  * length (common/keygroup.h), so every row that starts with a map's prefix
  * has exactly that prefix: the promise prefix_of asks for.
@@ -145,7 +145,7 @@ struct table {
 
 /* Scratch of batch lookups: one per thread. */
 struct scratch {
-	struct sfs_df_key *pk, *sk; /* probe keys, and tv_probe's scratch */
+	struct sfs_df_key *pk, *sk; /* probe keys, and sfs__tv_probe's scratch */
 	uint32_t *pi;
 	struct sfs_df_hit *ph;
 	struct tv_res *pr;

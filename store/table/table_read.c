@@ -354,7 +354,7 @@ static void fill(struct sfs_target_reader *r, const struct tv_res *x, struct sfs
 
 /*
  * The batch probe: keys grouped by state (a batch is mostly one state),
- * each group one tv_probe over its table's view.
+ * each group one sfs__tv_probe over its table's view.
  */
 int sfs__table_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, unsigned n,
 		     struct sfs_probe_result *res)
@@ -402,7 +402,7 @@ int sfs__table_probe(struct sfs_target_reader *r, const struct sfs_probe *keys, 
 			m++;
 		}
 		if (t && t->nf && m) {
-			rc = tv_probe(t->vf, t->nf, r->pk, m, NULL, t->merge, r->flags, &r->arena, r->pr,
+			rc = sfs__tv_probe(t->vf, t->nf, r->pk, m, NULL, t->merge, r->flags, &r->arena, r->pr,
 				      r->sk, r->pi, r->ph);
 			if (rc)
 				return rc;
@@ -440,7 +440,7 @@ int sfs__table_map_get(struct sfs_target_reader *r, const struct sfs_probe *pare
 	memcpy(k + el, ukey, ulen);
 	key.p = k;
 	key.len = el + ulen;
-	if ((rc = tv_probe(t->vf, t->nf, &key, 1, NULL, -1, r->flags, &r->arena, r->pr, r->sk, r->pi,
+	if ((rc = sfs__tv_probe(t->vf, t->nf, &key, 1, NULL, -1, r->flags, &r->arena, r->pr, r->sk, r->pi,
 			   r->ph)))
 		return rc;
 	fill(r, &r->pr[0], res);
@@ -470,7 +470,7 @@ int sfs__table_map_iter(struct sfs_target_reader *r, const struct sfs_probe *par
 	if (plen > sizeof(local) && !(pfx = malloc(plen)))
 		return -ENOMEM;
 	sfs__table_enc(pfx, 1, parent->klen, parent->ns, parent->key, parent->klen);
-	rc = tv_prefix(t->vf, t->nf, pfx, plen, &r->arena, &rows, &nr);
+	rc = sfs__tv_prefix(t->vf, t->nf, pfx, plen, &r->arena, &rows, &nr);
 	if (pfx != local)
 		free(pfx);
 	for (size_t i = 0; rc == 0 && i < nr; i++)

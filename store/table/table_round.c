@@ -172,7 +172,7 @@ int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, str
 			uint64_t k0, p0;
 
 			sfs__tbl_view_work(vf, nv, &k0, &p0);
-			rc = tv_probe(vf, (unsigned)nv, sc->pk, n, NULL, t->merge,
+			rc = sfs__tv_probe(vf, (unsigned)nv, sc->pk, n, NULL, t->merge,
 			      (t->merge >= 0 ? 0 : SFS_DF_PROBE_NO_VALUES) |
 				      SFS_DF_PROBE_SEEK_SPARSE |
 				      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0 : SFS_DF_PROBE_PER_LITERAL),

@@ -21,7 +21,7 @@ static int64_t get_i64(const void *p)
 	return v;
 }
 
-int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
+int sfs__tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
 	     const uint64_t *admit, int merge, unsigned flags, struct sfs_bump *a,
 	     struct tv_res *out, struct sfs_df_key *sk, uint32_t *si, struct sfs_df_hit *hits)
 {
@@ -162,7 +162,7 @@ static int row_cmp(const void *x, const void *y)
 	return a->file < b->file ? -1 : a->file > b->file;
 }
 
-int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
+int sfs__tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
 	      struct sfs_bump *a, struct tv_row **rows, size_t *n)
 {
 	struct tv_row *r = NULL;

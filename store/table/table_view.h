@@ -39,7 +39,7 @@ struct tv_res {
 };
 
 /*
- * tv_probe - the per-batch probe of @n encoded keys over @f[0..nf): one
+ * sfs__tv_probe - the per-batch probe of @n encoded keys over @f[0..nf): one
  * sfs_df_probe per file with the keys still unresolved (hash-set IN, or per
  * literal with SFS_DF_PROBE_PER_LITERAL in @flags), values copied into @a
  * (none with SFS_DF_PROBE_NO_VALUES).  @merge >= 0: counter state with that
@@ -56,7 +56,7 @@ struct tv_res {
  * per file (TV_ADMIT_ALL for a key with no knowledge).
  */
 #define TV_ADMIT_ALL UINT64_MAX
-int tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
+int sfs__tv_probe(const struct tv_file *f, unsigned nf, const struct sfs_df_key *keys, size_t n,
 	     const uint64_t *admit, int merge, unsigned flags, struct sfs_bump *a,
 	     struct tv_res *out, struct sfs_df_key *scratch_keys, uint32_t *scratch_idx,
 	     struct sfs_df_hit *hits);
@@ -70,7 +70,7 @@ struct tv_row {
 };
 
 /*
- * tv_prefix - the live rows with key prefix @pfx over the view, in key
+ * sfs__tv_prefix - the live rows with key prefix @pfx over the view, in key
  * order, copied into @a; *@rows malloc'd (caller frees), *@n rows.  Rows
  * from every file are gathered, sorted and the newest of each key kept;
  * a level-0 tombstone hides the key.  @pfx is a map's prefix (parent |
@@ -78,7 +78,7 @@ struct tv_row {
  * excludes it costs one filter block, the others a range scan.  Cost:
  * O(files + m log m), m rows in range.
  */
-int tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
+int sfs__tv_prefix(const struct tv_file *f, unsigned nf, const void *pfx, size_t plen,
 	      struct sfs_bump *a, struct tv_row **rows, size_t *n);
 
 #endif

@@ -429,7 +429,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 			if (cleared(t, pfx, plen))
 				continue;	/* its clear tombstones what is not written again */
 		}
-		if ((rc = tv_prefix(vf, (unsigned)nv, pfx, plen, &sc->arena, &rows, &nr)))
+		if ((rc = sfs__tv_prefix(vf, (unsigned)nv, pfx, plen, &sc->arena, &rows, &nr)))
 			break;
 		for (size_t k = 0; k < nr && !rc; k++) {
 			if (plen + rows[k].klen > sizeof(key)) {
@@ -464,7 +464,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 		if (!(rc = sfs__tbl_scratch_grow(sc, base)))
 			rc = probe_keys_of_known_maps(w, t, vf, (unsigned)nv, base, &np);
 		if (!rc && np)
-			rc = tv_probe(vf, (unsigned)nv, sc->pk, np, sc->pm, -1,
+			rc = sfs__tv_probe(vf, (unsigned)nv, sc->pk, np, sc->pm, -1,
 				      SFS_DF_PROBE_SEEK_SPARSE |
 					      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0
 										: SFS_DF_PROBE_PER_LITERAL),
@@ -511,7 +511,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 /*
  * The keys of the first @base staged rows that the map diff must probe,
  * into sc->pk[0..*@np) with sc->pm[] the files whose prefix filters admit
- * their maps (tv_probe asks only those), their rows marked old_file
+ * their maps (sfs__tv_probe asks only those), their rows marked old_file
  * PRE_UNKNOWN; the others are rows of a map (parent | namespace) that no file of the view @vf[0..nf)
  * admits by its prefix filter — a map new to the table, which holds none
  * of its entries — marked -1 (absent everywhere) and not probed.  Rows are

@@ -1,6 +1,6 @@
 /*
  * fuzz_metadata.c — libFuzzer target for a checkpoint's `_metadata` reader
- * (checkpointer/metadata.c: ck_meta_parse, the strict parser of ck_read,
+ * (checkpointer/metadata.c: sfs__ck_meta_parse, the strict parser of sfs__ck_read,
  * formats 1 and 2).  The input, less its first byte, is the file's text;
  * the first byte picks the mode: odd = reseal first (the last line, if it
  * is a checksum line, is replaced by the crc32c of everything before it),
@@ -83,8 +83,8 @@ static void check(const struct ck_meta *m, size_t len)
 	}
 	if (sum != m->total_bytes || m->new_bytes > m->total_bytes)
 		abort();
-	ck_meta_config(m, "query", val, sizeof(val));
-	ck_meta_config(m, "states", val, sizeof(val));
+	sfs__ck_meta_config(m, "query", val, sizeof(val));
+	sfs__ck_meta_config(m, "states", val, sizeof(val));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -117,9 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		n += (size_t)snprintf(buf + n, 20, "crc32c 0x%08x\n", sfs_crc32c(0, buf, n));
 	}
 	fuzz_save(buf, n);
-	if (ck_meta_parse("_metadata", buf, n, &m) == 0) {
+	if (sfs__ck_meta_parse("_metadata", buf, n, &m) == 0) {
 		check(&m, n);
-		ck_meta_free(&m);
+		sfs__ck_meta_free(&m);
 	}
 	free(buf);
 	return 0;

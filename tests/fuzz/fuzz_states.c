@@ -1,6 +1,6 @@
 /*
  * fuzz_states.c — libFuzzer target for the state registry as checkpointed
- * (checkpointer/coord_states.c: ck_coord_states_parse, the reader of the
+ * (checkpointer/coord_states.c: sfs__ck_coord_states_parse, the reader of the
  * `states=` config value: id.kind.merge[:opname][@ttl[e][r]].name/...,
  * used by the restore and `sfs export`).  The input is the value's text
  * (cut at its first NUL, as a C string from the config is).  A crash, leak
@@ -8,14 +8,14 @@
  * the format's rules (abort()): a kind out of range, a merge operator on a
  * state that is not a counter, an empty or unterminated name or a name
  * with '/'.  Each registry that parses is written back with the writer
- * (ck_coord_states, over a registry in plain memory) and parsed again:
+ * (sfs__ck_coord_states, over a registry in plain memory) and parsed again:
  * the two must agree entry by entry.  Every counter's operator goes
  * through sfs_merge_check, as the restore does.  An error return is the
  * expected answer to a bad value.
  *
  *   make fuzz-states     (make fuzz: every target)
  *
- * Seeds: tests/fuzz/seed_states.c writes registries with ck_coord_states.
+ * Seeds: tests/fuzz/seed_states.c writes registries with sfs__ck_coord_states.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	val[size] = 0;
 	fuzz_save(val, size);
 	memset(st, 0, sizeof(st));
-	if (ck_coord_states_parse(val, st) == 0) {
+	if (sfs__ck_coord_states_parse(val, st) == 0) {
 		for (uint32_t i = 0; i < SFS_MAX_STATES; i++) {
 			if (st[i].sd_state != SFS_SDESC_READY)
 				continue;
@@ -65,9 +65,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				sfs_merge_check(st[i].sd_merge, st[i].sd_merge_name, st[i].sd_name);
 		}
 		memcpy(seg.hdr->sh_states, st, sizeof(st));
-		if (ck_coord_states(&seg, out, sizeof(out)) == 0) {
+		if (sfs__ck_coord_states(&seg, out, sizeof(out)) == 0) {
 			memset(again, 0, sizeof(again));
-			if (ck_coord_states_parse(out + 7, again))
+			if (sfs__ck_coord_states_parse(out + 7, again))
 				abort();   /* the writer wrote what the reader refuses */
 			for (uint32_t i = 0; i < SFS_MAX_STATES; i++)
 				if (memcmp(&st[i], &again[i], sizeof(st[i])))

@@ -1,7 +1,7 @@
 /*
  * seed_metadata.c — writes fuzz_metadata's seed corpus into DIR: the
- * `_metadata` of real checkpoints committed with ck_store_open /
- * ck_txn_begin / ck_txn_add_dir / ck_txn_commit in a scratch store (one
+ * `_metadata` of real checkpoints committed with sfs__ck_store_open /
+ * sfs__ck_txn_begin / sfs__ck_txn_add_dir / sfs__ck_txn_commit in a scratch store (one
  * worker or three; private and shared files; sources of 0, 1 and 300
  * bytes; tables), and one format-1 file (splits) built by hand, as this
  * build no longer writes them.  Each is prefixed with the target's mode
@@ -76,10 +76,10 @@ static int one(const char *dir, const char *root, uint64_t id, uint32_t workers,
 
 	for (uint32_t i = 0; i < sizeof(bytes); i++)
 		bytes[i] = (uint8_t)(i * 37 + k);
-	if ((rc = ck_store_open(root, "seedjob", 2, UINT64_MAX, &s)))
+	if ((rc = sfs__ck_store_open(root, "seedjob", 2, UINT64_MAX, &s)))
 		return rc;
-	if ((rc = ck_txn_begin(s, id, &t))) {
-		ck_store_close(s);
+	if ((rc = sfs__ck_txn_begin(s, id, &t))) {
+		sfs__ck_store_close(s);
 		return rc;
 	}
 	for (uint32_t w = 0; w < workers && !rc; w++) {
@@ -95,13 +95,13 @@ static int one(const char *dir, const char *root, uint64_t id, uint32_t workers,
 			rc = spit(p, "an immutable shared file\n");
 		}
 		if (!rc)
-			rc = ck_txn_add_dir(t, w, stage);
+			rc = sfs__ck_txn_add_dir(t, w, stage);
 		src[w] = (struct ck_source){ w, w == 0 ? 0 : w == 1 ? 1 : slen, bytes };
 		tab[w] = (struct ck_table){ w, id * 10 + w };
 	}
 	if (rc) {
-		ck_txn_abort(t);
-		ck_store_close(s);
+		sfs__ck_txn_abort(t);
+		sfs__ck_store_close(s);
 		return rc;
 	}
 	memset(&m, 0, sizeof(m));
@@ -116,8 +116,8 @@ static int one(const char *dir, const char *root, uint64_t id, uint32_t workers,
 	m.sources = src;
 	m.ntables = k ? workers : 0;
 	m.tables = tab;
-	rc = ck_txn_commit(t, &m, NULL);
-	ck_store_close(s);
+	rc = sfs__ck_txn_commit(t, &m, NULL);
+	sfs__ck_store_close(s);
 	if (rc)
 		return rc;
 	snprintf(p, sizeof(p), "%s/chk-%llu/_metadata", root, (unsigned long long)id);
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
 	     one(argv[1], root, 3, 2, 5, 1);
 	if (rc)
 		fprintf(stderr, "seed_metadata: %s\n", sfs_last_error());
-	snprintf(v1buf, sizeof(v1buf), "%scrc32c 0x%08x\n", v1, ck_crc32c(0, v1, sizeof(v1) - 1));
+	snprintf(v1buf, sizeof(v1buf), "%scrc32c 0x%08x\n", v1, sfs__ck_crc32c(0, v1, sizeof(v1) - 1));
 	if (!rc && out(argv[1], "seed-v1", v1buf, strlen(v1buf)))
 		rc = 1;
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);

@@ -1,6 +1,6 @@
 /*
  * seed_states.c — writes fuzz_states' seed corpus into DIR: `states=`
- * values written by ck_coord_states, the checkpointer's writer, over a
+ * values written by sfs__ck_coord_states, the checkpointer's writer, over a
  * registry in plain memory (one state; every kind; counters with built-in
  * and user operators; TTLs on either clock, refreshed on read or not;
  * sparse ids up to SFS_MAX_STATES - 1; names with dots and '@').  The
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
 			d->sd_ttl_flags = s->tf;
 			d->sd_state = SFS_SDESC_READY;
 		}
-		if (ck_coord_states(&seg, buf, sizeof(buf))) {
+		if (sfs__ck_coord_states(&seg, buf, sizeof(buf))) {
 			fprintf(stderr, "seed_states: %s\n", sfs_last_error());
 			return 1;
 		}
