@@ -69,9 +69,7 @@ static void drop_stage(struct ck_coord *c, uint64_t id)
 	char dir[SFS_CKPT_PATH_MAX + 64];
 
 	for (uint32_t w = 0; w < c->ck->ck_workers; w++) {
-		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, c->ck->ck_data_dir, w,
-			 (unsigned long long)id);
-		if (sfs_rmtree(dir))
+		if (sfs_ckpt_stage_dir(c->ck, w, id, dir, sizeof(dir)) || sfs_rmtree(dir))
 			sfs_log("%s", sfs_last_error());
 	}
 }
@@ -204,8 +202,11 @@ static int complete_once(struct ck_coord *c, uint64_t now)
 		}
 		if (w == ck->ck_workers)
 			break;
-		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, w,
-			 (unsigned long long)id);
+		if ((rc = sfs_ckpt_stage_dir(ck, w, id, dir, sizeof(dir)))) {
+			sfs__ck_txn_abort(t);
+			sfs__ck_meta_free(&prev);
+			return rc;
+		}
 		tables[w].worker = w;
 		sources[w].worker = w;
 		if (sfs_load_relaxed(&cw->cw_sealed) < id) {

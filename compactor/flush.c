@@ -126,9 +126,9 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 	if (f->ops->snapshot_begin) {
 		/* The version is captured now, its files follow while newer
 		 * buffers flush; publish_snapshots() reports it when complete. */
-		snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, fw->worker,
-			 (unsigned long long)id);
-		rc = f->ops->snapshot_begin(fw->tw, dir, id);
+		rc = sfs_ckpt_stage_dir(ck, fw->worker, id, dir, sizeof(dir));
+		if (!rc)
+			rc = f->ops->snapshot_begin(fw->tw, dir, id);
 		/* a full store is fatal, and main.c says so once */
 		if (rc && rc != SFS_ERUNNING && rc != SFS_EFULL)
 			flush_failed(f, fw, rc, "snapshot", seq);
@@ -142,9 +142,9 @@ static int snapshot_barrier(struct sfs_flusher *f, struct sfs_flush_worker *fw, 
 				f->ops->name);
 		return 0;
 	}
-	snprintf(dir, sizeof(dir), SFS_CKPT_STAGE_FMT, ck->ck_data_dir, fw->worker,
-		 (unsigned long long)id);
-	rc = f->ops->snapshot(fw->tw, dir);
+	rc = sfs_ckpt_stage_dir(ck, fw->worker, id, dir, sizeof(dir));
+	if (!rc)
+		rc = f->ops->snapshot(fw->tw, dir);
 	if (rc) {
 		if (rc != SFS_EFULL)
 			flush_failed(f, fw, rc, "snapshot", seq);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -102,4 +103,15 @@ uint64_t sfs_ckpt_layout(uint64_t h)
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_bytes);
 	SFS_FP_SIZE(h, struct sfs_ckpt_prev);
 	return sfs_fp(h, SFS_CKPT_BYTES_MAX);
+}
+
+int sfs_ckpt_stage_dir(const struct sfs_ckpt *ck, uint32_t worker, uint64_t id, char *buf,
+		       size_t len)
+{
+	int n = snprintf(buf, len, SFS_CKPT_STAGE_FMT, ck->ck_data_dir, worker,
+			 (unsigned long long)id);
+
+	return n < 0 || (size_t)n >= len ? sfs__err(-ENAMETOOLONG, "stage directory of worker %u, "
+						    "barrier %llu: over %zu bytes", worker,
+						    (unsigned long long)id, len) : 0;
 }

@@ -125,6 +125,13 @@ struct sfs_task;
 #define SFS_CKPT_STAGE_FMT   "%s/stage/w%u/b%llu"
 #define SFS_CKPT_DIR_FMT     "%s/checkpoints"
 
+/* Worker @worker's stage directory of barrier @id into @buf (@len bytes):
+ * 0, or -ENAMETOOLONG with a message naming the worker when it does not fit.
+ * The one place SFS_CKPT_STAGE_FMT is formatted. */
+struct sfs_ckpt;
+int sfs_ckpt_stage_dir(const struct sfs_ckpt *ck, uint32_t worker, uint64_t id, char *buf,
+		       size_t len);
+
 /* cw_phase: where a worker is in the job. */
 enum sfs_ckpt_phase {
 	SFS_CKW_STARTING = 0,  /* not attached yet: no barrier requested */

@@ -180,11 +180,7 @@ int sfs_task_finish(sfs_task_t *t)
 
 int sfs_task_stage_dir(const sfs_task_t *t, uint64_t id, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, SFS_CKPT_STAGE_FMT, t->ck->ck_data_dir, t->worker,
-			 (unsigned long long)id);
-
-	return n < 0 || (size_t)n >= len ? sfs__err(-ENAMETOOLONG, "stage directory of worker "
-						    "%u: over %zu bytes", t->worker, len) : 0;
+	return sfs_ckpt_stage_dir(t->ck, t->worker, id, buf, len);
 }
 
 int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version)

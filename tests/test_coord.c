@@ -276,3 +276,20 @@ Test(coord, a_rollback_abandons_the_checkpoint_in_flight_and_names_the_last_comp
 	cr_assert_eq(f.ck->ck_rb_to, 3);
 	teardown(&f);
 }
+
+/* The one formatter of a stage directory's path refuses a buffer it does not
+ * fit (it was snprintf'd unchecked in four places before) and says which. */
+Test(coord, a_stage_directory_that_does_not_fit_is_refused_by_name, .timeout = 60)
+{
+	char dir[PATH_MAX], small[8];
+	struct fx f = { 0 };
+
+	setup(&f);
+	cr_assert_eq(sfs_ckpt_stage_dir(f.ck, 1, 7, dir, sizeof(dir)), 0);
+	cr_assert(strstr(dir, "/stage/w1/b7") && !strcmp(strstr(dir, "/stage/w1/b7"), "/stage/w1/b7"),
+		  "%s", dir);
+	cr_assert_eq(sfs_ckpt_stage_dir(f.ck, 1, 7, small, sizeof(small)), -ENAMETOOLONG);
+	cr_assert(strstr(sfs_last_error(), "stage directory of worker 1, barrier 7"), "%s",
+		  sfs_last_error());
+	teardown(&f);
+}

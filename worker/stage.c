@@ -91,8 +91,7 @@ int sfs_worker_staged(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns, char *dir,
 					(unsigned long long)staged);
 		nanosleep(&ms, NULL);
 	}
-	if ((size_t)snprintf(dir, len, SFS_CKPT_STAGE_FMT, ck->ck_data_dir, c->worker,
-			     (unsigned long long)id) >= len)
+	if (sfs_ckpt_stage_dir(ck, c->worker, id, dir, len))
 		return sfs__err(SFS_EUSAGE, "sfs_worker_staged: %zu bytes are too few for the path",
 				len);
 	/* A newer barrier published past @id: its directory is complete if it
