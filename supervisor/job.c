@@ -1002,6 +1002,31 @@ unsigned sup_query_held(uint32_t w)
 	return RT_HELD_NONE;
 }
 
+int sup_query_worker_unfinished(uint32_t w, char *why, size_t n)
+{
+	struct sfs_wctl *ctl;
+	struct sfs_ring *ring;
+	struct sfs_wbuf *bufs[SFS_WCTL_MAX_BUFS];
+	uint64_t buffered, seals;
+	uint32_t phase;
+
+	if (!ck || !job_seg || w >= ck->ck_workers)
+		return 0;
+	phase = sfs_load_acquire(&ck->ck_w[w].cw_phase);
+	if (phase == SFS_CKW_FINISHED || phase == SFS_CKW_ENDED)
+		return 0;
+	if (sfs_wctl_attach(job_seg, w, &ctl, &ring, bufs))
+		return 0;	/* no state opened: nothing to lose */
+	buffered = sfs_load_relaxed(&bufs[sfs_load_acquire(&ctl->wc_active)]->wb_appends);
+	seals = sfs_load_relaxed(&ctl->wc_seq);
+	if (!buffered && !seals)
+		return 0;
+	snprintf(why, n, "%llu entries in its write buffer, %llu buffers sealed, last checkpoint "
+		 "sealed %llu", (unsigned long long)buffered, (unsigned long long)seals,
+		 (unsigned long long)sfs_load_relaxed(&ck->ck_w[w].cw_sealed));
+	return 1;
+}
+
 void sup_query_carry(struct sfs_seg *segs, int nsegs)
 {
 	uint64_t n;

@@ -125,7 +125,11 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: sfs run --job NAME [options]\n"
 		"Runs the job as a supervised process group in the foreground until\n"
-		"SIGINT/SIGTERM or --duration-ms.\n"
+		"SIGINT/SIGTERM or --duration-ms.  Exit status: 0 at the end of the input\n"
+		"or a planned stop (SIGINT, SIGTERM, SIGHUP, --duration-ms); 1 when the group\n"
+		"failed (a child beyond its restart budget or a fatal exit, recoveries spent,\n"
+		"I/O stalled, the output not written, the watched process gone); 2 on a\n"
+		"usage error.\n"
 		"\n"
 		"  --job NAME             job name ([A-Za-z0-9_.-], at most %d chars)\n"
 		"  --workers N            operator workers, one per core (default: cores)\n"
@@ -464,7 +468,14 @@ static int on_child_death(struct child *k, int status, uint64_t now)
 	k->d->cd_last_status = status;
 	if (cfg.q.exec && k->role == SFS_ROLE_WORKER && WIFEXITED(status) &&
 	    WEXITSTATUS(status) == 0) {
-		sfs_log("worker %u: end of input (exit 0)", k->index);
+		char lost[160];
+
+		if (sup_query_worker_unfinished(k->index, lost, sizeof(lost)))
+			sfs_log("worker %u: %s exited 0 without sfs_task_finish after writing "
+				"state (%s): what it wrote since is in no checkpoint", k->index,
+				cfg.q.exec[0], lost);
+		else
+			sfs_log("worker %u: end of input (exit 0)", k->index);
 		k->exited = 1;
 		sfs_store_relaxed(&k->d->cd_state, SFS_CHILD_STOPPED);
 		return 0;
@@ -911,25 +922,38 @@ static void report(FILE *f)
 	}
 }
 
+/* 1 if @path is a regular file this process may execute (execvp's test: a
+ * directory has X_OK too, and execve then fails with EACCES). */
+static int runnable(const char *path)
+{
+	struct stat st;
+
+	return access(path, X_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* The program --exec names: a path, or a name found on $PATH as execvp
- * finds it; refused (one line) when missing or not executable. */
+ * finds it; refused (one line naming the path and the problem) when
+ * missing, a directory or not executable. */
 static int exec_check(const char *prog)
 {
 	const char *path = getenv("PATH");
 	char buf[PATH_MAX];
+	struct stat st;
 
 	if (strchr(prog, '/')) {
-		if (access(prog, X_OK) == 0)
+		if (runnable(prog))
 			return 0;
 		fprintf(stderr, "sfs run: --exec %s: %s\n", prog,
-			errno == EACCES ? "not executable" : strerror(errno));
+			stat(prog, &st) ? strerror(errno) :
+			S_ISDIR(st.st_mode) ? "is a directory, not a program" :
+			!S_ISREG(st.st_mode) ? "not a regular file" : "not executable");
 		return 2;
 	}
 	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
 		size_t n = strcspn(p, ":");
 
 		snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, n ? p : ".", prog);
-		if (access(buf, X_OK) == 0)
+		if (runnable(buf))
 			return 0;
 		p += n + (p[n] == ':');
 	}
@@ -1658,8 +1682,11 @@ int sfs_cmd_run(int argc, char **argv)
 	sfs_log("job %s stopped", cfg.job);
 	if (usage_failed)
 		return 2;
+	/* A planned stop (a signal, --duration-ms) before the input ended is no
+	 * failure: exit 0, with the summary's "ok" false (not all read, no
+	 * final commit of the output); 1 is a failure only. */
 	if (is_job())
-		return rc;
+		return !failed && !done && sig >= 0 && rc == 1 ? 0 : rc;
 	return failed ? 1 : 0;
 }
 

@@ -98,6 +98,10 @@ struct sup_usage {
  * sfs's buffers in the worker's control (wc_waiting: no free write buffer,
  * waiting for the compactor).  O(1). */
 unsigned sup_query_held(uint32_t w);
+/* 1 (and @why) if worker @w wrote state but never called sfs_task_finish
+ * (its phase neither FINISHED nor ENDED): what it wrote since its last
+ * sealed checkpoint is in no checkpoint.  For an --exec worker's exit 0. */
+int sup_query_worker_unfinished(uint32_t w, char *why, size_t n);
 
 /* Fold this incarnation's counters that live in its segments (the bytes of
  * the workers' buffers flushed, over every node's segment, the checkpoint

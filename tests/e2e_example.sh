@@ -240,6 +240,8 @@ bad() { # what expected-text [run args...] (a later --data wins over $tmp/bad)
 	fi
 }
 bad "--exec of a missing file" "no such" --exec "$tmp/nothing-here"
+mkdir -p "$tmp/a-dir"
+bad "--exec of a directory" "is a directory" --exec "$tmp/a-dir"
 touch "$tmp/not-exec"
 bad "--exec of a file that is not executable" "not executable" --exec "$tmp/not-exec"
 printf '#!/bin/sh\nexit 2\n' >"$tmp/exit2" && chmod +x "$tmp/exit2"
@@ -258,6 +260,15 @@ else
 		BACKEND=table bad "misuse: ${m#*:}" "${m#*:} refused" --data "$tmp/base" --max-recoveries 0 \
 			--retain 100 --exec "$tmp/misuse" "${m%%:*}"
 	done
+	# A worker that wrote state and exits 0 unfinished: the run ends (the
+	# program's choice), and the group names the worker and the call.
+	BACKEND=table run "$tmp/unfinished" 2 --exec "$tmp/misuse" unfinished >/dev/null 2>"$tmp/unf.err"
+	rc=$?
+	if [ "$rc" -eq 0 ] && [ "$(grep -c 'exited 0 without sfs_task_finish after writing state' "$tmp/unf.err")" -eq 2 ]; then
+		ok "a worker exiting 0 unfinished after writing state is named: '$(grep -m1 'without sfs_task_finish' "$tmp/unf.err" | sed 's/^[^:]*: //')'"
+	else
+		nok "unfinished workers: exit $rc, not named once each"; show "$tmp/unf.err" 6
+	fi
 	lost=""
 	for c in $before; do
 		"$SFS" checkpoints --data "$tmp/base" 2>/dev/null |

@@ -221,6 +221,13 @@ check "... and leaves no segment" [ ! -e /dev/shm/sfs."$JOB".0 ]
 "$SFS" run --job "$JOB" --workers 1 --duration-ms 500 >"$OUT/d.out" 2>&1
 check "--duration-ms: the group stops by itself with exit 0" [ $? -eq 0 ]
 check "... and reports its children" grep -q "checkpointer" "$OUT/d.out"
+# A query job stopped by --duration-ms before its input ends: a planned stop,
+# exit 0 (1 is a failure only), its summary "ok": false (not all read).
+"$SFS" run --job "$JOB" --query q4 --events 1000000000 --workers 1 --duration-ms 800 \
+	--data "$OUT/dq" --json >"$OUT/dq.out" 2>"$OUT/dq.err"
+rc=$?
+check "--duration-ms stops a query job early with exit 0 (exit $rc)" [ $rc -eq 0 ]
+check "... its summary says ok false" grep -q '"ok": false' "$OUT/dq.out"
 
 echo "# $fails failure(s)"
 exit $((fails > 0))

@@ -11,6 +11,9 @@
  *   exec_misuse kind        "s" registered as a map, then as a value (the
  *                           registry is the group's: another worker's
  *                           registration meets the same refusal)
+ *   exec_misuse unfinished  write state, then exit 0 without sealing or
+ *                           sfs_task_finish: nothing refuses it, the group
+ *                           says so in one line naming the worker
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,18 @@ int main(int argc, char **argv)
 		return 2;
 	if ((rc = sfs_worker_open(job, SFS_NODE_ANY, me, &o, &c)) || (rc = sfs_worker_task(c, &t))) {
 		fprintf(stderr, "exec_misuse: open: %s\n", sfs_last_error());
+		return 1;
+	}
+	if (!strcmp(argv[1], "unfinished")) {
+		char k[16];
+
+		if (sfs_state_register(c, "s", SFS_STATE_VALUE, &id))
+			return 1;
+		/* a key of a key group this worker owns */
+		for (int i = 0; i < 4096; i++)
+			if (sfs_value_put(c, id, 0, k, (size_t)snprintf(k, sizeof(k), "k%d", i), "v",
+					  1) == 0)
+				return 0;
 		return 1;
 	}
 	if (!strcmp(argv[1], "kind")) {
