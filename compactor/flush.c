@@ -201,6 +201,10 @@ static void pin_done(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 
 	if (done <= fw->pinned)
 		return;
+	/* Sealed nothing since its pin (it finished there): @done carries the
+	 * pinned version unchanged, which stays the one to go back to. */
+	if (fw->pin_ok && sfs_load_relaxed(&f->ck->ck_w[fw->worker].cw_sealed) <= fw->pinned)
+		return;
 	rc = f->ops->pin(fw->tw, done);
 	fw->pinned = done;
 	fw->pin_ok = rc == 0;
@@ -410,10 +414,19 @@ static int rollback_worker(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 		return 0;
 	to = sfs_load_relaxed(&ck->ck_rb_to);
 	pin_done(f, fw);	/* a checkpoint completed just before the ack */
-	if (!fw->pin_ok || fw->pinned != to)
+	/* A worker that sealed nothing after its pinned checkpoint (it finished
+	 * there: sfs_task_finish) is carried unchanged by every later one, so
+	 * its pinned version is checkpoint @to's too. */
+	if (!fw->pin_ok)
 		rc = sfs__err(-ENOENT, "worker %u: no version of checkpoint %llu is pinned (the "
 			      "compactor started after it was staged)", fw->worker,
 			      (unsigned long long)to);
+	else if (fw->pinned != to &&
+		 !(fw->pinned < to && sfs_load_relaxed(&cw->cw_sealed) == fw->pinned))
+		rc = sfs__err(-ENOENT, "worker %u: its pinned version is checkpoint %llu's, not "
+			      "%llu's (it sealed %llu since)", fw->worker,
+			      (unsigned long long)fw->pinned, (unsigned long long)to,
+			      (unsigned long long)sfs_load_relaxed(&cw->cw_sealed));
 	else if (!(rc = sfs_fault("flush.rollback")))
 		rc = f->ops->rollback(fw->tw, &seq);
 	if (rc == 0) {

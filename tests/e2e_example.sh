@@ -269,6 +269,18 @@ else
 	else
 		nok "unfinished workers: exit $rc, not named once each"; show "$tmp/unf.err" 6
 	fi
+	# Worker 0 finishes early, worker 1 dies two checkpoints later: the
+	# rollback in place takes the finished worker back to the version the
+	# later checkpoints carry (it once said, falsely, that none was pinned
+	# and restarted the group from files).
+	BACKEND=table run "$tmp/finish-early" 2 --exec "$tmp/misuse" finish-early >/dev/null 2>"$tmp/fe.err"
+	rc=$?
+	if [ "$rc" -eq 0 ] && grep -q "rolled back in place" "$tmp/fe.err" &&
+		! grep -q "no version of checkpoint\|no rollback in place" "$tmp/fe.err"; then
+		ok "a worker finished early, another dies: rolled back in place ($(grep -m1 'worker 0: rolled back' "$tmp/fe.err" | sed 's/^[^:]*: //'))"
+	else
+		nok "finish early then a death: exit $rc"; show "$tmp/fe.err" 6
+	fi
 	lost=""
 	for c in $before; do
 		"$SFS" checkpoints --data "$tmp/base" 2>/dev/null |

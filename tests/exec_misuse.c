@@ -14,6 +14,13 @@
  *   exec_misuse unfinished  write state, then exit 0 without sealing or
  *                           sfs_task_finish: nothing refuses it, the group
  *                           says so in one line naming the worker
+ *
+ * And one lawful run the group once reported falsely (exit 0 is success):
+ *   exec_misuse finish-early  worker 0 finishes after its first completed
+ *                           checkpoint; worker 1 goes on, and in its first
+ *                           run dies (exit 1) two completed checkpoints
+ *                           later: the rollback in place takes worker 0
+ *                           back to the version the later checkpoints carry
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +70,38 @@ int main(int argc, char **argv)
 					  1) == 0)
 				return 0;
 		return 1;
+	}
+	if (!strcmp(argv[1], "finish-early")) {
+		uint64_t last;
+		int seals = 0;
+		char k[16];
+
+		sfs_task_info(t, &info);
+		last = info.base_id;
+		if (sfs_state_register(c, "s", SFS_STATE_VALUE, &id))
+			return 1;
+		for (int i = 0;; i++) {
+			/* a write of a key this worker owns, then the next barrier */
+			for (int j = 0; j < 4096; j++)
+				if (sfs_value_put(c, id, 0, k,
+						  (size_t)snprintf(k, sizeof(k), "k%d", i * 4096 + j),
+						  "v", 1) == 0)
+					break;
+			while ((n = sfs_task_requested(t)) <= last)
+				usleep(1000);
+			if (sfs_barrier(c, n) || sfs_task_sealed(t, n, "x", 1) ||
+			    sfs_task_wait_completed(t, n, 30000000000ull))
+				return 1;
+			last = n;
+			seals++;
+			if (me == 0 && seals >= 1)
+				return sfs_task_finish(t) ? 1 : 0;
+			if (me == 1 && seals >= 3) {
+				if (info.start == SFS_START_FRESH)
+					return 1;	/* the death, in the first run only */
+				return sfs_task_finish(t) ? 1 : 0;
+			}
+		}
 	}
 	if (!strcmp(argv[1], "kind")) {
 		if (sfs_state_register(c, "s", SFS_STATE_MAP, &id))
