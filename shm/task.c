@@ -160,6 +160,22 @@ int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len)
 	if (id > req)
 		return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed, only %llu requested",
 				t->worker, (unsigned long long)id, (unsigned long long)req);
+	/* A worker whose state is in sfs: the compactor stages the barriers
+	 * its state sealed, no other (ckpt.h, cw_keyed).  Two loads. */
+	if (sfs_load_acquire(&w->cw_keyed)) {
+		uint64_t b = sfs_load_acquire(&w->cw_barrier);
+
+		if (b < id)
+			return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed before its keyed "
+					"state: call sfs_barrier(ctx, %llu) first (its last barrier "
+					"is %llu)", t->worker, (unsigned long long)id,
+					(unsigned long long)id, (unsigned long long)b);
+		if (b > id)
+			return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed, but its keyed "
+					"state's last barrier is %llu: seal the id its state was "
+					"sealed for", t->worker, (unsigned long long)id,
+					(unsigned long long)b);
+	}
 	if (len)
 		memcpy(w->cw_bytes, bytes, len);
 	w->cw_bytes_len = (uint32_t)len;

@@ -536,6 +536,44 @@ static int host_slot_check(sfs_ctx_t *c, uint32_t worker)
 			c->seg.hdr->sh_job, ck->ck_workers - 1);
 }
 
+/*
+ * The group's shape and checkpoint words (shm/ckpt.h).  Every group `sfs
+ * run` starts has a checkpoint region, whatever its interval, recording
+ * its workers and key groups.  A worker whose range is its share of the
+ * parallelism (no SFS_WORKER_KG_RANGE) must give exactly those: with
+ * another parallelism it would own another worker's key groups (and the
+ * region it lays out would keep that range, refusing the correct open that
+ * follows).  Refused here, before any region is touched, so the process
+ * can still open correctly.  A segment without the region (a program's
+ * own) has no shape to keep to.  Cost: a region lookup, once.
+ */
+static int group_check(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint32_t worker)
+{
+	struct sfs_ckpt *ck;
+	int rc = sfs__ckpt_find_any(&c->seg, &ck);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (!(o->flags & SFS_WORKER_KG_RANGE) &&
+	    (o->parallelism != ck->ck_workers ||
+	     (ck->ck_max_parallelism && o->max_parallelism != ck->ck_max_parallelism)))
+		return sfs__err(SFS_EUSAGE,
+				"worker %u: opened with parallelism %u and max parallelism %u, but "
+				"group %s has %u workers and %u key groups (SFS_WORKERS, "
+				"sfs_task_info): it would own another worker's key groups", worker,
+				o->parallelism, o->max_parallelism, c->seg.hdr->sh_job,
+				ck->ck_workers, ck->ck_max_parallelism ? ck->ck_max_parallelism
+								       : o->max_parallelism);
+	if (!ck->ck_interval_ms || worker >= ck->ck_workers)
+		return 0;
+	c->ckw = &ck->ck_w[worker];
+	if (ck->ck_interval_ms != SFS_CKPT_ENGINE)
+		c->ck_req = &ck->ck_barrier_req;
+	return 0;
+}
+
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *opts,
 		    sfs_ctx_t **out)
 {
@@ -586,7 +624,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	rc = sfs_proc_register(&c->seg, SFS_ROLE_WORKER, worker, &c->slot);
 	if (rc)
 		goto fail_seg;
-	if ((rc = host_slot_check(c, worker)))
+	if ((rc = host_slot_check(c, worker)) || (rc = group_check(c, &o, worker)))
 		goto fail_slot;
 	sfs_qsbr_online(c->seg.hdr, c->slot);
 
@@ -657,6 +695,11 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 		/* the store is empty: the region takes this task's range */
 		c->ctl->wc_kg_start = c->kg_start;
 		c->ctl->wc_kg_end = c->kg_end;
+	}
+	if (c->ckw) {
+		/* from now on this worker's seals need its barrier (ckpt.h) */
+		sfs_store_release(&c->ckw->cw_barrier, c->ctl->wc_barrier);
+		sfs_store_release(&c->ckw->cw_keyed, 1);
 	}
 	*out = c;
 	return 0;
@@ -1098,11 +1141,21 @@ int sfs_barrier(sfs_ctx_t *c, uint64_t id)
 	if (id <= c->ctl->wc_barrier)
 		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu after barrier %llu", c->worker,
 				(unsigned long long)id, (unsigned long long)c->ctl->wc_barrier);
+	/* The checkpointer stages and completes only the ids it requested: a
+	 * seal of another is never part of a checkpoint (include/sfs.h).  A
+	 * load. */
+	if (c->ck_req && id > sfs_load_acquire(c->ck_req))
+		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu was never requested: the "
+				"group's checkpointer has requested up to %llu "
+				"(sfs_task_requested)", c->worker, (unsigned long long)id,
+				(unsigned long long)sfs_load_acquire(c->ck_req));
 	rc = ensure_active(c);
 	if (rc == 0) {
 		rc = seal_and_swap(c, id, 0);
 		/* Sealed even when no buffer freed up in time (rc then says so). */
 		sfs_store_relaxed(&c->ctl->wc_barrier, id);
+		if (c->ckw)
+			sfs_store_release(&c->ckw->cw_barrier, id);
 	}
 	sfs_qsbr_quiescent(c->seg.hdr, c->slot);
 	/* A sign of life for sfs stat, once per checkpoint (a clock read). */
