@@ -9,7 +9,13 @@
  *    system errors, or one of the SFS_E* library codes below (a reserved
  *    range far from errno).  sfs_strerror() names a code; sfs_last_error()
  *    returns this thread's human message for the last failure, naming the
- *    file or object and what was expected.
+ *    file or object and what was expected.  It never names another call's
+ *    failure: every call but the hot state calls below (reads, writes and
+ *    iterations of keyed state and of queries, sfs_multiget,
+ *    sfs_ctx_key_group: a store per call would cost them) clears it when it
+ *    starts and sets it when it fails; those hot calls set it on each
+ *    failure they detect (a flush target's failure: the target's message).
+ *    So read it right after the failed call, before the next sfs call.
  *  - Every placing call takes a NUMA node; SFS_NODE_ANY lets sfs choose.
  *
  * Caveats (as LMDB's header opens with):
@@ -709,7 +715,8 @@ uint64_t sfs_worker_last_barrier(const sfs_ctx_t *c);
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 
-/* This thread's message for the last failed call ("" if none). */
+/* This thread's message for the last failed call ("" if none, or if a
+ * call made since has cleared it: see the rules at the top). */
 const char *sfs_last_error(void);
 
 /* ------------------------------------------------------------------------

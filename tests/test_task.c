@@ -479,3 +479,35 @@ Test(task, a_worker_of_another_shape_than_the_group_is_refused_at_open)
 	cr_assert_eq(sfs_worker_close(c), 0);
 	teardown(&f);
 }
+
+/*
+ * sfs_last_error() names the call that failed last, never an earlier one
+ * (issue 33: a failure without a message of its own left the previous
+ * failure's text in place).  A failure with a message, then failures of
+ * other calls that used to leave none, then a success between.
+ */
+Test(task, the_last_error_is_the_last_failures_own)
+{
+	struct sfs_view v;
+	sfs_task_t *t;
+	struct fx f;
+
+	setup(&f, 1);
+	cr_assert_eq(sfs_task_open(f.h, 0, &t), 0);
+	cr_assert_eq(sfs_task_sealed(t, 8, "a", 1), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "only 7 requested"), "%s", sfs_last_error());
+	/* a fresh start: -ENOENT, said as such */
+	cr_assert_eq(sfs_task_restored(t, 0, &v), -ENOENT);
+	cr_assert_null(strstr(sfs_last_error(), "requested"), "stale: %s", sfs_last_error());
+	cr_assert_not_null(strstr(sfs_last_error(), "fresh start"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_task_io(t, -EINVAL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_task_io"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_close(NULL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_worker_close"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_detach(NULL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_detach"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_query_close(NULL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_query_close"), "%s", sfs_last_error());
+	sfs_task_close(t);
+	teardown(&f);
+}

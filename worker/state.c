@@ -115,17 +115,20 @@ static int register_state(sfs_ctx_t *c, const char *name, int kind, unsigned op,
 
 int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
 {
+	sfs__err_clear();
 	return register_state(c, name, kind, SFS_MERGE_ADD, NULL, id);
 }
 
 int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id)
 {
+	sfs__err_clear();
 	return register_state(c, name, SFS_STATE_COUNTER, op, NULL, id);
 }
 
 int sfs_state_register_ttl(sfs_ctx_t *c, const char *name, int kind, const struct sfs_ttl *ttl,
 			   uint32_t *id)
 {
+	sfs__err_clear();
 	if (!ttl || !ttl->ttl_ms || (ttl->flags & ~(SFS_TTL_REFRESH_ON_READ | SFS_TTL_EVENT_TIME)))
 		return sfs__err(SFS_EUSAGE, "state '%s': a TTL needs ttl_ms > 0 and flags of "
 				"SFS_TTL_REFRESH_ON_READ | SFS_TTL_EVENT_TIME", name ? name : "");
@@ -583,6 +586,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	uint64_t off, size;
 	int rc;
 
+	sfs__err_clear();
 	opts_defaults(&o);
 	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS)
 		return sfs__err(SFS_EUSAGE, "worker %u: %u buffers, need 2..%d", worker, o.buffers,
@@ -601,7 +605,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return -ENOMEM;
+		return sfs__err(-ENOMEM, "worker %u: no memory for a context", worker);
 	c->worker = worker;
 	c->par = o.parallelism;
 	c->maxp = o.max_parallelism;
@@ -714,6 +718,7 @@ fail_free:
 
 int sfs_worker_task(sfs_ctx_t *c, sfs_task_t **out)
 {
+	sfs__err_clear();
 	if (!c || !out)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_task: NULL argument");
 	return sfs__task_open_seg(&c->seg, c->worker, c->slot, out);
@@ -721,8 +726,9 @@ int sfs_worker_task(sfs_ctx_t *c, sfs_task_t **out)
 
 int sfs_worker_close(sfs_ctx_t *c)
 {
+	sfs__err_clear();
 	if (!c)
-		return SFS_EUSAGE;
+		return sfs__err(SFS_EUSAGE, "sfs_worker_close: NULL context");
 	(void)uatomic_cmpxchg(&c->ctl->wc_owner, owner_word(c), 0);
 	c->nfills = 0;
 	sfs__map_free(c);
@@ -761,6 +767,7 @@ int sfs_worker_rollback(sfs_ctx_t *c, sfs_task_t *t, uint64_t timeout_ns)
 	uint64_t r;
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !t)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_rollback: NULL argument");
 	r = sfs_task_rollback_requested(t);
@@ -796,6 +803,7 @@ static void ring_bell(sfs_ctx_t *c)
 
 int sfs_worker_pin(sfs_ctx_t *c, uint64_t id)
 {
+	sfs__err_clear();
 	if (!c || !id)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_pin: NULL context or checkpoint 0");
 	if (id > c->ctl->wc_barrier)
@@ -859,6 +867,7 @@ int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns)
 	uint64_t deadline;
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !id)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_restore_pinned: NULL context or checkpoint 0");
 	ctl = c->ctl;
@@ -920,6 +929,7 @@ int sfs_worker_adopt(sfs_ctx_t *c, const char *dir, uint64_t timeout_ns)
 	struct stat st;
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !dir)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_adopt: NULL context or directory");
 	if (dir[0] != '/' || strlen(dir) >= sizeof(c->ctl->wc_adopt_dir))
@@ -1138,6 +1148,7 @@ int sfs_barrier(sfs_ctx_t *c, uint64_t id)
 {
 	int rc;
 
+	sfs__err_clear();
 	if (id <= c->ctl->wc_barrier)
 		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu after barrier %llu", c->worker,
 				(unsigned long long)id, (unsigned long long)c->ctl->wc_barrier);
