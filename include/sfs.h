@@ -425,8 +425,9 @@ void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st);
  * range is in place before sfs_worker_open() returns).
  *
  * Costs: sfs_task_requested, sfs_task_completed and sfs_task_info are plain
- * loads from shared memory; sfs_task_sealed is one copy of the bytes and
- * two stores; none of them makes a syscall or takes a lock.
+ * loads from shared memory; sfs_task_sealed is one copy of the bytes, two
+ * loads (the keyed state's barrier) and two stores; none of them makes a
+ * syscall or takes a lock.
  * sfs_task_wait_completed sleeps on a futex (a syscall: when idle only).
  * ------------------------------------------------------------------------ */
 

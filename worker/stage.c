@@ -133,6 +133,14 @@ int sfs_group_slots(const char *job, uint32_t *slots)
 	else
 		rc = sfs__err(SFS_EUSAGE, "job %s is no host group (start one with sfs run --host)",
 			      job);
+	if (rc) {
+		/* the detach clears the thread's message: keep this one */
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", sfs_last_error());
+		sfs_detach(h);
+		return sfs__err(rc, "%s", msg);
+	}
 	sfs_detach(h);
-	return rc;
+	return 0;
 }

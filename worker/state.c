@@ -481,6 +481,7 @@ static int cache_fresh(sfs_ctx_t *c)
 }
 
 static int worker_reset(sfs_ctx_t *c, uint64_t timeout_ns);
+static void ctx_close(sfs_ctx_t *c);
 
 /* wc_owner's word for @c's process-table slot (worker/wctl.h). */
 static uint64_t owner_word(const sfs_ctx_t *c)
@@ -693,7 +694,7 @@ int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs
 	order_rebuild(c);
 	if ((o.flags & SFS_WORKER_RESET) && c->restarted) {
 		if ((rc = worker_reset(c, o.stall_timeout_ns))) {
-			sfs_worker_close(c);
+			ctx_close(c);
 			return rc;
 		}
 		/* the store is empty: the region takes this task's range */
@@ -724,11 +725,10 @@ int sfs_worker_task(sfs_ctx_t *c, sfs_task_t **out)
 	return sfs__task_open_seg(&c->seg, c->worker, c->slot, out);
 }
 
-int sfs_worker_close(sfs_ctx_t *c)
+/* sfs_worker_close without touching the thread's message: also the undo
+ * of a failed open, whose message stays the caller's. */
+static void ctx_close(sfs_ctx_t *c)
 {
-	sfs__err_clear();
-	if (!c)
-		return sfs__err(SFS_EUSAGE, "sfs_worker_close: NULL context");
 	(void)uatomic_cmpxchg(&c->ctl->wc_owner, owner_word(c), 0);
 	c->nfills = 0;
 	sfs__map_free(c);
@@ -737,6 +737,14 @@ int sfs_worker_close(sfs_ctx_t *c)
 	sfs_proc_unregister(c->slot);
 	sfs_seg_detach(&c->seg);
 	free(c);
+}
+
+int sfs_worker_close(sfs_ctx_t *c)
+{
+	sfs__err_clear();
+	if (!c)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_close: NULL context");
+	ctx_close(c);
 	return 0;
 }
 
