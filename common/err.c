@@ -19,6 +19,11 @@ int sfs__err(int code, const char *fmt, ...)
 	return code;
 }
 
+void sfs__err_clear(void)
+{
+	last_msg[0] = '\0';
+}
+
 const char *sfs_last_error(void)
 {
 	return last_msg;

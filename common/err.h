@@ -17,6 +17,11 @@
  * `return sfs__err(-ENOENT, "segment %s: not found", name);`). */
 int sfs__err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Forget the thread's last message: at the start of every public call but
+ * the hot state calls (include/sfs.h, sfs_last_error), so a failure without
+ * a message of its own never shows another call's.  A TLS byte store. */
+void sfs__err_clear(void);
+
 /* errno as a negative code, -EIO if errno was somehow 0. */
 static inline int sfs__errno(void) { return errno ? -errno : -EIO; }
 

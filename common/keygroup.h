@@ -4,7 +4,9 @@
  *
  * kg = hash(key) mod max_parallelism (default 128).  Worker i of p owns the
  * contiguous range Flink's KeyGroupRangeAssignment computes:
- *   start(i) = ceil(i * maxP / p),  end(i) = (i + 1) * maxP / p - 1 (incl.)
+ *   start(i) = ceil(i * maxP / p),  end(i) = ceil((i + 1) * maxP / p) - 1 (incl.)
+ * (end(i) = start(i + 1) - 1: the ranges tile 0..maxP-1 with no gap, also
+ * when p does not divide maxP)
  * and key group kg belongs to worker kg * p / maxP.  Every persisted key
  * starts with its key group, big-endian, so a key-group range is a key
  * range: a restore with another parallelism clips files, never rehashes.

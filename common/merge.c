@@ -48,6 +48,7 @@ static int name_ok(const char *name)
 
 int sfs_merge_define(unsigned op, const char *name, sfs_merge_fn fn)
 {
+	sfs__err_clear();
 	if (op < SFS_MERGE_USER || op >= SFS_MERGE_MAX_OPS)
 		return sfs__err(SFS_EUSAGE, "merge operator %u '%s': %s (user indexes are %d..%d)",
 				op, name ? name : "", op < SFS_MERGE_USER ? "a built-in index"

@@ -9,7 +9,13 @@
  *    system errors, or one of the SFS_E* library codes below (a reserved
  *    range far from errno).  sfs_strerror() names a code; sfs_last_error()
  *    returns this thread's human message for the last failure, naming the
- *    file or object and what was expected.
+ *    file or object and what was expected.  It never names another call's
+ *    failure: every call but the hot state calls below (reads, writes and
+ *    iterations of keyed state and of queries, sfs_multiget,
+ *    sfs_ctx_key_group: a store per call would cost them) clears it when it
+ *    starts and sets it when it fails; those hot calls set it on each
+ *    failure they detect (a flush target's failure: the target's message).
+ *    So read it right after the failed call, before the next sfs call.
  *  - Every placing call takes a NUMA node; SFS_NODE_ANY lets sfs choose.
  *
  * Caveats (as LMDB's header opens with):
@@ -179,6 +185,11 @@ struct sfs_view {
  * worker's region at a time: SFS_ERUNNING (naming the process) while
  * another live context, of any process, has it open; a holder that died
  * without sfs_worker_close is taken over.
+ * In a group `sfs run` started (it records its workers and key groups:
+ * SFS_WORKERS, sfs_task_info) a worker opened without SFS_WORKER_KG_RANGE
+ * must give that parallelism and max parallelism (0 stands for the
+ * defaults, 1 and 128): SFS_EUSAGE otherwise, before anything is created,
+ * so an open with the right ones still succeeds.
  */
 int sfs_worker_open(const char *job, int node, uint32_t worker, const struct sfs_worker_opts *o,
 		    sfs_ctx_t **out);
@@ -290,7 +301,12 @@ int sfs_state_register_ttl(sfs_ctx_t *c, const char *name, int kind, const struc
  * below the clock's is ignored: it never goes back).  A plain store. */
 void sfs_ctx_set_time(sfs_ctx_t *c, uint64_t event_ms);
 
-/* The key group of a key (Flink's assignment) and whether this worker owns it. */
+/* The key group of a key: sfs_key_group() of sfs_keygroup.h over this
+ * context's max parallelism (sfs's hash, with SFS_WORKER_CALLER_KG too).
+ * It says nothing of ownership: this worker owns the key when
+ * sfs_kg_owner(kg, parallelism, max parallelism) is its index (with
+ * SFS_WORKER_KG_RANGE: when kg is in kg_first..kg_last); its state calls
+ * refuse any other key (SFS_EUSAGE).  Pure: a hash and a modulo. */
 uint32_t sfs_key_group_of(const sfs_ctx_t *c, const void *key, size_t klen);
 
 /* SFS_WORKER_CALLER_KG: the key group of the state calls that follow (a
@@ -359,6 +375,15 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
  * the compactor frees one, counting the stall: back-pressure, never loss.
  * Also a quiescent point and a heartbeat (sfs stat).  SFS_ETIMEDOUT if
  * stall_timeout_ns passed.
+ * Ids: above the worker's last barrier (sfs_worker_last_barrier).  In a
+ * group whose checkpointer requests checkpoints (`sfs run
+ * --checkpoint-interval MS`, MS > 0) also at most the newest one requested
+ * (sfs_task_requested): the checkpointer stages and completes only those,
+ * so a seal of any other id could never be part of a checkpoint (see "The
+ * checkpoint lifecycle").  Outside such a group (no checkpoints, a segment
+ * of the program's own, a host group whose engine numbers its own
+ * checkpoints) any increasing ids.  Refused with SFS_EUSAGE, nothing
+ * sealed.
  */
 int sfs_barrier(sfs_ctx_t *c, uint64_t id);
 
@@ -402,8 +427,9 @@ void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st);
  * range is in place before sfs_worker_open() returns).
  *
  * Costs: sfs_task_requested, sfs_task_completed and sfs_task_info are plain
- * loads from shared memory; sfs_task_sealed is one copy of the bytes and
- * two stores; none of them makes a syscall or takes a lock.
+ * loads from shared memory; sfs_task_sealed is one copy of the bytes, two
+ * loads (the keyed state's barrier) and two stores; none of them makes a
+ * syscall or takes a lock.
  * sfs_task_wait_completed sleeps on a futex (a syscall: when idle only).
  * ------------------------------------------------------------------------ */
 
@@ -464,7 +490,12 @@ int sfs_task_wait_completed(const sfs_task_t *t, uint64_t id, uint64_t timeout_n
  * sfs_task_sealed - this worker has sealed checkpoint @id (sfs_barrier()
  * on its context first): publish it with @len bytes of its own.  SFS_EUSAGE
  * (and nothing published) for an id not above the last one sealed, an id
- * not requested yet, or more than SFS_TASK_BYTES_MAX bytes.
+ * not requested yet, more than SFS_TASK_BYTES_MAX bytes, or — for a worker
+ * that opened keyed state in the group (sfs_worker_open, in any process of
+ * its) — when its keyed state's last barrier is not @id: the compactor
+ * stages the state as of the barriers it sealed, and the checkpoint waits
+ * for exactly that stage.  A worker whose state lives outside sfs (no
+ * context; sfs_task_staged) has no barrier to match.
  */
 int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len);
 
@@ -687,7 +718,8 @@ uint64_t sfs_worker_last_barrier(const sfs_ctx_t *c);
 /* A NUL-terminated name for @err (a negative code). */
 const char *sfs_strerror(int err);
 
-/* This thread's message for the last failed call ("" if none). */
+/* This thread's message for the last failed call ("" if none, or if a
+ * call made since has cleared it: see the rules at the top). */
 const char *sfs_last_error(void);
 
 /* ------------------------------------------------------------------------

@@ -7,7 +7,9 @@
  *
  * Flink's assignment: kg = hash(key) mod max_parallelism (default 128);
  * worker i of p owns the contiguous range
- *   start(i) = ceil(i * maxP / p),  end(i) = (i + 1) * maxP / p - 1 (incl.)
+ *   start(i) = ceil(i * maxP / p),  end(i) = ceil((i + 1) * maxP / p) - 1 (incl.)
+ * (end(i) = start(i + 1) - 1: the ranges tile 0..maxP-1 with no gap, also
+ * when p does not divide maxP)
  * and key group kg belongs to worker kg * p / maxP.  The hash is sfs's own
  * byte hash (wyhash's structure: a 128-bit multiply-fold over 16-byte
  * strides), seeded by the key's length; it decides the key group every

@@ -15,8 +15,9 @@ int sfs_attach(const char *job, int node, unsigned flags, sfs_handle_t **out)
 	sfs_handle_t *h = calloc(1, sizeof(*h));
 	int rc;
 
+	sfs__err_clear();
 	if (!h)
-		return -ENOMEM;
+		return sfs__err(-ENOMEM, "attach to job %s: no memory", job ? job : "(null)");
 	rc = sfs_seg_attach(job, node, &h->seg);
 	if (rc)
 		goto fail;
@@ -36,8 +37,9 @@ fail:
 
 int sfs_detach(sfs_handle_t *h)
 {
+	sfs__err_clear();
 	if (!h)
-		return SFS_EUSAGE;
+		return sfs__err(SFS_EUSAGE, "sfs_detach: NULL handle");
 	if (h->slot)
 		sfs_proc_unregister(h->slot);
 	sfs_seg_detach(&h->seg);
@@ -50,6 +52,7 @@ int sfs_region_find(sfs_handle_t *h, const char *name, void **ptr, uint64_t *siz
 	uint64_t off, sz;
 	int rc;
 
+	sfs__err_clear();
 	if (!h || !name || !ptr)
 		return sfs__err(SFS_EUSAGE, "sfs_region_find: NULL argument");
 	rc = sfs_seg_region_find(&h->seg, name, &off, &sz);

@@ -43,6 +43,19 @@ int sfs_ckpt_create(struct sfs_seg *seg, uint32_t workers, struct sfs_ckpt **out
 int sfs_ckpt_find(const struct sfs_seg *seg, struct sfs_ckpt **out)
 {
 	struct sfs_ckpt *ck;
+	int rc = sfs__ckpt_find_any(seg, &ck);
+
+	if (rc)
+		return rc;
+	if (!ck->ck_interval_ms)
+		return -ENOENT;
+	*out = ck;
+	return 0;
+}
+
+int sfs__ckpt_find_any(const struct sfs_seg *seg, struct sfs_ckpt **out)
+{
+	struct sfs_ckpt *ck;
 	uint64_t off, size;
 
 	if (sfs_seg_region_find(seg, SFS_CKPT_REGION, &off, &size))
@@ -54,8 +67,6 @@ int sfs_ckpt_find(const struct sfs_seg *seg, struct sfs_ckpt **out)
 		return sfs__err(SFS_EVERSION, "segment %s: region '%s' is not version %u of the "
 				"checkpoint protocol", seg->path, SFS_CKPT_REGION,
 				SFS_CKPT_VERSION);
-	if (!ck->ck_interval_ms)
-		return -ENOENT;
 	*out = ck;
 	return 0;
 }
@@ -100,6 +111,8 @@ uint64_t sfs_ckpt_layout(uint64_t h)
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_rc);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_inproc);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_rb_halted);
+	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_barrier);
+	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_keyed);
 	SFS_FP_FIELD(h, struct sfs_ckpt_worker, cw_bytes);
 	SFS_FP_SIZE(h, struct sfs_ckpt_prev);
 	return sfs_fp(h, SFS_CKPT_BYTES_MAX);

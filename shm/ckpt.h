@@ -45,6 +45,16 @@
  *  - ck_w[w]: worker w writes cw_phase (release), cw_bytes/cw_bytes_len
  *    (plain, then cw_sealed release); the snapshotter of w's state writes
  *    cw_snap_version (relaxed) then cw_snap_barrier (release).
+ *  - cw_keyed, cw_barrier: worker w's keyed-state context (worker/state.c),
+ *    release: cw_keyed = 1 once a context of w opened in this group, and
+ *    cw_barrier the last barrier it sealed (sfs_barrier).  sfs_task_sealed
+ *    reads them (acquire) to refuse a seal of N whose keyed state was not
+ *    sealed for N: the compactor stages only the barriers the state sealed
+ *    (step 3), so such a checkpoint would wait forever, or (state sealed
+ *    for a later id) find no stage directory.  Two words instead of a look
+ *    at the worker's region: the task may be opened on another mapping of
+ *    the segment than the context (a separate sfs_attach), and shm/ knows
+ *    no worker region.
  *
  * Rollback in place (supervisor/run.c, issue 23).  When a worker dies the
  * other workers are halted or killed: a worker whose program rolls back in
@@ -105,8 +115,9 @@ struct sfs_task;
 
 #define SFS_CKPT_REGION      "ckpt"
 #define SFS_CKPT_MAGIC       0x74706b6320736673ull /* "sfs ckpt" */
-#define SFS_CKPT_VERSION     4u  /* 2: ck_recoveries; 3: rollback in place; 4: workers
-                                    that roll back in their processes */
+#define SFS_CKPT_VERSION     5u  /* 2: ck_recoveries; 3: rollback in place; 4: workers
+                                    that roll back in their processes; 5: a worker's
+                                    keyed-state barrier (cw_keyed, cw_barrier) */
 #define SFS_CKPT_MAX_WORKERS 48u
 /* ck_interval_ms of a host group (sfs run --host): its engine seals its own
  * barriers and keeps its own checkpoints from the staged files; the
@@ -154,6 +165,10 @@ struct sfs_ckpt_worker {
 	uint32_t cw_rb_inproc;      /* worker: 1 = it rolls back in its process (its task
 				     * open sets 0, sfs_task_rollback_enable 1) */
 	uint64_t cw_rb_halted;      /* worker (release): last rollback it halted for */
+	uint64_t cw_barrier;        /* worker's context (release): its last sfs_barrier id */
+	uint32_t cw_keyed;          /* worker's context (release): 1 = its state is in sfs,
+				     * so each seal needs its barrier (see above) */
+	uint32_t cw_pad0;
 	uint8_t cw_bytes[SFS_CKPT_BYTES_MAX]; /* worker: its bytes of cw_sealed */
 } __sfs_cache_aligned;
 
@@ -219,6 +234,12 @@ int sfs_ckpt_create(struct sfs_seg *seg, uint32_t workers, struct sfs_ckpt **out
  * checkpoints (no region, or an interval of 0), or SFS_EVERSION naming the
  * segment for a region of another magic, version or size. */
 int sfs_ckpt_find(const struct sfs_seg *seg, struct sfs_ckpt **out);
+
+/* The same, also for a group that takes no checkpoints (an interval of 0):
+ * every group `sfs run` starts has the region, and its configuration words
+ * (ck_workers, ck_max_parallelism) are the group's shape whether or not it
+ * checkpoints.  -ENOENT (no message) when the segment has none. */
+int sfs__ckpt_find_any(const struct sfs_seg *seg, struct sfs_ckpt **out);
 
 /* The layout fingerprint of the region's structs (shm/layout.c). */
 uint64_t sfs_ckpt_layout(uint64_t h);

@@ -43,7 +43,7 @@ int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_pr
 		return sfs__err(SFS_EUSAGE, "worker %u: the job has %u workers", worker,
 				ck->ck_workers);
 	if (!(t = calloc(1, sizeof(*t))))
-		return -ENOMEM;
+		return sfs__err(-ENOMEM, "worker %u: no memory for a task", worker);
 	t->ck = ck;
 	t->worker = worker;
 	t->me = &ck->ck_w[worker];
@@ -61,6 +61,7 @@ int sfs__task_open_seg(const struct sfs_seg *seg, uint32_t worker, struct sfs_pr
 
 int sfs_task_open(sfs_handle_t *h, uint32_t worker, sfs_task_t **out)
 {
+	sfs__err_clear();
 	if (!h || !out)
 		return sfs__err(SFS_EUSAGE, "sfs_task_open: NULL argument");
 	return sfs__task_open_seg(&h->seg, worker, h->slot, out);
@@ -68,13 +69,16 @@ int sfs_task_open(sfs_handle_t *h, uint32_t worker, sfs_task_t **out)
 
 int sfs_task_io(sfs_task_t *t, int err)
 {
+	sfs__err_clear();
 	if (err && !sfs_io_trouble_errno(err))
-		return SFS_EUSAGE;
+		return sfs__err(SFS_EUSAGE, "worker %u: sfs_task_io(%s): no retry cures it", t->worker,
+				sfs_strerror(err < 0 ? err : -err));
 	return sfs_proc_io(t->slot, err < 0 ? err : -err);
 }
 
 int sfs_task_close(sfs_task_t *t)
 {
+	sfs__err_clear();
 	free(t);
 	return 0;
 }
@@ -98,8 +102,9 @@ int sfs_task_restored(const sfs_task_t *t, uint32_t prev_worker, struct sfs_view
 {
 	const struct sfs_ckpt *ck = t->ck;
 
+	sfs__err_clear();
 	if (ck->ck_start == SFS_START_FRESH)
-		return -ENOENT;
+		return sfs__err(-ENOENT, "worker %u: a fresh start restored no bytes", t->worker);
 	if (prev_worker >= ck->ck_prev_workers || prev_worker >= SFS_CKPT_MAX_WORKERS)
 		return sfs__err(SFS_EUSAGE, "old worker %u: the checkpoint had %u", prev_worker,
 				ck->ck_prev_workers);
@@ -124,6 +129,7 @@ int sfs_task_wait_completed(const sfs_task_t *t, uint64_t id, uint64_t timeout_n
 	uint64_t deadline = timeout_ns ? sfs_now_ns() + timeout_ns : 0;
 	int rc = 0;
 
+	sfs__err_clear();
 	uatomic_inc(&ck->ck_done_waiters);
 	for (;;) {
 		int32_t seq = sfs_load_acquire(&ck->ck_done_seq);
@@ -151,6 +157,7 @@ int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len)
 	struct sfs_ckpt_worker *w = t->me;
 	uint64_t last = w->cw_sealed, req = sfs_load_relaxed(&t->ck->ck_barrier_req);
 
+	sfs__err_clear();
 	if (len > SFS_CKPT_BYTES_MAX)
 		return sfs__err(SFS_EUSAGE, "worker %u: %zu bytes with checkpoint %llu, at most %u",
 				t->worker, len, (unsigned long long)id, SFS_CKPT_BYTES_MAX);
@@ -160,6 +167,22 @@ int sfs_task_sealed(sfs_task_t *t, uint64_t id, const void *bytes, size_t len)
 	if (id > req)
 		return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed, only %llu requested",
 				t->worker, (unsigned long long)id, (unsigned long long)req);
+	/* A worker whose state is in sfs: the compactor stages the barriers
+	 * its state sealed, no other (ckpt.h, cw_keyed).  Two loads. */
+	if (sfs_load_acquire(&w->cw_keyed)) {
+		uint64_t b = sfs_load_acquire(&w->cw_barrier);
+
+		if (b < id)
+			return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed before its keyed "
+					"state: call sfs_barrier(ctx, %llu) first (its last barrier "
+					"is %llu)", t->worker, (unsigned long long)id,
+					(unsigned long long)id, (unsigned long long)b);
+		if (b > id)
+			return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu sealed, but its keyed "
+					"state's last barrier is %llu: seal the id its state was "
+					"sealed for", t->worker, (unsigned long long)id,
+					(unsigned long long)b);
+	}
 	if (len)
 		memcpy(w->cw_bytes, bytes, len);
 	w->cw_bytes_len = (uint32_t)len;
@@ -171,6 +194,7 @@ int sfs_task_finish(sfs_task_t *t)
 {
 	uint64_t sealed = t->me->cw_sealed, done = sfs_load_acquire(&t->ck->ck_done);
 
+	sfs__err_clear();
 	/* Every completed checkpoint has this worker's seal (none completes
 	 * without it): sealed == done means its final state is in one. */
 	sfs_store_release(&t->me->cw_phase, sealed && sealed == done ? SFS_CKW_FINISHED
@@ -180,11 +204,13 @@ int sfs_task_finish(sfs_task_t *t)
 
 int sfs_task_stage_dir(const sfs_task_t *t, uint64_t id, char *buf, size_t len)
 {
+	sfs__err_clear();
 	return sfs_ckpt_stage_dir(t->ck, t->worker, id, buf, len);
 }
 
 int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version)
 {
+	sfs__err_clear();
 	if (id <= t->me->cw_snap_barrier)
 		return sfs__err(SFS_EUSAGE, "worker %u: checkpoint %llu staged after %llu",
 				t->worker, (unsigned long long)id,
@@ -198,6 +224,7 @@ int sfs_task_staged(sfs_task_t *t, uint64_t id, uint64_t version)
 
 int sfs_task_rollback_enable(sfs_task_t *t)
 {
+	sfs__err_clear();
 	if (!t)
 		return sfs__err(SFS_EUSAGE, "sfs_task_rollback_enable: NULL task");
 	sfs_store_release(&t->me->cw_rb_inproc, 1);
@@ -217,6 +244,7 @@ int sfs_task_rollback_wait(sfs_task_t *t, uint64_t timeout_ns)
 	uint64_t r = sfs_task_rollback_requested(t);
 	uint64_t deadline = sfs_now_ns() + timeout_ns;
 
+	sfs__err_clear();
 	if (!r)
 		return sfs__err(SFS_EUSAGE, "worker %u: no rollback requested", t->worker);
 	/* Halted: whatever the caller held since the checkpoint is dropped. */

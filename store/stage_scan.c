@@ -98,6 +98,7 @@ int sfs_stage_scan(sfs_ctx_t *c, const char *dir, const struct sfs_stage_state *
 	char tmp[PATH_MAX], sub[PATH_MAX];
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !dir || !fn)
 		return sfs__err(SFS_EUSAGE, "sfs_stage_scan: NULL argument");
 	t = sfs_target_of(&c->seg);

@@ -18,7 +18,9 @@
 #  - bad input: --exec of a missing or non-executable file, and a program
 #    that exits 2 at once, are one line and exit 2; a program calling the
 #    lifecycle out of order (tests/exec_misuse.c: an id going backwards,
-#    bytes over the limit, an unrequested id, a state of another kind) is
+#    bytes over the limit, an unrequested id, a state of another kind, a
+#    seal without its barrier, a barrier of an unrequested id, an open of
+#    another parallelism than the group's, after which the right one opens) is
 #    refused by the library, exits 2, the run exits 2, and the checkpoints
 #    already in its data directory stay as they were.
 # TAP-style lines.  SFS_EXAMPLE_EVENTS sets the stream (make soak: longer).
@@ -256,7 +258,9 @@ if ! PKG_CONFIG_PATH="$prefix/lib/pkgconfig" $SFS_CC "${san[@]}" -o "$tmp/misuse
 	nok "tests/exec_misuse.c against the installed library"; show "$tmp/misuse.log"
 else
 	before=$(cd "$tmp/base/checkpoints" && ls -d chk-* | sort | tr '\n' ' ')
-	for m in backwards:"goes backwards" bytes:"over the limit" early:"unrequested checkpoint" kind:"another kind"; do
+	for m in backwards:"goes backwards" bytes:"over the limit" early:"unrequested checkpoint" kind:"another kind" \
+		nobarrier:"a seal without its barrier" unrequested:"an unrequested barrier" \
+		shape:"another parallelism"; do
 		BACKEND=table bad "misuse: ${m#*:}" "${m#*:} refused" --data "$tmp/base" --max-recoveries 0 \
 			--retain 100 --exec "$tmp/misuse" "${m%%:*}"
 	done

@@ -11,6 +11,11 @@
  *   exec_misuse kind        "s" registered as a map, then as a value (the
  *                           registry is the group's: another worker's
  *                           registration meets the same refusal)
+ *   exec_misuse nobarrier   seal a requested checkpoint without sealing
+ *                           the keyed state for it (sfs_barrier) first
+ *   exec_misuse unrequested a barrier of an id above the newest requested
+ *   exec_misuse shape       open with another parallelism than the group's
+ *                           (then the right one must still open)
  *   exec_misuse unfinished  write state, then exit 0 without sealing or
  *                           sfs_task_finish: nothing refuses it, the group
  *                           says so in one line naming the worker
@@ -55,6 +60,19 @@ int main(int argc, char **argv)
 
 	if (argc != 2 || !job)
 		return 2;
+	if (!strcmp(argv[1], "shape")) {
+		struct sfs_worker_opts wrong = { .parallelism = o.parallelism + 1 };
+
+		rc = sfs_worker_open(job, SFS_NODE_ANY, me, &wrong, &c);
+		if (rc != SFS_EUSAGE)
+			return refused("another parallelism", rc);
+		fprintf(stderr, "exec_misuse: another parallelism refused: %s\n", sfs_last_error());
+		if ((rc = sfs_worker_open(job, SFS_NODE_ANY, me, &o, &c))) {
+			fprintf(stderr, "exec_misuse: the right open after it: %s\n", sfs_last_error());
+			return 1;
+		}
+		return 2;
+	}
 	if ((rc = sfs_worker_open(job, SFS_NODE_ANY, me, &o, &c)) || (rc = sfs_worker_task(c, &t))) {
 		fprintf(stderr, "exec_misuse: open: %s\n", sfs_last_error());
 		return 1;
@@ -113,6 +131,10 @@ int main(int argc, char **argv)
 		return refused("an unrequested checkpoint", sfs_task_sealed(t, info.base_id + 5, "x", 1));
 	while ((n = sfs_task_requested(t)) <= info.base_id)
 		usleep(1000);
+	if (!strcmp(argv[1], "nobarrier"))
+		return refused("a seal without its barrier", sfs_task_sealed(t, n, "x", 1));
+	if (!strcmp(argv[1], "unrequested"))
+		return refused("an unrequested barrier", sfs_barrier(c, n + 1));
 	if ((rc = sfs_barrier(c, n)))
 		return 1;
 	if (!strcmp(argv[1], "bytes"))

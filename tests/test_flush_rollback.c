@@ -160,6 +160,7 @@ static void put_and_seal(sfs_ctx_t *c, uint32_t sid, int k, uint64_t barrier)
 	snprintf(key, sizeof(key), "k%d", k);
 	snprintf(val, sizeof(val), "v%d", k);
 	cr_assert_eq(sfs_value_put(c, sid, 0, key, strlen(key), val, strlen(val)), 0);
+	sfs_store_release(&ck->ck_barrier_req, barrier);	/* requested, as the checkpointer would */
 	cr_assert_eq(sfs_barrier(c, barrier), 0, "%s", sfs_last_error());
 }
 
@@ -323,6 +324,7 @@ Test(flush_rollback, a_halted_worker_drops_its_writes_and_cache_and_reads_the_ro
 	settle(&p, c);
 
 	cr_assert_eq(sfs_value_put(c, sid, 0, "k1", 2, "v1", 2), 0);
+	sfs_store_release(&ck->ck_barrier_req, 1);
 	cr_assert_eq(sfs_barrier(c, 1), 0, "%s", sfs_last_error());
 	settle(&p, c);
 	sfs_store_release(&ck->ck_done, 1);
@@ -337,6 +339,7 @@ Test(flush_rollback, a_halted_worker_drops_its_writes_and_cache_and_reads_the_ro
 	cr_assert_geq(cs.entries, 1, "the store's read is cached");
 	cr_assert_eq(sfs_value_put(c, sid, 0, "k2", 2, "v2", 2), 0);
 	cr_assert_eq(sfs_value_put(c, sid, 0, "k1", 2, "v2", 2), 0);
+	sfs_store_release(&ck->ck_barrier_req, 2);
 	cr_assert_eq(sfs_barrier(c, 2), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_value_put(c, sid, 0, "k3", 2, "v3", 2), 0);
 	cr_assert_eq(sfs_value_put(c, sid, 0, "k1", 2, "v3", 2), 0);
@@ -379,6 +382,7 @@ Test(flush_rollback, a_halted_worker_drops_its_writes_and_cache_and_reads_the_ro
 	sfs_ctx_quiescent(c);
 	/* and the worker runs on: a write and a barrier after the rollback */
 	cr_assert_eq(sfs_value_put(c, sid, 0, "k4", 2, "v4", 2), 0);
+	sfs_store_release(&ck->ck_barrier_req, 3);
 	cr_assert_eq(sfs_barrier(c, 3), 0, "%s", sfs_last_error());
 	settle(&p, c);
 	cr_assert_eq(get_str(c, sid, "k4", v, sizeof(v)), 1);

@@ -184,6 +184,37 @@ Test(state, public_key_groups_match_the_context)
 	cr_assert_eq(sfs_worker_close(c), 0);
 }
 
+/* The ranges include/sfs_keygroup.h documents are the ones its functions
+ * compute, for every worker count 1..128 of the default 128 key groups:
+ * start(i) = ceil(i * maxP / p), end(i) = ceil((i + 1) * maxP / p) - 1,
+ * tiling 0..maxP-1, each key group owned (sfs_kg_owner) by the worker
+ * whose range holds it.  (The header once said (i + 1) * maxP / p - 1,
+ * one short when p does not divide maxP: 41 for worker 0 of 3, not 42.) */
+static uint32_t ceil_div(uint32_t a, uint32_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+Test(state, the_documented_key_group_ranges_are_the_computed_ones)
+{
+	const uint32_t maxp = SFS_MAX_PARALLELISM_DEFAULT;
+
+	for (uint32_t p = 1; p <= maxp; p++) {
+		for (uint32_t i = 0; i < p; i++) {
+			uint32_t start = sfs_kg_range_start(i, p, maxp);
+			uint32_t end = sfs_kg_range_end(i, p, maxp);
+
+			cr_assert_eq(start, ceil_div(i * maxp, p), "start(%u) of %u", i, p);
+			cr_assert_eq(end, ceil_div((i + 1) * maxp, p) - 1, "end(%u) of %u: %u", i, p,
+				     end);
+			cr_assert_eq(start, i ? sfs_kg_range_end(i - 1, p, maxp) + 1 : 0);
+			for (uint32_t kg = start; kg <= end; kg++)
+				cr_assert_eq(sfs_kg_owner(kg, p, maxp), i, "kg %u of %u workers", kg, p);
+		}
+		cr_assert_eq(sfs_kg_range_end(p - 1, p, maxp), maxp - 1);
+	}
+}
+
 Test(state, bad_input_is_an_error_never_a_crash)
 {
 	struct sfs_worker_opts o = small_opts();

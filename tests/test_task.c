@@ -3,7 +3,9 @@
  * over the protocol region of shm/ckpt.h, driven by hand in place of the
  * checkpointer: what a worker learns at open, requests and completions
  * seen without a syscall, the blocking wait woken from another process,
- * and every out-of-order call refused with nothing published.
+ * and every out-of-order call refused with nothing published — with a
+ * worker's keyed state too: barriers and seals of ids the protocol cannot
+ * complete, and opens of another shape than the group's.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include "shm/futex.h"
 #include "shm/segment.h"
 #include "sfs.h"
+#include "sfs_keygroup.h"
 
 struct fx {
 	char job[64];
@@ -29,7 +32,7 @@ struct fx {
 static void setup(struct fx *f, uint32_t workers)
 {
 	th_job(f->job, sizeof(f->job), "task");
-	cr_assert_eq(sfs_seg_create(f->job, 0, 4u << 20, 1, &f->seg), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_seg_create(f->job, 0, 16u << 20, 1, &f->seg), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_ckpt_create(&f->seg, workers, &f->ck), 0, "%s", sfs_last_error());
 	f->ck->ck_interval_ms = 100;
 	f->ck->ck_max_parallelism = 128;
@@ -303,6 +306,208 @@ Test(task, rollback_halt_acked_and_go_woken_across_processes, .timeout = 30)
 	cr_assert_eq(sfs_task_open(f.h, 1, &late), 0);
 	cr_assert_eq(sfs_task_rollback_requested(late), 0, "rollback 1 is its start");
 	sfs_task_close(late);
+	sfs_task_close(t);
+	teardown(&f);
+}
+
+/* Worker options small enough for the fixture's segment; no compactor runs, so
+ * at most 3 barriers per region (and a stall is bounded, never a hang). */
+static struct sfs_worker_opts tiny_opts(uint32_t parallelism)
+{
+	return (struct sfs_worker_opts){ .parallelism = parallelism, .buffers = 4,
+					 .stall_timeout_ns = 2000000000ull,
+					 .buffer_bytes = 64u << 10, .flags = SFS_WORKER_NO_CACHE };
+}
+
+/*
+ * A worker with keyed state seals checkpoint N only once its state is
+ * sealed for exactly N (issue 33: a seal before the barrier returned 0 and
+ * the checkpoint waited forever for a stage that never came, "0 of 2
+ * workers sealed"; a state sealed for a later id left the checkpointer no
+ * stage directory of N).  The task is opened on the test's own mapping
+ * (sfs_task_open), not the context's: the words are the group's.
+ */
+Test(task, a_seal_needs_the_keyed_state_sealed_for_its_id)
+{
+	struct sfs_worker_opts o = tiny_opts(2);
+	struct sfs_ckpt_worker *w;
+	sfs_task_t *t;
+	sfs_ctx_t *c;
+	struct fx f;
+
+	setup(&f, 2);
+	w = &f.ck->ck_w[1];
+	cr_assert_eq(sfs_task_open(f.h, 1, &t), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_open(f.job, 0, 1, &o, &c), 0, "%s", sfs_last_error());
+	f.ck->ck_barrier_req = 8;
+	/* no barrier yet */
+	cr_assert_eq(sfs_task_sealed(t, 8, "a", 1), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_barrier(ctx, 8) first"), "%s",
+			   sfs_last_error());
+	cr_assert_eq(w->cw_sealed, 0, "nothing published");
+	cr_assert_eq(sfs_barrier(c, 8), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_task_sealed(t, 8, "a", 1), 0, "%s", sfs_last_error());
+	cr_assert_eq(w->cw_sealed, 8);
+	/* the state sealed for a later id than the seal's */
+	f.ck->ck_barrier_req = 10;
+	cr_assert_eq(sfs_barrier(c, 10), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_task_sealed(t, 9, "b", 1), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "last barrier is 10"), "%s", sfs_last_error());
+	cr_assert_eq(w->cw_sealed, 8);
+	cr_assert_eq(sfs_task_sealed(t, 10, "b", 1), 0, "%s", sfs_last_error());
+	/* a worker without keyed state (worker 0: no context) seals as before */
+	{
+		sfs_task_t *t0;
+
+		cr_assert_eq(sfs_task_open(f.h, 0, &t0), 0);
+		cr_assert_eq(sfs_task_sealed(t0, 10, NULL, 0), 0, "%s", sfs_last_error());
+		sfs_task_close(t0);
+	}
+	sfs_task_close(t);
+	cr_assert_eq(sfs_worker_close(c), 0);
+	/* a reopened context (a restarted worker) keeps to its region's last
+	 * barrier: 10 sealed, so 11 needs a barrier of its own */
+	cr_assert_eq(sfs_worker_open(f.job, 0, 1, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_task(c, &t), 0, "%s", sfs_last_error());
+	f.ck->ck_barrier_req = 11;
+	cr_assert_eq(sfs_task_sealed(t, 11, "c", 1), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "its last barrier is 10"), "%s",
+			   sfs_last_error());
+	cr_assert_eq(sfs_barrier(c, 11), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_task_sealed(t, 11, "c", 1), 0, "%s", sfs_last_error());
+	sfs_task_close(t);
+	cr_assert_eq(sfs_worker_close(c), 0);
+	teardown(&f);
+}
+
+/*
+ * In a group whose checkpointer requests checkpoints, a barrier of an id
+ * not requested is refused with nothing sealed (issue 33: barrier r+1
+ * returned 0, and the seal of r after it made the checkpointer die on a
+ * stage directory b<r> that never existed).  Outside such a group — no
+ * checkpoints, or a host group whose engine numbers its checkpoints — any
+ * increasing id is a barrier.
+ */
+Test(task, a_barrier_of_an_id_never_requested_is_refused)
+{
+	struct sfs_worker_opts o = tiny_opts(1);
+	sfs_ctx_t *c;
+	struct fx f;
+
+	setup(&f, 1);
+	cr_assert_eq(sfs_worker_open(f.job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_barrier(c, 8), SFS_EUSAGE, "only 7 requested");
+	cr_assert_not_null(strstr(sfs_last_error(), "barrier 8 was never requested"), "%s",
+			   sfs_last_error());
+	cr_assert_not_null(strstr(sfs_last_error(), "up to 7"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_last_barrier(c), 0, "nothing sealed");
+	f.ck->ck_barrier_req = 8;
+	cr_assert_eq(sfs_barrier(c, 9), SFS_EUSAGE);
+	cr_assert_eq(sfs_barrier(c, 8), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_last_barrier(c), 8);
+	cr_assert_eq(sfs_barrier(c, 9), SFS_EUSAGE, "8 was requested, 9 not yet");
+	cr_assert_eq(sfs_worker_last_barrier(c), 8);
+	cr_assert_eq(sfs_worker_close(c), 0);
+
+	/* a host group: the engine's own ids, never requested */
+	f.ck->ck_interval_ms = UINT64_MAX;	/* SFS_CKPT_ENGINE */
+	o.flags |= SFS_WORKER_KG_RANGE;
+	o.kg_first = 0;
+	o.kg_last = 127;
+	cr_assert_eq(sfs_worker_open(f.job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_barrier(c, 1000), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_close(c), 0);
+
+	/* a group without checkpoints */
+	f.ck->ck_interval_ms = 0;
+	o.flags &= ~SFS_WORKER_KG_RANGE;
+	cr_assert_eq(sfs_worker_open(f.job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_barrier(c, 2000), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_close(c), 0);
+	teardown(&f);
+}
+
+/*
+ * A worker that assigns its key groups by its share of the parallelism
+ * opens with the group's parallelism and key groups, or is refused before
+ * anything is laid out (issue 33: an open with parallelism 1 in a group of
+ * 2 was accepted, owned key groups 0..127, and left a region that refused
+ * the correct open after it in every recovery).  Either refusal leaves the
+ * process able to open correctly; SFS_WORKER_KG_RANGE opens name their
+ * range themselves.
+ */
+Test(task, a_worker_of_another_shape_than_the_group_is_refused_at_open)
+{
+	struct sfs_worker_opts o = tiny_opts(0);	/* 0: 1 worker */
+	sfs_ctx_t *c;
+	struct fx f;
+
+	setup(&f, 2);
+	cr_assert_eq(sfs_worker_open(f.job, 0, 0, &o, &c), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "parallelism 1"), "%s", sfs_last_error());
+	cr_assert_not_null(strstr(sfs_last_error(), "has 2 workers"), "%s", sfs_last_error());
+	o.parallelism = 2;
+	o.max_parallelism = 256;
+	cr_assert_eq(sfs_worker_open(f.job, 0, 0, &o, &c), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "128 key groups"), "%s", sfs_last_error());
+	/* the right shape opens, with the range of worker 0 of 2 */
+	o.max_parallelism = 0;
+	cr_assert_eq(sfs_worker_open(f.job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_value_put(c, 0, 0, "x", 1, "y", 1), SFS_EUSAGE, "no state yet");
+	{
+		uint32_t st, n = 0;
+
+		cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &st), 0);
+		for (int k = 0; k < 200; k++) {
+			char key[16];
+			size_t len = (size_t)snprintf(key, sizeof(key), "k%d", k);
+			uint32_t kg = sfs_key_group(key, len, 128);
+			int rc = sfs_value_put(c, st, 0, key, len, "v", 1);
+
+			cr_assert_eq(rc == 0, kg < 64, "%s: kg %u: %d", key, kg, rc);
+			n += rc == 0;
+		}
+		cr_assert_gt(n, 0);
+	}
+	cr_assert_eq(sfs_worker_close(c), 0);
+	/* an engine's own range: no parallelism to check */
+	o.parallelism = 0;
+	o.flags |= SFS_WORKER_KG_RANGE;
+	o.kg_first = 64;
+	o.kg_last = 127;
+	cr_assert_eq(sfs_worker_open(f.job, 0, 1, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_close(c), 0);
+	teardown(&f);
+}
+
+/*
+ * sfs_last_error() names the call that failed last, never an earlier one
+ * (issue 33: a failure without a message of its own left the previous
+ * failure's text in place).  A failure with a message, then failures of
+ * other calls that used to leave none, then a success between.
+ */
+Test(task, the_last_error_is_the_last_failures_own)
+{
+	struct sfs_view v;
+	sfs_task_t *t;
+	struct fx f;
+
+	setup(&f, 1);
+	cr_assert_eq(sfs_task_open(f.h, 0, &t), 0);
+	cr_assert_eq(sfs_task_sealed(t, 8, "a", 1), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "only 7 requested"), "%s", sfs_last_error());
+	/* a fresh start: -ENOENT, said as such */
+	cr_assert_eq(sfs_task_restored(t, 0, &v), -ENOENT);
+	cr_assert_null(strstr(sfs_last_error(), "requested"), "stale: %s", sfs_last_error());
+	cr_assert_not_null(strstr(sfs_last_error(), "fresh start"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_task_io(t, -EINVAL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_task_io"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_worker_close(NULL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_worker_close"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_detach(NULL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_detach"), "%s", sfs_last_error());
+	cr_assert_eq(sfs_query_close(NULL), SFS_EUSAGE);
+	cr_assert_not_null(strstr(sfs_last_error(), "sfs_query_close"), "%s", sfs_last_error());
 	sfs_task_close(t);
 	teardown(&f);
 }

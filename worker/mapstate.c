@@ -331,7 +331,8 @@ static int get_layers(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struc
 			return res;
 	}
 	if (c->tops->map_get(c->tr, &parent, c->kbuf + plen, (uint32_t)ulen, &r) < 0)
-		return -EIO;
+		return sfs__err(-EIO, "map get of worker %u: the flushed store's read failed",
+				c->worker);
 	out->data = r.found ? r.value : NULL;
 	out->len = r.found ? r.len : 0;
 	return r.found;
@@ -566,7 +567,7 @@ int sfs_map_iter(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, siz
 	if (n < 0)
 		return n;
 	if ((size_t)n > sizeof(local) && !(pk = malloc((size_t)n)))
-		return -ENOMEM;
+		return sfs__err(-ENOMEM, "map iterate: no memory for a key of %d bytes", n);
 	memcpy(pk, c->kbuf, (size_t)n);
 	rc = iter(c, ns, pk, (size_t)n, fn, arg);
 	if (pk != local)
@@ -610,7 +611,8 @@ static int collect(void *arg, const void *ukey, uint32_t ulen, const void *val, 
 	struct list_collect *l = arg;
 
 	if (ulen != 8)
-		return SFS_ECORRUPT;
+		return sfs__err(SFS_ECORRUPT, "list get: an element with a %u-byte sequence, not 8",
+				ulen);
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
 		struct list_el *e = realloc(l->el, cap * sizeof(*e));

@@ -152,6 +152,7 @@ int sfs__query_open(sfs_handle_t *h, const char *state, sfs_target_read_of_fn *r
 	const struct sfs_state_desc *d = NULL;
 	int rc;
 
+	sfs__err_clear();
 	if (!h || !state || !out)
 		return sfs__err(SFS_EUSAGE, "query open: NULL argument");
 	if (!h->slot)
@@ -180,7 +181,7 @@ int sfs__query_open(sfs_handle_t *h, const char *state, sfs_target_read_of_fn *r
 		return rc;
 	q = calloc(1, sizeof(*q));
 	if (!q)
-		return -ENOMEM;
+		return sfs__err(-ENOMEM, "query of state %s: no memory", state);
 	q->h = h;
 	q->seg = &h->seg;
 	q->state = (uint32_t)(d - h->seg.hdr->sh_states);
@@ -223,8 +224,9 @@ uint64_t sfs_query_seq(const sfs_query_t *q)
 
 int sfs_query_close(sfs_query_t *q)
 {
+	sfs__err_clear();
 	if (!q)
-		return SFS_EUSAGE;
+		return sfs__err(SFS_EUSAGE, "sfs_query_close: NULL query");
 	for (uint32_t i = 0; i < q->par; i++)
 		if (q->w[i].open)
 			q->tops->reader_close(q->w[i].tr);

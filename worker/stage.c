@@ -76,6 +76,7 @@ int sfs_worker_staged(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns, char *dir,
 	struct stat st;
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !dir || !len || !id)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_staged: NULL argument or barrier 0");
 	if ((rc = stage_region(c, &ck)))
@@ -108,6 +109,7 @@ int sfs_worker_staged(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns, char *dir,
 
 int sfs_stage_drop(sfs_ctx_t *c, const char *dir)
 {
+	sfs__err_clear();
 	if (!c || !dir)
 		return sfs__err(SFS_EUSAGE, "sfs_stage_drop: NULL argument");
 	return sfs_rmtree(dir);
@@ -119,6 +121,7 @@ int sfs_group_slots(const char *job, uint32_t *slots)
 	sfs_handle_t *h;
 	int rc;
 
+	sfs__err_clear();
 	if (!job || !slots)
 		return sfs__err(SFS_EUSAGE, "sfs_group_slots: NULL argument");
 	if ((rc = sfs_attach(job, SFS_NODE_ANY, SFS_ATTACH_OBSERVER, &h)))
@@ -129,6 +132,14 @@ int sfs_group_slots(const char *job, uint32_t *slots)
 	else
 		rc = sfs__err(SFS_EUSAGE, "job %s is no host group (start one with sfs run --host)",
 			      job);
+	if (rc) {
+		/* the detach clears the thread's message: keep this one */
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", sfs_last_error());
+		sfs_detach(h);
+		return sfs__err(rc, "%s", msg);
+	}
 	sfs_detach(h);
-	return rc;
+	return 0;
 }

@@ -116,17 +116,20 @@ static int register_state(sfs_ctx_t *c, const char *name, int kind, unsigned op,
 
 int sfs_state_register(sfs_ctx_t *c, const char *name, int kind, uint32_t *id)
 {
+	sfs__err_clear();
 	return register_state(c, name, kind, SFS_MERGE_ADD, NULL, id);
 }
 
 int sfs_state_register_merge(sfs_ctx_t *c, const char *name, unsigned op, uint32_t *id)
 {
+	sfs__err_clear();
 	return register_state(c, name, SFS_STATE_COUNTER, op, NULL, id);
 }
 
 int sfs_state_register_ttl(sfs_ctx_t *c, const char *name, int kind, const struct sfs_ttl *ttl,
 			   uint32_t *id)
 {
+	sfs__err_clear();
 	if (!ttl || !ttl->ttl_ms || (ttl->flags & ~(SFS_TTL_REFRESH_ON_READ | SFS_TTL_EVENT_TIME)))
 		return sfs__err(SFS_EUSAGE, "state '%s': a TTL needs ttl_ms > 0 and flags of "
 				"SFS_TTL_REFRESH_ON_READ | SFS_TTL_EVENT_TIME", name ? name : "");
@@ -479,6 +482,7 @@ static int cache_fresh(sfs_ctx_t *c)
 }
 
 static int worker_reset(sfs_ctx_t *c, uint64_t timeout_ns);
+static void ctx_close(sfs_ctx_t *c);
 
 /* wc_owner's word for @c's process-table slot (worker/wctl.h). */
 static uint64_t owner_word(const sfs_ctx_t *c)
@@ -537,6 +541,44 @@ static int host_slot_check(sfs_ctx_t *c, uint32_t worker)
 			c->seg.hdr->sh_job, ck->ck_workers - 1);
 }
 
+/*
+ * The group's shape and checkpoint words (shm/ckpt.h).  Every group `sfs
+ * run` starts has a checkpoint region, whatever its interval, recording
+ * its workers and key groups.  A worker whose range is its share of the
+ * parallelism (no SFS_WORKER_KG_RANGE) must give exactly those: with
+ * another parallelism it would own another worker's key groups (and the
+ * region it lays out would keep that range, refusing the correct open that
+ * follows).  Refused here, before any region is touched, so the process
+ * can still open correctly.  A segment without the region (a program's
+ * own) has no shape to keep to.  Cost: a region lookup, once.
+ */
+static int group_check(sfs_ctx_t *c, const struct sfs_worker_opts *o, uint32_t worker)
+{
+	struct sfs_ckpt *ck;
+	int rc = sfs__ckpt_find_any(&c->seg, &ck);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (!(o->flags & SFS_WORKER_KG_RANGE) &&
+	    (o->parallelism != ck->ck_workers ||
+	     (ck->ck_max_parallelism && o->max_parallelism != ck->ck_max_parallelism)))
+		return sfs__err(SFS_EUSAGE,
+				"worker %u: opened with parallelism %u and max parallelism %u, but "
+				"group %s has %u workers and %u key groups (SFS_WORKERS, "
+				"sfs_task_info): it would own another worker's key groups", worker,
+				o->parallelism, o->max_parallelism, c->seg.hdr->sh_job,
+				ck->ck_workers, ck->ck_max_parallelism ? ck->ck_max_parallelism
+								       : o->max_parallelism);
+	if (!ck->ck_interval_ms || worker >= ck->ck_workers)
+		return 0;
+	c->ckw = &ck->ck_w[worker];
+	if (ck->ck_interval_ms != SFS_CKPT_ENGINE)
+		c->ck_req = &ck->ck_barrier_req;
+	return 0;
+}
+
 int sfs__worker_open(const char *job, int node, uint32_t worker,
 		     const struct sfs_worker_opts *opts, sfs_target_read_of_fn *read_of,
 		     sfs_ctx_t **out)
@@ -547,6 +589,7 @@ int sfs__worker_open(const char *job, int node, uint32_t worker,
 	uint64_t off, size;
 	int rc;
 
+	sfs__err_clear();
 	opts_defaults(&o);
 	if (o.buffers < 2 || o.buffers > SFS_WCTL_MAX_BUFS)
 		return sfs__err(SFS_EUSAGE, "worker %u: %u buffers, need 2..%d", worker, o.buffers,
@@ -565,7 +608,7 @@ int sfs__worker_open(const char *job, int node, uint32_t worker,
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return -ENOMEM;
+		return sfs__err(-ENOMEM, "worker %u: no memory for a context", worker);
 	c->worker = worker;
 	c->par = o.parallelism;
 	c->maxp = o.max_parallelism;
@@ -588,7 +631,7 @@ int sfs__worker_open(const char *job, int node, uint32_t worker,
 	rc = sfs_proc_register(&c->seg, SFS_ROLE_WORKER, worker, &c->slot);
 	if (rc)
 		goto fail_seg;
-	if ((rc = host_slot_check(c, worker)))
+	if ((rc = host_slot_check(c, worker)) || (rc = group_check(c, &o, worker)))
 		goto fail_slot;
 	sfs_qsbr_online(c->seg.hdr, c->slot);
 
@@ -653,12 +696,17 @@ int sfs__worker_open(const char *job, int node, uint32_t worker,
 	order_rebuild(c);
 	if ((o.flags & SFS_WORKER_RESET) && c->restarted) {
 		if ((rc = worker_reset(c, o.stall_timeout_ns))) {
-			sfs_worker_close(c);
+			ctx_close(c);
 			return rc;
 		}
 		/* the store is empty: the region takes this task's range */
 		c->ctl->wc_kg_start = c->kg_start;
 		c->ctl->wc_kg_end = c->kg_end;
+	}
+	if (c->ckw) {
+		/* from now on this worker's seals need its barrier (ckpt.h) */
+		sfs_store_release(&c->ckw->cw_barrier, c->ctl->wc_barrier);
+		sfs_store_release(&c->ckw->cw_keyed, 1);
 	}
 	*out = c;
 	return 0;
@@ -673,15 +721,16 @@ fail_free:
 
 int sfs_worker_task(sfs_ctx_t *c, sfs_task_t **out)
 {
+	sfs__err_clear();
 	if (!c || !out)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_task: NULL argument");
 	return sfs__task_open_seg(&c->seg, c->worker, c->slot, out);
 }
 
-int sfs_worker_close(sfs_ctx_t *c)
+/* sfs_worker_close without touching the thread's message: also the undo
+ * of a failed open, whose message stays the caller's. */
+static void ctx_close(sfs_ctx_t *c)
 {
-	if (!c)
-		return SFS_EUSAGE;
 	(void)uatomic_cmpxchg(&c->ctl->wc_owner, owner_word(c), 0);
 	c->nfills = 0;
 	sfs__map_free(c);
@@ -690,6 +739,14 @@ int sfs_worker_close(sfs_ctx_t *c)
 	sfs_proc_unregister(c->slot);
 	sfs_seg_detach(&c->seg);
 	free(c);
+}
+
+int sfs_worker_close(sfs_ctx_t *c)
+{
+	sfs__err_clear();
+	if (!c)
+		return sfs__err(SFS_EUSAGE, "sfs_worker_close: NULL context");
+	ctx_close(c);
 	return 0;
 }
 
@@ -720,6 +777,7 @@ int sfs_worker_rollback(sfs_ctx_t *c, sfs_task_t *t, uint64_t timeout_ns)
 	uint64_t r;
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !t)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_rollback: NULL argument");
 	r = sfs_task_rollback_requested(t);
@@ -755,6 +813,7 @@ static void ring_bell(sfs_ctx_t *c)
 
 int sfs_worker_pin(sfs_ctx_t *c, uint64_t id)
 {
+	sfs__err_clear();
 	if (!c || !id)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_pin: NULL context or checkpoint 0");
 	if (id > c->ctl->wc_barrier)
@@ -818,6 +877,7 @@ int sfs_worker_restore_pinned(sfs_ctx_t *c, uint64_t id, uint64_t timeout_ns)
 	uint64_t deadline;
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !id)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_restore_pinned: NULL context or checkpoint 0");
 	ctl = c->ctl;
@@ -879,6 +939,7 @@ int sfs_worker_adopt(sfs_ctx_t *c, const char *dir, uint64_t timeout_ns)
 	struct stat st;
 	int rc;
 
+	sfs__err_clear();
 	if (!c || !dir)
 		return sfs__err(SFS_EUSAGE, "sfs_worker_adopt: NULL context or directory");
 	if (dir[0] != '/' || strlen(dir) >= sizeof(c->ctl->wc_adopt_dir))
@@ -1097,14 +1158,25 @@ int sfs_barrier(sfs_ctx_t *c, uint64_t id)
 {
 	int rc;
 
+	sfs__err_clear();
 	if (id <= c->ctl->wc_barrier)
 		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu after barrier %llu", c->worker,
 				(unsigned long long)id, (unsigned long long)c->ctl->wc_barrier);
+	/* The checkpointer stages and completes only the ids it requested: a
+	 * seal of another is never part of a checkpoint (include/sfs.h).  A
+	 * load. */
+	if (c->ck_req && id > sfs_load_acquire(c->ck_req))
+		return sfs__err(SFS_EUSAGE, "worker %u: barrier %llu was never requested: the "
+				"group's checkpointer has requested up to %llu "
+				"(sfs_task_requested)", c->worker, (unsigned long long)id,
+				(unsigned long long)sfs_load_acquire(c->ck_req));
 	rc = ensure_active(c);
 	if (rc == 0) {
 		rc = seal_and_swap(c, id, 0);
 		/* Sealed even when no buffer freed up in time (rc then says so). */
 		sfs_store_relaxed(&c->ctl->wc_barrier, id);
+		if (c->ckw)
+			sfs_store_release(&c->ckw->cw_barrier, id);
 	}
 	sfs_qsbr_quiescent(c->seg.hdr, c->slot);
 	/* A sign of life for sfs stat, once per checkpoint (a clock read). */

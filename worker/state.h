@@ -20,6 +20,8 @@
 #define SFS_FILL_KEY_MAX 64
 #define SFS_FILLS_MAX 64
 
+struct sfs_ckpt_worker;
+
 /* Process-local: never in shared memory. */
 struct sfs_ctx {
 	struct sfs_seg seg;
@@ -39,6 +41,13 @@ struct sfs_ctx {
 	uint64_t rb_dropped;           /* the rollback in place whose drop is done
 				        * (sfs_worker_rollback), until it is */
 	int need_active;               /* sealed, but no free buffer yet */
+	/* The group's checkpoint words this context keeps to (shm/ckpt.h),
+	 * found at open; NULL in a group without checkpoints.  ck_req: the
+	 * newest barrier requested, where the group's checkpointer requests
+	 * them (not in a host group: its engine numbers its own); ckw: this
+	 * worker's entry, whose cw_barrier each barrier publishes. */
+	const uint64_t *ck_req;
+	struct sfs_ckpt_worker *ckw;
 	uint64_t stall_timeout_ns;
 	struct sfs_wctl *ctl;
 	struct sfs_ring *ring;
