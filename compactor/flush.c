@@ -197,13 +197,15 @@ static int ckpt_worker(const struct sfs_flusher *f, const struct sfs_flush_worke
 static void pin_done(struct sfs_flusher *f, struct sfs_flush_worker *fw)
 {
 	uint64_t done = sfs_load_acquire(&f->ck->ck_done);
+	uint64_t sealed = sfs_load_relaxed(&f->ck->ck_w[fw->worker].cw_sealed);
 	int rc;
 
 	if (done <= fw->pinned)
 		return;
 	/* Sealed nothing since its pin (it finished there): @done carries the
-	 * pinned version unchanged, which stays the one to go back to. */
-	if (fw->pin_ok && sfs_load_relaxed(&f->ck->ck_w[fw->worker].cw_sealed) <= fw->pinned)
+	 * pinned version unchanged, which stays the one to go back to (a pin
+	 * of @done would find no version staged for it and release this one). */
+	if (fw->pin_ok && sealed && sealed <= fw->pinned)
 		return;
 	rc = f->ops->pin(fw->tw, done);
 	fw->pinned = done;

@@ -233,6 +233,7 @@ int sfs_cmd_get(int argc, char **argv)
 	static unsigned char kb[SFS_KEY_MAX], ub[SFS_KEY_MAX];
 	struct get_args a = { .key = kb, .ukey = ub };
 	const char *key = NULL, *khex = NULL, *uk = NULL, *uhex = NULL;
+	char why[512] = "";
 	int o, rc = 0, nodes = sfs_node_count();
 	char *end;
 
@@ -329,12 +330,15 @@ int sfs_cmd_get(int argc, char **argv)
 			}
 			sfs_query_close(q);
 		}
+		/* the message before sfs_detach, which starts with a clear one */
+		if (rc < 0)
+			snprintf(why, sizeof(why), "%s", sfs_last_error());
 		sfs_detach(h);
 		if (rc != -EXDEV)
 			break;
 	}
 	if (rc < 0) {
-		fprintf(stderr, "sfs get: %s\n", sfs_last_error());
+		fprintf(stderr, "sfs get: %s\n", why);
 		return 2;
 	}
 	return rc ? 0 : 1;
