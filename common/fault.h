@@ -119,7 +119,7 @@
 	X("layout.df.write", SFS_FAULT_CAN_FAIL, "each write(2)") \
 	X("layout.df.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) (only with sync on)") \
 	X("layout.df.rename", SFS_FAULT_CAN_FAIL, "rename(2) into place") \
-	/* store/memory/memory.c: the steps of a map write */ \
+	/* store/memory/mstore_write.c: the steps of a map write */ \
 	X("memory.head", SFS_FAULT_KILL_ONLY, "a new map's head appended and indexed") \
 	X("memory.append", SFS_FAULT_KILL_ONLY, "an entry appended, before its intent") \
 	X("memory.intent", SFS_FAULT_KILL_ONLY, "the intent recorded, before its steps") \

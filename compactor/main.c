@@ -2,7 +2,7 @@
  * compactor/main.c — sfs-compactor: one per NUMA node.
  *
  * Flushes the sealed write buffers of every worker on its node to the flush
- * target (today the `memory` target: compactor/flush.c, store/memory/memory.c),
+ * target (today the `memory` target: compactor/flush.c, store/memory/),
  * publishes each flushed version, and hands buffers back after a grace
  * period.  It sleeps on the segment's doorbell when there is nothing to do;
  * workers ring it at their barriers.  SFS_MAINT_THREADS=N (set by `sfs run

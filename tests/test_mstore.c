@@ -1,5 +1,5 @@
 /*
- * test_mstore.c — the memory target's store (store/memory/memory.c) on its own:
+ * test_mstore.c — the memory target's store (store/memory/memory.c, mstore_*.c) on its own:
  * map state per entry (a flush of one changed entry writes O(1) bytes,
  * iteration and point reads after many overwrites, removes and clears
  * across flushes and semispace copies match a reference, a redone flush

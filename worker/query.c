@@ -49,7 +49,7 @@
  * sfs_qsbr_check (shm/qsbr.c) waits for every live online slot but its
  * caller's, client slots included: a RETIRING buffer is freed
  * (compactor/flush.c, release_retired), a half of the memory store reused
- * (store/memory/memory.c), a table file unlinked (store/table/table_publish.c)
+ * (store/memory/mstore_compact.c), a table file unlinked (store/table/table_publish.c)
  * and a RocksDB deletion window opened (store/rocksdb/write.c) only
  * after it.  The owner itself never waits for a reader.  One difference
  * from a worker: a query's rocksdb secondary catches up at its next call,

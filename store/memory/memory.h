@@ -309,7 +309,7 @@ int sfs_mstore_map_clear(struct sfs_mstore_writer *w, uint64_t ph, uint64_t ns, 
 			 uint32_t plen, uint64_t tag);
 
 /* Publish: every write of buffer @seq is applied.  Then, with TTL states,
- * maybe a copy that drops what expired (see memory.c, ttl_due). */
+ * maybe a copy that drops what expired (see mstore_compact.c, ttl_due). */
 void sfs_mstore_commit(struct sfs_mstore_writer *w, uint64_t seq);
 
 /*
@@ -373,7 +373,7 @@ int sfs_mstore_verify(const struct sfs_mstore *ms);
  * that a restart loses and doubles nothing.
  */
 
-/* The `memory` flush target (store/memory/target.c). */
+/* The `memory` flush target (store/memory/target.c: its ops table). */
 struct sfs_target_ops;
 extern const struct sfs_target_ops sfs_target_memory;
 
