@@ -228,6 +228,12 @@ check "... and reports its children" grep -q "checkpointer" "$OUT/d.out"
 rc=$?
 check "--duration-ms stops a query job early with exit 0 (exit $rc)" [ $rc -eq 0 ]
 check "... its summary says ok false" grep -q '"ok": false' "$OUT/dq.out"
+# --segment-mb is the least size: the help says so, and the job's segment,
+# raised to what its workers need, is logged with its real size.
+"$SFS" run --help | grep -q -- "--segment-mb MB        the least size" &&
+	seg_mb=$(sed -n 's/.*segment .*: \([0-9]*\) MiB on node.*/\1/p' "$OUT/dq.err" | head -n 1) &&
+	[ "${seg_mb:-0}" -gt 64 ]
+check "--segment-mb: the help says the least size; the query job's segment is ${seg_mb:-?} MiB" [ $? -eq 0 ]
 
 echo "# $fails failure(s)"
 exit $((fails > 0))
