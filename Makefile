@@ -32,7 +32,7 @@ SAN    ?=
 JOBS   ?= 2
 TEST_TIMEOUT ?= 300
 
-PKGS    := liburcu rocksdb liblz4 libzstd numa
+PKGS    := liburcu rocksdb liblz4 libzstd numa libisal
 # jemalloc is the malloc of every sfs process (not under ASan, which brings its own);
 # --no-as-needed keeps it linked although no symbol is asked of it by name.
 EXPECT_ALLOC ?= jemalloc
@@ -274,7 +274,7 @@ $(JNI_LIB): flink/jni/sfs_jni.c flink/jni/exports.map $(JNI_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fPIC -I$(JAVA_HOME)/include -I$(JAVA_HOME)/include/linux -shared \
 	  -Wl,--version-script=flink/jni/exports.map -Wl,-z,defs -o $@ flink/jni/sfs_jni.c \
-	  $(JNI_OBJS) $$(pkg-config --libs liburcu liblz4 libzstd numa) -lpthread -lm
+	  $(JNI_OBJS) $$(pkg-config --libs liburcu liblz4 libzstd numa libisal) -lpthread -lm
 	@if ldd $@ | grep -qi rocksdb || nm -D $@ | grep -qi rocksdb; then \
 	  echo "$@: links RocksDB (it must not: Flink's own build shares the JVM)"; rm -f $@; exit 1; fi
 
@@ -364,14 +364,14 @@ $(FUZZ_GOALS): fuzz-%: $(LINK_LIBS) fuzz-tools
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $(FUZZ_DIR)/seed_$* tests/fuzz/seed_$*.c $(LINK_LIBS) $(LDLIBS)
 	$(FUZZ_DIR)/seed_$* $(FUZZ_DIR)/corpus-$*
 	@if clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $(FUZZ_DIR)/fuzz_$* \
-	      tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lpthread; then \
+	      tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lisal -lpthread; then \
 	  echo "fuzz $*: libFuzzer, $(FUZZ_BOUND)"; \
 	  $(FUZZ_DIR)/fuzz_$* $(FUZZ_BOUND) -max_len=65536 -rss_limit_mb=2048 -malloc_limit_mb=640 \
 	    -artifact_prefix=$(FUZZ_DIR)/$*- -print_final_stats=1 $(FUZZ_DIR)/corpus-$*; \
 	else \
 	  echo "fuzz $*: no libFuzzer here: the gcc + ASan fallback driver, $(FUZZ_GCC_BOUND)"; \
 	  $(CC) $(FUZZ_FLAGS) -fsanitize=address,undefined -o $(FUZZ_DIR)/fuzz_$*_gcc \
-	    tests/fuzz/fuzz_main.c tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lpthread && \
+	    tests/fuzz/fuzz_main.c tests/fuzz/fuzz_$*.c $(FUZZ_SRCS_$*) $(FUZZ_COMMON) -llz4 -lzstd -lisal -lpthread && \
 	  $(FUZZ_DIR)/fuzz_$*_gcc $(FUZZ_DIR)/corpus-$* $(FUZZ_GCC_BOUND); \
 	fi
 

@@ -11,12 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* crc32c of @n bytes, continuing @crc (0 to start).  SSE4.2 when the CPU
- * has it (8 bytes per instruction, ~10x the table), else a table.
- * Thread-safe: the table and the CPU probe are set up once. */
+/* crc32c of @n bytes, continuing @crc (0 to start): ISA-L's folding
+ * implementation (crc32c.c says why).  Thread-safe. */
 uint32_t sfs_crc32c(uint32_t crc, const void *p, size_t n);
 
-/* The table implementation, to test the SSE4.2 one against. */
+/* A byte table, to test the library's answers against. */
 uint32_t sfs__crc32c_table(uint32_t crc, const void *p, size_t n);
 
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages sfs builds, tests and benchmarks with
-# (libmicrohttpd-dev: bin/sfs's /metrics server; prometheus: its promtool
+# (libisal-dev: crc32c, common/crc32c.c; libmicrohttpd-dev: bin/sfs's
+# /metrics server; prometheus: its promtool
 # checks the metrics in tests/e2e_metrics.sh; tmux drives sfs top in
 # tests/e2e_top.sh; curl scrapes).
 # Idempotent: asks dpkg first, so a warm machine does no apt work at all.
@@ -9,7 +10,7 @@
 set -eu
 
 PKGS="build-essential pkg-config librocksdb-dev rocksdb-tools liblz4-dev
-libzstd-dev liburcu-dev libjemalloc-dev libnuma-dev libcriterion-dev
+libzstd-dev libisal-dev liburcu-dev libjemalloc-dev libnuma-dev libcriterion-dev
 sqlite3 gnuplot-nox strace libmicrohttpd-dev prometheus tmux curl"
 
 missing=""
