@@ -544,6 +544,40 @@ Test(attach, entry_past_the_arena_is_reported)
 	cr_assert_eq(sfs_wbuf_verify(b), SFS_ECORRUPT);
 }
 
+/* A value length near 2^32 once padded to 0 bytes (32-bit arithmetic in
+ * sfs_wbuf_entry_size) and passed the bounds checks: a get or a walk then
+ * read a view past the arena (found by fuzzing buffer images, whose
+ * entries come from a file).  It is SFS_ECORRUPT, and the other entries
+ * still read. */
+Test(attach, value_length_that_wraps_the_pad_is_reported)
+{
+	struct sfs_wbuf *b = tw_buf(8, 4 * KiB);
+	struct sfs_wbuf_view v = { 0 };
+	struct sfs_wbuf_iter it = { 0 };
+	uint64_t *slots = (uint64_t *)((char *)b + SFS_WBUF_INDEX_OFF);
+	uint64_t h = sfs_wbuf_hash(0, "kkkk", 4), mask = ((uint64_t)1 << b->wb_bits) - 1;
+	struct sfs_wbuf_entry *e;
+	int rc, bad = 0, good = 0;
+
+	cr_assert_eq(tw_put_s(b, 0, "kkkk", "v"), 0);
+	cr_assert_eq(tw_put_s(b, 0, "other", "w"), 0);
+	e = (struct sfs_wbuf_entry *)((char *)b + sfs__wbuf_slot_off(slots[h & mask]));
+	e->we_vlen = 0xfffffff9u;
+	cr_assert_eq(sfs_wbuf_get(b, 0, "kkkk", 4, &v), SFS_ECORRUPT);
+	cr_assert_eq(sfs_wbuf_get(b, 0, "other", 5, &v), 0);
+	while ((rc = sfs_wbuf_next(b, &it, &v)) != -ENOENT) {
+		if (rc) {
+			bad++;
+			continue;
+		}
+		good++;
+		cr_assert_leq((const char *)v.value + v.len, (const char *)b + b->wb_size,
+			      "a view past the buffer");
+	}
+	cr_assert_eq(bad, 1);
+	cr_assert_eq(good, 1);
+}
+
 /* ---- the hash and the inline helpers -------------------------------------- */
 
 /* One hash per key: the hash of kg | state | key computed from the key
