@@ -528,7 +528,16 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 		r->dr_c.page_reads++;
 		if ((flags & SFS_DF_PROBE_SEEK_SPARSE) && sparse_page(want, pg.pg_rows)) {
 			/* Few candidates in a big page: a binary search each costs
-			 * less than hashing every row. */
+			 * less than hashing every row.  The page is cold (a point
+			 * read of a big table), and each step's key is found
+			 * through the row's end offset: the offsets (4 bytes a
+			 * row) are prefetched whole first, and each step
+			 * prefetches the keys of both of its possible next
+			 * steps, so a search waits for about one miss per step,
+			 * not two in a chain (q17 at 20M: the search was two
+			 * thirds of the worker's probe time). */
+			for (uint32_t o = 0; o < 4 * pg.pg_rows; o += 64)
+				__builtin_prefetch(pg.pg_end + o);
 			for (size_t c = g; c < ge; c++) {
 				const struct sfs_df_key *q = &keys[cand[c].c_key];
 				uint32_t a = 0, b = pg.pg_rows;
@@ -536,8 +545,16 @@ int sfs_df_probe(sfs_df_reader_t *r, const struct sfs_df_key *keys, size_t n, co
 				while (a < b) {
 					uint32_t mid = a + (b - a) / 2;
 					size_t kl;
-					const uint8_t *k = pg_item(&pg, mid, &kl);
-					int cmp = sfs_keycmp(k, kl, q->p, q->len);
+					const uint8_t *k;
+					int cmp;
+
+					if (mid > a)
+						__builtin_prefetch(pg_item(&pg, a + (mid - a) / 2, &kl));
+					if (mid + 1 < b)
+						__builtin_prefetch(pg_item(&pg, mid + 1 + (b - mid - 1) / 2,
+									   &kl));
+					k = pg_item(&pg, mid, &kl);
+					cmp = sfs_keycmp(k, kl, q->p, q->len);
 
 					r->dr_c.seek_compares++;
 					if (!cmp) {
