@@ -739,14 +739,20 @@ static int filter_maybe(sfs_df_reader_t *r, uint64_t h, int *maybe)
 	return 0;
 }
 
+/* The block's 8 words tested together, one branch on the result: a test
+ * that returned at the first clear bit ended at a random word, a branch
+ * mispredicted about once per key and file, and most keys of a point read
+ * are tested in files that do not hold them (q5 at 20M: 135M of 150M
+ * file probes ended here).  Together, the usual answer "absent" is one
+ * well-predicted branch. */
 static int sbbf_maybe(const uint8_t *f, uint32_t nblocks, uint64_t h)
 {
 	const uint8_t *b = sbbf_block((uint8_t *)f, nblocks, h);
+	uint32_t clear = 0;
 
 	for (int i = 0; i < 8; i++)
-		if (!(ld32(b + 4 * i) & 1u << (((uint32_t)h * sbbf_salt[i]) >> 27)))
-			return 0;
-	return 1;
+		clear |= ~ld32(b + 4 * i) & 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
+	return clear == 0;
 }
 
 static uint32_t page_lower(sfs_df_reader_t *r, const void *key, size_t klen)
