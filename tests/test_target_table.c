@@ -776,6 +776,58 @@ Test(tblt, a_redone_older_seq_does_not_move_the_tag_back)
 	cr_assert_eq(tag, 2, "tag after a redo of seq 1: %llu", (unsigned long long)tag);
 }
 
+/* A reader that found the compactor's region before the compactor stored its
+ * knobs (table_open makes the region findable first) probes with the knobs
+ * of the version it reads, not the zeroes it saw: a point read of one key
+ * in a page of hundreds is a binary search, no walk of the page's rows
+ * (the per-literal ablation's walk, which such a reader used to keep). */
+Test(tblt, a_reader_that_found_the_region_before_the_knobs_probes_with_them)
+{
+	enum { N = 3000 };
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	static struct sfs_wbuf_view v[N];
+	static unsigned char kb[N][32];
+	static char name[N][16];
+	struct sfs_df_counters wk;
+	struct sfs_table_pub *p;
+	uint32_t sv, knobs;
+	sfs_ctx_t *c;
+	int got;
+
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &sv), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	p = pub_of(&seg, 0);
+	knobs = __atomic_load_n(&p->tp_knobs, __ATOMIC_RELAXED);
+	cr_assert(knobs & SFS_TABLE_K_HASH_IN);
+	/* the window between the region's creation and the knobs' store */
+	__atomic_store_n(&p->tp_knobs, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
+	__atomic_store_n(&p->tp_knobs, knobs, __ATOMIC_RELAXED);
+	for (int i = 0; i < N; i++) {
+		snprintf(name[i], sizeof(name[i]), "k%05d", i);
+		v[i] = (struct sfs_wbuf_view){ .value = name[i], .key = kb[i], .len = 6,
+					       .klen = vkey(kb[i], sv, name[i]), .kind = SFS_WBUF_PUT };
+	}
+	flush_seq(w, v, N, 1);
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
+	got = probe_str(r, sv, 0, "k01234", "k01234");
+	sfs__table_reader_work(r, &wk);
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+	cr_assert(got, "k01234 should read back");
+	cr_assert(wk.page_reads >= 1, "the probe read no page");
+	cr_assert_eq(wk.rows_walked, 0, "%llu rows walked for one key: the reader kept the knobs "
+		     "it saw before the compactor stored them", (unsigned long long)wk.rows_walked);
+}
+
 /* ---- 3. the map diff's rows ------------------------------------------------------- */
 
 struct step_rows {

@@ -58,6 +58,10 @@ int sfs__table_map_iter(struct sfs_target_reader *r, const struct sfs_probe *par
 				  uint32_t vlen),
 			void *arg);
 void sfs__table_reader_close(struct sfs_target_reader *r);
+/* The probe work (datafile.h) of the reader's files open now, summed into
+ * *@out: what a test reads to see how a probe was answered (a page's
+ * binary search, or a walk of its rows).  O(open files). */
+void sfs__table_reader_work(const struct sfs_target_reader *r, struct sfs_df_counters *out);
 
 /* The table target's entries for the supervisor (table_admin.c). */
 struct sfs_target_env;

@@ -17,7 +17,10 @@
  * Values are copied into the reader's arena (live until the next quiescent
  * point, when catch_up resets it), never left pointing into a mapping
  * that a later catch-up may unmap.  The tag of every result is the
- * published applied seq of the version read.
+ * published applied seq of the version read.  The probe flags (the
+ * compactor's knobs) are read again with each version, never only when
+ * the region was first found: that could be before the compactor stored
+ * them.
  */
 #include <errno.h>
 #include <sched.h>
@@ -122,6 +125,21 @@ void sfs__table_reader_close(struct sfs_target_reader *r)
 	free(r->ph);
 	free(r->pr);
 	free(r);
+}
+
+void sfs__table_reader_work(const struct sfs_target_reader *r, struct sfs_df_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (uint32_t s = 0; s < SFS_MAX_STATES; s++)
+		for (uint32_t i = 0; r->tab[s] && i < r->tab[s]->nf; i++) {
+			const struct sfs_df_counters *c = sfs_df_reader_counters(r->tab[s]->vf[i].rd);
+			const uint64_t *a = (const uint64_t *)c;
+			uint64_t *o = (uint64_t *)out;
+
+			/* every field a u64 counter (datafile.h) */
+			for (size_t k = 0; k < sizeof(*out) / sizeof(uint64_t); k++)
+				o[k] += a[k];
+		}
 }
 
 /* Copy the published set under the seqlock: 1 copied, 0 retry, < 0 error. */
@@ -257,13 +275,20 @@ static int refresh(struct sfs_target_reader *r)
 			return rc;
 		if (!r->pub)
 			return 0;	/* nothing published yet: an empty store */
-		r->flags = (sfs_load_relaxed(&r->pub->tp_knobs) & SFS_TABLE_K_HASH_IN)
-				   ? SFS_DF_PROBE_SEEK_SPARSE
-				   : SFS_DF_PROBE_PER_LITERAL;
 	}
 	v = sfs_load_acquire(&r->pub->tp_published);
 	if (v == r->seen && v)
 		return 0;
+	/* The probe flags follow the compactor's knobs, read again with each
+	 * new version: the compactor makes its region findable before it
+	 * stores its knobs (table_open), so knobs read when the region was
+	 * found could be the zeroes before them, and a reader then kept the
+	 * per-literal ablation for good (q5 at 20M: a row walk of ~120 rows
+	 * per page read instead of a binary search).  Every publication
+	 * (release) follows the store of the knobs, and v was read acquire. */
+	r->flags = (sfs_load_relaxed(&r->pub->tp_knobs) & SFS_TABLE_K_HASH_IN)
+			   ? SFS_DF_PROBE_SEEK_SPARSE
+			   : SFS_DF_PROBE_PER_LITERAL;
 	for (tries = 0; tries < RETRIES; tries++) {
 		int k, spins = 0;
 
