@@ -146,13 +146,15 @@ struct sfs_table_pub {
 	uint64_t tp_ttl_dropped;    /* rows of TTL states dropped as expired (rounds, merges) */
 	/* Paced maintenance (table_merge.c): the budget (merge input bytes per
 	 * byte flushed; compactor, at open), the merge input it earned but
-	 * could not spend yet while merges were due (bytes, a gauge), merge
+	 * could not spend yet while merges were due (bytes, a gauge, and its
+	 * peak), merge
 	 * time at the compactor's priority and under SCHED_IDLE, the time the
 	 * flush waited for a merge's hold of a table's lock, and the files
 	 * dropped whole as expired (no read, no rewrite) or rewritten alone
 	 * for their expired share. */
 	uint64_t tp_merge_budget;
 	uint64_t tp_merge_owed;
+	uint64_t tp_merge_owed_max; /* ... and its peak */
 	uint64_t tp_merge_ns_normal;
 	uint64_t tp_merge_ns_idle;
 	uint64_t tp_flush_wait_ns;
@@ -175,7 +177,7 @@ uint32_t sfs_table_knobs(void);
  * input earned per byte the flush writes, run at the compactor's own
  * priority (0: shaping merges on idle CPU time only, unless a level is in
  * debt).  Default SFS_TABLE_MERGE_BUDGET_DEFAULT. */
-#define SFS_TABLE_MERGE_BUDGET_DEFAULT 8u
+#define SFS_TABLE_MERGE_BUDGET_DEFAULT 1u
 uint32_t sfs_table_merge_budget(void);
 
 extern const struct sfs_target_ops sfs_target_table;

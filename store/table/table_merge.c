@@ -409,6 +409,8 @@ static int pace(struct sfs_target_writer *w, uint64_t in_bytes, int due)
 		return 0;
 	}
 	sfs_store_relaxed(&w->pub->tp_merge_owed, owed);
+	if (owed > sfs_load_relaxed(&w->pub->tp_merge_owed_max))
+		sfs_store_relaxed(&w->pub->tp_merge_owed_max, owed);
 	w->merge_spent += in_bytes;
 	return owed > 0;
 }
