@@ -11,7 +11,9 @@
  * into a new segment through the contract (restore), the registry through
  * the checkpoint's states= record, and the model goes on.  On each target:
  * memory, table, rocksdb.  Finally the drops are counted: maintenance did
- * drop expired entries (wc_ttl_dropped), or the test proves nothing.
+ * drop expired entries (wc_ttl_dropped), or the test proves nothing.  The
+ * table runs again at merge budgets 0 and 100000 (SFS_TABLE_MERGE_BUDGET),
+ * checked every ~40 operations, and must have dropped files whole.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>

@@ -15,6 +15,19 @@
  * arbitrarily without changing any result and never hold up a barrier
  * for longer than their commit.
  *
+ * Pace (pace below): merges get a share of the maintenance core
+ * proportional to the bytes the flush writes — B bytes of merge input per
+ * byte flushed (SFS_TABLE_MERGE_BUDGET) at the compactor's own priority,
+ * the rest on idle CPU time — so on a saturated node they neither starve
+ * (files pile up, every round and read probes more of them, expired state
+ * waits) nor take the core from the flush beyond what it paid for.
+ * State TTL (ttl_drop_files, pick_ttl, expiry_pass): a file whose rows
+ * have all expired leaves whole, unread; a mostly expired one is
+ * rewritten alone within the budget; so a TTL state's live bytes follow
+ * what its last TTL of events wrote rather than when a merge happens to
+ * take its file.  What it costs and what the back-pressure is are
+ * counted in the region (table.h: tp_merge_*, tp_flush_wait_ns, tp_ttl_*).
+ *
  * Off a key's path (its rows come back here later); the path goes on at
  * table_session.c's set_commit and table_publish.c.
  */
@@ -566,8 +579,8 @@ static size_t pick_merge(struct table *t, size_t *in, uint32_t *level, size_t *h
  * SCHED_IDLE: on CPU time no worker, compactor main thread or checkpointer
  * wants.  On a node whose cores are all busy they wait, and reads probe a
  * few more files meanwhile; a level that reaches DEBT_FILES is merge debt,
- * and its merge (like the rounds of the background-only ablation) runs at
- * the compactor's own priority, so a saturated node cannot grow a table's
+ * and its merge (like the rounds of the background-only ablation, and any
+ * merge the budget has paid for: pace) runs at the compactor's own priority, so a saturated node cannot grow a table's
  * read amplification without bound.  Only a merge's unlocked reading and
  * writing runs idle: the thread is back at normal priority before it takes
  * a lock the main thread also takes, so a starved merge never holds up a

@@ -18,6 +18,11 @@
  *     here the buffer is durable.
  *  3. The minimal round (table_round.c).
  *
+ * The table's lock is the flush's only wait for maintenance: a merge holds
+ * it to pick its inputs and to commit (table_merge.c); when the flush finds
+ * it held, the wait is timed (tp_flush_wait_ns: one trylock per table
+ * commit otherwise).
+ *
  * Next on a key's path: layout/datafile_write.c (the level-0 file), then
  * table_round.c (its round).
  */
