@@ -533,7 +533,12 @@ static int expiry_pass(struct sfs_target_writer *w, struct table *t)
 	pthread_mutex_lock(&t->mu);
 	if ((f = file_named(t, name))) {
 		f->merging = 0;
-		if (rc == 0 && !sfs_load_relaxed(&w->stop)) {
+		if (rc < 0) {
+			/* unreadable now: never dropped or rewritten for its
+			 * expiries (its merge still drops them), not retried */
+			f->exp_known = 1;
+			f->exp_min = f->exp_max = UINT64_MAX;
+		} else if (!sfs_load_relaxed(&w->stop)) {
 			f->exp_known = 1;
 			f->exp_min = emin;
 			f->exp_max = emax;
