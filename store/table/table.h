@@ -151,7 +151,9 @@ struct sfs_table_pub {
 	 * time at the compactor's priority and under SCHED_IDLE, the time the
 	 * flush waited for a merge's hold of a table's lock, and the files
 	 * dropped whole as expired (no read, no rewrite) or rewritten alone
-	 * for their expired share. */
+	 * for their expired share.  The budget is stored once at open, the
+	 * flush wait by the main thread, the rest by the background thread
+	 * (relaxed stores and adds, like the counters above). */
 	uint64_t tp_merge_budget;
 	uint64_t tp_merge_owed;
 	uint64_t tp_merge_owed_max; /* ... and its peak */
