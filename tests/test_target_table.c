@@ -1693,13 +1693,18 @@ static void model_run(const char *knob)
 			usleep(1000);
 		cr_assert_gt(relaxed(&pub->tp_merges), 0, "seed %llu: shaping merges happened",
 			     (unsigned long long)seed0);
-		/* none of these levels reaches the debt: every merge may run
-		 * idle (as root, or with RLIMIT_NICE to come back), and with
-		 * the knob off none does */
+		/* none of these levels reaches the debt: with no merge budget
+		 * every merge may run idle (as root, or with RLIMIT_NICE to
+		 * come back), and with the knob off none does; with the
+		 * default budget the flush pays for merges at normal priority */
 		if (knob && strcmp(knob, "SFS_TABLE_BG_IDLE") == 0)
 			cr_assert_eq(relaxed(&pub->tp_merges_idle), 0, "idle priority switched off");
-		else if (geteuid() == 0)
+		else if (geteuid() == 0 && relaxed(&pub->tp_merge_budget) == 0)
 			cr_assert_gt(relaxed(&pub->tp_merges_idle), 0, "seed %llu: merges ran idle",
+				     (unsigned long long)seed0);
+		if (relaxed(&pub->tp_merge_budget))
+			cr_assert_gt(relaxed(&pub->tp_merge_ns_normal), 0,
+				     "seed %llu: the budget paid for merges at normal priority",
 				     (unsigned long long)seed0);
 	} else {
 		cr_assert_eq(relaxed(&pub->tp_merges), 0, "shaping switched off");
@@ -1753,6 +1758,11 @@ Test(tblt, random_operations_read_back_as_the_model_without_the_maintenance_sess
 Test(tblt, random_operations_read_back_as_the_model_with_merges_at_normal_priority)
 {
 	model_run("SFS_TABLE_BG_IDLE");
+}
+
+Test(tblt, random_operations_read_back_as_the_model_with_merges_on_idle_time_only)
+{
+	model_run("SFS_TABLE_MERGE_BUDGET");	/* = 0 */
 }
 
 /* ---- 6. corrupt input ---------------------------------------------------------------- */

@@ -11,7 +11,9 @@
  * into a new segment through the contract (restore), the registry through
  * the checkpoint's states= record, and the model goes on.  On each target:
  * memory, table, rocksdb.  Finally the drops are counted: maintenance did
- * drop expired entries (wc_ttl_dropped), or the test proves nothing.
+ * drop expired entries (wc_ttl_dropped), or the test proves nothing.  The
+ * table runs again at merge budgets 0 and 100000 (SFS_TABLE_MERGE_BUDGET),
+ * checked every ~40 operations, and must have dropped files whole.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -25,6 +27,7 @@
 #include "common/fs.h"
 #include "sfs.h"
 #include "shm/segment.h"
+#include "store/table/table.h"
 #include "store/target.h"
 #include "tests/helpers.h"
 #pragma GCC diagnostic push
@@ -328,6 +331,10 @@ static uint64_t dropped(sfs_ctx_t *c)
 	return sfs_load_relaxed(&c->ctl->wc_ttl_dropped);
 }
 
+/* The table target's maintenance counters of the last model_run (table.h). */
+static uint64_t tbl_files_dropped, tbl_rows_dropped, tbl_merges;
+static uint32_t check_every = 500;   /* ops between full checks, on average */
+
 static void model_run(const char *target)
 {
 	struct sfs_worker_opts o = small_opts();
@@ -367,7 +374,7 @@ static void model_run(const char *target)
 			sfs_ctx_quiescent(c);
 			sfs_flusher_step(&p.f, 1 + rnd(300), &pending);
 		}
-		if (rnd(500) == 0)
+		if (rnd(check_every) == 0)
 			check_all(c, op);
 		if (op == OPS / 2) {
 			/* A restore: the target's stage of this state into a
@@ -415,6 +422,17 @@ static void model_run(const char *target)
 		    (unsigned long long)drops);
 	cr_assert_gt(drops, 100, "maintenance dropped expired entries (%llu)",
 		     (unsigned long long)drops);
+	if (strcmp(target, "table") == 0) {
+		const struct sfs_table_pub *tp = sfs_table_pub_of(&seg, 0);
+
+		cr_assert_not_null(tp);
+		tbl_files_dropped = sfs_load_relaxed(&tp->tp_ttl_files_dropped);
+		tbl_rows_dropped = sfs_load_relaxed(&tp->tp_ttl_dropped);
+		tbl_merges = sfs_load_relaxed(&tp->tp_merges);
+		cr_log_info("table: %llu merges, %llu rows dropped, %llu files dropped whole",
+			    (unsigned long long)tbl_merges, (unsigned long long)tbl_rows_dropped,
+			    (unsigned long long)tbl_files_dropped);
+	}
 	inproc_stop(&p);
 	sfs_worker_close(c);
 	teardown();
@@ -428,6 +446,32 @@ Test(ttl, memory_against_a_model_with_a_fake_clock)
 Test(ttl, table_against_a_model_with_a_fake_clock)
 {
 	model_run("table");
+}
+
+/* Paced maintenance (store/table/table_merge.c) at two merge budgets: 0
+ * (merges on idle CPU time, as before the budget) and one far beyond the
+ * flush (every merge at normal priority).  The model still holds at both
+ * while files whose every row has expired leave the table whole, without
+ * a rewrite; dropping one that still holds a live row would lose it. */
+static void paced_run(const char *budget)
+{
+	setenv("SFS_TABLE_MERGE_BUDGET", budget, 1);
+	check_every = 40;	/* a live row lost is seen before a write hides it */
+	model_run("table");
+	check_every = 500;
+	unsetenv("SFS_TABLE_MERGE_BUDGET");
+	cr_assert_gt(tbl_merges, 0, "the table merged");
+	cr_assert_gt(tbl_files_dropped, 0, "files whose rows all expired were dropped whole");
+}
+
+Test(ttl, table_paced_merges_budget_0)
+{
+	paced_run("0");
+}
+
+Test(ttl, table_paced_merges_large_budget)
+{
+	paced_run("100000");
 }
 
 Test(ttl, rocksdb_against_a_model_with_a_fake_clock)

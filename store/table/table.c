@@ -122,6 +122,18 @@ uint32_t sfs_table_knobs(void)
 	return on;
 }
 
+uint32_t sfs_table_merge_budget(void)
+{
+	const char *v = getenv("SFS_TABLE_MERGE_BUDGET");
+	char *end;
+	unsigned long b;
+
+	if (!v || !*v)
+		return SFS_TABLE_MERGE_BUDGET_DEFAULT;
+	b = strtoul(v, &end, 10);
+	return *end || b > 1000000 ? SFS_TABLE_MERGE_BUDGET_DEFAULT : (uint32_t)b;
+}
+
 int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out)
 {
 	char name[SFS_REGION_NAME_MAX];

@@ -144,6 +144,24 @@ struct sfs_table_pub {
 	uint64_t tp_bytes_written;
 	uint64_t tp_merge_bytes;
 	uint64_t tp_ttl_dropped;    /* rows of TTL states dropped as expired (rounds, merges) */
+	/* Paced maintenance (table_merge.c): the budget (merge input bytes per
+	 * byte flushed; compactor, at open), the merge input it earned but
+	 * could not spend yet while merges were due (bytes, a gauge, and its
+	 * peak), merge
+	 * time at the compactor's priority and under SCHED_IDLE, the time the
+	 * flush waited for a merge's hold of a table's lock, and the files
+	 * dropped whole as expired (no read, no rewrite) or rewritten alone
+	 * for their expired share.  The budget is stored once at open, the
+	 * flush wait by the main thread, the rest by the background thread
+	 * (relaxed stores and adds, like the counters above). */
+	uint64_t tp_merge_budget;
+	uint64_t tp_merge_owed;
+	uint64_t tp_merge_owed_max; /* ... and its peak */
+	uint64_t tp_merge_ns_normal;
+	uint64_t tp_merge_ns_idle;
+	uint64_t tp_flush_wait_ns;
+	uint64_t tp_ttl_files_dropped;
+	uint64_t tp_ttl_rewrites;
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };
@@ -156,6 +174,13 @@ const struct sfs_table_pub *sfs_table_pub_of(struct sfs_seg *s, uint32_t worker)
 
 /* Knobs from this process's environment (SFS_TABLE_ROUND=0, ...). */
 uint32_t sfs_table_knobs(void);
+
+/* SFS_TABLE_MERGE_BUDGET from this process's environment: bytes of merge
+ * input earned per byte the flush writes, run at the compactor's own
+ * priority (0: shaping merges on idle CPU time only, unless a level is in
+ * debt).  Default SFS_TABLE_MERGE_BUDGET_DEFAULT. */
+#define SFS_TABLE_MERGE_BUDGET_DEFAULT 1u
+uint32_t sfs_table_merge_budget(void);
 
 extern const struct sfs_target_ops sfs_target_table;
 

@@ -82,6 +82,7 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 	uint64_t c = 0, cns = 0, cmax = 0, tmax = 0, dc = 0, rounds = 0, rns = 0, up = 0, merges = 0;
 	uint64_t mrows = 0, masked = 0, same = 0, pruned = 0, rows = 0, files = 0, idle = 0;
 	uint64_t pkeys = 0, ppages = 0, wbytes = 0, mbytes = 0, expired = 0;
+	uint64_t budget = 0, owed = 0, owed_max = 0, mnorm = 0, midle = 0, fwait = 0, xfiles = 0, xrw = 0;
 
 	for (uint32_t w = 0; w < workers; w++) {
 		const struct sfs_table_pub *p = sfs_table_pub_of(s, w);
@@ -109,6 +110,14 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 		wbytes += p->tp_bytes_written;
 		mbytes += p->tp_merge_bytes;
 		expired += p->tp_ttl_dropped;
+		budget = p->tp_merge_budget;
+		owed += p->tp_merge_owed;
+		owed_max = p->tp_merge_owed_max > owed_max ? p->tp_merge_owed_max : owed_max;
+		mnorm += p->tp_merge_ns_normal;
+		midle += p->tp_merge_ns_idle;
+		fwait += p->tp_flush_wait_ns;
+		xfiles += p->tp_ttl_files_dropped;
+		xrw += p->tp_ttl_rewrites;
 	}
 	fprintf(out, ", \"table_commit_ms\": %.3f, \"table_commit_max_ms\": %.3f, "
 	       "\"table_sync_max_ms\": %.3f, "
@@ -127,5 +136,13 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 	       (unsigned long long)files, (unsigned long long)pkeys, (unsigned long long)ppages,
 	       (unsigned long long)wbytes, (unsigned long long)mbytes,
 	       (unsigned long long)expired);
+	fprintf(out, ", \"table_merge_budget\": %llu, \"table_merge_owed_bytes\": %llu, "
+	       "\"table_merge_owed_max_bytes\": %llu, "
+	       "\"table_merge_normal_ms\": %.3f, \"table_merge_idle_ms\": %.3f, "
+	       "\"table_flush_wait_ms\": %.3f, \"table_ttl_files_dropped\": %llu, "
+	       "\"table_ttl_rewrites\": %llu",
+	       (unsigned long long)budget, (unsigned long long)owed,
+	       (unsigned long long)owed_max, mnorm / 1e6, midle / 1e6,
+	       fwait / 1e6, (unsigned long long)xfiles, (unsigned long long)xrw);
 }
 

@@ -94,6 +94,12 @@ struct tfile {
 	unsigned char *min_key, *max_key;
 	uint16_t min_klen, max_klen, kg_lo, kg_hi;
 	int merging;                /* an input of the running shaping merge */
+	/* State TTL (table_merge.c): the newest and oldest expiry of its rows
+	 * (the first 8 bytes of each value, common/ttl.h), known when a merge
+	 * wrote it or the background thread read it once; unknown (0) for
+	 * files of no TTL state and until then */
+	int exp_known;
+	uint64_t exp_min, exp_max;
 };
 
 struct srow {                       /* a staged row: offsets into the stage buffer */
@@ -225,6 +231,12 @@ struct sfs_target_writer {
 	int bg_on;
 	int bg_idle;                /* background thread: runs under SCHED_IDLE now */
 	int bg_can_idle;            /* ... and may switch back (bg_priority) */
+	/* The merge budget (table_merge.c, SFS_TABLE_MERGE_BUDGET): merge input
+	 * bytes earned per byte the flush writes, at the compactor's own
+	 * priority; merge_spent is the background thread's alone. */
+	uint32_t merge_budget;
+	uint64_t merge_base;        /* tp_bytes_written at open (the region outlives us) */
+	uint64_t merge_spent;
 	int stop;                   /* close (release), the background thread (relaxed) */
 	struct scratch main_sc;     /* lookups of the main thread */
 	struct scratch bg_sc;       /* ... and of the background thread */

@@ -15,6 +15,19 @@
  * arbitrarily without changing any result and never hold up a barrier
  * for longer than their commit.
  *
+ * Pace (pace below): merges get a share of the maintenance core
+ * proportional to the bytes the flush writes — B bytes of merge input per
+ * byte flushed (SFS_TABLE_MERGE_BUDGET) at the compactor's own priority,
+ * the rest on idle CPU time — so on a saturated node they neither starve
+ * (files pile up, every round and read probes more of them, expired state
+ * waits) nor take the core from the flush beyond what it paid for.
+ * State TTL (ttl_drop_files, pick_ttl, expiry_pass): a file whose rows
+ * have all expired leaves whole, unread; a mostly expired one is
+ * rewritten alone within the budget; so a TTL state's live bytes follow
+ * what its last TTL of events wrote rather than when a merge happens to
+ * take its file.  What it costs and what the back-pressure is are
+ * counted in the region (table.h: tp_merge_*, tp_flush_wait_ns, tp_ttl_*).
+ *
  * Off a key's path (its rows come back here later); the path goes on at
  * table_session.c's set_commit and table_publish.c.
  */
@@ -46,6 +59,11 @@
 
 static int shaping_merge(struct sfs_target_writer *w, struct table *t);
 static size_t pick_merge(struct table *t, size_t *in, uint32_t *level, size_t *held);
+static size_t pick_ttl(struct table *t, uint64_t now, size_t *in, uint32_t *level);
+static int pace(struct sfs_target_writer *w, uint64_t in_bytes, int due);
+static int ttl_drop_files(struct sfs_target_writer *w, struct table *t);
+static int expiry_pass(struct sfs_target_writer *w, struct table *t);
+static struct tfile *file_named(struct table *t, const char *name);
 static void bg_priority(struct sfs_target_writer *w, int idle);
 static int bg_may_idle(void);
 
@@ -74,7 +92,11 @@ void *sfs__tbl_bg_main(void *arg)
 					did = 1;
 				pthread_mutex_unlock(&t->mu);
 			}
-			if ((w->knobs & SFS_TABLE_K_SHAPING) && shaping_merge(w, t) > 0)
+			if (!(w->knobs & SFS_TABLE_K_SHAPING))
+				continue;
+			if (ttl_drop_files(w, t) > 0)
+				did = 1;
+			if (shaping_merge(w, t) > 0 || expiry_pass(w, t) > 0)
 				did = 1;
 		}
 		sfs__tbl_reap(w);
@@ -112,7 +134,9 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	int idle, ttl;
 	struct min m[MERGE_MAX];
 	uint32_t level = 0;
-	uint64_t t0 = sfs_now_ns(), outrow = 0, loads, expired = 0, now = 0;
+	uint64_t t0 = sfs_now_ns(), outrow = 0, loads, expired = 0, now = 0, in_bytes = 0;
+	uint64_t emin = UINT64_MAX, emax = 0;
+	int normal;
 	char oname[SFS_TABLE_NAME], path[1024];
 	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES,
 					 .keys_raw = SFS_TABLE_KEYS_RAW };
@@ -120,12 +144,31 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	int rc = 0;
 
 	memset(m, 0, sizeof(m));
+	ttl = sfs__tbl_ttl_now(w, t, &now);
 	pthread_mutex_lock(&t->mu);
-	if (!t->loaded || !(n = pick_merge(t, in, &level, &held))) {
+	n = t->loaded ? pick_merge(t, in, &level, &held) : 0;
+	if (t->loaded && ttl && w->merge_budget && (!n || held < DEBT_FILES)) {
+		/* a file mostly expired first, unless a level is in debt */
+		size_t tin[1];
+		uint32_t tl;
+
+		if (pick_ttl(t, now, tin, &tl)) {
+			n = 1;
+			in[0] = tin[0];
+			level = tl;
+			held = 0;
+			uatomic_add(&w->pub->tp_ttl_rewrites, 1);
+		}
+	}
+	if (!n) {
 		pthread_mutex_unlock(&t->mu);
+		pace(w, 0, 0);
 		return 0;
 	}
 	loads = t->loads;
+	for (size_t k = 0; k < n; k++)
+		in_bytes += t->f[in[k]].size;
+	normal = pace(w, in_bytes, 1);
 	for (size_t k = 0; k < n && !rc; k++) {
 		struct tfile *f = &t->f[in[k]];
 
@@ -141,8 +184,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			memcpy(m[k].dv, f->dv, m[k].dv_words * 8);
 	}
 	pthread_mutex_unlock(&t->mu);
-	ttl = sfs__tbl_ttl_now(w, t, &now);
-	bg_priority(w, held < DEBT_FILES);
+	bg_priority(w, held < DEBT_FILES && !normal);
 	idle = w->bg_idle;
 	/* read and write without the lock: the inputs are immutable */
 	for (size_t k = 0; k < n && !rc; k++) {
@@ -193,6 +235,13 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 					       m[best].row.val, m[best].row.vlen);
 			if (rc)
 				break;
+			if (ttl) {
+				uint64_t e = m[best].row.vlen >= SFS_TTL_PREFIX ?
+					     sfs_ttl_expiry_of(m[best].row.val) : 0;
+
+				emin = e < emin ? e : emin;
+				emax = e > emax ? e : emax;
+			}
 			m[best].to[m[best].row.pos] = (uint32_t)outrow++;
 		}
 		rc = sfs_df_iter_next(m[best].it, &m[best].row);
@@ -255,11 +304,22 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			odv = NULL;
 		}
 		free(odv);
+		if (!rc && outrow && ttl) {
+			struct tfile *of = file_named(t, oname);
+
+			if (of) {
+				of->exp_known = 1;
+				of->exp_min = emin;
+				of->exp_max = emax;
+			}
+		}
 		if (!rc) {
 			sfs_fault("table.merge");
 			uatomic_add(&w->pub->tp_merges, 1);
 			if (idle)
 				uatomic_add(&w->pub->tp_merges_idle, 1);
+			uatomic_add(idle ? &w->pub->tp_merge_ns_idle : &w->pub->tp_merge_ns_normal,
+				    sfs_now_ns() - t0);
 			uatomic_add(&w->pub->tp_merge_rows, outrow);
 			if (expired)
 				uatomic_add(&w->pub->tp_ttl_dropped, expired);
@@ -293,6 +353,199 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		return rc;
 	}
 	return 1;
+}
+
+/*
+ * pick_ttl - a file of @t (t->mu held) worth rewriting alone for its
+ * expired rows at @now: level >= 2 (level 1 is merged soon anyway), its
+ * expiries known, at least half its rows expired by the estimate that
+ * their expiries spread evenly over [exp_min, exp_max] (rows written over
+ * a stretch of time with one TTL do), the one with most expired bytes by
+ * it.  The rewrite keeps its level and learns the true oldest expiry of
+ * what is left, so the estimate falls to 0 and the file waits until half
+ * of it has expired again: each byte is rewritten this way at most
+ * log2 times of its file's size before its file is dropped whole.
+ */
+static size_t pick_ttl(struct table *t, uint64_t now, size_t *in, uint32_t *level)
+{
+	double best = 0;
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->nf; i++) {
+		const struct tfile *f = &t->f[i];
+		double share;
+
+		if (f->level < 2 || f->merging || !f->exp_known || !f->rows || f->exp_min > now ||
+		    f->exp_max <= now)
+			continue;
+		share = (double)(now - f->exp_min) / (double)(f->exp_max - f->exp_min);
+		if (share >= 0.5 && share * (double)f->size > best) {
+			best = share * (double)f->size;
+			in[0] = i;
+			*level = f->level;
+			n = 1;
+		}
+	}
+	return n;
+}
+
+/*
+ * pace - the merge budget (SFS_TABLE_MERGE_BUDGET = B): whether the merge
+ * about to read @in_bytes (@due: one is due; else nothing is and this only
+ * keeps the account) runs at the compactor's own priority.  Every byte the
+ * flush writes (tp_bytes_written: level-0 files and round rewrites) earns
+ * B bytes of merge input; a merge runs at normal priority while the
+ * earned exceeds the spent, and is then charged its whole input (so a big
+ * merge borrows ahead and the next ones idle until the flush has paid for
+ * it).  Beyond the budget merges run idle as with B = 0.  The unit is
+ * merge input (the inputs' file sizes, known before the merge starts, so
+ * the priority is decided once, before any work); credit banks up to BANK
+ * bytes while no merge is due, so a burst after a quiet spell is bounded.
+ * What was earned but not spent while merges were due is the work owed
+ * (tp_merge_owed, a gauge): it grows when the budget cannot keep up.
+ * Background thread only; relaxed reads of the flush's counter.
+ */
+#define BANK (64ull << 20)
+
+static int pace(struct sfs_target_writer *w, uint64_t in_bytes, int due)
+{
+	uint64_t earned, owed;
+
+	if (!w->merge_budget)
+		return 0;
+	earned = (sfs_load_relaxed(&w->pub->tp_bytes_written) - w->merge_base) * w->merge_budget;
+	owed = earned > w->merge_spent ? earned - w->merge_spent : 0;
+	if (!due) {
+		if (owed > BANK)
+			w->merge_spent = earned - BANK;
+		sfs_store_relaxed(&w->pub->tp_merge_owed, 0);
+		return 0;
+	}
+	sfs_store_relaxed(&w->pub->tp_merge_owed, owed);
+	if (owed > sfs_load_relaxed(&w->pub->tp_merge_owed_max))
+		sfs_store_relaxed(&w->pub->tp_merge_owed_max, owed);
+	w->merge_spent += in_bytes;
+	return owed > 0;
+}
+
+static struct tfile *file_named(struct table *t, const char *name)
+{
+	for (size_t i = 0; i < t->nf; i++)
+		if (strcmp(t->f[i].name, name) == 0)
+			return &t->f[i];
+	return NULL;
+}
+
+/*
+ * ttl_drop_files - drop whole every level >= 1 file of @t whose newest
+ * expiry has passed: no read, no rewrite, one commit (as a merge whose
+ * output is empty).  Why nothing older resurfaces: level >= 1 rows are
+ * disjoint once masked, so each unmasked row of such a file is the only
+ * live version of its key, and it has expired — a delete, the very row a
+ * merge of this file would drop (table_ttl.c).  Every older version of
+ * its key was masked by a bit its round set in the older file's vector;
+ * those bits stay with those files (the dropped file takes only its own
+ * vector along), so no probe finds an older version afterwards; a newer
+ * version (level 0, staged) is newer whatever happens here.  A file's
+ * expiries are absolute deadlines written with each row, so a TTL
+ * duration changed between runs changes nothing here: a row drops when
+ * its own stored deadline passes, as in a merge; a state whose TTL was
+ * removed returns no clock (sfs__tbl_ttl_now) and drops nothing.  Masked
+ * rows count in exp_max too (harmless: it only delays).  Costs a pass over
+ * the file list per table per loop, at normal priority (a commit takes
+ * t->mu: never at idle priority).  1 when some file left, 0 none, < 0.
+ */
+static int ttl_drop_files(struct sfs_target_writer *w, struct table *t)
+{
+	uint64_t now;
+	size_t *gone, n = 0;
+	int rc = 0;
+
+	if (!sfs__tbl_ttl_now(w, t, &now))
+		return 0;
+	pthread_mutex_lock(&t->mu);
+	if (!t->loaded || !(gone = malloc((t->nf + 1) * sizeof(*gone)))) {
+		pthread_mutex_unlock(&t->mu);
+		return 0;
+	}
+	for (size_t i = 0; i < t->nf; i++)
+		if (t->f[i].level >= 1 && !t->f[i].merging && t->f[i].exp_known &&
+		    t->f[i].exp_max <= now)
+			gone[n++] = i;
+	if (n) {
+		bg_priority(w, 0);
+		if (!(rc = sfs__tbl_set_commit(w, t, gone, n, NULL, 0, -1, 0, NULL, 0)))
+			uatomic_add(&w->pub->tp_ttl_files_dropped, n);
+		else
+			sfs_log("worker %u, table %s: dropping expired files (retried later): %s",
+				w->worker, t->dir, sfs_last_error());
+	}
+	pthread_mutex_unlock(&t->mu);
+	free(gone);
+	return rc ? rc : n > 0;
+}
+
+/*
+ * expiry_pass - learn the expiries of one level >= 2 file of a TTL state's
+ * table that has none in memory (files of an earlier run of the
+ * compactor, or merged before the first clock): one read of its values,
+ * without the lock (marked merging meanwhile, so no commit removes it),
+ * paid from the merge budget like a merge's input.  Level 1 is left to
+ * its merge.  1 when it learned one, 0 none due, < 0 error.
+ */
+static int expiry_pass(struct sfs_target_writer *w, struct table *t)
+{
+	char name[SFS_TABLE_NAME], path[1024];
+	uint64_t now, emin = UINT64_MAX, emax = 0, size = 0;
+	sfs_df_reader_t *rd = NULL;
+	sfs_df_iter_t *it = NULL;
+	struct sfs_df_row row;
+	struct tfile *f = NULL;
+	int rc;
+
+	if (!sfs__tbl_ttl_now(w, t, &now))
+		return 0;
+	pthread_mutex_lock(&t->mu);
+	for (size_t i = 0; t->loaded && i < t->nf && !f; i++)
+		if (t->f[i].level >= 2 && !t->f[i].merging && !t->f[i].exp_known)
+			f = &t->f[i];
+	if (f) {
+		f->merging = 1;
+		memcpy(name, f->name, sizeof(name));
+		size = f->size;
+	}
+	pthread_mutex_unlock(&t->mu);
+	if (!f)
+		return 0;
+	bg_priority(w, !pace(w, size, 1));
+	snprintf(path, sizeof(path), "%s/%s", t->dir, name);
+	if (!(rc = sfs_df_reader_open(path, NULL, &rd)) &&
+	    !(rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it)))
+		while (!sfs_load_relaxed(&w->stop) && (rc = sfs_df_iter_next(it, &row)) == 1) {
+			uint64_t e = row.vlen >= SFS_TTL_PREFIX ? sfs_ttl_expiry_of(row.val) : 0;
+
+			emin = e < emin ? e : emin;
+			emax = e > emax ? e : emax;
+		}
+	sfs_df_iter_close(it);
+	sfs_df_reader_close(rd);
+	bg_priority(w, 0);
+	pthread_mutex_lock(&t->mu);
+	if ((f = file_named(t, name))) {
+		f->merging = 0;
+		if (rc < 0) {
+			/* unreadable now: never dropped or rewritten for its
+			 * expiries (its merge still drops them), not retried */
+			f->exp_known = 1;
+			f->exp_min = f->exp_max = UINT64_MAX;
+		} else if (!sfs_load_relaxed(&w->stop)) {
+			f->exp_known = 1;
+			f->exp_min = emin;
+			f->exp_max = emax;
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	return rc < 0 ? rc : 1;
 }
 
 /* Inputs of the next shaping merge of @t (t->mu held): the files of the
@@ -331,8 +584,8 @@ static size_t pick_merge(struct table *t, size_t *in, uint32_t *level, size_t *h
  * SCHED_IDLE: on CPU time no worker, compactor main thread or checkpointer
  * wants.  On a node whose cores are all busy they wait, and reads probe a
  * few more files meanwhile; a level that reaches DEBT_FILES is merge debt,
- * and its merge (like the rounds of the background-only ablation) runs at
- * the compactor's own priority, so a saturated node cannot grow a table's
+ * and its merge (like the rounds of the background-only ablation, and any
+ * merge the budget has paid for: pace) runs at the compactor's own priority, so a saturated node cannot grow a table's
  * read amplification without bound.  Only a merge's unlocked reading and
  * writing runs idle: the thread is back at normal priority before it takes
  * a lock the main thread also takes, so a starved merge never holds up a

@@ -18,8 +18,10 @@
  * expired row a shaping merge meets is the only unmasked version of its
  * key and is dropped whatever the output level — nothing older of it can
  * resurface.  Space: a relabelled or merged file keeps rows that expire
- * later until a shaping merge takes that file (a file of the highest
- * level waits for FANIN files there); a vector bit is never set for
+ * later until a shaping merge takes that file, or until all of them have
+ * expired and the file is dropped whole, or half of them and it is
+ * rewritten alone (table_merge.c: ttl_drop_files, pick_ttl, within the
+ * merge budget); a vector bit is never set for
  * expiry alone (it would cost a vector-index rewrite per round).  States
  * without a TTL pay one rule load per round or merge.  Dropped rows are
  * counted (tp_ttl_dropped).  The level-0 file keeps what the compactor

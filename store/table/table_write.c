@@ -18,6 +18,11 @@
  *     here the buffer is durable.
  *  3. The minimal round (table_round.c).
  *
+ * The table's lock is the flush's only wait for maintenance: a merge holds
+ * it to pick its inputs and to commit (table_merge.c); when the flush finds
+ * it held, the wait is timed (tp_flush_wait_ns: one trylock per table
+ * commit otherwise).
+ *
  * Next on a key's path: layout/datafile_write.c (the level-0 file), then
  * table_round.c (its round).
  */
@@ -251,7 +256,13 @@ int sfs__tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 	if (sid < SFS_MAX_STATES) {
 		struct table *t = w->t[sid];
 
-		pthread_mutex_lock(&t->mu);
+		if (pthread_mutex_trylock(&t->mu)) {
+			/* held by a merge's pick or commit: the flush's only wait for it */
+			uint64_t l0 = sfs_now_ns();
+
+			pthread_mutex_lock(&t->mu);
+			uatomic_add(&w->pub->tp_flush_wait_ns, sfs_now_ns() - l0);
+		}
 		if (!t->loaded)
 			rc = sfs__tbl_table_load(t, 0);
 		if (!rc && (w->knobs & SFS_TABLE_K_ROUND))
