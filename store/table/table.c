@@ -110,6 +110,7 @@ uint32_t sfs_table_knobs(void)
 		{ "SFS_TABLE_SESSION", SFS_TABLE_K_SESSION },
 		{ "SFS_TABLE_CKPT_SYNC", SFS_TABLE_K_CKPT_SYNC },
 		{ "SFS_TABLE_BG_IDLE", SFS_TABLE_K_BG_IDLE },
+		{ "SFS_TABLE_KEY_INDEX", SFS_TABLE_K_KEY_INDEX },
 	};
 	uint32_t on = SFS_TABLE_K_ALL;
 
@@ -171,6 +172,7 @@ uint64_t sfs_table_layout(void)
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_published);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_applied);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_ntables);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_index_mismatch);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_tables);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_files);
 	return h;

@@ -55,6 +55,7 @@ struct table *sfs__tbl_table_get(struct sfs_target_writer *w, uint32_t sid)
 	snprintf(t->dir, sizeof(t->dir), "%.490s/s%u", w->base, sid);
 	pthread_mutex_init(&t->mu, NULL);
 	t->loaded = 1;	/* a new table: empty, nothing on disk to load */
+	t->kix.valid = 1;	/* ... and its key index empty */
 	__atomic_store_n(&w->t[sid], t, __ATOMIC_RELEASE);	/* the background thread looks */
 	return t;
 }
@@ -191,6 +192,7 @@ int sfs__tbl_file_open(struct table *t, struct tfile *f)
 
 	struct sfs_df_read_opts ropts = { .cache_pages = SFS_TABLE_CACHE_PAGES };
 
+	f->fid = ++t->fids;
 	snprintf(path, sizeof(path), "%s/%s", t->dir, f->name);
 	if ((rc = sfs_df_reader_open(path, &ropts, &f->rd)))
 		return rc;
@@ -247,6 +249,7 @@ void sfs__tbl_table_drop_files(struct table *t)
 		sfs__tbl_file_free(&t->f[i]);
 	t->nf = 0;
 	t->dvi[0] = '\0';
+	sfs__tbl_kix_invalidate(t);	/* rebuilt from the files that come (table_kindex.c) */
 }
 
 /*
