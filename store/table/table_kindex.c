@@ -200,10 +200,12 @@ void sfs__tbl_kix_invalidate(struct table *t)
 	x->jr_lost = 0;
 }
 
+/* At close: the gauges keep their last figures (a run's summary, read
+ * after the compactor has closed, shows the index's final size). */
 void sfs__tbl_kix_free(struct sfs_target_writer *w, struct table *t)
 {
+	(void)w;
 	sfs__tbl_kix_invalidate(t);
-	kix_publish(w, &t->kix);
 }
 
 int sfs__tbl_kix_on(const struct sfs_target_writer *w, const struct table *t)
