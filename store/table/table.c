@@ -14,6 +14,9 @@
  *                                             data commit of a level-0 file
  *                           table_round.c     the minimal round: level 0 up
  *                                             to level 1
+ *                           table_kindex.c    the key index of value and
+ *                                             counter tables: one file
+ *                                             asked per key
  *                           table_session.c   a table in memory: its files,
  *                                             vectors and snapshot commits
  *                           table_publish.c   publication to the readers,

@@ -5,7 +5,9 @@
  *
  * The level-0 file of a data commit is up-levelled at once: its
  * keys are looked up in the table's level >= 1 files (the map diff's
- * lookups when it made them, else one batch probe per file, positions
+ * lookups when it made them; for a value or counter table, its key index
+ * (table_kindex.c): one file asked per key it holds, none for a new key;
+ * else one batch probe per file, positions
  * only — values only for counters, whose deltas are folded over the
  * base here: the aggregation merge), every
  * superseded row gets a bit in its file's deletion vector, tombstones
@@ -17,6 +19,8 @@
  * or bitmaps of superseded rows; a per-file index would make it
  * O(files touched)).  A level >= 1 file whose rows are all masked
  * leaves the table in the same commit.
+ * The key index follows the commit: each key's entry moves to its row
+ * in the new level-1 file, or leaves with a delete or an expired put.
  * After the round every file of the table is standalone-correct with its
  * vector applied: a read is a raw probe, no merge reader.  With the round
  * switched off (SFS_TABLE_ROUND=0: the "background only" ablation) step 3
