@@ -13,7 +13,11 @@
  * inputs' vectors, which the merge carries over to the output by a
  * position map when it commits under the lock.  So merges may lag
  * arbitrarily without changing any result and never hold up a barrier
- * for longer than their commit.
+ * for longer than their commit — which, for a value or counter table,
+ * also remaps the key index's entries of the inputs' rows to the output's
+ * (the hash of each output row's key kept while writing: 8 bytes per row;
+ * O(rows merged) hash-table updates under the lock, table_index_upkeep_ms).
+ * The same thread rebuilds an invalid key index (table_kindex.c).
  *
  * Off a key's path (its rows come back here later); the path goes on at
  * table_session.c's set_commit and table_publish.c.

@@ -11,8 +11,11 @@
  * A commit is one snapshot of the manifest chain (layout/manifest.h):
  * a level-0 file's data commit (table_write.c), or the change of the file
  * set a round or a merge makes (set_commit), each with a new deletion-vector
- * index when bits changed.  Also here: the file names, the readers and
- * vectors of a table's files, and the views the batch probes read.
+ * index when bits changed.  Dropping a table's files (a reload, a
+ * rollback's take-over) drops its key index too (table_kindex.c), which
+ * names files by the fid each tfile gets when its reader opens.  Also
+ * here: the file names, the readers and vectors of a table's files, and
+ * the views the batch probes read.
  *
  * Next on a key's path: table_publish.c.
  */
