@@ -3214,3 +3214,135 @@ Test(tblt, a_merge_under_way_at_a_rollback_never_commits_onto_the_pinned_version
 	free(v);
 	free(pv);
 }
+
+/* ---- 11. the key index of value and counter tables (table_kindex.c) ------------------ */
+
+/* Every table of the flusher's writer reloaded from its last snapshot, as
+ * after a failed step (the flusher is quiescent: the test steps it). */
+static void reload_all(struct inproc *p)
+{
+	struct sfs_target_writer *w = p->f.w[0].tw;
+
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES; sid++) {
+		struct table *t = sfs__tbl_table_at(w, sid);
+
+		if (!t)
+			continue;
+		pthread_mutex_lock(&t->mu);
+		sfs__tbl_table_recover(w, t, "a test's reload");
+		pthread_mutex_unlock(&t->mu);
+	}
+}
+
+static uint64_t tables_reloaded(struct inproc *p)
+{
+	uint64_t n = 0;
+
+	for (uint32_t sid = 0; sid < SFS_MAX_STATES; sid++)
+		n += sfs__tbl_table_at(p->f.w[0].tw, sid) != NULL;
+	return n;
+}
+
+/*
+ * The randomized model of section 5 (values put and deleted, add and max
+ * counters, maps) over 72 barriers with shaping merges, a reload of every
+ * table as after a failure (barrier 20), and a rollback to a pinned
+ * barrier (at 40, to 30): every key reads as the model after every
+ * barrier.  With the index on, every round's answers are also checked
+ * against a probe of every file (SFS_TABLE_KEY_INDEX_CHECK=1): no
+ * difference, the index never found wrong, rebuilt after the reload and
+ * after the rollback, and asked again after its rebuilds; and without the
+ * check (the rounds take the index's answers: the model alone judges);
+ * with it off, it is never asked.
+ */
+static void kindex_run(int on, int check)
+{
+	struct sfs_worker_opts o = small_opts();
+	static struct model m, pm;
+	struct sfs_target_reader *r;
+	struct inproc *p = &live_flusher;
+	struct sfs_table_pub *pub;
+	uint64_t seed0 = test_seed(), seed = seed0, b = 0, seq = 0, reloads = 0, hits_rb = 0;
+	const unsigned every = 40, pin_b = 30, rb_at = 40, reload_at = 20, last = 72;
+	char why[1024];
+	sfs_ctx_t *c;
+
+	setenv("SFS_TABLE_KEY_INDEX", on ? "1" : "0", 1);
+	setenv("SFS_TABLE_KEY_INDEX_CHECK", check ? "1" : "0", 1);
+	memset(&m, 0, sizeof(m));
+	o.flags = SFS_WORKER_NO_CACHE;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "v", SFS_STATE_VALUE, &r_v), 0);
+	cr_assert_eq(sfs_state_register(c, "add", SFS_STATE_COUNTER, &r_add), 0);
+	cr_assert_eq(sfs_state_register_merge(c, "max", SFS_MERGE_MAX, &r_max), 0);
+	cr_assert_eq(sfs_state_register(c, "map", SFS_STATE_MAP, &r_map), 0);
+	flusher_start();
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	while (b < last) {
+		for (unsigned i = 0; i < every; i++)
+			model_op(c, &m, &seed);
+		cr_assert_eq(sfs_barrier(c, ++b), 0, "%s", sfs_last_error());
+		inproc_drain(p, c);
+		pub = pub_of(&seg, 0);
+		stage_as(p, b, NULL, 0);
+		if (b == pin_b)
+			pm = m;
+		if (b == pin_b + 2)
+			cr_assert_eq(T->pin(p->f.w[0].tw, pin_b), 0, "%s", sfs_last_error());
+		if (b == reload_at) {
+			reload_all(p);
+			reloads = tables_reloaded(p);
+		}
+		if (b == rb_at) {
+			cr_assert_eq(T->rollback(p->f.w[0].tw, &seq), 0, "%s", sfs_last_error());
+			m = pm;
+			/* the background thread rebuilds the index: let it, then
+			 * count what the index answers from here on */
+			for (int t = 0; on && t < 5000 &&
+			     relaxed(&pub->tp_index_rebuilds) < 2 * 3; t++)
+				usleep(1000);
+			hits_rb = relaxed(&pub->tp_index_hits);
+		}
+		model_check(r, &m, why, sizeof(why));
+		cr_assert(!why[0], "seed %llu (SFS_TEST_SEED to replay), index %s, after barrier "
+			  "%llu: %s", (unsigned long long)seed0, on ? "on" : "off",
+			  (unsigned long long)b, why);
+	}
+	cr_assert_gt(relaxed(&pub->tp_merges), 0, "seed %llu: shaping merges happened",
+		     (unsigned long long)seed0);
+	cr_assert_eq(relaxed(&pub->tp_errors), reloads, "only the test's reloads failed");
+	cr_assert_eq(relaxed(&pub->tp_index_mismatch), 0, "seed %llu: the index answered "
+		     "%llu keys otherwise than a probe of every file", (unsigned long long)seed0,
+		     (unsigned long long)relaxed(&pub->tp_index_mismatch));
+	cr_assert_eq(relaxed(&pub->tp_index_broken), 0, "seed %llu: the index was found wrong",
+		     (unsigned long long)seed0);
+	if (on) {
+		/* value, add and max: each rebuilt after the reload and the rollback */
+		cr_assert_geq(relaxed(&pub->tp_index_rebuilds), 2 * 3, "rebuilds: %llu",
+			      (unsigned long long)relaxed(&pub->tp_index_rebuilds));
+		cr_assert_gt(relaxed(&pub->tp_index_hits), hits_rb, "the rebuilt index answered");
+		cr_assert_gt(relaxed(&pub->tp_index_keys), 0);
+		cr_assert_geq(relaxed(&pub->tp_index_bytes), 16 * relaxed(&pub->tp_index_keys));
+	} else {
+		cr_assert_eq(relaxed(&pub->tp_index_asked) + relaxed(&pub->tp_index_rebuilds) +
+				     relaxed(&pub->tp_index_keys), 0, "the index switched off");
+	}
+	T->rd.reader_close(r);
+	flusher_stop();
+	sfs_worker_close(c);
+}
+
+Test(tblt, the_key_index_answers_as_a_probe_of_every_file_through_merges_reloads_and_a_rollback)
+{
+	kindex_run(1, 1);
+}
+
+Test(tblt, with_the_key_index_random_operations_read_back_as_the_model)
+{
+	kindex_run(1, 0);
+}
+
+Test(tblt, without_the_key_index_random_operations_read_back_as_the_model)
+{
+	kindex_run(0, 1);
+}

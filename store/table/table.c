@@ -14,6 +14,9 @@
  *                                             data commit of a level-0 file
  *                           table_round.c     the minimal round: level 0 up
  *                                             to level 1
+ *                           table_kindex.c    the key index of value and
+ *                                             counter tables: one file
+ *                                             asked per key
  *                           table_session.c   a table in memory: its files,
  *                                             vectors and snapshot commits
  *                           table_publish.c   publication to the readers,
@@ -110,6 +113,7 @@ uint32_t sfs_table_knobs(void)
 		{ "SFS_TABLE_SESSION", SFS_TABLE_K_SESSION },
 		{ "SFS_TABLE_CKPT_SYNC", SFS_TABLE_K_CKPT_SYNC },
 		{ "SFS_TABLE_BG_IDLE", SFS_TABLE_K_BG_IDLE },
+		{ "SFS_TABLE_KEY_INDEX", SFS_TABLE_K_KEY_INDEX },
 	};
 	uint32_t on = SFS_TABLE_K_ALL;
 
@@ -183,6 +187,7 @@ uint64_t sfs_table_layout(void)
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_published);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_applied);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_ntables);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_index_mismatch);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_tables);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_files);
 	return h;

@@ -78,7 +78,10 @@
 #define SFS_TABLE_K_BG_IDLE   0x40u /* shaping merges on idle CPU time unless a
 				     * level is in debt (else: always at the
 				     * compactor's own priority) */
-#define SFS_TABLE_K_ALL       0x7fu
+#define SFS_TABLE_K_KEY_INDEX 0x80u /* value and counter rounds ask an in-memory
+				     * key index once per key (else: a batch
+				     * probe of every level >= 1 file) */
+#define SFS_TABLE_K_ALL       0xffu
 
 struct sfs_table_pub_table {
 	uint32_t pt_sid;
@@ -162,6 +165,23 @@ struct sfs_table_pub {
 	uint64_t tp_flush_wait_ns;
 	uint64_t tp_ttl_files_dropped;
 	uint64_t tp_ttl_rewrites;
+	/* The key index of value and counter tables (table_kindex.c): its
+	 * keys and bytes now (gauges, summed over tables), keys it answered,
+	 * and of those the ones it found a live row for, the rebuilds and
+	 * the keys and time they took, the time spent keeping it under the
+	 * table lock (round updates, merge remaps), the times it was found
+	 * wrong and dropped (0 unless a bug), and the rounds' answers that
+	 * differed from a full probe (SFS_TABLE_KEY_INDEX_CHECK=1 only). */
+	uint64_t tp_index_keys;
+	uint64_t tp_index_bytes;
+	uint64_t tp_index_asked;
+	uint64_t tp_index_hits;
+	uint64_t tp_index_rebuilds;
+	uint64_t tp_index_rebuild_keys;
+	uint64_t tp_index_rebuild_ns;
+	uint64_t tp_index_ns;
+	uint64_t tp_index_broken;
+	uint64_t tp_index_mismatch;
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };

@@ -83,6 +83,8 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 	uint64_t mrows = 0, masked = 0, same = 0, pruned = 0, rows = 0, files = 0, idle = 0;
 	uint64_t pkeys = 0, ppages = 0, wbytes = 0, mbytes = 0, expired = 0;
 	uint64_t budget = 0, owed = 0, owed_max = 0, mnorm = 0, midle = 0, fwait = 0, xfiles = 0, xrw = 0;
+	uint64_t ixk = 0, ixb = 0, ixa = 0, ixh = 0, ixr = 0, ixrk = 0, ixrns = 0, ixns = 0;
+	uint64_t ixbad = 0, ixmis = 0;
 
 	for (uint32_t w = 0; w < workers; w++) {
 		const struct sfs_table_pub *p = sfs_table_pub_of(s, w);
@@ -118,6 +120,16 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 		fwait += p->tp_flush_wait_ns;
 		xfiles += p->tp_ttl_files_dropped;
 		xrw += p->tp_ttl_rewrites;
+		ixk += p->tp_index_keys;
+		ixb += p->tp_index_bytes;
+		ixa += p->tp_index_asked;
+		ixh += p->tp_index_hits;
+		ixr += p->tp_index_rebuilds;
+		ixrk += p->tp_index_rebuild_keys;
+		ixrns += p->tp_index_rebuild_ns;
+		ixns += p->tp_index_ns;
+		ixbad += p->tp_index_broken;
+		ixmis += p->tp_index_mismatch;
 	}
 	fprintf(out, ", \"table_commit_ms\": %.3f, \"table_commit_max_ms\": %.3f, "
 	       "\"table_sync_max_ms\": %.3f, "
@@ -144,5 +156,13 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 	       (unsigned long long)budget, (unsigned long long)owed,
 	       (unsigned long long)owed_max, mnorm / 1e6, midle / 1e6,
 	       fwait / 1e6, (unsigned long long)xfiles, (unsigned long long)xrw);
+	fprintf(out, ", \"table_index_keys\": %llu, \"table_index_bytes\": %llu, "
+		"\"table_index_asked\": %llu, \"table_index_hits\": %llu, "
+		"\"table_index_rebuilds\": %llu, \"table_index_rebuild_keys\": %llu, "
+		"\"table_index_rebuild_ms\": %.3f, \"table_index_upkeep_ms\": %.3f, "
+		"\"table_index_broken\": %llu, \"table_index_mismatch\": %llu",
+		(unsigned long long)ixk, (unsigned long long)ixb, (unsigned long long)ixa,
+		(unsigned long long)ixh, (unsigned long long)ixr, (unsigned long long)ixrk,
+		ixrns / 1e6, ixns / 1e6, (unsigned long long)ixbad, (unsigned long long)ixmis);
 }
 

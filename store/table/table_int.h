@@ -100,6 +100,8 @@ struct tfile {
 	 * files of no TTL state and until then */
 	int exp_known;
 	uint64_t exp_min, exp_max;
+	uint32_t fid;               /* stable id within the table (the key index's file:
+				     * t->f indexes shift), set when its reader opens */
 };
 
 struct srow {                       /* a staged row: offsets into the stage buffer */
@@ -115,6 +117,30 @@ struct srow {                       /* a staged row: offsets into the stage buff
 };
 
 #define PRE_UNKNOWN (-2)
+
+/* The key index of a value or counter table (table_kindex.c). */
+struct kix_slot {
+	uint64_t h;                 /* sfs_df_filter_hash of the key */
+	uint32_t fid;               /* struct tfile's fid; 0: an empty slot */
+	uint32_t row;
+};
+
+struct kix_upd {                    /* one key's change: (ofid, orow) -> (nfid, nrow) */
+	uint64_t h;
+	uint32_t ofid, orow;        /* 0: the key had no entry */
+	uint32_t nfid, nrow;        /* 0: the entry leaves */
+};
+
+struct kix {                        /* guarded by t->mu */
+	struct kix_slot *s;
+	size_t mask, n;             /* capacity - 1 (a power of two); entries */
+	int valid;                  /* else the rounds probe every file */
+	int building;               /* a rebuild reads the files: rounds journal */
+	struct kix_upd *jr;
+	size_t njr, jrcap;
+	int jr_lost;
+	uint64_t pub_keys, pub_bytes; /* this table's share of tp_index_keys, _bytes */
+};
 
 /*
  * One table, process-local to the compactor.  Two threads use it: the main
@@ -138,6 +164,8 @@ struct table {
 	size_t nf, cap;
 	char dvi[SFS_TABLE_NAME];   /* current vector index, "" none */
 	uint64_t order;
+	uint32_t fids;              /* the last struct tfile fid given */
+	struct kix kix;             /* the key index (value and counter tables) */
 	uint64_t loads;             /* sfs__tbl_table_load calls: a merge that saw another
 				     * load (vectors rolled back) gives up */
 	/* staging (main thread only) */
@@ -260,6 +288,8 @@ struct sfs_target_writer {
 	struct pend *hold;
 	size_t nhold, holdcap;
 	int rb_failed;              /* a rollback failed midway: never publish again */
+	int kix_check;              /* SFS_TABLE_KEY_INDEX_CHECK=1: rounds also probe
+				     * every file and count differences (tests) */
 };
 
 /* ---- small helpers, inline (hot: per row or per compare) ---- */
@@ -332,6 +362,21 @@ void sfs__tbl_view_work(const struct tv_file *vf, int nv, uint64_t *keys, uint64
 void sfs__tbl_count_probe_work(struct sfs_target_writer *w, const struct tv_file *vf, int nv,
 			       uint64_t keys0, uint64_t pages0);
 uint64_t sfs__tbl_file_bytes(const char *path);
+
+/* table_kindex.c: the key index of value and counter tables */
+int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid, uint32_t row);
+long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid, uint32_t row);
+unsigned sfs__kix_cands(const struct kix *x, uint64_t h, struct kix_slot *out, unsigned max);
+int sfs__tbl_kix_on(const struct sfs_target_writer *w, const struct table *t);
+void sfs__tbl_kix_invalidate(struct table *t);
+void sfs__tbl_kix_free(struct sfs_target_writer *w, struct table *t);
+void sfs__tbl_kix_maybe_empty(struct sfs_target_writer *w, struct table *t);
+void sfs__tbl_kix_commit(struct sfs_target_writer *w, struct table *t, const struct kix_upd *u,
+			 size_t n);
+void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, uint32_t ifid,
+			 const uint32_t *to, uint64_t rows, uint32_t ofid, const uint64_t *oh,
+			 const struct kix_upd *ex, size_t nex);
+int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locked);
 
 /* table_publish.c: publication and the deferred unlinks */
 int sfs__tbl_publish(struct sfs_target_writer *w);

@@ -13,7 +13,11 @@
  * inputs' vectors, which the merge carries over to the output by a
  * position map when it commits under the lock.  So merges may lag
  * arbitrarily without changing any result and never hold up a barrier
- * for longer than their commit.
+ * for longer than their commit — which, for a value or counter table,
+ * also remaps the key index's entries of the inputs' rows to the output's
+ * (the hash of each output row's key kept while writing: 8 bytes per row;
+ * O(rows merged) hash-table updates under the lock, table_index_upkeep_ms).
+ * The same thread rebuilds an invalid key index (table_kindex.c).
  *
  * Pace (pace below): merges get a share of the maintenance core
  * proportional to the bytes the flush writes — B bytes of merge input per
@@ -98,6 +102,11 @@ void *sfs__tbl_bg_main(void *arg)
 				did = 1;
 			if (shaping_merge(w, t) > 0 || expiry_pass(w, t) > 0)
 				did = 1;
+			/* an invalid key index (a reload, a rollback, the open):
+			 * rebuilt from the files, reading without the lock */
+			if (!sfs_load_relaxed(&w->stop) && sfs__tbl_kix_rebuild(w, t, 0) < 0)
+				sfs_log("worker %u, table %s: rebuilding the key index (retried "
+					"later): %s", w->worker, t->dir, sfs_last_error());
 		}
 		sfs__tbl_reap(w);
 		if (did && pthread_mutex_trylock(&w->commit_mu) == 0) {
@@ -124,6 +133,7 @@ struct min {
 	size_t dv_words;
 	uint32_t *to;           /* input row -> output row (UINT32_MAX: not written) */
 	uint64_t rows;
+	uint32_t fid;           /* its fid (the key index's remap) */
 	char name[SFS_TABLE_NAME];
 };
 
@@ -141,7 +151,10 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES,
 					 .keys_raw = SFS_TABLE_KEYS_RAW };
 	sfs_df_writer_t *out = NULL;
-	int rc = 0;
+	int rc = 0, kx = sfs__tbl_kix_on(w, t);
+	uint64_t *oh = NULL;            /* the key index: output row -> its key's hash */
+	size_t ohcap = 0, nex = 0, excap = 0;
+	struct kix_upd *ex = NULL;      /* ... and the expired rows that leave it */
 
 	memset(m, 0, sizeof(m));
 	ttl = sfs__tbl_ttl_now(w, t, &now);
@@ -174,6 +187,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 
 		f->merging = 1;
 		memcpy(m[k].name, f->name, sizeof(m[k].name));
+		m[k].fid = f->fid;
 		m[k].rows = f->rows;
 		m[k].dv_words = sfs_dv_words(f->rows);
 		m[k].dv = calloc(m[k].dv_words ? m[k].dv_words : 1, 8);
@@ -230,6 +244,20 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			 * at any output level; a bit set on it meanwhile maps to no
 			 * output row (to[] stays UINT32_MAX) */
 			expired++;
+			if (kx && nex == excap) {
+				struct kix_upd *ne = realloc(ex, (excap = excap ? 2 * excap : 256) *
+								     sizeof(*ne));
+
+				if (!ne) {
+					rc = -ENOMEM;
+					break;
+				}
+				ex = ne;
+			}
+			if (kx)
+				ex[nex++] = (struct kix_upd){
+					.h = sfs_df_filter_hash(m[best].row.key, m[best].row.klen),
+					.ofid = m[best].fid, .orow = (uint32_t)m[best].row.pos };
 		} else {
 			rc = sfs_df_writer_add(out, m[best].row.key, m[best].row.klen, SFS_DF_PUT,
 					       m[best].row.val, m[best].row.vlen);
@@ -242,6 +270,18 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 				emin = e < emin ? e : emin;
 				emax = e > emax ? e : emax;
 			}
+			if (kx && outrow == ohcap) {
+				uint64_t *no = realloc(oh, (ohcap = ohcap ? 2 * ohcap : 4096) *
+							       sizeof(*no));
+
+				if (!no) {
+					rc = -ENOMEM;
+					break;
+				}
+				oh = no;
+			}
+			if (kx)
+				oh[outrow] = sfs_df_filter_hash(m[best].row.key, m[best].row.klen);
 			m[best].to[m[best].row.pos] = (uint32_t)outrow++;
 		}
 		rc = sfs_df_iter_next(m[best].it, &m[best].row);
@@ -313,6 +353,17 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 				of->exp_max = emax;
 			}
 		}
+		if (!rc && kx) {
+			/* the key index follows the rows to the output */
+			uint32_t ofid = 0;
+
+			for (size_t i = 0; outrow && i < t->nf; i++)
+				if (strcmp(t->f[i].name, oname) == 0)
+					ofid = t->f[i].fid;
+			for (size_t k = 0; k < n; k++)
+				sfs__tbl_kix_merged(w, t, m[k].fid, m[k].to, m[k].rows, ofid, oh, ex,
+						    nex);
+		}
 		if (!rc) {
 			sfs_fault("table.merge");
 			uatomic_add(&w->pub->tp_merges, 1);
@@ -340,6 +391,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		free(m[k].to);
 	}
 	sfs_df_writer_abort(out);
+	free(oh);
+	free(ex);
 	if (rc) {
 		/* a disk's trouble is said once per episode of the process (the
 		 * flush's own failure says it first: shm/proc.h), the rest each time */
@@ -474,8 +527,14 @@ static int ttl_drop_files(struct sfs_target_writer *w, struct table *t)
 			gone[n++] = i;
 	if (n) {
 		bg_priority(w, 0);
-		if (!(rc = sfs__tbl_set_commit(w, t, gone, n, NULL, 0, -1, 0, NULL, 0)))
+		if (!(rc = sfs__tbl_set_commit(w, t, gone, n, NULL, 0, -1, 0, NULL, 0))) {
 			uatomic_add(&w->pub->tp_ttl_files_dropped, n);
+			/* the key index still names their expired rows, whose keys
+			 * are not known without reading the files: rebuilt from the
+			 * files left (table_kindex.c) */
+			if (sfs__tbl_kix_on(w, t))
+				sfs__tbl_kix_invalidate(t);
+		}
 		else
 			sfs_log("worker %u, table %s: dropping expired files (retried later): %s",
 				w->worker, t->dir, sfs_last_error());

@@ -61,6 +61,8 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 	w->worker = worker;
 	w->self = self;
 	w->knobs = sfs_table_knobs();
+	w->kix_check = getenv("SFS_TABLE_KEY_INDEX_CHECK") &&
+		       strcmp(getenv("SFS_TABLE_KEY_INDEX_CHECK"), "1") == 0;
 	/* The working tables need no fsync of their own: the checkpointer
 	 * fsyncs each file it links, a restore rebuilds them from a
 	 * checkpoint and a new group starts them empty (store/table/layout/sync.h).
@@ -310,6 +312,7 @@ void sfs__tbl_close(struct sfs_target_writer *w)
 		if (!t)
 			continue;
 		sfs__tbl_table_drop_files(t);
+		sfs__tbl_kix_free(w, t);
 		free(t->f);
 		free(t->sb);
 		free(t->rows);

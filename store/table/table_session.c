@@ -11,8 +11,11 @@
  * A commit is one snapshot of the manifest chain (layout/manifest.h):
  * a level-0 file's data commit (table_write.c), or the change of the file
  * set a round or a merge makes (set_commit), each with a new deletion-vector
- * index when bits changed.  Also here: the file names, the readers and
- * vectors of a table's files, and the views the batch probes read.
+ * index when bits changed.  Dropping a table's files (a reload, a
+ * rollback's take-over) drops its key index too (table_kindex.c), which
+ * names files by the fid each tfile gets when its reader opens.  Also
+ * here: the file names, the readers and vectors of a table's files, and
+ * the views the batch probes read.
  *
  * Next on a key's path: table_publish.c.
  */
@@ -55,6 +58,7 @@ struct table *sfs__tbl_table_get(struct sfs_target_writer *w, uint32_t sid)
 	snprintf(t->dir, sizeof(t->dir), "%.490s/s%u", w->base, sid);
 	pthread_mutex_init(&t->mu, NULL);
 	t->loaded = 1;	/* a new table: empty, nothing on disk to load */
+	t->kix.valid = 1;	/* ... and its key index empty */
 	__atomic_store_n(&w->t[sid], t, __ATOMIC_RELEASE);	/* the background thread looks */
 	return t;
 }
@@ -191,6 +195,7 @@ int sfs__tbl_file_open(struct table *t, struct tfile *f)
 
 	struct sfs_df_read_opts ropts = { .cache_pages = SFS_TABLE_CACHE_PAGES };
 
+	f->fid = ++t->fids;
 	snprintf(path, sizeof(path), "%s/%s", t->dir, f->name);
 	if ((rc = sfs_df_reader_open(path, &ropts, &f->rd)))
 		return rc;
@@ -247,6 +252,7 @@ void sfs__tbl_table_drop_files(struct table *t)
 		sfs__tbl_file_free(&t->f[i]);
 	t->nf = 0;
 	t->dvi[0] = '\0';
+	sfs__tbl_kix_invalidate(t);	/* rebuilt from the files that come (table_kindex.c) */
 }
 
 /*

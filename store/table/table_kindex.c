@@ -1,0 +1,418 @@
+/*
+ * table_kindex.c — the key index of a value or counter table: an exact,
+ * in-memory key -> (file, row) map of the table's live level >= 1 rows,
+ * process-local to the compactor (the writer's), so a round asks one place
+ * per key instead of batch-probing every level >= 1 file (table_round.c).
+ *
+ * Why: a round must find, for each key of its level-0 file, the one live
+ * row the key supersedes (to mask it; for counters, to fold over its
+ * value).  Probing every file makes keys asked per row written grow with
+ * the file count (q18 7.8 -> 36.7 from 2M to 100M events).  With the index
+ * a key the table never held costs one hash lookup and no file, and a key
+ * it holds costs one probe of the one file the index names (its page: the
+ * confirmation, and a counter's base).
+ *
+ * Layout: open addressing, linear probing, backward-shift deletion; a slot
+ * is {64-bit key hash (sfs_df_filter_hash), stable file id (struct tfile's
+ * fid, never an index into t->f, which shifts), 32-bit row}: 16 bytes.
+ * Load factor at most 0.8, capacity a power of two: 20 to 40 bytes per key
+ * (~27 on average).  Why the hash alone is not enough: two of 27M keys
+ * share a 64-bit hash with probability ~2e-5 per table, and a collision
+ * taken for a match would mask another key's row — silent data loss.  So
+ * the index is a multimap of hashes and every hit is confirmed by a probe
+ * of the named file restricted to that key (the probe answers by the key's
+ * bytes, with the vector applied): a candidate whose file holds the key at
+ * another row, or a candidate file the table no longer has, means the
+ * index is wrong — it is invalidated (counted: tp_index_broken) and the
+ * round falls back to probing every file.  A key whose candidates' files
+ * do not hold it is a collision: absent, exact.
+ *
+ * Exactness across changes of the file set: a round applies its updates
+ * after its commit (moves to the new level-1 file, removals of deleted and
+ * expired keys, inserts); a shaping merge remaps its inputs' rows through
+ * its to[] at its commit (sfs__tbl_kix_move: O(rows merged) under t->mu);
+ * files leaving wholly masked have no entries left; anything else — a
+ * reload after a failure, a rollback or reset, the open — drops the table's
+ * files (sfs__tbl_table_drop_files), which invalidates the index.  An
+ * invalid index is rebuilt by the background thread from the level >= 1
+ * files' keys with their vectors applied (sfs__tbl_kix_rebuild), reading
+ * without the lock while rounds journal their updates, replayed at the end
+ * under the lock; without a background thread (a writer driven by hand) the
+ * round rebuilds it at first need.  SFS_TABLE_KEY_INDEX=0 switches it off
+ * (the ablation: every round probes every file).  SFS_TABLE_KEY_INDEX_CHECK=1
+ * (tests) runs the full probe beside the index and counts every difference
+ * (tp_index_mismatch), taking the probe's answer.
+ *
+ * Cost: 16 bytes per slot; the rebuild reads every live level >= 1 row's
+ * key once (tp_index_rebuild_ns / tp_index_rebuild_keys).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "shm/atomic.h"
+#include "store/table/table_int.h"
+
+#define KIX_MIN_CAP 1024u
+#define KIX_JOURNAL_MAX (64u << 20) /* journal entries of one rebuild before it gives up */
+
+static inline size_t home(const struct kix *x, uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (size_t)h & x->mask;
+}
+
+static void kix_publish(struct sfs_target_writer *w, struct kix *x)
+{
+	uint64_t keys = x->valid ? x->n : 0, bytes = x->s ? (x->mask + 1) * sizeof(*x->s) : 0;
+
+	if (!w || !w->pub)
+		return;
+	uatomic_add(&w->pub->tp_index_keys, keys - x->pub_keys);
+	uatomic_add(&w->pub->tp_index_bytes, bytes - x->pub_bytes);
+	x->pub_keys = keys;
+	x->pub_bytes = bytes;
+}
+
+static int kix_grow(struct kix *x, size_t cap)
+{
+	struct kix_slot *s = calloc(cap, sizeof(*s)), *old = x->s;
+	size_t ocap = old ? x->mask + 1 : 0;
+
+	if (!s)
+		return -ENOMEM;
+	x->s = s;
+	x->mask = cap - 1;
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i].fid) {
+			size_t j = home(x, old[i].h);
+
+			while (s[j].fid)
+				j = (j + 1) & x->mask;
+			s[j] = old[i];
+		}
+	free(old);
+	return 0;
+}
+
+int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
+{
+	size_t j;
+	int rc;
+
+	if (!x->s || (x->n + 1) * 5 > (x->mask + 1) * 4) {
+		size_t cap = x->s ? (x->mask + 1) * 2 : KIX_MIN_CAP;
+
+		if ((rc = kix_grow(x, cap)))
+			return rc;
+	}
+	j = home(x, h);
+	while (x->s[j].fid)
+		j = (j + 1) & x->mask;
+	x->s[j] = (struct kix_slot){ .h = h, .fid = fid, .row = row };
+	x->n++;
+	return 0;
+}
+
+long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
+{
+	if (!x->s)
+		return -1;
+	for (size_t j = home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
+		if (x->s[j].h == h && x->s[j].fid == fid && x->s[j].row == row)
+			return (long)j;
+	return -1;
+}
+
+unsigned sfs__kix_cands(const struct kix *x, uint64_t h, struct kix_slot *out, unsigned max)
+{
+	unsigned n = 0;
+
+	if (!x->s)
+		return 0;
+	for (size_t j = home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
+		if (x->s[j].h == h) {
+			if (n < max)
+				out[n] = x->s[j];
+			n++;
+		}
+	return n;
+}
+
+/* Remove slot @i: backward shift (linear probing keeps no tombstones). */
+static void kix_del_at(struct kix *x, size_t i)
+{
+	size_t j = i;
+
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & x->mask;
+		if (!x->s[j].fid)
+			break;
+		k = home(x, x->s[j].h);
+		/* the entry at j stays if its home lies cyclically in (i, j] */
+		if (((j - k) & x->mask) < ((j - i) & x->mask))
+			continue;
+		x->s[i] = x->s[j];
+		i = j;
+	}
+	x->s[i].fid = 0;
+	x->n--;
+}
+
+/* One update (struct kix_upd).  @strict: the old entry must be there. */
+static int kix_apply1(struct kix *x, const struct kix_upd *u, int strict)
+{
+	if (u->ofid) {
+		long i = sfs__kix_find(x, u->h, u->ofid, u->orow);
+
+		if (i < 0)
+			return strict ? -1 : 0;
+		if (u->nfid) {
+			x->s[i].fid = u->nfid;
+			x->s[i].row = u->nrow;
+		} else {
+			kix_del_at(x, (size_t)i);
+		}
+		return 0;
+	}
+	return u->nfid ? sfs__kix_put(x, u->h, u->nfid, u->nrow) : 0;
+}
+
+void sfs__tbl_kix_invalidate(struct table *t)
+{
+	struct kix *x = &t->kix;
+
+	free(x->s);
+	x->s = NULL;
+	x->mask = 0;
+	x->n = 0;
+	x->valid = 0;
+	x->building = 0;	/* a rebuild under way sees t->loads move and gives up */
+	free(x->jr);
+	x->jr = NULL;
+	x->njr = x->jrcap = 0;
+	x->jr_lost = 0;
+}
+
+/* At close: the gauges keep their last figures (a run's summary, read
+ * after the compactor has closed, shows the index's final size). */
+void sfs__tbl_kix_free(struct sfs_target_writer *w, struct table *t)
+{
+	(void)w;
+	sfs__tbl_kix_invalidate(t);
+}
+
+int sfs__tbl_kix_on(const struct sfs_target_writer *w, const struct table *t)
+{
+	return (w->knobs & SFS_TABLE_K_KEY_INDEX) && !sfs__tbl_is_map_kind(t->kind);
+}
+
+/* A table with no level >= 1 file: its index is empty, valid at once. */
+void sfs__tbl_kix_maybe_empty(struct sfs_target_writer *w, struct table *t)
+{
+	for (size_t i = 0; i < t->nf; i++)
+		if (t->f[i].level > 0)
+			return;
+	if (t->kix.valid)
+		return;
+	sfs__tbl_kix_invalidate(t);
+	t->kix.valid = 1;
+	kix_publish(w, &t->kix);
+}
+
+/*
+ * The updates of one committed round (t->mu held): applied when the index
+ * is valid (strictly: an update whose old entry is missing means the index
+ * was wrong: invalidated), journalled while a rebuild is under way.
+ */
+void sfs__tbl_kix_commit(struct sfs_target_writer *w, struct table *t, const struct kix_upd *u,
+			 size_t n)
+{
+	struct kix *x = &t->kix;
+	uint64_t t0 = sfs_now_ns();
+
+	if (x->valid) {
+		for (size_t i = 0; i < n; i++)
+			if (kix_apply1(x, &u[i], 1)) {
+				uatomic_inc(&w->pub->tp_index_broken);
+				sfs__tbl_kix_invalidate(t);
+				break;
+			}
+	} else if (x->building && !x->jr_lost) {
+		if (x->njr + n > x->jrcap) {
+			size_t cap = (x->njr + n) * 2;
+			struct kix_upd *nj = cap <= KIX_JOURNAL_MAX ? realloc(x->jr, cap * sizeof(*nj)) : NULL;
+
+			if (!nj) {
+				x->jr_lost = 1;	/* the rebuild gives up; the next one retries */
+				goto out;
+			}
+			x->jr = nj;
+			x->jrcap = cap;
+		}
+		memcpy(x->jr + x->njr, u, n * sizeof(*u));
+		x->njr += n;
+	}
+out:
+	kix_publish(w, x);
+	uatomic_add(&w->pub->tp_index_ns, sfs_now_ns() - t0);
+}
+
+/*
+ * A shaping merge committed (t->mu held): input file @ifid's rows moved to
+ * file @ofid (0: no output) by @to[0..rows) (UINT32_MAX: not written —
+ * masked at the merge's start or expired); @oh[r]: the hash of output row
+ * r's key; the expired rows @ex[0..nex) (their hashes and input rows)
+ * leave.  A row masked meanwhile by a round has no entry any more (the
+ * round moved it): nothing to do.  O(rows) under the lock.
+ */
+void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, uint32_t ifid,
+			 const uint32_t *to, uint64_t rows, uint32_t ofid, const uint64_t *oh,
+			 const struct kix_upd *ex, size_t nex)
+{
+	struct kix *x = &t->kix;
+	uint64_t t0 = sfs_now_ns();
+
+	if (!x->valid)
+		return;
+	for (uint64_t p = 0; p < rows; p++) {
+		struct kix_upd u;
+
+		if (to[p] == UINT32_MAX)
+			continue;
+		u = (struct kix_upd){ .h = oh[to[p]], .ofid = ifid, .orow = (uint32_t)p, .nfid = ofid,
+				      .nrow = to[p] };
+		kix_apply1(x, &u, 0);
+	}
+	for (size_t i = 0; i < nex; i++)
+		if (ex[i].ofid == ifid)
+			kix_apply1(x, &ex[i], 0);
+	kix_publish(w, x);
+	uatomic_add(&w->pub->tp_index_ns, sfs_now_ns() - t0);
+}
+
+struct rb_file {
+	char name[SFS_TABLE_NAME];
+	uint32_t fid;
+	uint64_t *dv;
+	size_t dv_words;
+};
+
+/*
+ * Rebuild @t's invalid index from its level >= 1 files' keys, vectors
+ * applied: the set and the vectors copied under t->mu, the files read
+ * without it (own readers), the rounds' updates meanwhile journalled and
+ * replayed at the end under the lock.  Gives up (0, still invalid) when
+ * the table was reloaded meanwhile or the journal overflowed.  With
+ * @locked the caller holds t->mu throughout (a round's first need, no
+ * background thread).  1 if rebuilt, 0 if not, < 0 error.
+ */
+int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locked)
+{
+	struct kix nx = { 0 };
+	struct rb_file *rf = NULL;
+	size_t nrf = 0;
+	uint64_t loads, t0 = sfs_now_ns(), keys = 0;
+	int rc = 0;
+	char path[1024];
+
+	if (!locked)
+		pthread_mutex_lock(&t->mu);
+	if (t->kix.valid || t->kix.building || !t->loaded || !sfs__tbl_kix_on(w, t)) {
+		if (!locked)
+			pthread_mutex_unlock(&t->mu);
+		return 0;
+	}
+	loads = t->loads;
+	if (!(rf = calloc(t->nf + 1, sizeof(*rf))))
+		rc = -ENOMEM;
+	for (size_t i = 0; i < t->nf && !rc; i++) {
+		struct tfile *f = &t->f[i];
+		struct rb_file *r = &rf[nrf];
+
+		if (f->level == 0)
+			continue;
+		if (f->rows > UINT32_MAX) {
+			rc = -EOVERFLOW;
+			break;
+		}
+		memcpy(r->name, f->name, sizeof(r->name));
+		r->fid = f->fid;
+		r->dv_words = f->dv ? f->dv_words : 0;
+		if (f->dv && !(r->dv = malloc(f->dv_words * 8 + 8)))
+			rc = -ENOMEM;
+		else if (f->dv)
+			memcpy(r->dv, f->dv, f->dv_words * 8);
+		nrf++;
+	}
+	if (!rc) {
+		t->kix.building = 1;
+		t->kix.njr = 0;
+		t->kix.jr_lost = 0;
+	}
+	if (!locked)
+		pthread_mutex_unlock(&t->mu);
+	for (size_t k = 0; k < nrf && !rc; k++) {
+		sfs_df_reader_t *rd = NULL;
+		sfs_df_iter_t *it = NULL;
+		struct sfs_df_row row;
+
+		snprintf(path, sizeof(path), "%s/%s", t->dir, rf[k].name);
+		if (!(rc = sfs_df_reader_open(path, NULL, &rd)))
+			rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, rf[k].dv, rf[k].dv_words, &it);
+		while (!rc && (rc = sfs_df_iter_next(it, &row)) == 1) {
+			rc = sfs__kix_put(&nx, sfs_df_filter_hash(row.key, row.klen), rf[k].fid,
+					  (uint32_t)row.pos);
+			keys++;
+			if (!rc && !locked && (keys & 0xffff) == 0 && sfs_load_relaxed(&w->stop))
+				rc = -ECANCELED;
+		}
+		if (rc > 0)
+			rc = 0;
+		sfs_df_iter_close(it);
+		sfs_df_reader_close(rd);
+	}
+	if (!locked)
+		pthread_mutex_lock(&t->mu);
+	if (t->loads != loads || (!rc && (!t->kix.building || t->kix.jr_lost)))
+		rc = -ECANCELED;	/* reloaded (its files may be gone), or too much
+					 * happened meanwhile */
+	for (size_t i = 0; !rc && i < t->kix.njr; i++)
+		if (kix_apply1(&nx, &t->kix.jr[i], 1)) {
+			uatomic_inc(&w->pub->tp_index_broken);
+			rc = -ECANCELED;
+		}
+	if (!rc) {
+		sfs__tbl_kix_invalidate(t);
+		t->kix.s = nx.s;
+		t->kix.mask = nx.mask;
+		t->kix.n = nx.n;
+		t->kix.valid = 1;
+		nx.s = NULL;
+		uatomic_inc(&w->pub->tp_index_rebuilds);
+		uatomic_add(&w->pub->tp_index_rebuild_keys, keys);
+		uatomic_add(&w->pub->tp_index_rebuild_ns, sfs_now_ns() - t0);
+	} else if (t->loads == loads) {
+		t->kix.building = 0;
+		free(t->kix.jr);
+		t->kix.jr = NULL;
+		t->kix.njr = t->kix.jrcap = 0;
+		t->kix.jr_lost = 0;
+	}
+	kix_publish(w, &t->kix);
+	if (!locked)
+		pthread_mutex_unlock(&t->mu);
+	free(nx.s);
+	for (size_t k = 0; k < nrf; k++)
+		free(rf[k].dv);
+	free(rf);
+	if (rc == -ECANCELED)
+		return 0;
+	return rc < 0 ? rc : 1;
+}
