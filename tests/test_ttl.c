@@ -13,7 +13,7 @@
  * memory, table, rocksdb.  Finally the drops are counted: maintenance did
  * drop expired entries (wc_ttl_dropped), or the test proves nothing.  The
  * table runs again at merge budgets 0 and 100000 (SFS_TABLE_MERGE_BUDGET),
- * checked every ~40 operations, and must have dropped files whole.
+ * checked every ~8 operations, and must have dropped files whole.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -463,7 +463,7 @@ Test(ttl, table_against_a_model_with_a_fake_clock)
 static void paced_run(const char *budget)
 {
 	setenv("SFS_TABLE_MERGE_BUDGET", budget, 1);
-	check_every = 40;	/* a live row lost is seen before a write hides it */
+	check_every = 8;	/* a live row lost is seen before a write hides it */
 	model_run("table");
 	check_every = 500;
 	unsetenv("SFS_TABLE_MERGE_BUDGET");
