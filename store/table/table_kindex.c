@@ -33,7 +33,9 @@
  * its to[] at its commit (sfs__tbl_kix_move: O(rows merged) under t->mu);
  * files leaving wholly masked have no entries left; anything else — a
  * reload after a failure, a rollback or reset, the open — drops the table's
- * files (sfs__tbl_table_drop_files), which invalidates the index.  An
+ * files (sfs__tbl_table_drop_files), which invalidates the index, and so
+ * does a TTL state's whole-file drop (table_merge.c: the dropped file's
+ * keys are not known without reading it).  An
  * invalid index is rebuilt by the background thread from the level >= 1
  * files' keys with their vectors applied (sfs__tbl_kix_rebuild), reading
  * without the lock while rounds journal their updates, replayed at the end
