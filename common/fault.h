@@ -114,6 +114,12 @@
 	X("layout.file.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) of the temp file (only with sync on)") \
 	X("layout.file.rename", SFS_FAULT_CAN_FAIL, "rename(2) into place") \
 	X("layout.file.link", SFS_FAULT_CAN_FAIL, "link(2) into place (create-if-absent)") \
+	/* store/table/layout/bufimage.c: a sealed buffer's image (level 0) */ \
+	X("layout.bufimg.open", SFS_FAULT_CAN_FAIL, "open(2) of the image's temp file") \
+	X("layout.bufimg.write", SFS_FAULT_CAN_FAIL, "each writev(2) of the image") \
+	X("layout.bufimg.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) of the image (only with sync on)") \
+	X("layout.bufimg.rename", SFS_FAULT_CAN_FAIL, "rename(2) of the image into place") \
+	X("layout.bufimg.dirsync", SFS_FAULT_CAN_FAIL, "fsync(2) of its directory (only with sync on)") \
 	/* store/table/layout/datafile_write.c: the data file writer */ \
 	X("layout.df.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.df.write", SFS_FAULT_CAN_FAIL, "each write(2)") \
