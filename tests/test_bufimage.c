@@ -26,6 +26,9 @@
 #include "store/table/layout/sync.h"
 #include "worker/wbuf.h"
 
+/* The seal's context of worker @w's buffer @seq (no clocks, spilled). */
+#define META(w_, s_) ((struct sfs_bufimg_meta){ .worker = (w_), .seq = (s_) })
+
 static char dir[64];
 static char path[128];
 
@@ -136,9 +139,15 @@ Test(bufimage, roundtrip_in_place)
 	struct sfs_bufimg *im;
 	struct sfs_wbuf_view v;
 	struct stat st;
+	struct sfs_bufimg_meta m = { .worker = 3, .seq = 42, .ttl_proc_ms = 1700000000123ull,
+				     .ttl_event_ms = 99, .flags = SFS_BUFIMG_AT_BARRIER };
 
-	cr_assert_eq(sfs_bufimg_write(path, b, 3, 42), 0, "%s", sfs_last_error());
+	snprintf(path, sizeof(path), "%s/l0/w3-42.img", dir);   /* l0/ is made */
+	cr_assert_eq(sfs_bufimg_write(path, b, &m), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_bufimg_open(path, &im), 0, "%s", sfs_last_error());
+	cr_assert(im->meta.worker == 3 && im->meta.seq == 42 && im->meta.ttl_event_ms == 99 &&
+		  im->meta.ttl_proc_ms == m.ttl_proc_ms && im->meta.flags == SFS_BUFIMG_AT_BARRIER,
+		  "the seal's context as written");
 	cr_assert_eq(im->worker, 3);
 	cr_assert_eq(im->seq, 42);
 	cr_assert_eq(im->barrier, 7);
@@ -164,7 +173,7 @@ Test(bufimage, empty_buffer_is_padded)
 	struct sfs_wbuf_view v;
 
 	cr_assert_eq(sfs_wbuf_seal(b, 1), 0);
-	cr_assert_eq(sfs_bufimg_write(path, b, 0, 1), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_bufimg_write(path, b, &META(0, 1)), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_bufimg_open(path, &im), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_wbuf_next(im->b, &it, &v), -ENOENT);
 	sfs_bufimg_close(im);
@@ -175,7 +184,7 @@ Test(bufimage, unsealed_refused)
 	struct sfs_wbuf *b = mkbuf(8, 256);
 
 	cr_assert_eq(sfs_wbuf_put(b, 0, "k", 1, "v", 1), 0);
-	cr_assert_eq(sfs_bufimg_write(path, b, 0, 1), SFS_EUSAGE);
+	cr_assert_eq(sfs_bufimg_write(path, b, &META(0, 1)), SFS_EUSAGE);
 	cr_assert_eq(access(path, F_OK), -1);
 }
 
@@ -184,7 +193,7 @@ static void image(uint8_t **img, size_t *len)
 {
 	struct sfs_wbuf *b = mixed(40);
 
-	cr_assert_eq(sfs_bufimg_write(path, b, 1, 2), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_bufimg_write(path, b, &META(1, 2)), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs__layout_read(path, img, len), 0);
 }
 
@@ -292,7 +301,7 @@ Test(bufimage, padding_must_be_zero)
 
 	cr_assert_eq(sfs_wbuf_put(b, 0, "k", 1, "v", 1), 0);
 	cr_assert_eq(sfs_wbuf_seal(b, 1), 0);
-	cr_assert_eq(sfs_bufimg_write(path, b, 0, 1), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_bufimg_write(path, b, &META(0, 1)), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs__layout_read(path, &img, &len), 0);
 	cr_assert_gt(len - 1, SFS_BUFIMG_HDR + b->wb_top, "padded");
 	img[len - 1] = 1;
@@ -326,14 +335,14 @@ Test(bufimage, each_fault_leaves_nothing)
 		sfs_fault_reset();
 		snprintf(rule, sizeof(rule), "%s:1:fail=EIO", pts[i]);
 		cr_assert_eq(sfs_fault_arm(rule), 0, "%s", sfs_last_error());
-		cr_assert_eq(sfs_bufimg_write(path, b, 0, 1), -EIO, "%s", pts[i]);
+		cr_assert_eq(sfs_bufimg_write(path, b, &META(0, 1)), -EIO, "%s", pts[i]);
 		cr_assert_eq(sfs_fault_hits(pts[i]), 1, "%s reached", pts[i]);
 		cr_assert_eq(files_in_dir(), 0, "%s: nothing left", pts[i]);
 	}
 	/* The directory's fsync fails after the rename: the whole image is there. */
 	sfs_fault_reset();
 	cr_assert_eq(sfs_fault_arm("layout.bufimg.dirsync:1:fail=EIO"), 0);
-	cr_assert_eq(sfs_bufimg_write(path, b, 0, 1), -EIO);
+	cr_assert_eq(sfs_bufimg_write(path, b, &META(0, 1)), -EIO);
 	cr_assert_eq(files_in_dir(), 1);
 	cr_assert_eq(sfs_bufimg_open(path, &im), 0, "%s", sfs_last_error());
 	sfs_bufimg_close(im);

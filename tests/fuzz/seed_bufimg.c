@@ -22,6 +22,7 @@ static int seed(const char *dir, int n, unsigned keys, unsigned max_entries, int
 {
 	size_t size = sfs_wbuf_size(max_entries, 64 * keys + 64);
 	char path[512], out[600], k[24];
+	struct sfs_bufimg_meta m;
 	struct sfs_wbuf *b;
 	uint8_t *buf, *img;
 	void *mem;
@@ -51,7 +52,9 @@ static int seed(const char *dir, int n, unsigned keys, unsigned max_entries, int
 		}
 	}
 	snprintf(path, sizeof(path), "%s/.seed.img", dir);
-	if (rc || sfs_wbuf_seal(b, 5 + (uint64_t)n) || sfs_bufimg_write(path, b, (uint32_t)n, 10 + (uint64_t)n) ||
+	m = (struct sfs_bufimg_meta){ .worker = (uint32_t)n, .seq = 10 + (uint64_t)n,
+				      .ttl_proc_ms = 1000 * (uint64_t)n, .flags = (uint32_t)n & 1 };
+	if (rc || sfs_wbuf_seal(b, 5 + (uint64_t)n) || sfs_bufimg_write(path, b, &m) ||
 	    sfs__layout_read(path, &buf, &len) || !(img = malloc(len + 1)))
 		return -1;
 	free(mem);

@@ -21,6 +21,7 @@
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "common/fault.h"
+#include "common/fs.h"
 #include "store/table/layout/bufimage.h"
 #include "store/table/layout/file.h"
 #include "store/table/layout/sync.h"
@@ -83,7 +84,7 @@ static int writev_all(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-int sfs_bufimg_write(const char *path, const struct sfs_wbuf *b, uint32_t worker, uint64_t seq)
+int sfs_bufimg_write(const char *path, const struct sfs_wbuf *b, const struct sfs_bufimg_meta *m)
 {
 	static unsigned tmpseq;
 	struct sfs_bufimg_hdr h;
@@ -95,14 +96,15 @@ int sfs_bufimg_write(const char *path, const struct sfs_wbuf *b, uint32_t worker
 	const char *slash;
 	int fd, rc;
 
-	if (!sfs_wbuf_sealed(b, &barrier))
+	if (!sfs_wbuf_sealed(b, &barrier) || (m->flags & ~SFS_BUFIMG_AT_BARRIER))
 		return sfs__err(SFS_EUSAGE, "%s: buffer image of worker %u seq %" PRIu64
-				": the buffer is not sealed", path, worker, seq);
+				": the buffer is not sealed, or flags %#x unknown", path, m->worker,
+				m->seq, m->flags);
 	/* The geometry is the buffer's own, as a reader in another process
 	 * must trust it: checked so the copy stays inside the block. */
 	if ((rc = sfs_wbuf_attach((void *)(uintptr_t)b, b->wb_size, &chk)))
 		return sfs__err(rc, "%s: buffer image of worker %u seq %" PRIu64 ": the buffer: %s",
-				path, worker, seq, sfs_last_error());
+				path, m->worker, m->seq, sfs_last_error());
 	top = sfs_load_relaxed(&b->wb_top);
 	body = body_len_of(b->wb_arena_off, top);
 
@@ -114,8 +116,11 @@ int sfs_bufimg_write(const char *path, const struct sfs_wbuf *b, uint32_t worker
 	h.bi_hdr_len = SFS_BUFIMG_HDR;
 	h.bi_wbuf_layout = sfs_wbuf_layout();
 	h.bi_wbuf_version = SFS_WBUF_VERSION;
-	h.bi_worker = worker;
-	h.bi_seq = seq;
+	h.bi_worker = m->worker;
+	h.bi_seq = m->seq;
+	h.bi_ttl_proc_ms = m->ttl_proc_ms;
+	h.bi_ttl_event_ms = m->ttl_event_ms;
+	h.bi_flags = m->flags;
 	h.bi_barrier = barrier;
 	h.bi_bits = b->wb_bits;
 	h.bi_arena_off = b->wb_arena_off;
@@ -140,9 +145,16 @@ int sfs_bufimg_write(const char *path, const struct sfs_wbuf *b, uint32_t worker
 	slash = strrchr(path, '/');
 	snprintf(dir, sizeof(dir), "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1,
 		 slash ? path : ".");
-	fd = fault("layout.bufimg.open") ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return sfs__err(sfs__errno(), "%s: create: %s", tmp, strerror(errno));
+	for (int tries = 0;; tries++) {
+		fd = fault("layout.bufimg.open") ? -1
+						 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			break;
+		if (errno != ENOENT || tries)
+			return sfs__err(sfs__errno(), "%s: create: %s", tmp, strerror(errno));
+		if ((rc = sfs_mkdirs(dir, 0700)))   /* the first miss only; data: private */
+			return rc;
+	}
 	if ((rc = writev_all(fd, iov, 5)))
 		rc = sfs__err(rc, "%s: write: %s", tmp, strerror(-rc));
 	else if (sfs_layout_sync() && (fault("layout.bufimg.fsync") || fsync(fd)))
@@ -192,10 +204,10 @@ int sfs_bufimg_check(const char *name, const void *p, size_t len, struct sfs_buf
 	if (h.bi_hdr_crc != hdr_crc(&h))
 		return sfs__err(SFS_ECORRUPT, "%s: buffer image header crc32c %#x, computed %#x", name,
 				h.bi_hdr_crc, hdr_crc(&h));
-	if (h.bi_hdr_len != SFS_BUFIMG_HDR || h.bi_pad0 || h.bi_reserved[0] || h.bi_reserved[1] ||
-	    h.bi_reserved[2] || h.bi_reserved[3])
-		return sfs__err(SFS_ECORRUPT, "%s: buffer image header of %u bytes or reserved fields"
-				" not zero", name, h.bi_hdr_len);
+	if (h.bi_hdr_len != SFS_BUFIMG_HDR || h.bi_pad0 || h.bi_pad1 || h.bi_reserved ||
+	    (h.bi_flags & ~SFS_BUFIMG_AT_BARRIER))
+		return sfs__err(SFS_ECORRUPT, "%s: buffer image header of %u bytes, flags %#x or"
+				" reserved fields not zero", name, h.bi_hdr_len, h.bi_flags);
 	if (h.bi_wbuf_version != SFS_WBUF_VERSION)
 		return sfs__err(SFS_EVERSION, "%s: buffer image of write buffer format %u, this build"
 				" has %u", name, h.bi_wbuf_version, SFS_WBUF_VERSION);
@@ -286,6 +298,9 @@ int sfs_bufimg_open(const char *path, struct sfs_bufimg **out)
 	im->seq = h.bi_seq;
 	im->barrier = h.bi_barrier;
 	im->live = h.bi_live;
+	im->meta = (struct sfs_bufimg_meta){ .worker = h.bi_worker, .seq = h.bi_seq,
+					     .ttl_proc_ms = h.bi_ttl_proc_ms,
+					     .ttl_event_ms = h.bi_ttl_event_ms, .flags = h.bi_flags };
 	im->map = map;
 	im->map_len = (size_t)st.st_size;
 	*out = im;

@@ -89,19 +89,37 @@ struct sfs_bufimg_hdr {
 	uint64_t bi_body_len;     /* bytes after the header: the file is 128 + this */
 	uint32_t bi_body_crc;     /* crc32c of the body */
 	uint32_t bi_hdr_crc;      /* crc32c of these 128 bytes with this field 0 */
-	uint64_t bi_reserved[4];  /* 0 */
+	uint64_t bi_ttl_proc_ms;  /* the worker's clocks at the seal (worker/wctl.h */
+	uint64_t bi_ttl_event_ms; /*   cb_ttl): what the first merge drops TTL by */
+	uint32_t bi_flags;        /* SFS_BUFIMG_AT_BARRIER or 0 */
+	uint32_t bi_pad1;
+	uint64_t bi_reserved;     /* 0 */
+};
+
+/* bi_flags: sealed by a barrier (cb_at_barrier), not spilled. */
+#define SFS_BUFIMG_AT_BARRIER 0x1u
+
+/* What the writer records besides the buffer (the seal's context, which
+ * the buffer itself does not hold: worker/wctl.h's struct sfs_wctl_buf). */
+struct sfs_bufimg_meta {
+	uint32_t worker;          /* the worker whose buffer it is */
+	uint64_t seq;             /* its flush sequence number (cb_seq) */
+	uint64_t ttl_proc_ms;     /* cb_ttl.proc_ms */
+	uint64_t ttl_event_ms;    /* cb_ttl.event_ms */
+	uint32_t flags;           /* SFS_BUFIMG_AT_BARRIER if cb_at_barrier */
 };
 
 _Static_assert(sizeof(struct sfs_bufimg_hdr) == SFS_BUFIMG_HDR, "image header is 128 bytes");
 
 /*
  * sfs_bufimg_write - save the sealed buffer @b (a reader's view of it: not
- * modified) as the image @path of worker @worker, flush seq @seq.  @path's
- * directory must exist.  0, or an error naming the file (the buffer is not
- * sealed: SFS_EUSAGE; I/O: the errno).  A failure leaves no file at @path
- * that was not there (an existing one is replaced only whole).
+ * modified) as the image @path, with the seal's context @m.  @path's
+ * directory is created if missing.  0, or an error naming the file (the
+ * buffer is not sealed, or @m's flags unknown: SFS_EUSAGE; I/O: the
+ * errno).  A failure leaves no file at @path that was not there (an
+ * existing one is replaced only whole).
  */
-int sfs_bufimg_write(const char *path, const struct sfs_wbuf *b, uint32_t worker, uint64_t seq);
+int sfs_bufimg_write(const char *path, const struct sfs_wbuf *b, const struct sfs_bufimg_meta *m);
 
 /* An opened image: the mapping and what its header says.  Read-only. */
 struct sfs_bufimg {
@@ -110,6 +128,7 @@ struct sfs_bufimg {
 	uint64_t seq;
 	uint64_t barrier;
 	uint64_t live;
+	struct sfs_bufimg_meta meta;  /* worker, seq, clocks, flags (as written) */
 	size_t map_len;
 	void *map;
 };
