@@ -108,6 +108,10 @@
 	X("table.rollback.intent", SFS_FAULT_KILL_ONLY, "a rollback's intent written, no table switched") \
 	X("table.rollback.table", SFS_FAULT_KILL_ONLY, "a rollback switched one more table") \
 	X("table.rollback.done", SFS_FAULT_KILL_ONLY, "every table switched, the intent still there") \
+	/* store/table/table_l0.c: level 0 as buffer images */ \
+	X("table.l0.image", SFS_FAULT_KILL_ONLY, "an image written, the list not") \
+	X("table.l0.list", SFS_FAULT_KILL_ONLY, "the list names the image: absorbed") \
+	X("table.l0.commit", SFS_FAULT_KILL_ONLY, "an image's conversion committed, the list not") \
 	/* store/table/layout/file.c: atomic whole-file writes (metadata) */ \
 	X("layout.file.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.file.write", SFS_FAULT_CAN_FAIL, "each write(2)") \

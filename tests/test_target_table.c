@@ -1678,6 +1678,22 @@ Test(tblt, random_operations_read_back_as_the_model_with_every_design_point_on)
 	model_run(NULL);
 }
 
+/* Level 0 as buffer images (store/table/table_l0.c): every buffer absorbed
+ * whole at its barrier and converted between buffers by the flusher; the
+ * model reads the same once the flusher is idle (every image converted:
+ * the readers do not map images yet). */
+Test(tblt, random_operations_read_back_as_the_model_with_buffers_absorbed_as_images)
+{
+	const struct sfs_table_pub *p;
+
+	setenv("SFS_TABLE_L0_IMAGE", "1", 1);
+	model_run(NULL);
+	p = sfs_table_pub_of(&seg, 0);
+	cr_assert_not_null(p);
+	cr_assert_gt(p->tp_l0_absorbed, 0, "buffers were absorbed");
+	cr_assert_eq(p->tp_l0_converted, p->tp_l0_absorbed, "and every one converted");
+}
+
 Test(tblt, random_operations_read_back_as_the_model_with_rounds_in_the_background_only)
 {
 	model_run("SFS_TABLE_ROUND");

@@ -20,6 +20,9 @@
  *                                             deferred unlinks
  *   (background)            table_merge.c     shaping merges
  *   ttl                     table_ttl.c       the rules and clocks kept
+ *   (absorb, conversion)    table_l0.c        a sealed buffer saved whole as
+ *                                             level 0, converted later
+ *                                             (SFS_TABLE_L0_IMAGE=1; off)
  *   snapshot, files         table_stage.c     a version staged for a
  *                                             checkpoint
  *   pin, rollback, reset    table_rollback.c  kept versions, the switch back
@@ -85,6 +88,8 @@ const struct sfs_target_ops sfs_target_table = {
 	.forget = sfs__table_forget,
 	.scan = sfs__table_scan,
 	.ttl = sfs__tbl_ttl,
+	.absorb = sfs__tbl_absorb_op,
+	.l0_step = sfs__tbl_l0_step,
 	.pin = sfs__tbl_pin,
 	.rollback = sfs__tbl_rollback,
 	.reset = sfs__tbl_reset,
@@ -113,12 +118,16 @@ uint32_t sfs_table_knobs(void)
 	};
 	uint32_t on = SFS_TABLE_K_ALL;
 
+	const char *l0 = getenv("SFS_TABLE_L0_IMAGE");
+
 	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
 		const char *v = getenv(k[i].env);
 
 		if (v && strcmp(v, "0") == 0)
 			on &= ~k[i].bit;
 	}
+	if (l0 && strcmp(l0, "1") == 0)	/* off by default (table_l0.c) */
+		on |= SFS_TABLE_K_L0_IMAGE;
 	return on;
 }
 

@@ -79,6 +79,9 @@
 				     * level is in debt (else: always at the
 				     * compactor's own priority) */
 #define SFS_TABLE_K_ALL       0x7fu
+/* Off unless SFS_TABLE_L0_IMAGE=1, so not in K_ALL: a sealed buffer saved as
+ * an image at the barrier, converted later (table_l0.c; readers not yet). */
+#define SFS_TABLE_K_L0_IMAGE  0x80u
 
 struct sfs_table_pub_table {
 	uint32_t pt_sid;
@@ -144,6 +147,8 @@ struct sfs_table_pub {
 	uint64_t tp_bytes_written;
 	uint64_t tp_merge_bytes;
 	uint64_t tp_ttl_dropped;    /* rows of TTL states dropped as expired (rounds, merges) */
+	uint64_t tp_l0_absorbed;    /* buffers saved as images (table_l0.c) */
+	uint64_t tp_l0_converted;   /* images turned into level-0 data commits */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };

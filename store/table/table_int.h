@@ -177,6 +177,13 @@ struct version {
 	uint32_t nt;
 };
 
+/* An absorbed buffer's image (table_l0.c), oldest first in the writer. */
+struct sfs_tbl_l0 {
+	uint64_t seq;
+	char name[SFS_TABLE_NAME];  /* in <base>/l0/ */
+	struct sfs_bufimg *im;      /* mapped, validated */
+};
+
 /*
  * The writer of one worker's store.  t[] entries are created by the main
  * thread and published to the background thread with a release store;
@@ -244,6 +251,13 @@ struct sfs_target_writer {
 	struct pend *hold;
 	size_t nhold, holdcap;
 	int rb_failed;              /* a rollback failed midway: never publish again */
+	/* Level 0 as buffer images (table_l0.c), the main thread's. */
+	struct sfs_tbl_l0 *l0;
+	size_t nl0, l0cap;
+	uint64_t l0_conv;           /* seq of the image staged for its commit, 0 none */
+	uint64_t *l0_offs;          /* its sorted entries */
+	struct sfs_wbuf_view *l0_views;
+	size_t l0_vcap;
 };
 
 /* ---- small helpers, inline (hot: per row or per compare) ---- */
@@ -348,5 +362,20 @@ int sfs__tbl_rollback(struct sfs_target_writer *w, uint64_t *seq);
 int sfs__tbl_reset(struct sfs_target_writer *w, uint64_t *seq);
 int sfs__tbl_rollforward_table(struct sfs_target_writer *w, struct table *t,
 			       const struct sfs_tsnap *s);
+
+/* table_l0.c: level 0 as buffer images (off unless SFS_TABLE_L0_IMAGE=1). */
+struct sfs_bufimg_meta;
+struct sfs_wbuf;
+int sfs__tbl_l0_load(struct sfs_target_writer *w);
+void sfs__tbl_l0_free(struct sfs_target_writer *w);
+int sfs__tbl_l0_wipe(const char *base);
+int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
+		    const struct sfs_bufimg_meta *m);
+int sfs__tbl_l0_convert(struct sfs_target_writer *w);
+int sfs__tbl_l0_drain(struct sfs_target_writer *w);
+int sfs__tbl_l0_drop(struct sfs_target_writer *w);
+int sfs__tbl_absorb_op(struct sfs_target_writer *w, const struct sfs_wbuf *b, uint64_t seq,
+		       int at_barrier, const struct sfs_ttl_clock *clk);
+int sfs__tbl_l0_step(struct sfs_target_writer *w);
 
 #endif
