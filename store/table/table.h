@@ -149,6 +149,8 @@ struct sfs_table_pub {
 	uint64_t tp_ttl_dropped;    /* rows of TTL states dropped as expired (rounds, merges) */
 	uint64_t tp_l0_absorbed;    /* buffers saved as images (table_l0.c) */
 	uint64_t tp_l0_converted;   /* images turned into level-0 data commits */
+	uint64_t tp_l0_ttl_dropped; /* their entries dropped as expired at conversion (what
+				     * the compactor counts in wc_ttl_dropped at a flush) */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 };

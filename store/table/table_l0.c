@@ -291,13 +291,15 @@ int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
  * An expired put of a TTL state in @v[0..n) becomes a delete (a value or
  * a counter) or is flagged SFS_WBUF_EXPIRED (a map or list entry): the
  * rule of compactor/flush.c's ttl_drop, by the image's clocks @clk and the
- * rules ttl() last stored.
+ * rules ttl() last stored.  Returns the entries dropped.
  */
-static void l0_ttl_drop(struct sfs_target_writer *w, struct sfs_wbuf_view *v, size_t n,
-			const struct sfs_ttl_clock *clk)
+static uint64_t l0_ttl_drop(struct sfs_target_writer *w, struct sfs_wbuf_view *v, size_t n,
+			    const struct sfs_ttl_clock *clk)
 {
+	uint64_t dropped = 0;
+
 	if (!sfs_load_acquire(&w->ttl_on))
-		return;
+		return 0;
 	for (size_t i = 0; i < n; i++) {
 		struct sfs_ttl_rule r;
 		uint32_t sid, kind, plen;
@@ -328,7 +330,9 @@ static void l0_ttl_drop(struct sfs_target_writer *w, struct sfs_wbuf_view *v, si
 			v[i].value = NULL;
 			v[i].len = 0;
 		}
+		dropped++;
 	}
+	return dropped;
 }
 
 /* Stage the oldest image: its entries sorted, TTL dropped, applied. */
@@ -337,6 +341,7 @@ static int l0_stage(struct sfs_target_writer *w)
 	const struct sfs_bufimg *im = w->l0[0].im;
 	struct sfs_ttl_clock clk = { im->meta.ttl_proc_ms, im->meta.ttl_event_ms };
 	size_t n = (size_t)im->live;
+	uint64_t dropped;
 	int rc;
 
 	if (n > w->l0_vcap) {
@@ -355,10 +360,13 @@ static int l0_stage(struct sfs_target_writer *w)
 	for (size_t i = 0; i < n; i++)
 		if ((rc = sfs_wbuf_view_at(im->b, w->l0_offs[i], &w->l0_views[i])))
 			return rc;
-	l0_ttl_drop(w, w->l0_views, n, &clk);
+	dropped = l0_ttl_drop(w, w->l0_views, n, &clk);
 	if (n > UINT32_MAX)
 		return sfs__err(SFS_EUSAGE, "image seq %" PRIu64 ": %zu entries", w->l0[0].seq, n);
-	return n ? sfs__tbl_apply(w, w->l0_views, (unsigned)n, w->l0[0].seq) : 0;
+	if (n && (rc = sfs__tbl_apply(w, w->l0_views, (unsigned)n, w->l0[0].seq)))
+		return rc;
+	uatomic_add(&w->pub->tp_l0_ttl_dropped, dropped);	/* once: a retry restages */
+	return 0;
 }
 
 /* The oldest image is in the tables (or was before a kill): drop it from
