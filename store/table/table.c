@@ -100,6 +100,7 @@ const struct sfs_target_ops sfs_target_table = {
 	.rd.map_get = sfs__table_map_get,
 	.rd.map_iter = sfs__table_map_iter,
 	.rd.reader_close = sfs__table_reader_close,
+	.rd.images = sfs__table_images,
 };
 
 uint32_t sfs_table_knobs(void)
@@ -182,6 +183,7 @@ uint64_t sfs_table_layout(void)
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_ntables);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_tables);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_files);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_l0);
 	return h;
 }
 

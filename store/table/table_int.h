@@ -58,6 +58,9 @@ int sfs__table_map_iter(struct sfs_target_reader *r, const struct sfs_probe *par
 				  uint32_t vlen),
 			void *arg);
 void sfs__table_reader_close(struct sfs_target_reader *r);
+struct sfs_wbuf;
+int sfs__table_images(struct sfs_target_reader *r, const struct sfs_wbuf *const **b,
+		      const uint64_t **seq, unsigned *n);
 
 /* The table target's entries for the supervisor (table_admin.c). */
 struct sfs_target_env;

@@ -48,15 +48,22 @@
  * any staged version, which drained).  Checkpoints holding images as
  * shared files (immutable) are the next step, not this one.
  *
- * Readers: not yet.  An absorbed buffer is visible to the worker only once
- * converted; so the knob must not be turned on in a run whose worker reads
- * what it wrote until the readers map images (the design: the target's
- * reader publishes the list in sfs_table_pub under its seqlock, with the
- * applied seq, and hands the worker the mapped images newest first as
- * further sealed buffers, older than its shm ones and newer than the
- * store; worker/state.c's walk folds their deltas by seq as it does a
- * sealed buffer's).  Until then only tests and measurements use it.
- *
+ * Readers.  The list is published in sfs_table_pub (tp_l0, under the
+ * seqlock with the applied seq) before absorb returns, so before the
+ * compactor retires the buffer.  The target's reader (table_read.c) maps
+ * each published image once (checked whole: bufimage.h), keeps one it
+ * drops mapped until the next quiescent point, and hands the worker the
+ * images newer than its tables, newest first (images(), worker/
+ * target_read.h).  The worker reads them as further sealed buffers, below
+ * its own and above the store (worker/state.c walk and value_bufs_any,
+ * worker/mapstate.c layers): a counter's delta folds by seq over the
+ * store's tag as a sealed buffer's does, so exactly once; an image whose
+ * buffer the walk met still SEALED (published, not yet retired) is
+ * skipped.  Not yet: queries from other processes (worker/query.c read
+ * the worker's buffers and the store only, so they miss what is in an
+ * image until its conversion), so the knob stays off where `sfs get` or
+ * a Flink queryable state reads a running job.
+
  * TTL: a conversion drops what expired by the image's clocks (the seal's,
  * bufimage.h), by the rules the compactor last gave (ttl()), as the flush
  * does (compactor/flush.c ttl_drop, whose rule this mirrors).
@@ -88,6 +95,7 @@
  * the worker then waits for the conversion (back-pressure), as it waits
  * for today's flush; disk held: this many used buffers. */
 #define L0_MAX     8u
+_Static_assert(L0_MAX <= SFS_TABLE_PUB_L0, "every image is published");
 
 static void l0_paths(const struct sfs_target_writer *w, char *list, size_t llen, char *dir,
 		     size_t dlen)
@@ -254,8 +262,10 @@ int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
 	char path[1400];
 	int rc;
 
-	if (m->seq <= w->applied || (w->nl0 && m->seq <= w->l0[w->nl0 - 1].seq))
-		return 0;	/* absorbed or applied before a kill: done */
+	if (m->seq <= w->applied)
+		return 0;	/* applied before a kill: done */
+	if (w->nl0 && m->seq <= w->l0[w->nl0 - 1].seq)
+		return sfs__tbl_publish(w);	/* absorbed: its publication may have failed */
 	if (w->nl0 == w->l0cap) {
 		size_t cap = w->l0cap ? w->l0cap * 2 : 8;
 		struct sfs_tbl_l0 *n = realloc(w->l0, cap * sizeof(*n));
@@ -284,7 +294,9 @@ int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
 	}
 	sfs_fault("table.l0.list");
 	uatomic_inc(&w->pub->tp_l0_absorbed);
-	return 0;
+	/* before the compactor retires the buffer: a reader that sees it
+	 * retired sees the image (store/target.h absorb) */
+	return sfs__tbl_publish(w);
 }
 
 /*
@@ -389,7 +401,7 @@ static int l0_pop(struct sfs_target_writer *w)
 	snprintf(path, sizeof(path), "%s/l0/%s", w->base, e.name);
 	(void)unlink(path);	/* a mapping outlives the name (bufimage.h) */
 	uatomic_inc(&w->pub->tp_l0_converted);
-	return 0;
+	return sfs__tbl_publish(w);
 }
 
 int sfs__tbl_l0_convert(struct sfs_target_writer *w)
@@ -439,7 +451,7 @@ int sfs__tbl_l0_drop(struct sfs_target_writer *w)
 	w->nl0 = 0;
 	w->l0_conv = 0;
 	if ((rc = l0_write(w)))
-		return rc;
+		return rc;	/* rollback and reset publish what follows */
 	l0_paths(w, NULL, 0, dir, sizeof(dir));
 	return l0_gc(w);
 }
