@@ -1172,6 +1172,100 @@ Test(tblt, a_flusher_dying_at_each_image_step_loses_and_doubles_nothing)
 	sfs_worker_close(c);
 }
 
+/* A sealed buffer of counter adds of @d to key "x" in states @s1 and @s2. */
+static struct sfs_wbuf *adds_buffer(uint32_t s1, uint32_t s2, int64_t d, uint64_t barrier)
+{
+	size_t size = sfs_wbuf_size(16, 4096);
+	struct sfs_wbuf *b;
+	unsigned char k[32];
+	uint32_t n;
+
+	cr_assert_eq(sfs_wbuf_init(th_map(size), size, 16, &b), 0);
+	n = vkey(k, s1, "x");
+	cr_assert_eq(sfs_wbuf_merge_add(b, 0, k, n, d), 0);
+	n = vkey(k, s2, "x");
+	cr_assert_eq(sfs_wbuf_merge_add(b, 0, k, n, d), 0);
+	cr_assert_eq(sfs_wbuf_seal(b, barrier), 0);
+	return b;
+}
+
+/*
+ * An image's conversion commits its tables one per step and publishes the
+ * applied seq with the last: a buffer absorbed meanwhile must wait
+ * (-EAGAIN), since its publication would show readers the first tables'
+ * rows of the image beside the image itself (a counter folded twice).
+ * Then, step by step, a reader's tag and images never count a delta twice:
+ * the tables' value plus the deltas of the images newer than the tag is
+ * the sum at every step.
+ */
+Test(tblt, an_image_is_not_absorbed_while_a_conversion_commits)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct sfs_ttl_clock clk = { 0, 0 };
+	struct sfs_target_writer *w;
+	struct sfs_target_reader *r;
+	struct sfs_proc_slot *slot;
+	struct sfs_wbuf *b1, *b2;
+	uint32_t s1, s2;
+	sfs_ctx_t *c;
+	int rc, steps = 0;
+
+	setenv("SFS_TABLE_L0_IMAGE", "1", 1);
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "c1", SFS_STATE_COUNTER, &s1), 0);
+	cr_assert_eq(sfs_state_register(c, "c2", SFS_STATE_COUNTER, &s2), 0);
+	cr_assert_eq(sfs_proc_register(&seg, SFS_ROLE_COMPACTOR, 0, &slot), 0);
+	cr_assert_eq(writer_open(&seg, slot, &w), 0, "%s", sfs_last_error());
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	b1 = adds_buffer(s1, s2, 5, 1);
+	b2 = adds_buffer(s1, s2, 7, 2);
+	cr_assert_eq(T->absorb(w, b1, 1, 1, &clk), 0, "%s", sfs_last_error());
+	for (;;) {
+		const struct sfs_wbuf *const *ib;
+		const uint64_t *is;
+		unsigned n;
+
+		rc = T->l0_step(w);
+		cr_assert_geq(rc, 0, "%s", sfs_last_error());
+		if (rc == 0)
+			break;
+		steps++;
+		if (T->busy(w))	/* tables of image 1 remain */
+			cr_assert_eq(T->absorb(w, b2, 2, 1, &clk), -EAGAIN,
+				     "absorbed while a conversion commits (step %d)", steps);
+		else if (T->absorb(w, b2, 2, 1, &clk) != 0)
+			cr_assert_fail("%s", sfs_last_error());
+		/* the reader's view is one publication: tag and images agree */
+		cr_assert_eq(T->rd.catch_up(r), 0);
+		cr_assert_eq(T->rd.images(r, &ib, &is, &n), 0);
+		for (uint32_t sid = s1; sid <= s2; sid += s2 - s1) {
+			int64_t v = 0, sum;
+			uint64_t tag = 0;
+			struct sfs_wbuf_view iv;
+			unsigned char k[32];
+			uint32_t kl = vkey(k, sid, "x");
+
+			rc = probe_i64(r, sid, 0, "x", &v, &tag);
+			cr_assert_geq(rc, 0);
+			sum = rc == 1 ? v : 0;
+			for (unsigned i = 0; i < n; i++)
+				if (is[i] > tag && sfs_wbuf_get(ib[i], 0, k, kl, &iv) == 0)
+					sum += sfs_wbuf_view_i64(&iv);
+			cr_assert(sum == 5 || sum == 12, "state %u after step %d: %lld (tag %llu, %u "
+				  "images)", sid, steps, (long long)sum, (unsigned long long)tag, n);
+			if (sid == s2)
+				break;
+		}
+	}
+	cr_assert_gt(steps, 2, "one step per table and more");
+	expect(r, s1, "x", 12, 2);
+	expect(r, s2, "x", 12, 2);
+	T->rd.reader_close(r);
+	writer_close(w);
+	sfs_proc_unregister(slot);
+	sfs_worker_close(c);
+}
+
 /*
  * Shaping-merge crash points: each barrier adds 25 new keys to the value
  * table (so its level-1 files stay live and pile up: a merge starts at 4)

@@ -64,6 +64,10 @@
  * image until its conversion), so the knob stays off where `sfs get` or
  * a Flink queryable state reads a running job.
 
+ * Threads: the list is the main thread's; the background thread reads it
+ * when it publishes (a merge), so every change of w->l0 / w->nl0 after
+ * open is made under pub_mu, which sfs__tbl_publish holds while it copies.
+ *
  * TTL: a conversion drops what expired by the image's clocks (the seal's,
  * bufimage.h), by the rules the compactor last gave (ttl()), as the flush
  * does (compactor/flush.c ttl_drop, whose rule this mirrors).
@@ -71,6 +75,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,12 +273,17 @@ int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
 		return sfs__tbl_publish(w);	/* absorbed: its publication may have failed */
 	if (w->nl0 == w->l0cap) {
 		size_t cap = w->l0cap ? w->l0cap * 2 : 8;
-		struct sfs_tbl_l0 *n = realloc(w->l0, cap * sizeof(*n));
+		struct sfs_tbl_l0 *n;
 
+		pthread_mutex_lock(&w->pub_mu);	/* the background thread publishes w->l0 */
+		n = realloc(w->l0, cap * sizeof(*n));
+		if (n) {
+			w->l0 = n;
+			w->l0cap = cap;
+		}
+		pthread_mutex_unlock(&w->pub_mu);
 		if (!n)
 			return -ENOMEM;
-		w->l0 = n;
-		w->l0cap = cap;
 	}
 	sfs__tbl_new_name(e.name, 0, "img");
 	e.name[0] = 'i';   /* "i" + the random part: not a table's file */
@@ -285,10 +295,14 @@ int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
 		(void)unlink(path);
 		return rc;
 	}
+	pthread_mutex_lock(&w->pub_mu);
 	w->l0[w->nl0++] = e;
+	pthread_mutex_unlock(&w->pub_mu);
 	if ((rc = l0_write(w))) {
-		sfs_bufimg_close(e.im);
+		pthread_mutex_lock(&w->pub_mu);
 		w->nl0--;
+		pthread_mutex_unlock(&w->pub_mu);
+		sfs_bufimg_close(e.im);
 		(void)unlink(path);
 		return rc;
 	}
@@ -389,12 +403,16 @@ static int l0_pop(struct sfs_target_writer *w)
 	char path[1400];
 	int rc;
 
+	pthread_mutex_lock(&w->pub_mu);
 	memmove(w->l0, w->l0 + 1, (w->nl0 - 1) * sizeof(*w->l0));
 	w->nl0--;
+	pthread_mutex_unlock(&w->pub_mu);
 	if ((rc = l0_write(w))) {
+		pthread_mutex_lock(&w->pub_mu);
 		memmove(w->l0 + 1, w->l0, w->nl0 * sizeof(*w->l0));
 		w->l0[0] = e;
 		w->nl0++;
+		pthread_mutex_unlock(&w->pub_mu);
 		return rc;
 	}
 	sfs_bufimg_close(e.im);
@@ -446,9 +464,11 @@ int sfs__tbl_l0_drop(struct sfs_target_writer *w)
 	char dir[1024];
 	int rc;
 
+	pthread_mutex_lock(&w->pub_mu);
 	for (size_t i = 0; i < w->nl0; i++)
 		sfs_bufimg_close(w->l0[i].im);
 	w->nl0 = 0;
+	pthread_mutex_unlock(&w->pub_mu);
 	w->l0_conv = 0;
 	if ((rc = l0_write(w)))
 		return rc;	/* rollback and reset publish what follows */
@@ -466,6 +486,12 @@ int sfs__tbl_absorb_op(struct sfs_target_writer *w, const struct sfs_wbuf *b, ui
 
 	if (!(w->knobs & SFS_TABLE_K_L0_IMAGE))
 		return -ENOTSUP;
+	/* A conversion's commit under way has committed some tables of its
+	 * image, not the applied seq: a publication now would show readers
+	 * those rows and the image both, and they would fold its counter
+	 * deltas twice (table_int.h, commit_mu).  Its last table first. */
+	if (w->in_commit)
+		return -EAGAIN;
 	if (w->nl0 >= L0_MAX && seq > w->l0[w->nl0 - 1].seq)
 		return -EAGAIN;
 	return sfs__tbl_absorb(w, b, &m);

@@ -162,12 +162,16 @@ static int images_build(struct sfs_target_reader *r)
 	char path[700];
 	int rc = 0;
 
+	uint64_t prev = UINT64_MAX;
+
 	for (uint32_t k = r->npl0; k-- > 0 && !rc;) {	/* newest first */
 		const struct sfs_table_pub_l0 *pl = &r->pl0[k];
 		struct sfs_bufimg *im = NULL;
 
-		if (pl->pl_seq <= r->applied)
-			continue;	/* converted: in the tables of this version */
+		if (pl->pl_seq <= r->applied || pl->pl_seq >= prev)
+			continue;	/* converted (in the tables of this version); or a
+					 * seq twice, which a buffer read twice would fold twice */
+		prev = pl->pl_seq;
 		for (unsigned i = 0; i < r->nimg && !im; i++)
 			if (r->img[i] && r->img_seq[i] == pl->pl_seq) {
 				im = r->img[i];
