@@ -127,5 +127,16 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 	       (unsigned long long)files, (unsigned long long)pkeys, (unsigned long long)ppages,
 	       (unsigned long long)wbytes, (unsigned long long)mbytes,
 	       (unsigned long long)expired);
+	{	/* level-0 images (table_l0.c), SFS_TABLE_L0_IMAGE=1 */
+		unsigned long long ab = 0, cv = 0;
+
+		for (uint32_t w = 0; w < workers; w++) {
+			const struct sfs_table_pub *p = sfs_table_pub_of(s, w);
+
+			ab += p ? p->tp_l0_absorbed : 0;
+			cv += p ? p->tp_l0_converted : 0;
+		}
+		fprintf(out, ", \"table_l0_absorbed\": %llu, \"table_l0_converted\": %llu", ab, cv);
+	}
 }
 
