@@ -439,7 +439,10 @@ static inline uint32_t sfs__wbuf_pad8(uint32_t n)
 /* Arena bytes of an entry with a @klen-byte key and a @vlen-byte value. */
 static inline uint64_t sfs_wbuf_entry_size(uint32_t klen, uint32_t vlen)
 {
-	return (uint64_t)SFS_WBUF_ENTRY_HDR + sfs__wbuf_pad8(klen) + sfs__wbuf_pad8(vlen);
+	/* in 64 bits: a corrupt length near 2^32 must not pad to 0 and pass
+	 * the bounds checks of sfs__wbuf_entry (found by fuzz_bufimg) */
+	return (uint64_t)SFS_WBUF_ENTRY_HDR + (((uint64_t)klen + 7) & ~7ull) +
+	       (((uint64_t)vlen + 7) & ~7ull);
 }
 
 static inline uint32_t sfs__wbuf_klen(const struct sfs_wbuf_entry *e)

@@ -291,7 +291,9 @@ int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
 	if ((rc = sfs_bufimg_write(path, b, m)))
 		return rc;
 	sfs_fault("table.l0.image");
-	if ((rc = sfs_bufimg_open(path, &e.im))) {
+	/* shallow: written from the buffer just now (bufimage.h); a restart
+	 * opens it deep (sfs__tbl_l0_load) */
+	if ((rc = sfs_bufimg_open_ex(path, SFS_BUFIMG_SHALLOW, &e.im))) {
 		(void)unlink(path);
 		return rc;
 	}

@@ -180,7 +180,9 @@ static int images_build(struct sfs_target_reader *r)
 		if (!im) {
 			snprintf(path, sizeof(path), "%s/l0/%.*s", r->base, (int)SFS_TABLE_NAME,
 				 pl->pl_name);
-			rc = sfs_bufimg_open(path, &im);
+			/* shallow: what a worker trusts of its sealed buffers
+			 * in shared memory (bufimage.h) */
+			rc = sfs_bufimg_open_ex(path, SFS_BUFIMG_SHALLOW, &im);
 			if (rc == -ENOENT) {
 				rc = 0;
 				continue;

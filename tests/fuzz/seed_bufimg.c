@@ -3,8 +3,8 @@
  * buffer images (empty; one entry; every entry kind: puts, overwrites,
  * tombstones, counter cells, a put folded into a cell; a buffer after a
  * reset, whose index holds stale slots of another generation; a full
- * index), each prefixed with the target's mode byte (once raw, once
- * "reseal").
+ * index), each prefixed with the target's mode byte (raw or "reseal",
+ * opened deep or shallow).
  *
  *   seed_bufimg DIR
  */
@@ -61,7 +61,7 @@ static int seed(const char *dir, int n, unsigned keys, unsigned max_entries, int
 	unlink(path);
 	memcpy(img + 1, buf, len);
 	free(buf);
-	for (int mode = 0; mode < 2 && !rc; mode++) {
+	for (int mode = 0; mode < 4 && !rc; mode++) {
 		FILE *f;
 
 		img[0] = (uint8_t)mode;

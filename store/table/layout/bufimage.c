@@ -181,7 +181,9 @@ static int wbuf_refused(const char *name, int rc, const char *what)
 	return sfs__err(rc, "%s: buffer image: %s: %s", name, what, msg);
 }
 
-int sfs_bufimg_check(const char *name, const void *p, size_t len, struct sfs_bufimg_hdr *out)
+/* The checks of bufimage.h; @deep: the body's crc32c, the zero padding,
+ * the occupied slots and sfs_wbuf_verify too. */
+static int check(const char *name, const void *p, size_t len, struct sfs_bufimg_hdr *out, int deep)
 {
 	struct sfs_bufimg_hdr h;
 	const struct sfs_wbuf *b;
@@ -219,7 +221,7 @@ int sfs_bufimg_check(const char *name, const void *p, size_t len, struct sfs_buf
 				" holds %zu (truncated or extended)", name, h.bi_body_len,
 				len - SFS_BUFIMG_HDR);
 	body = (const uint8_t *)p + SFS_BUFIMG_HDR;
-	if (h.bi_body_crc != sfs_crc32c(0, body, h.bi_body_len))
+	if (deep && h.bi_body_crc != sfs_crc32c(0, body, h.bi_body_len))
 		return sfs__err(SFS_ECORRUPT, "%s: buffer image body crc32c %#x does not match", name,
 				h.bi_body_crc);
 	/* The buffer: its geometry first (nothing past the body is read). */
@@ -234,6 +236,8 @@ int sfs_bufimg_check(const char *name, const void *p, size_t len, struct sfs_buf
 	if (!sfs_wbuf_sealed(b, &barrier) || barrier != h.bi_barrier)
 		return sfs__err(SFS_ECORRUPT, "%s: buffer image: the buffer is not sealed at barrier %"
 				PRIu64, name, h.bi_barrier);
+	if (!deep)
+		goto ok;
 	for (uint64_t o = h.bi_top; o < h.bi_body_len; o++)
 		if (body[o])
 			return sfs__err(SFS_ECORRUPT, "%s: buffer image: byte %" PRIu64 " past the arena"
@@ -251,12 +255,18 @@ int sfs_bufimg_check(const char *name, const void *p, size_t len, struct sfs_buf
 				b->wb_max_entries);
 	if ((rc = sfs_wbuf_verify(b)))
 		return wbuf_refused(name, rc, "the index");
+ok:
 	if (out)
 		*out = h;
 	return 0;
 }
 
-int sfs_bufimg_open(const char *path, struct sfs_bufimg **out)
+int sfs_bufimg_check(const char *name, const void *p, size_t len, struct sfs_bufimg_hdr *h)
+{
+	return check(name, p, len, h, 1);
+}
+
+int sfs_bufimg_open_ex(const char *path, unsigned flags, struct sfs_bufimg **out)
 {
 	struct sfs_bufimg_hdr h;
 	struct sfs_bufimg *im;
@@ -285,7 +295,7 @@ int sfs_bufimg_open(const char *path, struct sfs_bufimg **out)
 		return rc;
 	}
 	close(fd);
-	if ((rc = sfs_bufimg_check(path, map, (size_t)st.st_size, &h))) {
+	if ((rc = check(path, map, (size_t)st.st_size, &h, !(flags & SFS_BUFIMG_SHALLOW)))) {
 		munmap(map, (size_t)st.st_size);
 		return rc;
 	}
@@ -305,6 +315,11 @@ int sfs_bufimg_open(const char *path, struct sfs_bufimg **out)
 	im->map_len = (size_t)st.st_size;
 	*out = im;
 	return 0;
+}
+
+int sfs_bufimg_open(const char *path, struct sfs_bufimg **out)
+{
+	return sfs_bufimg_open_ex(path, 0, out);
 }
 
 void sfs_bufimg_close(struct sfs_bufimg *im)

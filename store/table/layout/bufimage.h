@@ -40,7 +40,9 @@
  *
  * Costs.  Writing: one header crc, one crc32c pass over the body (~10
  * GB/s with SSE4.2), one writev of three pieces from the shm buffer (no
- * copy in user space), and the durability points below.  The index is
+ * copy in user space), and the durability points below.  Opening deep:
+ * a crc32c pass and the verify below; shallow (sfs_bufimg_open_ex): the
+ * header only.  The index is
  * written whole: 8 B x 2^k whatever the fill (a buffer sized for many more
  * keys than a barrier writes pays for its empty slots on disk; stale slots
  * of earlier lives of the buffer, whose generation is not the current one,
@@ -140,6 +142,23 @@ struct sfs_bufimg {
  * names @path.  A symbolic link is refused (O_NOFOLLOW).
  */
 int sfs_bufimg_open(const char *path, struct sfs_bufimg **out);
+
+/*
+ * sfs_bufimg_open_ex - sfs_bufimg_open with @flags: SFS_BUFIMG_SHALLOW
+ * checks the header (crc32c included), the buffer's geometry (attach),
+ * the seal and the header's agreement with the buffer, not the body's
+ * crc32c nor the index (no pass over the body: O(1) but the mapping).
+ * What that trusts is what a reader of a sealed buffer in shared memory
+ * trusts: the wbuf's readers bound every offset they follow and every
+ * probe (a corrupt index gives SFS_ECORRUPT or a miss, never a wild
+ * access; fuzz_bufimg reads shallow-opened images too), but a flipped
+ * value byte reads as it is.  For the live path only (an image written
+ * by this group moments ago, converted soon): the compactor's conversion
+ * and the workers' readers; anything that adopts an image from disk
+ * later (open after a restart, restore, scan) opens it deep.
+ */
+#define SFS_BUFIMG_SHALLOW 0x1u
+int sfs_bufimg_open_ex(const char *path, unsigned flags, struct sfs_bufimg **out);
 
 /* Unmap and free; NULL is a no-op. */
 void sfs_bufimg_close(struct sfs_bufimg *im);
