@@ -11,7 +11,12 @@
  * the used buffer (header + 8 B x 2^k of index + the used arena), a
  * rename, and the list's rewrite (a few hundred bytes) — no sort, no
  * encoding, no LZ4, no map diff, no round.  What moves: all of those, to
- * the conversion, which runs when the compactor has no buffer to take.
+ * the conversion, which the compactor's flush thread runs one step at a
+ * time after each buffer it takes (compactor/flush.c, l0_step: a stage,
+ * then a table's commit per step), not the maintenance thread: apply and
+ * commit are the main thread's, and the merges' publication protocol
+ * (commit_mu) stays as it is.  The worker waits only when L0_MAX images
+ * wait (back-pressure) or while a conversion commits (below).
  *
  * The images a store holds: the list L0 in the instance directory, replaced
  * whole (layout/file.h: temp, rename; fsync per sync.h) after each image is
@@ -26,8 +31,8 @@
  * written (an image at or below it was converted: a kill between the
  * commit and the list's rewrite; the next conversion drops it without
  * applying it again).  Images live in l0/ under the instance; names are
- * "i<seq>-<random>.img", unique within the instance (seqs restart at 1
- * after a restore).  An image not in the list (a kill after its rename,
+ * "i<random>.img" (sfs__tbl_new_name's), unique within the instance
+ * whatever the seq (seqs restart at 1 after a restore).  An image not in the list (a kill after its rename,
  * before the list's) and a temp file are removed at open.
  *
  * Crash points (common/fault.h, kill only): table.l0.image (an image
@@ -50,8 +55,13 @@
  *
  * Readers.  The list is published in sfs_table_pub (tp_l0, under the
  * seqlock with the applied seq) before absorb returns, so before the
- * compactor retires the buffer.  The target's reader (table_read.c) maps
- * each published image once (checked whole: bufimage.h), keeps one it
+ * compactor retires the buffer.  Never while a conversion's commit is
+ * under way (absorb says -EAGAIN then): that commit has committed some
+ * tables of its image, not yet the applied seq, and a publication would
+ * show a reader those rows beside the image (counters folded twice).  The
+ * target's reader (table_read.c) maps each published image once (opened
+ * shallow, as a sealed buffer in shared memory is trusted: bufimage.h;
+ * the writer's open after a restart is deep), keeps one it
  * drops mapped until the next quiescent point, and hands the worker the
  * images newer than its tables, newest first (images(), worker/
  * target_read.h).  The worker reads them as further sealed buffers, below
@@ -63,7 +73,7 @@
  * the worker's buffers and the store only, so they miss what is in an
  * image until its conversion), so the knob stays off where `sfs get` or
  * a Flink queryable state reads a running job.
-
+ *
  * Threads: the list is the main thread's; the background thread reads it
  * when it publishes (a merge), so every change of w->l0 / w->nl0 after
  * open is made under pub_mu, which sfs__tbl_publish holds while it copies.
