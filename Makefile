@@ -308,7 +308,7 @@ bench-scale: all
 
 # Every reader of a file under libFuzzer, FUZZ_TIME seconds each (tests/fuzz/): the table
 # store's data files (fuzz_datafile), snapshots + manifest lists + manifests (fuzz_manifest)
-# and deletion-vector indexes (fuzz_dvec); a checkpoint's _metadata (fuzz_metadata), the table
+# and deletion-vector indexes (fuzz_dvec), sealed write buffers' images (fuzz_bufimg); a checkpoint's _metadata (fuzz_metadata), the table
 # target's TABLES (fuzz_tables), the sink's changelogs (fuzz_sinklog), the memory target's
 # dump (fuzz_memdump) and the state registry's states= value (fuzz_states).
 # tests/fuzz/seed_<target>.c writes each one's corpus of valid files, and findings land in
@@ -324,11 +324,12 @@ bench-scale: all
 FUZZ_TIME ?= 60
 FUZZ_RUNS ?=
 FUZZ_DIR  := $(BUILD)/fuzz
-FUZZ_TARGETS := datafile manifest dvec metadata tables sinklog memdump states
+FUZZ_TARGETS := datafile manifest dvec bufimg metadata tables sinklog memdump states
 FUZZ_COMMON := common/crc32c.c common/err.c common/fault.c common/fs.c
 FUZZ_SRCS_datafile := store/table/layout/datafile_write.c store/table/layout/datafile_read.c store/table/layout/file.c
 FUZZ_SRCS_manifest := store/table/layout/manifest.c store/table/layout/file.c
 FUZZ_SRCS_dvec := store/table/layout/dvec.c store/table/layout/file.c
+FUZZ_SRCS_bufimg := store/table/layout/bufimage.c store/table/layout/file.c worker/wbuf.c
 # _metadata's format is a file of its own (checkpointer/metadata.c, no storage); the harness
 # of TABLES stubs what its reader's file needs only for writing (the table engine's key
 # prefix): so each links these sources alone.

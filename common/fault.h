@@ -108,12 +108,22 @@
 	X("table.rollback.intent", SFS_FAULT_KILL_ONLY, "a rollback's intent written, no table switched") \
 	X("table.rollback.table", SFS_FAULT_KILL_ONLY, "a rollback switched one more table") \
 	X("table.rollback.done", SFS_FAULT_KILL_ONLY, "every table switched, the intent still there") \
+	/* store/table/table_l0.c: level 0 as buffer images */ \
+	X("table.l0.image", SFS_FAULT_KILL_ONLY, "an image written, the list not") \
+	X("table.l0.list", SFS_FAULT_KILL_ONLY, "the list names the image: absorbed") \
+	X("table.l0.commit", SFS_FAULT_KILL_ONLY, "an image's conversion committed, the list not") \
 	/* store/table/layout/file.c: atomic whole-file writes (metadata) */ \
 	X("layout.file.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.file.write", SFS_FAULT_CAN_FAIL, "each write(2)") \
 	X("layout.file.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) of the temp file (only with sync on)") \
 	X("layout.file.rename", SFS_FAULT_CAN_FAIL, "rename(2) into place") \
 	X("layout.file.link", SFS_FAULT_CAN_FAIL, "link(2) into place (create-if-absent)") \
+	/* store/table/layout/bufimage.c: a sealed buffer's image (level 0) */ \
+	X("layout.bufimg.open", SFS_FAULT_CAN_FAIL, "open(2) of the image's temp file") \
+	X("layout.bufimg.write", SFS_FAULT_CAN_FAIL, "each writev(2) of the image") \
+	X("layout.bufimg.fsync", SFS_FAULT_CAN_FAIL, "fsync(2) of the image (only with sync on)") \
+	X("layout.bufimg.rename", SFS_FAULT_CAN_FAIL, "rename(2) of the image into place") \
+	X("layout.bufimg.dirsync", SFS_FAULT_CAN_FAIL, "fsync(2) of its directory (only with sync on)") \
 	/* store/table/layout/datafile_write.c: the data file writer */ \
 	X("layout.df.open", SFS_FAULT_CAN_FAIL, "open(2) of the temp file") \
 	X("layout.df.write", SFS_FAULT_CAN_FAIL, "each write(2)") \

@@ -786,6 +786,50 @@ static int flush_some(struct sfs_flusher *f, struct sfs_flush_worker *fw, unsign
 	return (int)done + 1;
 }
 
+/*
+ * Sealed buffer @b saved whole by the target (store/target.h absorb; the
+ * table target's SFS_TABLE_L0_IMAGE=1): no sort, no apply, no commit.
+ * What follows is a commit's end in flush_some (the snapshot of a
+ * barrier, the counters, the publication of wc_flushed_seq, the retire),
+ * so the worker gets its buffer back as after a flush.  Returns 1 when
+ * absorbed, 0 when to be retried (failed, or -EAGAIN: the target's
+ * conversions are behind: the buffer waits, which is the back-pressure),
+ * -ENOTSUP when the target takes buffers the usual way, SFS_EFULL (fatal).
+ */
+static int absorb(struct sfs_flusher *f, struct sfs_flush_worker *fw, int b)
+{
+	struct sfs_wctl *ctl = fw->ctl;
+	struct sfs_wctl_buf *d = &ctl->wc_buf[b];
+	uint64_t seq = d->cb_seq, t0 = sfs_now_ns();
+	struct sfs_wbuf_stats st;
+	int rc;
+
+	fw->cur = b;
+	ttl_rules(f, fw);	/* the rules the conversion drops by (the clock is the seal's) */
+	rc = f->ops->absorb(fw->tw, fw->buf[b], seq, (int)d->cb_at_barrier, &d->cb_ttl);
+	fw->cur = -1;
+	if (rc == -ENOTSUP || rc == -EAGAIN)
+		return rc == -EAGAIN ? 0 : rc;
+	if (rc) {
+		flush_failed(f, fw, rc, "absorb", seq);
+		return rc == SFS_EFULL ? rc : 0;
+	}
+	if (d->cb_at_barrier && (rc = snapshot_barrier(f, fw, d->cb_barrier, seq)))
+		return rc == SFS_EFULL ? rc : 0;	/* retried: absorb again is a no-op */
+	sfs_proc_io(me(f), 0);
+	fw->failing = 0;
+	sfs_fault("flush.publish");
+	sfs_wbuf_stats(fw->buf[b], &st);
+	d->cb_flushed_ns = sfs_now_ns();
+	sfs_store_relaxed(&ctl->wc_flushes, ctl->wc_flushes + 1);
+	sfs_store_relaxed(&ctl->wc_flush_entries, ctl->wc_flush_entries + st.entries);
+	sfs_store_relaxed(&ctl->wc_flush_ns, ctl->wc_flush_ns + (d->cb_flushed_ns - t0));
+	sfs_store_release(&ctl->wc_flushed_seq, seq);
+	sfs_store_release(&d->cb_state, SFS_BUF_RETIRING);
+	fw->retire_token[b] = sfs_qsbr_start(f->seg->hdr);
+	return 1;
+}
+
 /* RETIRING buffers whose grace period passed become FREE. */
 static int release_retired(struct sfs_flusher *f, struct sfs_flush_worker *fw, int *pending)
 {
@@ -850,8 +894,17 @@ static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned b
 				 * buffer, O(states), never per entry. */
 				int rc = sfs_merge_check_states(f->seg->hdr);
 
-				if (rc == 0)
+				/* saved whole, or else sorted and applied */
+				if (rc == 0 && f->ops->absorb &&
+				    (rc = absorb(f, fw, b)) != -ENOTSUP) {
+					if (rc < 0)
+						return rc;	/* fatal (absorb said why) */
+					work += rc;
+					rc = 0;
+					b = -1;
+				} else if (rc == 0 || rc == -ENOTSUP) {
 					rc = begin(f, fw, b);
+				}
 
 				if (rc) {
 					sfs_log("worker %u: cannot start a flush: %s", w,
@@ -867,6 +920,18 @@ static int lane_step(struct sfs_flusher *f, struct sfs_flush_lane *l, unsigned b
 				return n;	/* fatal (flush_some said why) */
 			work += n;
 			if (fw->failing)
+				*pending = 1;
+		}
+		/* an absorbed buffer's conversion, a step at a time between
+		 * the buffers (the table target's level-0 images) */
+		if (fw->cur < 0 && f->ops->l0_step) {
+			int n = f->ops->l0_step(fw->tw);
+
+			if (n < 0)
+				flush_failed(f, fw, n, "conversion", 0);
+			else
+				work += n;
+			if (n < 0)
 				*pending = 1;
 		}
 		work += publish_snapshots(f, fw);

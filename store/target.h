@@ -157,6 +157,7 @@ struct sfs_target_writer;
  * of the worker's buffer code; a target that reads the views includes
  * worker/wbuf.h itself. */
 struct sfs_wbuf_view;
+struct sfs_wbuf;
 
 struct sfs_target_cfg {
 	uint64_t store_bytes;   /* memory target: region bytes per worker */
@@ -223,6 +224,22 @@ struct sfs_target_ops {
 	/* State TTL (see above). */
 	void (*ttl)(struct sfs_target_writer *w, const struct sfs_ttl_rule *rules,
 		    const struct sfs_ttl_clock *now);
+
+	/* Level 0 as the sealed buffer's own bytes (NULL, or -ENOTSUP without
+	 * a message: the compactor sorts and applies the buffer).  absorb
+	 * makes sealed buffer @b of seq @seq (sealed by a barrier if
+	 * @at_barrier, with the worker's clocks @clk) durable and part of the
+	 * store as it is, and returns: the compactor retires the buffer as
+	 * after a commit.  Idempotent (a seq absorbed or applied is done).
+	 * -EAGAIN: too many buffers wait for their conversion, call again
+	 * later (the buffer stays sealed: back-pressure).  l0_step does one
+	 * step of converting the oldest absorbed buffer into the store's own
+	 * format: 1 if it did one, 0 if nothing waits, < 0 an error (retried).
+	 * The store's readers see an absorbed buffer (store/table/table_l0.c
+	 * says how far that goes). */
+	int (*absorb)(struct sfs_target_writer *w, const struct sfs_wbuf *b, uint64_t seq,
+		      int at_barrier, const struct sfs_ttl_clock *clk);
+	int (*l0_step)(struct sfs_target_writer *w);
 
 	/* Rollback in place (see above). */
 	int (*pin)(struct sfs_target_writer *w, uint64_t id);

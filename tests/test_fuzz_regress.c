@@ -23,6 +23,7 @@
 #include "runtime/sink.h"
 #include "runtime/util.h"
 #include "store/memory/memdump.h"
+#include "store/table/layout/bufimage.h"
 #include "store/table/table_snap.h"
 #include "sfs.h"
 
@@ -103,6 +104,19 @@ static int rd_states(const char *name, const char *p, size_t n)
 	return rc;
 }
 
+/* The image checker wants the buffer 64-byte aligned, as a mapping puts it. */
+static int rd_bufimg(const char *name, const char *p, size_t n)
+{
+	void *a = aligned_alloc(64, (n + 63) / 64 * 64 + 64);
+	int rc;
+
+	cr_assert_not_null(a);
+	memcpy(a, p, n);
+	rc = sfs_bufimg_check(name, a, n, NULL);
+	free(a);
+	return rc;
+}
+
 static const struct {
 	const char *target;
 	reader_fn fn;
@@ -111,6 +125,7 @@ static const struct {
 } readers[] = {
 	{ "metadata", rd_metadata, 0, 1 },
 	{ "tables", rd_tables, 0, 1 },
+	{ "bufimg", rd_bufimg, 0, 1 },
 	{ "sinklog", rd_sinklog, 1, 1 },
 	{ "memdump", rd_memdump, 0, 1 },
 	{ "states", rd_states, 0, 0 },

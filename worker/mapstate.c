@@ -278,16 +278,47 @@ int sfs_map_clear(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, si
 	return n < 0 ? n : clear(c, ns, (size_t)n);
 }
 
-/* The @k-th live buffer, newest first, or NULL past the last: a RETIRING
- * buffer is in the store already, and so is everything older. */
-static struct sfs_wbuf *live(sfs_ctx_t *c, unsigned k)
-{
-	uint32_t st;
+/* A walk over the layers above the store, newest first: this worker's
+ * live buffers (a RETIRING buffer is in the store already, and so is
+ * everything older), then the store's images of sealed buffers older than
+ * the oldest SEALED one met (sfs__ctx_images). */
+struct layers {
+	unsigned k, j, nimg;
+	int fetched, rc;
+	uint64_t lo;
+	const struct sfs_wbuf *const *ib;
+	const uint64_t *is;
+};
 
-	if (k >= c->norder)
-		return NULL;
-	st = sfs_load_acquire(&c->ctl->wc_buf[c->order[k]].cb_state);
-	return st == SFS_BUF_RETIRING || st == SFS_BUF_FREE ? NULL : c->buf[c->order[k]];
+#define LAYERS_INIT { .lo = UINT64_MAX }
+
+/* The next layer, or NULL past the last (L->rc < 0: the images failed). */
+static const struct sfs_wbuf *live(sfs_ctx_t *c, struct layers *L)
+{
+	while (L->k < c->norder) {
+		uint32_t i = c->order[L->k++];
+		uint32_t st = sfs_load_acquire(&c->ctl->wc_buf[i].cb_state);
+
+		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE) {
+			L->k = c->norder;
+			break;
+		}
+		if (st != SFS_BUF_ACTIVE)
+			L->lo = c->ctl->wc_buf[i].cb_seq;
+		return c->buf[i];
+	}
+	if (!L->fetched) {
+		L->fetched = 1;
+		if ((L->rc = sfs__ctx_images(c, &L->ib, &L->is, &L->nimg)) < 0)
+			return NULL;
+	}
+	while (L->j < L->nimg) {
+		unsigned j = L->j++;
+
+		if (L->is[j] < L->lo)
+			return L->ib[j];
+	}
+	return NULL;
 }
 
 int sfs__map_get_in(const struct sfs_wbuf *b, uint64_t hp, uint64_t he, uint64_t ns,
@@ -320,16 +351,19 @@ static int get_layers(sfs_ctx_t *c, uint64_t ns, size_t plen, size_t ulen, struc
 				    .key = c->kbuf, .klen = (uint32_t)plen };
 	uint64_t he = sfs_wbuf_hash(ns, c->kbuf, plen + ulen);
 	struct sfs_probe_result r;
-	struct sfs_wbuf *b;
+	struct layers L = LAYERS_INIT;
+	const struct sfs_wbuf *b;
 
 	out->data = NULL;
 	out->len = 0;
-	for (unsigned k = 0; (b = live(c, k)); k++) {
+	while ((b = live(c, &L))) {
 		int res = sfs__map_get_in(b, parent.hash, he, ns, c->kbuf, plen, ulen, out);
 
 		if (res != -ENOENT)
 			return res;
 	}
+	if (L.rc < 0)
+		return L.rc;
 	if (c->tops->map_get(c->tr, &parent, c->kbuf + plen, (uint32_t)ulen, &r) < 0)
 		return sfs__err(-EIO, "map get of worker %u: the flushed store's read failed",
 				c->worker);
@@ -538,10 +572,11 @@ static int iter_layers(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_
 				    .key = pk, .klen = (uint32_t)plen };
 	struct store_walk sw = { c, fn, arg, 0 };
 	int rc = 0, layers = 0;
-	struct sfs_wbuf *b;
+	struct layers L = LAYERS_INIT;
+	const struct sfs_wbuf *b;
 
 	sfs__seen_reset(c->seen);
-	for (unsigned k = 0; (b = live(c, k)); k++) {
+	while ((b = live(c, &L))) {
 		struct sfs_map_head hd;
 
 		if (!sfs__map_head_of(b, parent.hash, ns, pk, plen, &hd))
@@ -551,6 +586,8 @@ static int iter_layers(sfs_ctx_t *c, uint64_t ns, const unsigned char *pk, size_
 		if (rc || hd.mh_clear_pos)
 			return rc;	/* a clear shadows every older layer */
 	}
+	if (L.rc < 0)
+		return L.rc;
 	if (!layers)	/* the store alone: its entries are distinct */
 		return c->tops->map_iter(c->tr, &parent, fn, arg);
 	rc = c->tops->map_iter(c->tr, &parent, from_store, &sw);

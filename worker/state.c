@@ -1443,10 +1443,27 @@ struct walk {
 	int done;                 /* 1: the answer is final (res/out/sum set) */
 	int res;
 	unsigned nd;              /* counter deltas still to fold */
-	uint64_t dseq[SFS_WCTL_MAX_BUFS];
-	int64_t dval[SFS_WCTL_MAX_BUFS];
+	uint64_t dseq[SFS_WCTL_MAX_BUFS + SFS_TARGET_IMAGES_MAX];
+	int64_t dval[SFS_WCTL_MAX_BUFS + SFS_TARGET_IMAGES_MAX];
 	unsigned op;              /* the counter's merge operator */
 };
+
+/*
+ * The store's sealed buffers not yet in its own format (target_read.h
+ * images: the table target's level-0 images), newest first, in *@b and
+ * *@seq: the layer between this worker's buffers and the store.  Only
+ * those older than @lo count (the seq of the oldest SEALED buffer a walk
+ * met: an absorbed buffer is published before it is retired, so for a
+ * moment it is both).  0 when the target keeps none.  One call per read
+ * that the buffers leave open (a load of the target's publication when
+ * nothing changed).
+ */
+__attribute__((noinline)) int sfs__ctx_images(sfs_ctx_t *c, const struct sfs_wbuf *const **b,
+					      const uint64_t **seq, unsigned *n)
+{
+	*n = 0;
+	return c->tops->images ? c->tops->images(c->tr, b, seq, n) : 0;
+}
 
 /* Fold the walk's deltas of buffers newer than @tag over @base (@have: is
  * there a base) with the state's operator: deltas the base already holds
@@ -1496,6 +1513,10 @@ static inline __attribute__((always_inline)) int walk(sfs_ctx_t *c, const unsign
 						      int64_t *sum, struct walk *w)
 {
 	struct sfs_wctl *ctl = c->ctl;
+	const struct sfs_wbuf *const *ib = NULL;
+	const uint64_t *is = NULL;
+	uint64_t lo = UINT64_MAX;
+	unsigned nimg = 0;
 
 	w->done = 1;
 	w->nd = 0;
@@ -1503,17 +1524,35 @@ static inline __attribute__((always_inline)) int walk(sfs_ctx_t *c, const unsign
 		w->op = c->seg.hdr->sh_states[sfs_key_prefix_state(key)].sd_merge;
 	out->data = NULL;
 	out->len = 0;
-	for (unsigned k = 0; k < c->norder; k++) {
-		uint32_t i = c->order[k];
-		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
-		const struct sfs_wbuf *b = c->buf[i];
+	for (unsigned k = 0;; k++) {
+		const struct sfs_wbuf *b;
 		const struct sfs_wbuf_entry *e;
-		uint64_t slot;
+		uint64_t slot, bseq;
 		uint32_t kind;
 		int rc;
 
-		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE)
-			break;	/* flushed in seq order: all older ones are too */
+		if (k < c->norder) {
+			uint32_t i = c->order[k];
+			uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
+
+			if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE) {
+				k = c->norder - 1;	/* flushed in seq order: all older ones */
+				continue;		/* are too; the store's images next */
+			}
+			b = c->buf[i];
+			bseq = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].cb_seq;
+			if (st != SFS_BUF_ACTIVE)
+				lo = bseq;
+		} else {
+			if (k == c->norder && (rc = sfs__ctx_images(c, &ib, &is, &nimg)) < 0)
+				return w->res = rc;
+			if (k - c->norder >= nimg)
+				break;
+			if (is[k - c->norder] >= lo)
+				continue;	/* absorbed, still sealed here: walked */
+			b = ib[k - c->norder];
+			bseq = is[k - c->norder];
+		}
 		if (sfs_load_relaxed(&b->wb_live) == 0)
 			continue;	/* empty (a fresh active buffer): skip the miss */
 		rc = sfs__wbuf_find(b, h, ns, key, (uint32_t)n, &e, &slot);
@@ -1523,7 +1562,7 @@ static inline __attribute__((always_inline)) int walk(sfs_ctx_t *c, const unsign
 			return w->res = rc;
 		kind = sfs__wbuf_kindb(e) & SFS_WBUF_KIND_MASK;
 		if (kind == SFS_WBUF_MERGE) {
-			w->dseq[w->nd] = st == SFS_BUF_ACTIVE ? UINT64_MAX : ctl->wc_buf[i].cb_seq;
+			w->dseq[w->nd] = bseq;
 			w->dval[w->nd++] = (int64_t)sfs_load_relaxed((const uint64_t *)sfs__wbuf_value(e));
 			continue;
 		}
@@ -1621,19 +1660,42 @@ static inline __attribute__((always_inline)) int value_bufs_any(sfs_ctx_t *c, un
 								struct sfs_view *out)
 {
 	const struct sfs_wctl *ctl = c->ctl;
-	unsigned norder = c->norder;
+	unsigned norder = c->norder, nimg = 0;
+	const struct sfs_wbuf *const *ib = NULL;
+	const uint64_t *is = NULL;
+	uint64_t lo = UINT64_MAX;
 
-	for (unsigned k = first; k < norder; k++) {
-		uint32_t i = c->order[k];
-		uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
-		const struct sfs_wbuf *b = c->buf[i];
+	for (unsigned k = first;; k++) {
+		const struct sfs_wbuf *b;
 		const struct sfs_wbuf_entry *e;
 		uint64_t slot;
 		uint32_t kind;
 		int rc;
 
-		if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE)
-			break;	/* flushed in seq order: all older ones are too */
+		if (k < norder) {
+			uint32_t i = c->order[k];
+			uint32_t st = sfs_load_acquire(&ctl->wc_buf[i].cb_state);
+
+			if (st == SFS_BUF_RETIRING || st == SFS_BUF_FREE) {
+				k = norder - 1;	/* flushed in seq order: all older ones */
+				continue;	/* are too; the store's images next */
+			}
+			b = c->buf[i];
+			if (st != SFS_BUF_ACTIVE)
+				lo = ctl->wc_buf[i].cb_seq;
+		} else {
+			if (k == norder &&
+			    (rc = sfs__ctx_images(c, &ib, &is, &nimg)) < 0) {
+				out->data = NULL;
+				out->len = 0;
+				return rc;
+			}
+			if (k - norder >= nimg)
+				break;
+			if (is[k - norder] >= lo)
+				continue;	/* absorbed, still sealed here: walked */
+			b = ib[k - norder];
+		}
 		if (sfs_load_relaxed(&b->wb_live) == 0)
 			continue;	/* empty (a fresh active buffer): skip the miss */
 		rc = split ? sfs__wbuf_find_pk(b, h, ns, pfx, key, n, &e, &slot)

@@ -97,6 +97,11 @@ struct sfs_ctx {
  * seal; seal the active buffer early (it is full); check a state, kind,
  * key length (+@extra bytes) and key-group ownership (returns the kg). */
 int sfs__state_ready(sfs_ctx_t *c);
+/* The store's sealed buffers not yet in its own format, newest first
+ * (target_read.h images): read below this worker's buffers, only those
+ * older than its oldest SEALED one (state.c). */
+int sfs__ctx_images(sfs_ctx_t *c, const struct sfs_wbuf *const **b, const uint64_t **seq,
+		    unsigned *n);
 int sfs__state_spill(sfs_ctx_t *c);
 int sfs__state_check(sfs_ctx_t *c, uint32_t state, uint32_t kind, const void *key, size_t klen,
 		     size_t extra, const char *op);

@@ -21,6 +21,10 @@
 
 struct sfs_seg;
 struct sfs_target_reader;
+struct sfs_wbuf;
+
+/* The most sealed buffers images() hands out at once. */
+#define SFS_TARGET_IMAGES_MAX 16u
 
 struct sfs_probe {
 	uint64_t hash;          /* sfs_wbuf_hash(ns, key) */
@@ -51,6 +55,15 @@ struct sfs_target_read_ops {
 				  uint32_t vlen),
 			void *arg);
 	void (*reader_close)(struct sfs_target_reader *r);
+	/* Sealed buffers the store holds as they are, not yet in its own
+	 * format (NULL: none ever; the table target's level-0 images,
+	 * store/table/table_l0.c): *@n buffers and their seqs, newest first,
+	 * each older than any buffer the worker still has and newer than the
+	 * store (their seqs are above every probe result's tag).  Read like
+	 * sealed buffers (worker/wbuf.h readers; a delta folds over the store
+	 * once, by seq); valid until the caller's next quiescent point. */
+	int (*images)(struct sfs_target_reader *r, const struct sfs_wbuf *const **b,
+		      const uint64_t **seq, unsigned *n);
 };
 
 /* The read half of the target segment @s was created for (sh_backend; ""

@@ -23,6 +23,9 @@
  *                                             deferred unlinks
  *   (background)            table_merge.c     shaping merges
  *   ttl                     table_ttl.c       the rules and clocks kept
+ *   (absorb, conversion)    table_l0.c        a sealed buffer saved whole as
+ *                                             level 0, converted later
+ *                                             (SFS_TABLE_L0_IMAGE=1; off)
  *   snapshot, files         table_stage.c     a version staged for a
  *                                             checkpoint
  *   pin, rollback, reset    table_rollback.c  kept versions, the switch back
@@ -88,6 +91,8 @@ const struct sfs_target_ops sfs_target_table = {
 	.forget = sfs__table_forget,
 	.scan = sfs__table_scan,
 	.ttl = sfs__tbl_ttl,
+	.absorb = sfs__tbl_absorb_op,
+	.l0_step = sfs__tbl_l0_step,
 	.pin = sfs__tbl_pin,
 	.rollback = sfs__tbl_rollback,
 	.reset = sfs__tbl_reset,
@@ -98,6 +103,7 @@ const struct sfs_target_ops sfs_target_table = {
 	.rd.map_get = sfs__table_map_get,
 	.rd.map_iter = sfs__table_map_iter,
 	.rd.reader_close = sfs__table_reader_close,
+	.rd.images = sfs__table_images,
 };
 
 uint32_t sfs_table_knobs(void)
@@ -117,12 +123,16 @@ uint32_t sfs_table_knobs(void)
 	};
 	uint32_t on = SFS_TABLE_K_ALL;
 
+	const char *l0 = getenv("SFS_TABLE_L0_IMAGE");
+
 	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
 		const char *v = getenv(k[i].env);
 
 		if (v && strcmp(v, "0") == 0)
 			on &= ~k[i].bit;
 	}
+	if (l0 && strcmp(l0, "1") == 0)	/* off by default (table_l0.c) */
+		on |= SFS_TABLE_K_L0_IMAGE;
 	return on;
 }
 
@@ -190,6 +200,7 @@ uint64_t sfs_table_layout(void)
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_index_mismatch);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_tables);
 	SFS_FP_FIELD(h, struct sfs_table_pub, tp_files);
+	SFS_FP_FIELD(h, struct sfs_table_pub, tp_l0);
 	return h;
 }
 

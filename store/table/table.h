@@ -34,6 +34,7 @@
 #define SFS_TABLE_VERSION 1u
 #define SFS_TABLE_NAME 32u          /* "t65535-0123456789abcdef.sst" + NUL */
 #define SFS_TABLE_PUB_FILES 4096u   /* live files per worker store */
+#define SFS_TABLE_PUB_L0    16u     /* buffer images per worker store (table_l0.c) */
 /* Page size of the table's data files, and decompressed pages a reader
  * may keep per file: a point read decompresses one key page and one value
  * page per hit, so pages are small — 4 KiB pages ran q4 1.4-1.9x faster
@@ -82,6 +83,9 @@
 				     * key index once per key (else: a batch
 				     * probe of every level >= 1 file) */
 #define SFS_TABLE_K_ALL       0xffu
+/* Off unless SFS_TABLE_L0_IMAGE=1, so not in K_ALL: a sealed buffer saved as
+ * an image at the barrier, converted later (table_l0.c: what is not done). */
+#define SFS_TABLE_K_L0_IMAGE  0x100u
 
 struct sfs_table_pub_table {
 	uint32_t pt_sid;
@@ -182,8 +186,21 @@ struct sfs_table_pub {
 	uint64_t tp_index_ns;
 	uint64_t tp_index_broken;
 	uint64_t tp_index_mismatch;
+	uint64_t tp_l0_absorbed;    /* buffers saved as images (table_l0.c) */
+	uint64_t tp_l0_converted;   /* images turned into level-0 data commits */
+	uint64_t tp_l0_ttl_dropped; /* their entries dropped as expired at conversion (what
+				     * the compactor counts in wc_ttl_dropped at a flush) */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
+	/* Seqlock: the buffer images not converted yet (table_l0.c), oldest
+	 * first, in <store>/l0/; every seq above tp_applied once the list and
+	 * the applied seq of one publication are read together. */
+	uint32_t tp_nl0;
+	uint32_t tp_pad1;
+	struct sfs_table_pub_l0 {
+		uint64_t pl_seq;
+		char pl_name[SFS_TABLE_NAME];
+	} tp_l0[SFS_TABLE_PUB_L0];
 };
 
 uint64_t sfs_table_layout(void);

@@ -164,5 +164,16 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 		(unsigned long long)ixk, (unsigned long long)ixb, (unsigned long long)ixa,
 		(unsigned long long)ixh, (unsigned long long)ixr, (unsigned long long)ixrk,
 		ixrns / 1e6, ixns / 1e6, (unsigned long long)ixbad, (unsigned long long)ixmis);
+	{	/* level-0 images (table_l0.c), SFS_TABLE_L0_IMAGE=1 */
+		unsigned long long ab = 0, cv = 0;
+
+		for (uint32_t w = 0; w < workers; w++) {
+			const struct sfs_table_pub *p = sfs_table_pub_of(s, w);
+
+			ab += p ? p->tp_l0_absorbed : 0;
+			cv += p ? p->tp_l0_converted : 0;
+		}
+		fprintf(out, ", \"table_l0_absorbed\": %llu, \"table_l0_converted\": %llu", ab, cv);
+	}
 }
 

@@ -62,6 +62,9 @@ void sfs__table_reader_close(struct sfs_target_reader *r);
  * *@out: what a test reads to see how a probe was answered (a page's
  * binary search, or a walk of its rows).  O(open files). */
 void sfs__table_reader_work(const struct sfs_target_reader *r, struct sfs_df_counters *out);
+struct sfs_wbuf;
+int sfs__table_images(struct sfs_target_reader *r, const struct sfs_wbuf *const **b,
+		      const uint64_t **seq, unsigned *n);
 
 /* The table target's entries for the supervisor (table_admin.c). */
 struct sfs_target_env;
@@ -215,6 +218,13 @@ struct version {
 	uint32_t nt;
 };
 
+/* An absorbed buffer's image (table_l0.c), oldest first in the writer. */
+struct sfs_tbl_l0 {
+	uint64_t seq;
+	char name[SFS_TABLE_NAME];  /* in <base>/l0/ */
+	struct sfs_bufimg *im;      /* mapped, validated */
+};
+
 /*
  * The writer of one worker's store.  t[] entries are created by the main
  * thread and published to the background thread with a release store;
@@ -290,6 +300,13 @@ struct sfs_target_writer {
 	int rb_failed;              /* a rollback failed midway: never publish again */
 	int kix_check;              /* SFS_TABLE_KEY_INDEX_CHECK=1: rounds also probe
 				     * every file and count differences (tests) */
+	/* Level 0 as buffer images (table_l0.c), the main thread's. */
+	struct sfs_tbl_l0 *l0;
+	size_t nl0, l0cap;
+	uint64_t l0_conv;           /* seq of the image staged for its commit, 0 none */
+	uint64_t *l0_offs;          /* its sorted entries */
+	struct sfs_wbuf_view *l0_views;
+	size_t l0_vcap;
 };
 
 /* ---- small helpers, inline (hot: per row or per compare) ---- */
@@ -409,5 +426,20 @@ int sfs__tbl_rollback(struct sfs_target_writer *w, uint64_t *seq);
 int sfs__tbl_reset(struct sfs_target_writer *w, uint64_t *seq);
 int sfs__tbl_rollforward_table(struct sfs_target_writer *w, struct table *t,
 			       const struct sfs_tsnap *s);
+
+/* table_l0.c: level 0 as buffer images (off unless SFS_TABLE_L0_IMAGE=1). */
+struct sfs_bufimg_meta;
+struct sfs_wbuf;
+int sfs__tbl_l0_load(struct sfs_target_writer *w);
+void sfs__tbl_l0_free(struct sfs_target_writer *w);
+int sfs__tbl_l0_wipe(const char *base);
+int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
+		    const struct sfs_bufimg_meta *m);
+int sfs__tbl_l0_convert(struct sfs_target_writer *w);
+int sfs__tbl_l0_drain(struct sfs_target_writer *w);
+int sfs__tbl_l0_drop(struct sfs_target_writer *w);
+int sfs__tbl_absorb_op(struct sfs_target_writer *w, const struct sfs_wbuf *b, uint64_t seq,
+		       int at_barrier, const struct sfs_ttl_clock *clk);
+int sfs__tbl_l0_step(struct sfs_target_writer *w);
 
 #endif

@@ -114,7 +114,9 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 		sfs_log("table store %s: finished a rollback to seq %llu", w->base,
 			(unsigned long long)rb.watermark);
 	}
-	if (rc || (rc = sfs__tbl_publish(w)))
+	/* the images after the tables: one at or below the applied seq was
+	 * converted before a kill (table_l0.c) */
+	if (rc || (rc = sfs__tbl_l0_load(w)) || (rc = sfs__tbl_publish(w)))
 		goto fail;
 	if (self) {
 		if ((rc = -pthread_create(&w->bg, NULL, sfs__tbl_bg_main, w))) {
@@ -164,10 +166,13 @@ static int store_prepare(struct sfs_target_writer *w)
 	if (!(rc = drop_tables(w)))
 		rc = write_text(path, ident);
 not_ours:
-	/* a rollback intent of the state just replaced is not this one's */
+	/* a rollback intent of the state just replaced is not this one's, nor
+	 * are its buffer images (table_l0.c) */
 	snprintf(path, sizeof(path), "%s/ROLLBACK", w->base);
 	if (!rc && unlink(path) && errno != ENOENT)
 		rc = sfs__err(sfs__errno(), "%s: %s", path, strerror(errno));
+	if (!rc)
+		rc = sfs__tbl_l0_wipe(w->base);
 	return rc;
 }
 
@@ -322,6 +327,7 @@ void sfs__tbl_close(struct sfs_target_writer *w)
 	}
 	sfs__tbl_scratch_free(&w->main_sc);
 	sfs__tbl_scratch_free(&w->bg_sc);
+	sfs__tbl_l0_free(w);
 	for (unsigned i = 0; i < w->nstaged; i++)
 		sfs__tbl_version_free(w->staged[i]);
 	sfs__tbl_version_free(w->pinned);

@@ -98,6 +98,12 @@ int sfs__tbl_publish(struct sfs_target_writer *w)
 		p->tp_ntables = nt;
 		p->tp_nfiles = nf;
 		p->tp_applied = w->applied;
+		/* the images (table_l0.c: never more than SFS_TABLE_PUB_L0) */
+		p->tp_nl0 = (uint32_t)w->nl0;
+		for (size_t i = 0; i < w->nl0; i++) {
+			p->tp_l0[i].pl_seq = w->l0[i].seq;
+			memcpy(p->tp_l0[i].pl_name, w->l0[i].name, SFS_TABLE_NAME);
+		}
 		cmm_smp_wmb();
 		sfs_store_release(&p->tp_seq, seq + 1);
 		sfs_store_release(&p->tp_published, p->tp_published + 1);

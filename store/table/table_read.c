@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "store/table/layout/bufimage.h"
 #include "store/table/layout/dvec.h"
 #include "shm/atomic.h"
 #include "store/table/table_int.h"
@@ -60,6 +61,17 @@ struct sfs_target_reader {
 	struct sfs_table_pub_file *pfile;
 	uint32_t pfcap;
 	struct sfs_bump arena;
+	/* Buffer images (table_l0.c), newest first as images() hands them out;
+	 * those a refresh dropped stay mapped until the next quiescent point
+	 * (catch_up): the worker reads their entries in place meanwhile. */
+	struct sfs_bufimg *img[SFS_TABLE_PUB_L0];
+	const struct sfs_wbuf *img_b[SFS_TABLE_PUB_L0];
+	uint64_t img_seq[SFS_TABLE_PUB_L0];
+	unsigned nimg;
+	struct sfs_bufimg **old_img;
+	size_t nold, oldcap;
+	struct sfs_table_pub_l0 pl0[SFS_TABLE_PUB_L0];   /* copy under the seqlock */
+	uint32_t npl0;
 	/* probe scratch */
 	unsigned char *kbuf;
 	size_t kcap;
@@ -113,6 +125,11 @@ void sfs__table_reader_close(struct sfs_target_reader *r)
 		return;
 	for (uint32_t i = 0; i < SFS_MAX_STATES; i++)
 		rtable_free(r->tab[i]);
+	for (unsigned i = 0; i < r->nimg; i++)
+		sfs_bufimg_close(r->img[i]);
+	for (size_t i = 0; i < r->nold; i++)
+		sfs_bufimg_close(r->old_img[i]);
+	free(r->old_img);
 	sfs_bump_free(&r->arena);
 	free(r->ptab);
 	free(r->pfile);
@@ -142,6 +159,93 @@ void sfs__table_reader_work(const struct sfs_target_reader *r, struct sfs_df_cou
 		}
 }
 
+/*
+ * The published images (r->pl0, oldest first) mapped, newest first in
+ * r->img: those already mapped are kept (by name), the others opened and
+ * checked whole (bufimage.h), those no longer published moved to the
+ * old list (unmapped at the next catch_up).  An image unlinked since the
+ * copy was converted: its rows are in the tables, and the publication
+ * after this one names it no more; it is skipped (the tables of this
+ * copy may not have it yet: the next refresh, which follows a newer
+ * publication, makes the set whole).
+ */
+_Static_assert(SFS_TABLE_PUB_L0 <= SFS_TARGET_IMAGES_MAX, "images() hands out every image");
+
+static int refresh(struct sfs_target_reader *r);
+
+static int images_build(struct sfs_target_reader *r)
+{
+	struct sfs_bufimg *keep[SFS_TABLE_PUB_L0] = { 0 };
+	unsigned n = 0;
+	char path[700];
+	int rc = 0;
+
+	uint64_t prev = UINT64_MAX;
+
+	for (uint32_t k = r->npl0; k-- > 0 && !rc;) {	/* newest first */
+		const struct sfs_table_pub_l0 *pl = &r->pl0[k];
+		struct sfs_bufimg *im = NULL;
+
+		if (pl->pl_seq <= r->applied || pl->pl_seq >= prev)
+			continue;	/* converted (in the tables of this version); or a
+					 * seq twice, which a buffer read twice would fold twice */
+		prev = pl->pl_seq;
+		for (unsigned i = 0; i < r->nimg && !im; i++)
+			if (r->img[i] && r->img_seq[i] == pl->pl_seq) {
+				im = r->img[i];
+				r->img[i] = NULL;
+			}
+		if (!im) {
+			snprintf(path, sizeof(path), "%s/l0/%.*s", r->base, (int)SFS_TABLE_NAME,
+				 pl->pl_name);
+			/* shallow: what a worker trusts of its sealed buffers
+			 * in shared memory (bufimage.h) */
+			rc = sfs_bufimg_open_ex(path, SFS_BUFIMG_SHALLOW, &im);
+			if (rc == -ENOENT) {
+				rc = 0;
+				continue;
+			}
+			if (rc)
+				break;
+		}
+		keep[n++] = im;
+	}
+	for (unsigned i = 0; i < r->nimg; i++) {
+		if (!r->img[i])
+			continue;
+		if (r->nold == r->oldcap) {
+			size_t cap = r->oldcap ? r->oldcap * 2 : 8;
+			struct sfs_bufimg **o = realloc(r->old_img, cap * sizeof(*o));
+
+			if (!o) {
+				sfs_bufimg_close(r->img[i]);	/* nothing may read it: no memory */
+				continue;
+			}
+			r->old_img = o;
+			r->oldcap = cap;
+		}
+		r->old_img[r->nold++] = r->img[i];
+	}
+	for (unsigned i = 0; i < n; i++) {
+		r->img[i] = keep[i];
+		r->img_b[i] = keep[i]->b;
+		r->img_seq[i] = keep[i]->meta.seq;
+	}
+	r->nimg = n;
+	return rc;
+}
+
+int sfs__table_images(struct sfs_target_reader *r, const struct sfs_wbuf *const **b,
+		      const uint64_t **seq, unsigned *n)
+{
+	int rc = refresh(r);
+
+	*b = r->img_b;
+	*seq = r->img_seq;
+	*n = rc ? 0 : r->nimg;
+	return rc;
+}
+
 /* Copy the published set under the seqlock: 1 copied, 0 retry, < 0 error. */
 static int copy_pub(struct sfs_target_reader *r, uint32_t *nt, uint32_t *nf, uint64_t *applied,
 		    uint64_t *published)
@@ -169,6 +273,10 @@ static int copy_pub(struct sfs_target_reader *r, uint32_t *nt, uint32_t *nf, uin
 		memcpy(r->ptab, p->tp_tables, *nt * sizeof(*r->ptab));
 	if (*nf)
 		memcpy(r->pfile, p->tp_files, *nf * sizeof(*r->pfile));
+	r->npl0 = p->tp_nl0;
+	if (r->npl0 > SFS_TABLE_PUB_L0)
+		return 0;	/* torn */
+	memcpy(r->pl0, p->tp_l0, r->npl0 * sizeof(*r->pl0));
 	cmm_smp_rmb();
 	return sfs_load_acquire(&p->tp_seq) == s0;
 }
@@ -326,11 +434,17 @@ static int refresh(struct sfs_target_reader *r)
 	}
 	r->applied = applied;
 	r->seen = published;
-	return 0;
+	if ((rc = images_build(r)))
+		r->seen = 0;	/* the next refresh tries again */
+	return rc;
 }
 
 int sfs__table_catch_up(struct sfs_target_reader *r)
 {
+	/* a quiescent point: nothing read from a dropped image is held */
+	for (size_t i = 0; i < r->nold; i++)
+		sfs_bufimg_close(r->old_img[i]);
+	r->nold = 0;
 	sfs_bump_reset(&r->arena);
 	return refresh(r);
 }

@@ -333,6 +333,9 @@ int sfs__tbl_rollback(struct sfs_target_writer *w, uint64_t *seq)
 
 	if (!v)
 		return sfs__err(-ENOENT, "worker %u: no version is pinned", w->worker);
+	/* every image is newer than any staged version (snapshot drains them) */
+	if (w->nl0 && (rc = sfs__tbl_l0_drop(w)))
+		return rc;
 	if (!w->in_commit) {
 		pthread_mutex_lock(&w->commit_mu);
 		w->in_commit = 1;

@@ -38,6 +38,10 @@ int sfs__tbl_snapshot(struct sfs_target_writer *w, const char *dir)
 	uint64_t id;
 	int rc = 0;
 
+	/* images first: a staged version holds none yet (table_l0.c) */
+	if (w->nl0 && (rc = sfs__tbl_l0_drain(w)))
+		return rc;
+	s.watermark = w->applied;
 	/* a checkpoint's stage: its version kept for a pin (sfs__tbl_pin) */
 	if (sfs_target_stage_id(dir, &id) && !(v = calloc(1, sizeof(*v))))
 		return -ENOMEM;

@@ -69,6 +69,9 @@ int sfs__tbl_apply(struct sfs_target_writer *w, const struct sfs_wbuf_view *v, u
 	int rc = 0;
 
 	(void)seq;
+	/* images are older than any buffer applied the old way (table_l0.c) */
+	if (w->nl0 && w->l0_conv == 0 && (rc = sfs__tbl_l0_drain(w)))
+		return rc;
 	w->gen++;
 	for (unsigned i = 0; i < n && rc == 0; i++) {
 		uint32_t sid;
