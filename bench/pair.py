@@ -5,7 +5,8 @@
 # measured (du, without checkpoints/) and removed; per run and as medians:
 # events/s, the worker's stall, CPU ms by role (worker, compactor,
 # checkpointer), events per CPU-second of all three, table files and keys
-# asked (table_probe_keys), the longest checkpoint, the live state in MiB;
+# asked (table_probe_keys), the key index's upkeep and the flush's waits on
+# a merge's lock (ms), the longest checkpoint, the live state in MiB;
 # and the ratio B/A of each median.  Alternation cancels a machine's drift;
 # medians its noise.
 #
@@ -40,7 +41,8 @@ def run(i, k):
     evs = j.get("events_per_sec")
     r = dict(evs=evs, stall=j.get("stall_ms", 0), w=c.get("worker", 0), c=c.get("compactor", 0), k=c.get("checkpointer", 0),
              files=j.get("table_files"), pk=j.get("table_probe_keys"), rows=j.get("table_rows_written"),
-             ckmax=j.get("checkpoint_max_ms"), ckmed=j.get("checkpoint_median_ms"), load=os.getloadavg()[0], mb=int(du[0])>>20 if du else None)
+             ckmax=j.get("checkpoint_max_ms"), ckmed=j.get("checkpoint_median_ms"),
+             upkeep=j.get("table_index_upkeep_ms"), fwait=j.get("table_flush_wait_ms"), load=os.getloadavg()[0], mb=int(du[0])>>20 if du else None)
     r["ev_cpus"] = int(ev) / ((r["w"] + r["c"] + r["k"]) / 1000.0) if r["w"] else 0
     res[i].append(r)
     print(i, k, {a: (round(v, 3) if isinstance(v, float) else v) for a, v in r.items()}, flush=True)
@@ -50,6 +52,6 @@ for k in range(n):
 def med(i, f):
     v = [r[f] for r in res[i] if r.get(f) is not None]
     return statistics.median(v) if v else None
-for f in ["evs", "stall", "w", "c", "k", "ev_cpus", "files", "pk", "ckmax", "mb"]:
+for f in ["evs", "stall", "w", "c", "k", "ev_cpus", "files", "pk", "upkeep", "fwait", "ckmax", "mb"]:
     a, b = med(0, f), med(1, f)
     print(f"{f:8} A {a}  B {b}  B/A {b/a:.3f}" if a and b else f"{f:8} A {a} B {b}")

@@ -59,14 +59,7 @@
 
 #define KIX_MIN_CAP 1024u
 #define KIX_JOURNAL_MAX (64u << 20) /* journal entries of one rebuild before it gives up */
-
-static inline size_t home(const struct kix *x, uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return (size_t)h & x->mask;
-}
+#define REBUILD_BATCH 64u
 
 static void kix_publish(struct sfs_target_writer *w, struct kix *x)
 {
@@ -89,14 +82,17 @@ static int kix_grow(struct kix *x, size_t cap)
 		return -ENOMEM;
 	x->s = s;
 	x->mask = cap - 1;
-	for (size_t i = 0; i < ocap; i++)
+	for (size_t i = 0; i < ocap; i++) {
+		if (i + KIX_AHEAD < ocap && old[i + KIX_AHEAD].fid)
+			sfs__kix_prefetch(x, old[i + KIX_AHEAD].h);
 		if (old[i].fid) {
-			size_t j = home(x, old[i].h);
+			size_t j = sfs__kix_home(x, old[i].h);
 
 			while (s[j].fid)
 				j = (j + 1) & x->mask;
 			s[j] = old[i];
 		}
+	}
 	free(old);
 	return 0;
 }
@@ -112,7 +108,7 @@ int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
 		if ((rc = kix_grow(x, cap)))
 			return rc;
 	}
-	j = home(x, h);
+	j = sfs__kix_home(x, h);
 	while (x->s[j].fid)
 		j = (j + 1) & x->mask;
 	x->s[j] = (struct kix_slot){ .h = h, .fid = fid, .row = row };
@@ -124,7 +120,7 @@ long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
 {
 	if (!x->s)
 		return -1;
-	for (size_t j = home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
+	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
 		if (x->s[j].h == h && x->s[j].fid == fid && x->s[j].row == row)
 			return (long)j;
 	return -1;
@@ -136,7 +132,7 @@ unsigned sfs__kix_cands(const struct kix *x, uint64_t h, struct kix_slot *out, u
 
 	if (!x->s)
 		return 0;
-	for (size_t j = home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
+	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
 		if (x->s[j].h == h) {
 			if (n < max)
 				out[n] = x->s[j];
@@ -156,7 +152,7 @@ static void kix_del_at(struct kix *x, size_t i)
 		j = (j + 1) & x->mask;
 		if (!x->s[j].fid)
 			break;
-		k = home(x, x->s[j].h);
+		k = sfs__kix_home(x, x->s[j].h);
 		/* the entry at j stays if its home lies cyclically in (i, j] */
 		if (((j - k) & x->mask) < ((j - i) & x->mask))
 			continue;
@@ -240,12 +236,15 @@ void sfs__tbl_kix_commit(struct sfs_target_writer *w, struct table *t, const str
 	uint64_t t0 = sfs_now_ns();
 
 	if (x->valid) {
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
+			if (i + KIX_AHEAD < n)
+				sfs__kix_prefetch(x, u[i + KIX_AHEAD].h);
 			if (kix_apply1(x, &u[i], 1)) {
 				uatomic_inc(&w->pub->tp_index_broken);
 				sfs__tbl_kix_invalidate(t);
 				break;
 			}
+		}
 	} else if (x->building && !x->jr_lost) {
 		if (x->njr + n > x->jrcap) {
 			size_t cap = (x->njr + n) * 2;
@@ -286,6 +285,8 @@ void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, uint32_t 
 	for (uint64_t p = 0; p < rows; p++) {
 		struct kix_upd u;
 
+		if (p + KIX_AHEAD < rows && to[p + KIX_AHEAD] != UINT32_MAX)
+			sfs__kix_prefetch(x, oh[to[p + KIX_AHEAD]]);
 		if (to[p] == UINT32_MAX)
 			continue;
 		u = (struct kix_upd){ .h = oh[to[p]], .ofid = ifid, .orow = (uint32_t)p, .nfid = ofid,
@@ -368,15 +369,27 @@ int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locke
 		snprintf(path, sizeof(path), "%s/%s", t->dir, rf[k].name);
 		if (!(rc = sfs_df_reader_open(path, NULL, &rd)))
 			rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, rf[k].dv, rf[k].dv_words, &it);
-		while (!rc && (rc = sfs_df_iter_next(it, &row)) == 1) {
-			rc = sfs__kix_put(&nx, sfs_df_filter_hash(row.key, row.klen), rf[k].fid,
-					  (uint32_t)row.pos);
-			keys++;
-			if (!rc && !locked && (keys & 0xffff) == 0 && sfs_load_relaxed(&w->stop))
+		/* the rows' hashes a batch at a time: their slots load together */
+		while (!rc) {
+			uint64_t bh[REBUILD_BATCH];
+			uint32_t bp[REBUILD_BATCH];
+			unsigned nb = 0;
+
+			while (nb < REBUILD_BATCH && (rc = sfs_df_iter_next(it, &row)) == 1) {
+				bh[nb] = sfs_df_filter_hash(row.key, row.klen);
+				bp[nb] = (uint32_t)row.pos;
+				sfs__kix_prefetch(&nx, bh[nb++]);
+			}
+			if (rc > 0)
+				rc = 0;
+			for (unsigned i = 0; i < nb && rc >= 0; i++)
+				rc = sfs__kix_put(&nx, bh[i], rf[k].fid, bp[i]);
+			keys += nb;
+			if (!rc && !locked && sfs_load_relaxed(&w->stop))
 				rc = -ECANCELED;
+			if (nb < REBUILD_BATCH)
+				break;	/* the file's end (or an error) */
 		}
-		if (rc > 0)
-			rc = 0;
 		sfs_df_iter_close(it);
 		sfs_df_reader_close(rd);
 	}

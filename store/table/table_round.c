@@ -451,8 +451,12 @@ static int kround_ask(struct sfs_target_writer *w, struct table *t, struct kroun
 
 	for (size_t j = 0; j < n; j++) {
 		struct kix_slot cs[4];
-		unsigned nc = sfs__kix_cands(&t->kix, k->h[j], cs, 4);
+		unsigned nc;
 		uint64_t adm = 0;
+
+		if (j + KIX_AHEAD < n)
+			sfs__kix_prefetch(&t->kix, k->h[j + KIX_AHEAD]);
+		nc = sfs__kix_cands(&t->kix, k->h[j], cs, 4);
 
 		k->res[j] = (struct tv_res){ .state = 0, .file = -1 };
 		if (!nc)
