@@ -68,6 +68,8 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 	 * checkpoint and a new group starts them empty (store/table/layout/sync.h).
 	 * This process writes no other layout files. */
 	sfs_layout_set_sync(!(w->knobs & SFS_TABLE_K_CKPT_SYNC));
+	/* removed metadata files' inodes reused (layout/file.h); =0: unlinked */
+	sfs_layout_set_spares(!getenv("SFS_TABLE_SPARES") || strcmp(getenv("SFS_TABLE_SPARES"), "0"));
 	if ((rc = sfs__table_store_dir(s, worker, w->base, sizeof(w->base))) ||
 	    (rc = sfs__table_pub_find(s, worker, 1, &w->pub)) || (rc = store_prepare(w)))
 		goto fail;

@@ -4,14 +4,17 @@
  * passes a fault point first (layout.file.*, common/fault.h), so tests can
  * fail each one in turn.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/fault.h"
 #include "common/fs.h"
@@ -39,6 +42,140 @@ static int fault(const char *point)
 	if (e)
 		errno = -e;
 	return e;
+}
+
+/*
+ * Spare inodes (file.h, sfs__layout_remove).  A pool per directory, process
+ * local, under spare_mu (the compactor's threads commit to different
+ * tables, and one table's commits are serialized by its lock): spares are
+ * "<dir>/spare.tmp.<pid>.<n>", oldest first.  A spare is handed out only
+ * SPARE_AGE_NS after its file was removed, so a reader that opened the old
+ * name just before (by name, under no lock of ours: another process's
+ * `sfs` tool) has long finished its one read() before the inode is
+ * overwritten; within the compactor every read and remove of a
+ * table's chain holds the table's lock anyway.  A directory that leaves
+ * the pool (more than SPARE_DIRS in use: the least recently used) has its
+ * spares unlinked.  After a kill, spares are temp files that nothing names:
+ * sfs_mf_gc removes them at the next open.
+ */
+static void dir_of(const char *path, char *out, size_t cap);
+
+#define SPARE_DIRS   32u
+#define SPARE_MAX    64u               /* per directory: ~1 s of a busy table's removals */
+#define SPARE_AGE_NS 1000000000ull
+
+struct spare_dir {
+	char dir[PATH_MAX];         /* "" unused */
+	uint64_t used;              /* last use (LRU) */
+	unsigned head, n;
+	struct {
+		uint32_t id;
+		uint64_t at;        /* when its file was removed */
+	} s[SPARE_MAX];
+};
+
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct spare_dir *spares;    /* SPARE_DIRS of them, at first use */
+static uint32_t spare_seq;
+static int spares_on = 1;
+
+void sfs_layout_set_spares(int on)
+{
+	__atomic_store_n(&spares_on, !!on, __ATOMIC_RELAXED);
+}
+
+static void spare_path(char *out, size_t cap, const char *dir, uint32_t id)
+{
+	snprintf(out, cap, "%s/spare.tmp.%d.%u", dir, (int)getpid(), id);
+}
+
+/* @dir's pool (spare_mu held), made when @make (evicting the least
+ * recently used, whose spares are unlinked); NULL if none. */
+static struct spare_dir *spare_pool(const char *dir, int make, uint64_t now)
+{
+	struct spare_dir *lru = NULL;
+	char path[PATH_MAX + 64];
+
+	if (!spares && (!make || !(spares = calloc(SPARE_DIRS, sizeof(*spares)))))
+		return NULL;
+	for (unsigned i = 0; i < SPARE_DIRS; i++) {
+		struct spare_dir *d = &spares[i];
+
+		if (d->dir[0] && !strcmp(d->dir, dir)) {
+			d->used = now;
+			return d;
+		}
+		if (!lru || !d->dir[0] || (lru->dir[0] && d->used < lru->used))
+			lru = d;
+	}
+	if (!make || strlen(dir) >= sizeof(lru->dir))
+		return NULL;
+	for (; lru->n; lru->n--, lru->head = (lru->head + 1) % SPARE_MAX) {
+		spare_path(path, sizeof(path), lru->dir, lru->s[lru->head].id);
+		(void)unlink(path);
+	}
+	snprintf(lru->dir, sizeof(lru->dir), "%s", dir);
+	lru->head = 0;
+	lru->used = now;
+	return lru;
+}
+
+/* Rename an aged spare of @dir to @tmp: 1 done (an inode with old
+ * content, overwritten in place and cut to its new length), 0 none. */
+static int spare_take(const char *dir, const char *tmp)
+{
+	uint64_t now = sfs_now_ns();
+	char path[PATH_MAX + 64];
+	struct spare_dir *d;
+	int got = 0;
+
+	if (!__atomic_load_n(&spares_on, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&spare_mu);
+	d = spare_pool(dir, 0, now);
+	while (d && d->n && !got && now - d->s[d->head].at >= SPARE_AGE_NS) {
+		spare_path(path, sizeof(path), dir, d->s[d->head].id);
+		d->head = (d->head + 1) % SPARE_MAX;
+		d->n--;
+		got = rename(path, tmp) == 0;	/* ENOENT: removed by hand; the next */
+	}
+	pthread_mutex_unlock(&spare_mu);
+	return got;
+}
+
+int sfs__layout_remove(const char *path)
+{
+	char dir[PATH_MAX], sp[PATH_MAX + 64];
+	uint64_t now = sfs_now_ns();
+	struct spare_dir *d;
+	struct stat st;
+	int kept = 0;
+
+	dir_of(path, dir, sizeof(dir));
+	/* only an inode this name alone holds: another name (a checkpoint's
+	 * link) would see it rewritten */
+	if (__atomic_load_n(&spares_on, __ATOMIC_RELAXED) && !lstat(path, &st) &&
+	    S_ISREG(st.st_mode) && st.st_nlink == 1) {
+		pthread_mutex_lock(&spare_mu);
+		if ((d = spare_pool(dir, 1, now)) && d->n < SPARE_MAX) {
+			uint32_t id = ++spare_seq;
+
+			spare_path(sp, sizeof(sp), dir, id);
+			if (!rename(path, sp)) {
+				unsigned at = (d->head + d->n++) % SPARE_MAX;
+
+				d->s[at].id = id;
+				d->s[at].at = now;
+				kept = 1;
+			}
+		}
+		pthread_mutex_unlock(&spare_mu);
+		if (kept)
+			return 1;
+	}
+	if (!unlink(path))
+		return 1;
+	return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: unlink: %s", path, strerror(errno));
 }
 
 int sfs__layout_name_ok(const char *name)
@@ -81,13 +218,24 @@ int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
 {
 	static unsigned seq;   /* threads of one process writing one name (LATEST) */
 	char tmp[PATH_MAX], dir[PATH_MAX];
-	int fd, rc = 0;
+	int fd, rc = 0, spare;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(),
 		     __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED)) >= (int)sizeof(tmp))
 		return sfs__err(SFS_EUSAGE, "%s: path too long", path);
 	dir_of(path, dir, sizeof(dir));
-	for (int tries = 0;; tries++) {
+	/* A spare inode first: a rename, where a create allocates one.  Not
+	 * O_TRUNC: ext4 flushes a file truncated to 0 at its close
+	 * (auto_da_alloc); overwritten from offset 0 and cut after, it
+	 * reuses its cached pages and starts no write-back of its own. */
+	fd = -1;
+	spare = spare_take(dir, tmp);
+	if (spare && (fd = fault("layout.file.open") ? -1 : open(tmp, O_WRONLY | O_CLOEXEC)) < 0) {
+		rc = sfs__err(sfs__errno(), "%s: open (a spare inode): %s", tmp, strerror(errno));
+		(void)unlink(tmp);
+		return rc;
+	}
+	for (int tries = 0; fd < 0; tries++) {
 		fd = fault("layout.file.open") ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			break;
@@ -98,6 +246,8 @@ int sfs__layout_write(const char *path, const void *buf, size_t len, int excl)
 	}
 	if ((rc = write_all(fd, buf, len))) {
 		rc = sfs__err(rc, "%s: write: %s", tmp, strerror(-rc));
+	} else if (spare && ftruncate(fd, (off_t)len)) {
+		rc = sfs__err(sfs__errno(), "%s: truncate to %zu: %s", tmp, len, strerror(errno));
 	} else if (sfs_layout_sync() && (fault("layout.file.fsync") || fsync(fd))) {
 		rc = sfs__err(sfs__errno(), "%s: fsync: %s", tmp, strerror(errno));
 	} else if (excl) {

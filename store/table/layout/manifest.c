@@ -668,13 +668,18 @@ static int snap_refs(const char *dir, uint64_t id, struct nameset *ns, struct sf
 	return rc;
 }
 
-/* unlink @dir/@name: 1 removed, 0 already gone, or a negative code. */
-static int remove_in(const char *dir, const char *name)
+/* Remove @dir/@name: 1 removed, 0 already gone, or a negative code.
+ * @spare: expire's removals of files a commit made, whose inodes the next
+ * commits reuse (file.h, sfs__layout_remove); gc's are unlinked (an
+ * orphan, or a spare of a writer gone). */
+static int remove_in(const char *dir, const char *name, int spare)
 {
 	char path[PATH_MAX];
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
 		return sfs__err(SFS_EUSAGE, "%s/%s: path too long", dir, name);
+	if (spare)
+		return sfs__layout_remove(path);
 	if (!unlink(path))
 		return 1;
 	return errno == ENOENT ? 0 : sfs__err(sfs__errno(), "%s: unlink: %s", path, strerror(errno));
@@ -714,7 +719,7 @@ int sfs_mf_expire(const char *dir, uint64_t keep_from)
 		char name[32];
 
 		snprintf(name, sizeof(name), "snapshot-%llu", (ull)id);
-		if ((rc = remove_in(dir, name)) < 0)
+		if ((rc = remove_in(dir, name, 1)) < 0)
 			goto out;
 		removed += rc;
 	}
@@ -726,7 +731,7 @@ int sfs_mf_expire(const char *dir, uint64_t keep_from)
 	for (size_t i = 0; i < gone.n; i++) {
 		if (ns_has(&kept, gone.v[i]))
 			continue;
-		if ((rc = remove_in(dir, gone.v[i])) < 0)
+		if ((rc = remove_in(dir, gone.v[i], 1)) < 0)
 			goto out;
 		removed += rc;
 	}
@@ -780,7 +785,7 @@ int sfs_mf_gc(const char *dir, sfs_mf_keep_fn keep, void *arg)
 
 		if (snap_id(f, &id) || !strcmp(f, "LATEST") || ns_has(&named, f) || keep(f, arg))
 			continue;
-		if ((rc = remove_in(dir, f)) < 0)
+		if ((rc = remove_in(dir, f, 0)) < 0)
 			goto out;
 		removed += rc;
 	}
