@@ -148,6 +148,18 @@ uint32_t sfs_table_merge_budget(void)
 	return *end || b > 1000000 ? SFS_TABLE_MERGE_BUDGET_DEFAULT : (uint32_t)b;
 }
 
+uint32_t sfs_table_zstd_from(void)
+{
+	const char *v = getenv("SFS_TABLE_ZSTD_FROM");
+	char *end;
+	unsigned long l;
+
+	if (!v || !*v)
+		return SFS_TABLE_ZSTD_FROM;
+	l = strtoul(v, &end, 10);
+	return *end || l < 1 || l > 64 ? SFS_TABLE_ZSTD_FROM : (uint32_t)l;
+}
+
 int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out)
 {
 	char name[SFS_REGION_NAME_MAX];

@@ -211,6 +211,10 @@ const struct sfs_table_pub *sfs_table_pub_of(struct sfs_seg *s, uint32_t worker)
 
 /* Knobs from this process's environment (SFS_TABLE_ROUND=0, ...). */
 uint32_t sfs_table_knobs(void);
+/* SFS_TABLE_ZSTD_FROM=L (1..64; default SFS_TABLE_ZSTD_FROM): the first
+ * level whose merges write ZSTD; 64: LZ4 at every level (less CPU per
+ * merge, more disk: bench/RESULTS.md, issue 34). */
+uint32_t sfs_table_zstd_from(void);
 
 /* SFS_TABLE_MERGE_BUDGET from this process's environment: bytes of merge
  * input earned per byte the flush writes, run at the compactor's own

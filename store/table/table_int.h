@@ -273,6 +273,7 @@ struct sfs_target_writer {
 	 * bytes earned per byte the flush writes, at the compactor's own
 	 * priority; merge_spent is the background thread's alone. */
 	uint32_t merge_budget;
+	uint32_t zstd_from;         /* the first level merges write as ZSTD (at open) */
 	uint64_t merge_base;        /* tp_bytes_written at open (the region outlives us) */
 	uint64_t merge_spent;
 	int stop;                   /* close (release), the background thread (relaxed) */

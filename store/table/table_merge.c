@@ -5,7 +5,7 @@
  * The background thread (one per writer, i.e. per worker store) runs the
  * discretionary shaping merges: when a level holds FANIN files, they are
  * merged into one file of the next level (tiered, size ratio ~FANIN per
- * level; LZ4 to level 2, ZSTD from SFS_TABLE_ZSTD_FROM = 3).  Rows of
+ * level; LZ4 to level 2, ZSTD from level 3, or SFS_TABLE_ZSTD_FROM=L).  Rows of
  * level >= 1 files are disjoint once masked, so a merge is a plain k-way
  * merge, no resolution.  It reads its
  * inputs without the table lock (files are immutable; its own readers,
@@ -213,7 +213,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			rc = rc < 0 ? rc : 0;
 		}
 	}
-	wo.codec = level >= SFS_TABLE_ZSTD_FROM ? SFS_DF_ZSTD : SFS_DF_LZ4;
+	wo.codec = level >= w->zstd_from ? SFS_DF_ZSTD : SFS_DF_LZ4;
 	wo.zstd_level = SFS_TABLE_ZSTD_LEVEL;
 	sfs__tbl_prefix_opts(t, &wo);
 	sfs__tbl_new_name(oname, t->sid, "sst");

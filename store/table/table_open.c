@@ -75,6 +75,7 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 		goto fail;
 	sfs_store_relaxed(&w->pub->tp_knobs, w->knobs);
 	w->merge_budget = sfs_table_merge_budget();
+	w->zstd_from = sfs_table_zstd_from();
 	w->merge_base = sfs_load_relaxed(&w->pub->tp_bytes_written);
 	sfs_store_relaxed(&w->pub->tp_merge_budget, w->merge_budget);
 	w->applied = sfs_load_acquire(&w->pub->tp_applied);
