@@ -49,6 +49,17 @@
  */
 #define DF_OUT_BYTES (256u << 10)
 
+/*
+ * A big file's write-back starts as it is written, each DF_WB_BYTES
+ * (sync_file_range WRITE: the I/O begins, nothing waits for it), so the
+ * checkpoint that links a merge's output of gigabytes finds its pages
+ * mostly clean instead of fsyncing them all at once: those fsyncs were the
+ * longest checkpoints at 100M (bench/RESULTS.md, issue 34).  Files under
+ * DF_WB_BYTES (every barrier's level-0 file) are left to the kernel.
+ * SFS_DF_WRITEBACK=0: off.
+ */
+#define DF_WB_BYTES (16u << 20)
+
 struct df_buf {
 	uint8_t *p;
 	size_t len, cap;
@@ -63,6 +74,8 @@ struct sfs_df_writer {
 	int dw_keys_raw;
 	int dw_err;                  /* sticky I/O error */
 	int dw_renamed;              /* finish got as far as the rename */
+	int dw_wb;                   /* start write-back as it goes (DF_WB_BYTES) */
+	uint64_t dw_wb_from;         /* bytes whose write-back was started */
 
 	/* the key page being built: kinds, end offsets, key bytes */
 	struct df_buf dw_kkind, dw_kend, dw_kdata;
@@ -95,6 +108,7 @@ static int flush_value_page(sfs_df_writer_t *w);
 static int compress_page(sfs_df_writer_t *w, const uint8_t *raw, size_t n, const uint8_t **out,
 			 size_t *olen);
 static int out_put(int fd, struct df_buf *out, const void *p, size_t n);
+static void writeback_ahead(struct sfs_df_writer *w);
 static int out_flush(int fd, struct df_buf *out);
 static int write_all(int fd, const void *p, size_t n);
 static int df_fault(const char *point);
@@ -119,6 +133,7 @@ int sfs_df_writer_open(const char *path, const struct sfs_df_write_opts *opts, s
 	if (!(w = calloc(1, sizeof(*w))))
 		return -ENOMEM;
 	w->dw_fd = -1;
+	w->dw_wb = !getenv("SFS_DF_WRITEBACK") || strcmp(getenv("SFS_DF_WRITEBACK"), "0");
 	w->dw_codec = o.codec;
 	w->dw_zlevel = o.zstd_level ? o.zstd_level : 3;
 	w->dw_page_bytes = o.page_bytes ? o.page_bytes : DF_PAGE_DEFAULT;
@@ -337,6 +352,7 @@ static int flush_key_page(sfs_df_writer_t *w)
 		return rc == -ENOMEM ? rc : sfs__err(rc, "%s: write key pages before offset %llu: %s",
 						     w->dw_tmp, (ull)w->dw_off, strerror(-rc));
 	w->dw_off += zlen;
+	writeback_ahead(w);
 	if ((rc = buf_put(&w->dw_kdir, &e, sizeof(e))))
 		return rc;
 	w->dw_kkind.len = w->dw_kend.len = w->dw_kdata.len = 0;
@@ -370,6 +386,7 @@ static int flush_value_page(sfs_df_writer_t *w)
 		return rc == -ENOMEM ? rc : sfs__err(rc, "%s: write value pages before offset %llu: %s",
 						     w->dw_tmp, (ull)w->dw_off, strerror(-rc));
 	w->dw_off += zlen;
+	writeback_ahead(w);
 	if ((rc = buf_put(&w->dw_vdir, &e, sizeof(e))))
 		return rc;
 	w->dw_vend.len = w->dw_vdata.len = 0;
@@ -405,6 +422,18 @@ static int compress_page(sfs_df_writer_t *w, const uint8_t *raw, size_t n, const
 	*out = w->dw_zbuf.p;
 	*olen = got;
 	return w->dw_codec;
+}
+
+/* The file holds dw_off less what dw_out still buffers. */
+static void writeback_ahead(struct sfs_df_writer *w)
+{
+	uint64_t on_file = w->dw_off - w->dw_out.len;
+
+	if (!w->dw_wb || on_file - w->dw_wb_from < DF_WB_BYTES)
+		return;
+	(void)sync_file_range(w->dw_fd, (off_t)w->dw_wb_from, (off_t)(on_file - w->dw_wb_from),
+			      SYNC_FILE_RANGE_WRITE);	/* a hint: its failure costs nothing */
+	w->dw_wb_from = on_file;
 }
 
 static int out_put(int fd, struct df_buf *out, const void *p, size_t n)
