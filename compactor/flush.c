@@ -22,6 +22,7 @@
 #include "shm/child.h"
 #include "shm/futex.h"
 #include "shm/qsbr.h"
+#include "worker/wbuf_ttl.h"
 
 #define SCAN_PERIOD_NS (50 * 1000000ull)
 
@@ -657,7 +658,7 @@ static unsigned ttl_drop(const struct sfs_flusher *f, const struct sfs_flush_wor
 
 	for (unsigned i = 0; i < n; i++) {
 		const struct sfs_ttl_rule *r;
-		uint32_t sid, kind, plen;
+		uint32_t sid;
 
 		if (v[i].klen < SFS_KEY_PREFIX || v[i].kind != SFS_WBUF_PUT)
 			continue;
@@ -665,28 +666,8 @@ static unsigned ttl_drop(const struct sfs_flusher *f, const struct sfs_flush_wor
 		r = &fw->ttl[sid < SFS_MAX_STATES ? sid : 0];
 		if (sid >= SFS_MAX_STATES || !r->ttl_ms)
 			continue;
-		kind = f->seg->hdr->sh_states[sid].sd_kind;
-		if (kind == SFS_STATE_MAP || kind == SFS_STATE_LIST) {
-			struct sfs_map_ent me;
-
-			plen = sfs_map_parent_len(v[i].key, v[i].klen);
-			if (!plen || v[i].klen == plen || v[i].len < sizeof(me))
-				continue;	/* a head, or malformed: the target says so */
-			memcpy(&me, v[i].value, sizeof(me));
-			if ((me.me_flags & SFS_MAP_REMOVED) ||
-			    !sfs_ttl_expired((const char *)v[i].value + sizeof(me),
-					     v[i].len - (uint32_t)sizeof(me), sfs_ttl_now(r, clk)))
-				continue;
-			v[i].flags |= SFS_WBUF_EXPIRED;
-		} else {
-			if (!sfs_ttl_expired(v[i].value, v[i].len, sfs_ttl_now(r, clk)))
-				continue;
-			v[i].kind = SFS_WBUF_DELETE;
-			v[i].flags = 0;
-			v[i].value = NULL;
-			v[i].len = 0;
-		}
-		dropped++;
+		dropped += (unsigned)sfs_wbuf_view_ttl_drop(&v[i], f->seg->hdr->sh_states[sid].sd_kind,
+							    r, clk);
 	}
 	return dropped;
 }

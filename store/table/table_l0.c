@@ -101,6 +101,7 @@
 #include "store/table/layout/bufimage.h"
 #include "store/table/layout/file.h"
 #include "store/table/table_int.h"
+#include "worker/wbuf_ttl.h"
 
 #define L0_MAGIC   0x314c304c53465303ull  /* "\3SFSL0L1" little-endian */
 #define L0_VERSION 1u
@@ -328,7 +329,7 @@ int sfs__tbl_absorb(struct sfs_target_writer *w, const struct sfs_wbuf *b,
 /*
  * An expired put of a TTL state in @v[0..n) becomes a delete (a value or
  * a counter) or is flagged SFS_WBUF_EXPIRED (a map or list entry): the
- * rule of compactor/flush.c's ttl_drop, by the image's clocks @clk and the
+ * flush's rule (worker/wbuf_ttl.h), by the image's clocks @clk and the
  * rules ttl() last stored.  Returns the entries dropped.
  */
 static uint64_t l0_ttl_drop(struct sfs_target_writer *w, struct sfs_wbuf_view *v, size_t n,
@@ -339,36 +340,16 @@ static uint64_t l0_ttl_drop(struct sfs_target_writer *w, struct sfs_wbuf_view *v
 	if (!sfs_load_acquire(&w->ttl_on))
 		return 0;
 	for (size_t i = 0; i < n; i++) {
-		struct sfs_ttl_rule r;
-		uint32_t sid, kind, plen;
+		struct sfs_ttl_rule r = { 0 };
+		uint32_t sid;
 
 		if (v[i].klen < SFS_KEY_PREFIX || v[i].kind != SFS_WBUF_PUT ||
 		    (sid = sfs_key_prefix_state(v[i].key)) >= SFS_MAX_STATES ||
 		    !(r.ttl_ms = sfs_load_relaxed(&w->ttl_ms[sid])))
 			continue;
 		r.event_time = sfs_load_relaxed(&w->ttl_event[sid]);
-		kind = w->seg->hdr->sh_states[sid].sd_kind;
-		if (kind == SFS_STATE_MAP || kind == SFS_STATE_LIST) {
-			struct sfs_map_ent me;
-
-			plen = sfs_map_parent_len(v[i].key, v[i].klen);
-			if (!plen || v[i].klen == plen || v[i].len < sizeof(me))
-				continue;
-			memcpy(&me, v[i].value, sizeof(me));
-			if ((me.me_flags & SFS_MAP_REMOVED) ||
-			    !sfs_ttl_expired((const char *)v[i].value + sizeof(me),
-					     v[i].len - (uint32_t)sizeof(me), sfs_ttl_now(&r, clk)))
-				continue;
-			v[i].flags |= SFS_WBUF_EXPIRED;
-		} else {
-			if (!sfs_ttl_expired(v[i].value, v[i].len, sfs_ttl_now(&r, clk)))
-				continue;
-			v[i].kind = SFS_WBUF_DELETE;
-			v[i].flags = 0;
-			v[i].value = NULL;
-			v[i].len = 0;
-		}
-		dropped++;
+		dropped += (uint64_t)sfs_wbuf_view_ttl_drop(&v[i], w->seg->hdr->sh_states[sid].sd_kind,
+							    &r, clk);
 	}
 	return dropped;
 }
