@@ -136,28 +136,28 @@ uint32_t sfs_table_knobs(void)
 	return on;
 }
 
-uint32_t sfs_table_merge_budget(void)
+/* Environment variable @name as an integer in [@lo, @hi]; @def when unset,
+ * empty or anything else. */
+static uint32_t env_u32(const char *name, uint32_t def, unsigned long lo, unsigned long hi)
 {
-	const char *v = getenv("SFS_TABLE_MERGE_BUDGET");
+	const char *v = getenv(name);
 	char *end;
-	unsigned long b;
+	unsigned long x;
 
 	if (!v || !*v)
-		return SFS_TABLE_MERGE_BUDGET_DEFAULT;
-	b = strtoul(v, &end, 10);
-	return *end || b > 1000000 ? SFS_TABLE_MERGE_BUDGET_DEFAULT : (uint32_t)b;
+		return def;
+	x = strtoul(v, &end, 10);
+	return *end || x < lo || x > hi ? def : (uint32_t)x;
+}
+
+uint32_t sfs_table_merge_budget(void)
+{
+	return env_u32("SFS_TABLE_MERGE_BUDGET", SFS_TABLE_MERGE_BUDGET_DEFAULT, 0, 1000000);
 }
 
 uint32_t sfs_table_zstd_from(void)
 {
-	const char *v = getenv("SFS_TABLE_ZSTD_FROM");
-	char *end;
-	unsigned long l;
-
-	if (!v || !*v)
-		return SFS_TABLE_ZSTD_FROM;
-	l = strtoul(v, &end, 10);
-	return *end || l < 1 || l > 64 ? SFS_TABLE_ZSTD_FROM : (uint32_t)l;
+	return env_u32("SFS_TABLE_ZSTD_FROM", SFS_TABLE_ZSTD_FROM, 1, 64);
 }
 
 int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out)
