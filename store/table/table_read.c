@@ -56,6 +56,7 @@ struct sfs_target_reader {
 	uint64_t seen;              /* tp_published of the version held */
 	uint64_t applied;           /* its tag */
 	unsigned flags;             /* probe flags (the hash-set IN ablation) */
+	int l0_on;                  /* the compactor saves buffers as images (its knob) */
 	struct rtable *tab[SFS_MAX_STATES];
 	struct sfs_table_pub_table *ptab;   /* copies under the seqlock */
 	struct sfs_table_pub_file *pfile;
@@ -238,7 +239,18 @@ static int images_build(struct sfs_target_reader *r)
 int sfs__table_images(struct sfs_target_reader *r, const struct sfs_wbuf *const **b,
 		      const uint64_t **seq, unsigned *n)
 {
-	int rc = refresh(r);
+	int rc;
+
+	/* A worker asks after every buffer missed: once a publication said
+	 * images are off (the knobs precede the first one: table_open), no
+	 * store of this compactor holds any, and nothing is refreshed here. */
+	if (r->seen && !r->l0_on) {
+		*b = r->img_b;
+		*seq = r->img_seq;
+		*n = 0;
+		return 0;
+	}
+	rc = refresh(r);
 
 	*b = r->img_b;
 	*seq = r->img_seq;
@@ -397,6 +409,7 @@ static int refresh(struct sfs_target_reader *r)
 	r->flags = (sfs_load_relaxed(&r->pub->tp_knobs) & SFS_TABLE_K_HASH_IN)
 			   ? SFS_DF_PROBE_SEEK_SPARSE
 			   : SFS_DF_PROBE_PER_LITERAL;
+	r->l0_on = (sfs_load_relaxed(&r->pub->tp_knobs) & SFS_TABLE_K_L0_IMAGE) != 0;
 	for (tries = 0; tries < RETRIES; tries++) {
 		int k, spins = 0;
 
