@@ -12,6 +12,7 @@
  *    file or object and what was expected.  It never names another call's
  *    failure: every call but the hot state calls below (reads, writes and
  *    iterations of keyed state and of queries, sfs_multiget,
+ *    sfs_counter_multiget,
  *    sfs_ctx_key_group: a store per call would cost them) clears it when it
  *    starts and sets it when it fails; those hot calls set it on each
  *    failure they detect (a flush target's failure: the target's message).
@@ -367,6 +368,13 @@ struct sfs_key {
 };
 int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsigned n,
 		 struct sfs_view *views, int *results);
+/* A batch of reads of one counter state: results[i] and vals[i] as
+ * sfs_counter_get's return and *out.  What it saves over n calls: the
+ * keys the buffers leave open are asked of the flushed store together
+ * (one probe of the table target's files for the batch).  Returns 0, or
+ * SFS_EUSAGE when some results[i] is an error. */
+int sfs_counter_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsigned n,
+			 int64_t *vals, int *results);
 
 /*
  * sfs_barrier - seal the active buffer for checkpoint @id and swap in a

@@ -81,6 +81,11 @@ struct rt_backend_ops {
 			   size_t klen, int64_t delta);
 	int (*counter_get)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 			   size_t klen, int64_t *out);
+	/* A batch of counter reads: results[i] and vals[i] as counter_get's
+	 * return and *out; returns the first error.  NULL: read key by key
+	 * (rt_counter_multiget). */
+	int (*counter_multiget)(struct rt_backend *b, uint32_t st, const struct sfs_key *keys,
+				unsigned n, int64_t *vals, int *results);
 
 	int (*map_put)(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key,
 		       size_t klen, const void *ukey, size_t ulen, const void *val, size_t vlen);
@@ -159,5 +164,23 @@ const struct rt_backend_ops *rt_backend_find(const char *name);
  * before any thread looks up.
  */
 int rt_backend_register(const struct rt_backend_ops *ops);
+
+/* @ops->counter_multiget, or counter_get key by key where a backend has
+ * none (a baseline that reads one key per access): the first error. */
+static inline int rt_counter_multiget(const struct rt_backend_ops *ops, struct rt_backend *b,
+				      uint32_t st, const struct sfs_key *keys, unsigned n,
+				      int64_t *vals, int *results)
+{
+	int first = 0;
+
+	if (ops->counter_multiget)
+		return ops->counter_multiget(b, st, keys, n, vals, results);
+	for (unsigned i = 0; i < n; i++) {
+		results[i] = ops->counter_get(b, st, keys[i].ns, keys[i].key, keys[i].klen, &vals[i]);
+		if (results[i] < 0 && !first)
+			first = results[i];
+	}
+	return first;
+}
 
 #endif

@@ -112,6 +112,18 @@ static int mem_counter_get(struct rt_backend *b, uint32_t st, uint64_t ns, const
 	return rt_sfs(sfs_counter_get(ctx(b), st, ns, key, klen, out));
 }
 
+static int mem_counter_multiget(struct rt_backend *b, uint32_t st, const struct sfs_key *keys,
+				unsigned n, int64_t *vals, int *results)
+{
+	int rc = sfs_counter_multiget(ctx(b), st, keys, n, vals, results);
+
+	/* SFS_EUSAGE says only that some key failed: the first one's code */
+	for (unsigned i = 0; rc && i < n; i++)
+		if (results[i] < 0)
+			return rt_sfs(results[i]);
+	return rt_sfs(rc);
+}
+
 static int mem_map_put(struct rt_backend *b, uint32_t st, uint64_t ns, const void *key, size_t klen,
 		       const void *ukey, size_t ulen, const void *val, size_t vlen)
 {
@@ -208,6 +220,7 @@ const struct rt_backend_ops rt_backend_memory = {
 	.multiget = mem_multiget,
 	.counter_add = mem_counter_add,
 	.counter_get = mem_counter_get,
+	.counter_multiget = mem_counter_multiget,
 	.map_put = mem_map_put,
 	.map_get = mem_map_get,
 	.map_remove = mem_map_remove,

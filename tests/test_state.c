@@ -496,6 +496,25 @@ Test(state, randomized_against_a_reference_map)
 						  memcmp(vs[b].data, want, vs[b].len) == 0,
 						  "op %d multiget %s", i, kbufs[b]);
 			}
+			/* and the same keys of the three counters (namespace 0) */
+			for (unsigned b = 0; b < nb; b++)
+				ks[b].ns = 0;
+			for (int w = 0; w < 3; w++) {
+				uint32_t st = w == 0 ? sc : w == 1 ? smax : smin;
+				int64_t xs[100];
+
+				cr_assert_eq(sfs_counter_multiget(c, st, ks, nb, xs, rs), 0);
+				for (unsigned b = 0; b < nb; b++) {
+					int k2 = kk[b], has = m.cnt_present[k2];
+					int64_t want = !has ? 0 : w == 0 ? m.cnt[k2] : w == 1 ? m.max[k2]
+											: m.min[k2];
+
+					cr_assert(rs[b] == has && xs[b] == want,
+						  "op %d counter multiget %d of %s: %d %lld, expected %d "
+						  "%lld", i, w, kbufs[b], rs[b], (long long)xs[b], has,
+						  (long long)want);
+				}
+			}
 		} else if (op < 95) {
 			rc = sfs_counter_get(c, sc, 0, key, strlen(key), &x);
 			cr_assert_eq(rc, m.cnt_present[k], "op %d counter %s", i, key);

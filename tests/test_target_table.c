@@ -1791,6 +1791,57 @@ static void model_check(struct sfs_target_reader *r, const struct model *m, char
 		}
 }
 
+/*
+ * Every counter of the model read through the worker (its buffers, then
+ * the store): one sfs_counter_multiget per state over all keys of both
+ * namespaces in a shuffled order with repeats (the batch spans chunks of
+ * the call), each answer checked against the model and against
+ * sfs_counter_get.  "" if equal, else the first difference in @why.
+ */
+static void model_check_counters(sfs_ctx_t *c, const struct model *m, uint64_t *seed, char *why,
+				 size_t wn)
+{
+	enum { NK = 3 * M_NS * M_NC };
+	static char kb[NK][8];
+	struct sfs_key ks[NK];
+	unsigned ki[NK], si[NK];
+	int64_t vals[NK];
+	int res[NK];
+
+	why[0] = '\0';
+	for (unsigned i = 0; i < NK; i++) {
+		si[i] = (unsigned)(th_rand(seed) % M_NS);
+		ki[i] = (unsigned)(th_rand(seed) % M_NC);
+		snprintf(kb[i], sizeof(kb[i]), "c%u", ki[i]);
+		ks[i] = (struct sfs_key){ .ns = m_ns[si[i]], .key = kb[i],
+					  .klen = (uint32_t)strlen(kb[i]) };
+	}
+	for (int which = 0; which < 2; which++) {
+		uint32_t st = which ? r_max : r_add;
+		int rc = sfs_counter_multiget(c, st, ks, NK, vals, res);
+
+		if (rc) {
+			snprintf(why, wn, "counter multiget %d: %s", rc, sfs_last_error());
+			return;
+		}
+		for (unsigned i = 0; i < NK; i++) {
+			unsigned s = si[i], k = ki[i];
+			int has = which ? m->max_has[s][k] : m->add_has[s][k];
+			int64_t want = which ? m->max[s][k] : m->add[s][k], one = -1;
+			int r1 = sfs_counter_get(c, st, ks[i].ns, kb[i], ks[i].klen, &one);
+
+			if (res[i] != has || vals[i] != (has ? want : 0) || r1 != res[i] ||
+			    one != vals[i]) {
+				snprintf(why, wn, "%s counter c%u in ns %u through the worker: multiget "
+					 "%d %lld, get %d %lld, expected %d %lld", which ? "max" : "add",
+					 k, s, res[i], (long long)vals[i], r1, (long long)one, has,
+					 (long long)(has ? want : 0));
+				return;
+			}
+		}
+	}
+}
+
 /* The prefix rule of every data file in table @sid's directory (*@n of
  * them): 1 when they all carry @rule. */
 static int files_carry_rule(uint32_t sid, uint32_t rule, unsigned *n)
@@ -1864,11 +1915,21 @@ static void model_run(const char *knob)
 	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
 	for (unsigned i = 1; i <= ops; i++) {
 		model_op(c, &m, &seed);
+		if (i % (every / 2) == 0) {
+			/* half way: deltas in the active buffer over the store's */
+			model_check_counters(c, &m, &seed, why, sizeof(why));
+			cr_assert(!why[0], "seed %llu (SFS_TEST_SEED to replay), %s off, op %u: %s",
+				  (unsigned long long)seed0, knob ? knob : "nothing", i, why);
+		}
 		if (i % every)
 			continue;
 		cr_assert_eq(sfs_barrier(c, ++b), 0, "%s", sfs_last_error());
 		inproc_drain(p, c);
 		model_check(r, &m, why, sizeof(why));
+		cr_assert(!why[0], "seed %llu (SFS_TEST_SEED to replay), %s off, after barrier %llu: %s",
+			  (unsigned long long)seed0, knob ? knob : "nothing", (unsigned long long)b,
+			  why);
+		model_check_counters(c, &m, &seed, why, sizeof(why));
 		cr_assert(!why[0], "seed %llu (SFS_TEST_SEED to replay), %s off, after barrier %llu: %s",
 			  (unsigned long long)seed0, knob ? knob : "nothing", (unsigned long long)b,
 			  why);

@@ -2054,6 +2054,115 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 	return errors ? SFS_EUSAGE : 0;
 }
 
+/*
+ * sfs_counter_multiget - sfs_multiget's chunks for a counter state: each
+ * key's buffers walked (its deltas collected, the active buffer's slots
+ * and entries prefetched first), then the keys no PUT or DELETE decided
+ * probed in the flushed store together, and each base folded with the
+ * deltas its tag does not already hold (resolve).  For the table target
+ * one sfs__tv_probe of the chunk instead of one per key: the files'
+ * filter blocks and pages load for many keys at once, not one key's chain
+ * of misses after another's.  A TTL state reads key by key (its
+ * refreshes on read are writes).  The walks' deltas live in a per-thread
+ * scratch (~17 KB for a chunk).
+ */
+int sfs_counter_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsigned n,
+			 int64_t *vals, int *results)
+{
+	static __thread unsigned char kstore[MG_KEYBYTES];
+	static __thread struct walk wk[MG_BATCH];
+	struct sfs_probe probes[MG_BATCH];
+	struct sfs_probe_result pr[MG_BATCH];
+	uint64_t kh[MG_BATCH];
+	int kn[MG_BATCH];
+	unsigned idx[MG_BATCH];
+	int errors = 0;
+
+	if (state < SFS_MAX_STATES && c->ttl_ms[state] != 0) {
+		for (unsigned i = 0; i < n; i++) {
+			results[i] = sfs_counter_get(c, state, keys[i].ns, keys[i].key, keys[i].klen,
+						     &vals[i]);
+			errors += results[i] < 0;
+		}
+		return errors ? SFS_EUSAGE : 0;
+	}
+	for (unsigned base = 0; base < n;) {
+		const struct sfs_wbuf_geom *act = c->hot_on ? &c->hot : NULL;
+		unsigned m = 0, np = 0;
+		size_t used = 0;
+
+		/* checks, buffered keys, the active buffer's slots loading */
+		for (; m < MG_BATCH && base + m < n; m++) {
+			const struct sfs_key *k = &keys[base + m];
+
+			vals[base + m] = 0;
+			if (k->klen + SFS_KEY_PREFIX > MG_KEYBYTES - used) {
+				kn[m] = INT_MIN;	/* no room in the scratch: on its own */
+				continue;
+			}
+			kn[m] = key_prep(c, state, SFS_STATE_COUNTER, k->ns, k->key, k->klen,
+					 "counter multiget", kstore + used, &kh[m]);
+			if (kn[m] >= 0) {
+				used += (size_t)kn[m];
+				if (act)
+					sfs_wbuf_prefetch_g(act, kh[m]);
+			}
+		}
+		if (act)
+			for (unsigned k = 0; k < m; k++)
+				if (kn[k] >= 0)
+					sfs_wbuf_prefetch_entry_g(act, kh[k], (size_t)kn[k]);
+		/* the buffers, newest first; the store's keys set aside */
+		used = 0;
+		for (unsigned k = 0; k < m; k++) {
+			unsigned at = base + k;
+			const struct sfs_key *key = &keys[at];
+			struct sfs_view v;
+			unsigned char *bk = kstore + used;
+			int rc;
+
+			if (kn[k] == INT_MIN) {
+				results[at] = sfs_counter_get(c, state, key->ns, key->key, key->klen,
+							      &vals[at]);
+				errors += results[at] < 0;
+				continue;
+			}
+			if (kn[k] < 0) {
+				results[at] = kn[k];
+				errors++;
+				continue;
+			}
+			used += (size_t)kn[k];
+			rc = walk(c, bk, (size_t)kn[k], key->ns, kh[k], 1, &v, &vals[at], &wk[k]);
+			if (wk[k].done || rc < 0) {
+				results[at] = wk[k].res;
+				errors += wk[k].res < 0;
+				continue;
+			}
+			probes[np] = (struct sfs_probe){ .hash = kh[k], .ns = key->ns, .key = bk,
+							 .klen = (uint32_t)kn[k] };
+			idx[np++] = k;
+		}
+		/* one batched probe of the store */
+		if (np) {
+			int rc = c->tops->probe(c->tr, probes, np, pr);
+
+			for (unsigned j = 0; j < np; j++) {
+				unsigned at = base + idx[j];
+				struct sfs_view v;
+
+				results[at] = rc ? rc
+						 : resolve(c, probes[j].key, probes[j].klen, probes[j].ns,
+							   probes[j].hash, 1, &pr[j], &wk[idx[j]], &v,
+							   &vals[at]);
+				errors += results[at] < 0;
+			}
+		}
+		base += m;
+	}
+	return errors ? SFS_EUSAGE : 0;
+}
+
 void sfs_worker_stats(const sfs_ctx_t *c, struct sfs_worker_stats *st)
 {
 	const struct sfs_wctl *ctl = c->ctl;
