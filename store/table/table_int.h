@@ -122,6 +122,7 @@ struct srow {                       /* a staged row: offsets into the stage buff
 #define PRE_UNKNOWN (-2)
 
 /* The key index of a value or counter table (table_kindex.c). */
+#define KIX_FWD_MAX 8u              /* a merge's inputs (table_merge.c's MERGE_MAX) */
 struct kix_slot {
 	uint64_t h;                 /* sfs_df_filter_hash of the key */
 	uint32_t fid;               /* struct tfile's fid; 0: an empty slot */
@@ -143,6 +144,17 @@ struct kix {                        /* guarded by t->mu */
 	size_t njr, jrcap;
 	int jr_lost;
 	uint64_t pub_keys, pub_bytes; /* this table's share of tp_index_keys, _bytes */
+	/* A shaping merge's remap still under way (sfs__tbl_kix_merged):
+	 * entries naming input fwd_ifid[i] row r mean (fwd_ofid, fwd_to[i][r])
+	 * until the merge's thread has rewritten them, a chunk of rows per
+	 * hold of t->mu.  The arrays are the merge's; fwd_gen tells it whether
+	 * an invalidation dropped them meanwhile. */
+	const uint32_t *fwd_to[KIX_FWD_MAX];
+	uint32_t fwd_ifid[KIX_FWD_MAX];
+	uint64_t fwd_rows[KIX_FWD_MAX];
+	uint32_t fwd_ofid;
+	unsigned nfwd;
+	uint64_t fwd_gen;
 };
 
 /*
@@ -171,6 +183,8 @@ struct table {
 	struct kix kix;             /* the key index (value and counter tables) */
 	uint64_t loads;             /* sfs__tbl_table_load calls: a merge that saw another
 				     * load (vectors rolled back) gives up */
+	int lock_wanted;            /* the flush waits for mu (atomic): a merge's remap
+				     * between two of its holds lets it in first */
 	/* staging (main thread only) */
 	unsigned char *sb;          /* keys and values */
 	size_t sb_len, sb_cap;
@@ -299,6 +313,9 @@ struct sfs_target_writer {
 	struct pend *hold;
 	size_t nhold, holdcap;
 	int rb_failed;              /* a rollback failed midway: never publish again */
+	uint32_t kix_remap_rows;    /* a merge's index remap: input rows per hold of t->mu
+				     * (SFS_TABLE_KIX_REMAP_ROWS, tests) */
+	uint32_t kix_remap_pause_us; /* ... and a sleep between two (tests) */
 	int kix_check;              /* SFS_TABLE_KEY_INDEX_CHECK=1: rounds also probe
 				     * every file and count differences (tests) */
 	/* Level 0 as buffer images (table_l0.c), the main thread's. */
@@ -412,9 +429,11 @@ void sfs__tbl_kix_free(struct sfs_target_writer *w, struct table *t);
 void sfs__tbl_kix_maybe_empty(struct sfs_target_writer *w, struct table *t);
 void sfs__tbl_kix_commit(struct sfs_target_writer *w, struct table *t, const struct kix_upd *u,
 			 size_t n);
-void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, uint32_t ifid,
-			 const uint32_t *to, uint64_t rows, uint32_t ofid, const uint64_t *oh,
-			 const struct kix_upd *ex, size_t nex);
+uint64_t sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, unsigned n,
+			     const uint32_t *ifid, const uint32_t *const *to, const uint64_t *rows,
+			     uint32_t ofid, const struct kix_upd *ex, size_t nex);
+void sfs__tbl_kix_remap(struct sfs_target_writer *w, struct table *t, uint64_t gen,
+			const uint64_t *oh);
 int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locked);
 
 /* table_publish.c: publication and the deferred unlinks */

@@ -29,8 +29,11 @@
  *
  * Exactness across changes of the file set: a round applies its updates
  * after its commit (moves to the new level-1 file, removals of deleted and
- * expired keys, inserts); a shaping merge remaps its inputs' rows through
- * its to[] at its commit (sfs__tbl_kix_move: O(rows merged) under t->mu);
+ * expired keys, inserts); a shaping merge's inputs' rows read as their
+ * output rows from its commit on (its to[] consulted by sfs__kix_find and
+ * sfs__kix_cands: kix_now) and are rewritten after it, a chunk of rows
+ * per hold of t->mu (sfs__tbl_kix_remap), so the flush never waits for a
+ * whole merge's remap (O(rows merged));
  * files leaving wholly masked have no entries left; anything else — a
  * reload after a failure, a rollback or reset, the open — drops the table's
  * files (sfs__tbl_table_drop_files), which invalidates the index, and so
@@ -50,8 +53,10 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "shm/atomic.h"
@@ -116,13 +121,42 @@ int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
 	return 0;
 }
 
+/* Slot @e as it reads while a merge's remap is under way (struct kix's
+ * fwd_*): 1 and *@out its place now, 0 when it names no row any more
+ * (an input row the merge did not write: nothing should point there). */
+static int kix_now(const struct kix *x, const struct kix_slot *e, struct kix_slot *out)
+{
+	*out = *e;
+	for (unsigned i = 0; i < x->nfwd; i++)
+		if (x->fwd_ifid[i] == e->fid) {
+			uint32_t o = e->row < x->fwd_rows[i] ? x->fwd_to[i][e->row] : UINT32_MAX;
+
+			if (o == UINT32_MAX || !x->fwd_ofid)
+				return 0;
+			out->fid = x->fwd_ofid;
+			out->row = o;
+			break;
+		}
+	return 1;
+}
+
+/* The slot naming (@fid, @row) for hash @h, as stored or as it reads
+ * (kix_now): a merge's remap asks by its input's place, a round by the
+ * output's. */
 long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
 {
 	if (!x->s)
 		return -1;
-	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
-		if (x->s[j].h == h && x->s[j].fid == fid && x->s[j].row == row)
+	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask) {
+		struct kix_slot now;
+
+		if (x->s[j].h != h)
+			continue;
+		if (x->s[j].fid == fid && x->s[j].row == row)
 			return (long)j;
+		if (x->nfwd && kix_now(x, &x->s[j], &now) && now.fid == fid && now.row == row)
+			return (long)j;
+	}
 	return -1;
 }
 
@@ -134,8 +168,12 @@ unsigned sfs__kix_cands(const struct kix *x, uint64_t h, struct kix_slot *out, u
 		return 0;
 	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
 		if (x->s[j].h == h) {
+			struct kix_slot now;
+
+			if (x->nfwd && !kix_now(x, &x->s[j], &now))
+				continue;
 			if (n < max)
-				out[n] = x->s[j];
+				out[n] = x->nfwd ? now : x->s[j];
 			n++;
 		}
 	return n;
@@ -196,6 +234,8 @@ void sfs__tbl_kix_invalidate(struct table *t)
 	x->jr = NULL;
 	x->njr = x->jrcap = 0;
 	x->jr_lost = 0;
+	x->nfwd = 0;		/* a remap under way sees fwd_gen move and stops */
+	x->fwd_gen++;
 }
 
 /* At close: the gauges keep their last figures (a run's summary, read
@@ -266,38 +306,115 @@ out:
 }
 
 /*
- * A shaping merge committed (t->mu held): input file @ifid's rows moved to
- * file @ofid (0: no output) by @to[0..rows) (UINT32_MAX: not written —
- * masked at the merge's start or expired); @oh[r]: the hash of output row
- * r's key; the expired rows @ex[0..nex) (their hashes and input rows)
- * leave.  A row masked meanwhile by a round has no entry any more (the
- * round moved it): nothing to do.  O(rows) under the lock.
+ * A shaping merge committed (t->mu held): input file @ifid[k]'s rows moved
+ * to file @ofid (0: no output) by @to[k][0..rows[k]) (UINT32_MAX: not
+ * written — masked at the merge's start or expired); the expired rows
+ * @ex[0..nex) (their hashes and input rows) leave now.  The entries of
+ * the moved rows are not rewritten here: from now they read as their new
+ * place (kix_now), and the merge's thread rewrites them after its commit,
+ * a chunk at a time (sfs__tbl_kix_remap) — O(rows merged) hash-table
+ * updates that held the flush up for seconds at 100M when done here
+ * (q18: table_flush_wait_ms 3.6 s).  The arrays stay the caller's until
+ * the remap returns.  Returns the remap's ticket, 0 when there is none
+ * (an invalid index: nothing to remap).
  */
-void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, uint32_t ifid,
-			 const uint32_t *to, uint64_t rows, uint32_t ofid, const uint64_t *oh,
-			 const struct kix_upd *ex, size_t nex)
+uint64_t sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, unsigned n,
+			     const uint32_t *ifid, const uint32_t *const *to, const uint64_t *rows,
+			     uint32_t ofid, const struct kix_upd *ex, size_t nex)
 {
 	struct kix *x = &t->kix;
 	uint64_t t0 = sfs_now_ns();
 
 	if (!x->valid)
-		return;
-	for (uint64_t p = 0; p < rows; p++) {
-		struct kix_upd u;
-
-		if (p + KIX_AHEAD < rows && to[p + KIX_AHEAD] != UINT32_MAX)
-			sfs__kix_prefetch(x, oh[to[p + KIX_AHEAD]]);
-		if (to[p] == UINT32_MAX)
-			continue;
-		u = (struct kix_upd){ .h = oh[to[p]], .ofid = ifid, .orow = (uint32_t)p, .nfid = ofid,
-				      .nrow = to[p] };
-		kix_apply1(x, &u, 0);
+		return 0;
+	if (n > KIX_FWD_MAX) {
+		sfs__tbl_kix_invalidate(t);	/* not remappable: rebuilt (table_merge.c's
+						 * static assertion keeps this away) */
+		return 0;
 	}
 	for (size_t i = 0; i < nex; i++)
-		if (ex[i].ofid == ifid)
-			kix_apply1(x, &ex[i], 0);
+		kix_apply1(x, &ex[i], 0);
+	for (unsigned k = 0; k < n; k++) {
+		x->fwd_ifid[k] = ifid[k];
+		x->fwd_to[k] = to[k];
+		x->fwd_rows[k] = rows[k];
+	}
+	x->fwd_ofid = ofid;
+	x->nfwd = n;
+	x->fwd_gen++;
 	kix_publish(w, x);
 	uatomic_add(&w->pub->tp_index_ns, sfs_now_ns() - t0);
+	return x->fwd_gen;
+}
+
+/*
+ * The remap of ticket @gen (sfs__tbl_kix_merged), by the merge's thread
+ * after its commit: @oh[r] is the hash of output row r's key.  Takes t->mu
+ * for w->kix_remap_rows input rows at a time, and between two holds lets
+ * a flush that waits for the lock have it first (t->lock_wanted).  An
+ * entry a round moved or removed meanwhile is not found by its input
+ * place: nothing to do.  Stops early when an invalidation dropped the
+ * ticket.
+ */
+void sfs__tbl_kix_remap(struct sfs_target_writer *w, struct table *t, uint64_t gen,
+			const uint64_t *oh)
+{
+	struct kix *x = &t->kix;
+	uint64_t p = 0;
+	unsigned k = 0;
+
+	for (;;) {
+		uint64_t t0, left = w->kix_remap_rows;
+		int done = 0;
+
+		pthread_mutex_lock(&t->mu);
+		if (x->fwd_gen != gen || !x->valid) {
+			pthread_mutex_unlock(&t->mu);
+			return;
+		}
+		t0 = sfs_now_ns();
+		while (left && !done) {
+			const uint32_t *to;
+			uint64_t end;
+
+			if (k == x->nfwd) {
+				done = 1;
+				break;
+			}
+			to = x->fwd_to[k];
+			end = x->fwd_rows[k] - p < left ? x->fwd_rows[k] : p + left;
+			left -= end - p;
+			for (; p < end; p++) {
+				long i;
+
+				if (p + KIX_AHEAD < end && to[p + KIX_AHEAD] != UINT32_MAX)
+					sfs__kix_prefetch(x, oh[to[p + KIX_AHEAD]]);
+				if (to[p] == UINT32_MAX)
+					continue;
+				i = sfs__kix_find(x, oh[to[p]], x->fwd_ifid[k], (uint32_t)p);
+				if (i >= 0 && x->s[i].fid == x->fwd_ifid[k]) {
+					x->s[i].fid = x->fwd_ofid;
+					x->s[i].row = to[p];
+				}
+			}
+			if (p == x->fwd_rows[k]) {
+				k++;
+				p = 0;
+			}
+		}
+		if (done) {
+			x->nfwd = 0;
+			x->fwd_gen++;
+		}
+		uatomic_add(&w->pub->tp_index_ns, sfs_now_ns() - t0);
+		pthread_mutex_unlock(&t->mu);
+		if (done)
+			return;
+		for (int spin = 0; spin < 1000 && sfs_load_relaxed(&t->lock_wanted); spin++)
+			sched_yield();
+		if (w->kix_remap_pause_us)
+			usleep(w->kix_remap_pause_us);
+	}
 }
 
 struct rb_file {

@@ -13,10 +13,12 @@
  * inputs' vectors, which the merge carries over to the output by a
  * position map when it commits under the lock.  So merges may lag
  * arbitrarily without changing any result and never hold up a barrier
- * for longer than their commit — which, for a value or counter table,
- * also remaps the key index's entries of the inputs' rows to the output's
- * (the hash of each output row's key kept while writing: 8 bytes per row;
- * O(rows merged) hash-table updates under the lock, table_index_upkeep_ms).
+ * for longer than their commit.  For a value or counter table the key
+ * index's entries of the inputs' rows then read as the output's, and the
+ * thread rewrites them after the commit (the hash of each output row's
+ * key kept while writing: 8 bytes per row; O(rows merged) hash-table
+ * updates, a chunk of rows per hold of the lock: table_kindex.c's
+ * sfs__tbl_kix_remap, counted in table_index_upkeep_ms).
  * The same thread rebuilds an invalid key index (table_kindex.c).
  *
  * Pace (pace below): merges get a share of the maintenance core
@@ -59,6 +61,7 @@
 #define FANIN 4u              /* files of a level that trigger a shaping merge */
 #define DEBT_FILES (2u * FANIN) /* files of a level that make its merge urgent */
 #define MERGE_MAX 8u          /* inputs of one merge */
+_Static_assert(MERGE_MAX <= KIX_FWD_MAX, "a merge's inputs fit the key index's remap");
 #define BG_POLL_MS 20
 
 static int shaping_merge(struct sfs_target_writer *w, struct table *t);
@@ -145,7 +148,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	struct min m[MERGE_MAX];
 	uint32_t level = 0;
 	uint64_t t0 = sfs_now_ns(), outrow = 0, loads, expired = 0, now = 0, in_bytes = 0;
-	uint64_t emin = UINT64_MAX, emax = 0;
+	uint64_t emin = UINT64_MAX, emax = 0, remap = 0;
 	int normal;
 	char oname[SFS_TABLE_NAME], path[1024];
 	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES,
@@ -354,15 +357,21 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			}
 		}
 		if (!rc && kx) {
-			/* the key index follows the rows to the output */
-			uint32_t ofid = 0;
+			/* the key index follows the rows to the output: read
+			 * through from now, rewritten below, after the commit */
+			uint32_t ofid = 0, ifid[MERGE_MAX];
+			const uint32_t *to[MERGE_MAX];
+			uint64_t rows[MERGE_MAX];
 
 			for (size_t i = 0; outrow && i < t->nf; i++)
 				if (strcmp(t->f[i].name, oname) == 0)
 					ofid = t->f[i].fid;
-			for (size_t k = 0; k < n; k++)
-				sfs__tbl_kix_merged(w, t, m[k].fid, m[k].to, m[k].rows, ofid, oh, ex,
-						    nex);
+			for (size_t k = 0; k < n; k++) {
+				ifid[k] = m[k].fid;
+				to[k] = m[k].to;
+				rows[k] = m[k].rows;
+			}
+			remap = sfs__tbl_kix_merged(w, t, (unsigned)n, ifid, to, rows, ofid, ex, nex);
 		}
 		if (!rc) {
 			sfs_fault("table.merge");
@@ -384,6 +393,8 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 					t->f[i].merging = 0;
 	}
 	pthread_mutex_unlock(&t->mu);
+	if (remap)
+		sfs__tbl_kix_remap(w, t, remap, oh);	/* before to[] and oh go */
 	for (size_t k = 0; k < n; k++) {
 		sfs_df_iter_close(m[k].it);
 		sfs_df_reader_close(m[k].rd);
