@@ -160,16 +160,6 @@ uint32_t sfs_table_zstd_from(void)
 	return env_u32("SFS_TABLE_ZSTD_FROM", SFS_TABLE_ZSTD_FROM, 1, 64);
 }
 
-uint32_t sfs_table_kix_remap_rows(void)
-{
-	return env_u32("SFS_TABLE_KIX_REMAP_ROWS", SFS_TABLE_KIX_REMAP_ROWS, 1, UINT32_MAX);
-}
-
-uint32_t sfs_table_kix_remap_pause_us(void)
-{
-	return env_u32("SFS_TABLE_KIX_REMAP_PAUSE_US", 0, 0, 1000000);
-}
-
 int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out)
 {
 	char name[SFS_REGION_NAME_MAX];

@@ -57,9 +57,6 @@
  * (63-75 files per table); from level 3, 0.94x the group's CPU per event
  * and 27-65 files (bench/RESULTS.md, issue 18). */
 #define SFS_TABLE_ZSTD_FROM 3u
-/* A merge's key-index remap: input rows per hold of the table's lock
- * (~1-3 ms of the index's random updates at 100M; table_kindex.c). */
-#define SFS_TABLE_KIX_REMAP_ROWS 32768u
 /* Key pages stored raw: probes read keys in place and decompress only the
  * value pages of their hits (measured: bench/RESULTS.md, issue 7). */
 #define SFS_TABLE_KEYS_RAW (!getenv("SFS_TABLE_KEYS_RAW") || atoi(getenv("SFS_TABLE_KEYS_RAW")))
@@ -218,13 +215,6 @@ uint32_t sfs_table_knobs(void);
  * level whose merges write ZSTD; 64: LZ4 at every level (less CPU per
  * merge, more disk: bench/RESULTS.md, issue 34). */
 uint32_t sfs_table_zstd_from(void);
-/* SFS_TABLE_KIX_REMAP_ROWS=N (default SFS_TABLE_KIX_REMAP_ROWS): a merge's
- * key-index remap takes the table's lock for N input rows at a time
- * (tests set 1: every row its own hold). */
-uint32_t sfs_table_kix_remap_rows(void);
-/* SFS_TABLE_KIX_REMAP_PAUSE_US=N (tests; default 0): a merge's remap
- * sleeps N µs between two holds, so rounds meet its entries half moved. */
-uint32_t sfs_table_kix_remap_pause_us(void);
 
 /* SFS_TABLE_MERGE_BUDGET from this process's environment: bytes of merge
  * input earned per byte the flush writes, run at the compactor's own

@@ -122,18 +122,18 @@ struct srow {                       /* a staged row: offsets into the stage buff
 #define PRE_UNKNOWN (-2)
 
 /* The key index of a value or counter table (table_kindex.c). */
-#define KIX_FWD_MAX 8u              /* a merge's inputs (table_merge.c's MERGE_MAX) */
 struct kix_slot {
 	uint64_t h;                 /* sfs_df_filter_hash of the key */
-	uint32_t fid;               /* struct tfile's fid; 0: an empty slot */
-	uint32_t row;
+	uint32_t fid;               /* struct tfile's fid (maybe forwarded); 0: empty */
+} __attribute__((packed));
+
+struct kix_upd {                    /* one key's change: file ofid -> file nfid */
+	uint64_t h;
+	uint32_t ofid;              /* 0: the key had no entry */
+	uint32_t nfid;              /* 0: the entry leaves */
 };
 
-struct kix_upd {                    /* one key's change: (ofid, orow) -> (nfid, nrow) */
-	uint64_t h;
-	uint32_t ofid, orow;        /* 0: the key had no entry */
-	uint32_t nfid, nrow;        /* 0: the entry leaves */
-};
+#define KIX_FID_GONE UINT32_MAX     /* a forward: the merge wrote none of the file's rows */
 
 struct kix {                        /* guarded by t->mu */
 	struct kix_slot *s;
@@ -144,17 +144,11 @@ struct kix {                        /* guarded by t->mu */
 	size_t njr, jrcap;
 	int jr_lost;
 	uint64_t pub_keys, pub_bytes; /* this table's share of tp_index_keys, _bytes */
-	/* A shaping merge's remap still under way (sfs__tbl_kix_merged):
-	 * entries naming input fwd_ifid[i] row r mean (fwd_ofid, fwd_to[i][r])
-	 * until the merge's thread has rewritten them, a chunk of rows per
-	 * hold of t->mu.  The arrays are the merge's; fwd_gen tells it whether
-	 * an invalidation dropped them meanwhile. */
-	const uint32_t *fwd_to[KIX_FWD_MAX];
-	uint32_t fwd_ifid[KIX_FWD_MAX];
-	uint64_t fwd_rows[KIX_FWD_MAX];
-	uint32_t fwd_ofid;
-	unsigned nfwd;
-	uint64_t fwd_gen;
+	/* Merged files' forwards (sfs__tbl_kix_merged): fwd[fid] is the fid
+	 * of the file the merge of file fid wrote, KIX_FID_GONE, or 0 (a
+	 * live file, or one that left with no entries); nfwd entries. */
+	uint32_t *fwd;
+	uint32_t nfwd;
 };
 
 /*
@@ -183,8 +177,6 @@ struct table {
 	struct kix kix;             /* the key index (value and counter tables) */
 	uint64_t loads;             /* sfs__tbl_table_load calls: a merge that saw another
 				     * load (vectors rolled back) gives up */
-	int lock_wanted;            /* the flush waits for mu (atomic): a merge's remap
-				     * between two of its holds lets it in first */
 	/* staging (main thread only) */
 	unsigned char *sb;          /* keys and values */
 	size_t sb_len, sb_cap;
@@ -313,9 +305,6 @@ struct sfs_target_writer {
 	struct pend *hold;
 	size_t nhold, holdcap;
 	int rb_failed;              /* a rollback failed midway: never publish again */
-	uint32_t kix_remap_rows;    /* a merge's index remap: input rows per hold of t->mu
-				     * (SFS_TABLE_KIX_REMAP_ROWS, tests) */
-	uint32_t kix_remap_pause_us; /* ... and a sleep between two (tests) */
 	int kix_check;              /* SFS_TABLE_KEY_INDEX_CHECK=1: rounds also probe
 				     * every file and count differences (tests) */
 	/* Level 0 as buffer images (table_l0.c), the main thread's. */
@@ -401,7 +390,7 @@ uint64_t sfs__tbl_file_bytes(const char *path);
 /* table_kindex.c: the key index of value and counter tables */
 /* The slot where @h's probe starts, and a prefetch of it: the index is
  * hundreds of megabytes read at random (q18 at 100M: 537 MB), so each
- * loop over many keys (a round's asks and updates, a merge's remap, a
+ * loop over many keys (a round's asks and updates, a
  * grow's rehash, a rebuild) starts KIX_AHEAD keys' slots loading before
  * it reaches them; without it each key waited for its own miss. */
 #define KIX_AHEAD 16u
@@ -420,20 +409,17 @@ static inline void sfs__kix_prefetch(const struct kix *x, uint64_t h)
 		__builtin_prefetch(&x->s[sfs__kix_home(x, h)]);
 }
 
-int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid, uint32_t row);
-long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid, uint32_t row);
-unsigned sfs__kix_cands(const struct kix *x, uint64_t h, struct kix_slot *out, unsigned max);
+int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid);
+long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid);
+unsigned sfs__kix_cands(const struct kix *x, uint64_t h, uint32_t *fids, unsigned max);
 int sfs__tbl_kix_on(const struct sfs_target_writer *w, const struct table *t);
 void sfs__tbl_kix_invalidate(struct table *t);
 void sfs__tbl_kix_free(struct sfs_target_writer *w, struct table *t);
 void sfs__tbl_kix_maybe_empty(struct sfs_target_writer *w, struct table *t);
 void sfs__tbl_kix_commit(struct sfs_target_writer *w, struct table *t, const struct kix_upd *u,
 			 size_t n);
-uint64_t sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, unsigned n,
-			     const uint32_t *ifid, const uint32_t *const *to, const uint64_t *rows,
-			     uint32_t ofid, const struct kix_upd *ex, size_t nex);
-void sfs__tbl_kix_remap(struct sfs_target_writer *w, struct table *t, uint64_t gen,
-			const uint64_t *oh);
+void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, unsigned n,
+			 const uint32_t *ifid, uint32_t ofid, const struct kix_upd *ex, size_t nex);
 int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locked);
 
 /* table_publish.c: publication and the deferred unlinks */

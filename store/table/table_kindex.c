@@ -14,26 +14,35 @@
  *
  * Layout: open addressing, linear probing, backward-shift deletion; a slot
  * is {64-bit key hash (sfs_df_filter_hash), stable file id (struct tfile's
- * fid, never an index into t->f, which shifts), 32-bit row}: 16 bytes.
- * Load factor at most 0.8, capacity a power of two: 20 to 40 bytes per key
- * (~27 on average).  Why the hash alone is not enough: two of 27M keys
+ * fid, never an index into t->f, which shifts)}: 12 bytes, packed.  Load
+ * factor at most 0.8, capacity a power of two: 15 to 30 bytes per key
+ * (~20 on average).  No row: the round's probe of the named file finds
+ * it (by the key's bytes), and a merge then moves a file's entries in
+ * O(1) — a forward from each input fid to the output's (kix_fid_now)
+ * instead of a rewrite of every merged row's entry, which at 100M held
+ * the flush up for seconds (q18: table_flush_wait_ms 2.9 s) and cost a
+ * random hash-table update per merged row.  Why the hash alone is not
+ * enough: two of 27M keys
  * share a 64-bit hash with probability ~2e-5 per table, and a collision
  * taken for a match would mask another key's row — silent data loss.  So
  * the index is a multimap of hashes and every hit is confirmed by a probe
  * of the named file restricted to that key (the probe answers by the key's
- * bytes, with the vector applied): a candidate whose file holds the key at
- * another row, or a candidate file the table no longer has, means the
- * index is wrong — it is invalidated (counted: tp_index_broken) and the
- * round falls back to probing every file.  A key whose candidates' files
- * do not hold it is a collision: absent, exact.
+ * bytes, with the vector applied): a key found in a file no candidate
+ * names, or a candidate file the table no longer has, means the index is
+ * wrong — it is invalidated (counted: tp_index_broken) and the round falls
+ * back to probing every file.  A key whose candidates' files do not hold
+ * it is a collision: absent, exact.  Two keys of one hash in one file are
+ * two equal entries: a multiset, whichever of them an update takes.
  *
  * Exactness across changes of the file set: a round applies its updates
  * after its commit (moves to the new level-1 file, removals of deleted and
- * expired keys, inserts); a shaping merge's inputs' rows read as their
- * output rows from its commit on (its to[] consulted by sfs__kix_find and
- * sfs__kix_cands: kix_now) and are rewritten after it, a chunk of rows
- * per hold of t->mu (sfs__tbl_kix_remap), so the flush never waits for a
- * whole merge's remap (O(rows merged));
+ * expired keys, inserts); a shaping merge's commit forwards each input's
+ * fid to its output's (sfs__tbl_kix_merged: O(inputs); its expired rows'
+ * entries leave), every row of an input that has an entry left being in
+ * the output (a row masked before the merge read it had its entry moved
+ * by the round that masked it); entries are read through the forwards
+ * (kix_fid_now, which shortens the chains it walks) and rewritten to the
+ * live fid when an update touches them;
  * files leaving wholly masked have no entries left; anything else — a
  * reload after a failure, a rollback or reset, the open — drops the table's
  * files (sfs__tbl_table_drop_files), which invalidates the index, and so
@@ -48,15 +57,14 @@
  * (tests) runs the full probe beside the index and counts every difference
  * (tp_index_mismatch), taking the probe's answer.
  *
- * Cost: 16 bytes per slot; the rebuild reads every live level >= 1 row's
+ * Cost: 12 bytes per slot, 4 per fid the table ever gave while the index
+ * is valid (the forwards); the rebuild reads every live level >= 1 row's
  * key once (tp_index_rebuild_ns / tp_index_rebuild_keys).
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "shm/atomic.h"
@@ -68,7 +76,8 @@
 
 static void kix_publish(struct sfs_target_writer *w, struct kix *x)
 {
-	uint64_t keys = x->valid ? x->n : 0, bytes = x->s ? (x->mask + 1) * sizeof(*x->s) : 0;
+	uint64_t keys = x->valid ? x->n : 0,
+		 bytes = (x->s ? (x->mask + 1) * sizeof(*x->s) : 0) + x->nfwd * sizeof(*x->fwd);
 
 	if (!w || !w->pub)
 		return;
@@ -102,7 +111,7 @@ static int kix_grow(struct kix *x, size_t cap)
 	return 0;
 }
 
-int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
+int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid)
 {
 	size_t j;
 	int rc;
@@ -116,51 +125,45 @@ int sfs__kix_put(struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
 	j = sfs__kix_home(x, h);
 	while (x->s[j].fid)
 		j = (j + 1) & x->mask;
-	x->s[j] = (struct kix_slot){ .h = h, .fid = fid, .row = row };
+	x->s[j] = (struct kix_slot){ .h = h, .fid = fid };
 	x->n++;
 	return 0;
 }
 
-/* Slot @e as it reads while a merge's remap is under way (struct kix's
- * fwd_*): 1 and *@out its place now, 0 when it names no row any more
- * (an input row the merge did not write: nothing should point there). */
-static int kix_now(const struct kix *x, const struct kix_slot *e, struct kix_slot *out)
+/* The live fid an entry naming @fid means: @fid, or where the merges that
+ * took it forwarded it (KIX_FID_GONE: a merge wrote none of its rows;
+ * nothing should name it).  Chains walked are shortened to their end, so
+ * each forward is walked about once. */
+static uint32_t kix_fid_now(const struct kix *x, uint32_t fid)
 {
-	*out = *e;
-	for (unsigned i = 0; i < x->nfwd; i++)
-		if (x->fwd_ifid[i] == e->fid) {
-			uint32_t o = e->row < x->fwd_rows[i] ? x->fwd_to[i][e->row] : UINT32_MAX;
+	uint32_t f = fid, end;
 
-			if (o == UINT32_MAX || !x->fwd_ofid)
-				return 0;
-			out->fid = x->fwd_ofid;
-			out->row = o;
-			break;
-		}
-	return 1;
+	if (fid >= x->nfwd || !x->fwd[fid])
+		return fid;
+	while (f < x->nfwd && x->fwd[f] && x->fwd[f] != KIX_FID_GONE)
+		f = x->fwd[f];
+	end = f < x->nfwd && x->fwd[f] == KIX_FID_GONE ? KIX_FID_GONE : f;
+	for (uint32_t g = fid; g != end && g < x->nfwd && x->fwd[g] && x->fwd[g] != KIX_FID_GONE;) {
+		uint32_t next = x->fwd[g];
+
+		x->fwd[g] = end;
+		g = next;
+	}
+	return end;
 }
 
-/* The slot naming (@fid, @row) for hash @h, as stored or as it reads
- * (kix_now): a merge's remap asks by its input's place, a round by the
- * output's. */
-long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid, uint32_t row)
+/* A slot for hash @h whose entry means file @fid (kix_fid_now). */
+long sfs__kix_find(const struct kix *x, uint64_t h, uint32_t fid)
 {
 	if (!x->s)
 		return -1;
-	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask) {
-		struct kix_slot now;
-
-		if (x->s[j].h != h)
-			continue;
-		if (x->s[j].fid == fid && x->s[j].row == row)
+	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
+		if (x->s[j].h == h && kix_fid_now(x, x->s[j].fid) == fid)
 			return (long)j;
-		if (x->nfwd && kix_now(x, &x->s[j], &now) && now.fid == fid && now.row == row)
-			return (long)j;
-	}
 	return -1;
 }
 
-unsigned sfs__kix_cands(const struct kix *x, uint64_t h, struct kix_slot *out, unsigned max)
+unsigned sfs__kix_cands(const struct kix *x, uint64_t h, uint32_t *fids, unsigned max)
 {
 	unsigned n = 0;
 
@@ -168,12 +171,12 @@ unsigned sfs__kix_cands(const struct kix *x, uint64_t h, struct kix_slot *out, u
 		return 0;
 	for (size_t j = sfs__kix_home(x, h); x->s[j].fid; j = (j + 1) & x->mask)
 		if (x->s[j].h == h) {
-			struct kix_slot now;
+			uint32_t f = kix_fid_now(x, x->s[j].fid);
 
-			if (x->nfwd && !kix_now(x, &x->s[j], &now))
+			if (f == KIX_FID_GONE)
 				continue;
 			if (n < max)
-				out[n] = x->nfwd ? now : x->s[j];
+				fids[n] = f;
 			n++;
 		}
 	return n;
@@ -205,19 +208,17 @@ static void kix_del_at(struct kix *x, size_t i)
 static int kix_apply1(struct kix *x, const struct kix_upd *u, int strict)
 {
 	if (u->ofid) {
-		long i = sfs__kix_find(x, u->h, u->ofid, u->orow);
+		long i = sfs__kix_find(x, u->h, u->ofid);
 
 		if (i < 0)
 			return strict ? -1 : 0;
-		if (u->nfid) {
+		if (u->nfid)
 			x->s[i].fid = u->nfid;
-			x->s[i].row = u->nrow;
-		} else {
+		else
 			kix_del_at(x, (size_t)i);
-		}
 		return 0;
 	}
-	return u->nfid ? sfs__kix_put(x, u->h, u->nfid, u->nrow) : 0;
+	return u->nfid ? sfs__kix_put(x, u->h, u->nfid) : 0;
 }
 
 void sfs__tbl_kix_invalidate(struct table *t)
@@ -234,8 +235,9 @@ void sfs__tbl_kix_invalidate(struct table *t)
 	x->jr = NULL;
 	x->njr = x->jrcap = 0;
 	x->jr_lost = 0;
-	x->nfwd = 0;		/* a remap under way sees fwd_gen move and stops */
-	x->fwd_gen++;
+	free(x->fwd);
+	x->fwd = NULL;
+	x->nfwd = 0;
 }
 
 /* At close: the gauges keep their last figures (a run's summary, read
@@ -306,115 +308,39 @@ out:
 }
 
 /*
- * A shaping merge committed (t->mu held): input file @ifid[k]'s rows moved
- * to file @ofid (0: no output) by @to[k][0..rows[k]) (UINT32_MAX: not
- * written — masked at the merge's start or expired); the expired rows
- * @ex[0..nex) (their hashes and input rows) leave now.  The entries of
- * the moved rows are not rewritten here: from now they read as their new
- * place (kix_now), and the merge's thread rewrites them after its commit,
- * a chunk at a time (sfs__tbl_kix_remap) — O(rows merged) hash-table
- * updates that held the flush up for seconds at 100M when done here
- * (q18: table_flush_wait_ms 3.6 s).  The arrays stay the caller's until
- * the remap returns.  Returns the remap's ticket, 0 when there is none
- * (an invalid index: nothing to remap).
+ * A shaping merge committed (t->mu held): the rows of input files
+ * @ifid[0..n) that it wrote are in file @ofid (0: it wrote none); the
+ * expired rows @ex[0..nex) (their hashes and input fids) leave.  Every
+ * other entry naming an input is of a row the merge wrote (see the top),
+ * so it now means @ofid: a forward per input, O(n + nex).
  */
-uint64_t sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, unsigned n,
-			     const uint32_t *ifid, const uint32_t *const *to, const uint64_t *rows,
-			     uint32_t ofid, const struct kix_upd *ex, size_t nex)
+void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, unsigned n,
+			 const uint32_t *ifid, uint32_t ofid, const struct kix_upd *ex, size_t nex)
 {
 	struct kix *x = &t->kix;
 	uint64_t t0 = sfs_now_ns();
 
 	if (!x->valid)
-		return 0;
-	if (n > KIX_FWD_MAX) {
-		sfs__tbl_kix_invalidate(t);	/* not remappable: rebuilt (table_merge.c's
-						 * static assertion keeps this away) */
-		return 0;
-	}
+		return;
 	for (size_t i = 0; i < nex; i++)
 		kix_apply1(x, &ex[i], 0);
 	for (unsigned k = 0; k < n; k++) {
-		x->fwd_ifid[k] = ifid[k];
-		x->fwd_to[k] = to[k];
-		x->fwd_rows[k] = rows[k];
+		if (ifid[k] >= x->nfwd) {
+			size_t cap = (size_t)(t->fids > ifid[k] ? t->fids : ifid[k]) + 64;
+			uint32_t *nf = realloc(x->fwd, cap * sizeof(*nf));
+
+			if (!nf) {
+				sfs__tbl_kix_invalidate(t);	/* rebuilt by the background */
+				return;
+			}
+			memset(nf + x->nfwd, 0, (cap - x->nfwd) * sizeof(*nf));
+			x->fwd = nf;
+			x->nfwd = (uint32_t)cap;
+		}
+		x->fwd[ifid[k]] = ofid ? ofid : KIX_FID_GONE;
 	}
-	x->fwd_ofid = ofid;
-	x->nfwd = n;
-	x->fwd_gen++;
 	kix_publish(w, x);
 	uatomic_add(&w->pub->tp_index_ns, sfs_now_ns() - t0);
-	return x->fwd_gen;
-}
-
-/*
- * The remap of ticket @gen (sfs__tbl_kix_merged), by the merge's thread
- * after its commit: @oh[r] is the hash of output row r's key.  Takes t->mu
- * for w->kix_remap_rows input rows at a time, and between two holds lets
- * a flush that waits for the lock have it first (t->lock_wanted).  An
- * entry a round moved or removed meanwhile is not found by its input
- * place: nothing to do.  Stops early when an invalidation dropped the
- * ticket.
- */
-void sfs__tbl_kix_remap(struct sfs_target_writer *w, struct table *t, uint64_t gen,
-			const uint64_t *oh)
-{
-	struct kix *x = &t->kix;
-	uint64_t p = 0;
-	unsigned k = 0;
-
-	for (;;) {
-		uint64_t t0, left = w->kix_remap_rows;
-		int done = 0;
-
-		pthread_mutex_lock(&t->mu);
-		if (x->fwd_gen != gen || !x->valid) {
-			pthread_mutex_unlock(&t->mu);
-			return;
-		}
-		t0 = sfs_now_ns();
-		while (left && !done) {
-			const uint32_t *to;
-			uint64_t end;
-
-			if (k == x->nfwd) {
-				done = 1;
-				break;
-			}
-			to = x->fwd_to[k];
-			end = x->fwd_rows[k] - p < left ? x->fwd_rows[k] : p + left;
-			left -= end - p;
-			for (; p < end; p++) {
-				long i;
-
-				if (p + KIX_AHEAD < end && to[p + KIX_AHEAD] != UINT32_MAX)
-					sfs__kix_prefetch(x, oh[to[p + KIX_AHEAD]]);
-				if (to[p] == UINT32_MAX)
-					continue;
-				i = sfs__kix_find(x, oh[to[p]], x->fwd_ifid[k], (uint32_t)p);
-				if (i >= 0 && x->s[i].fid == x->fwd_ifid[k]) {
-					x->s[i].fid = x->fwd_ofid;
-					x->s[i].row = to[p];
-				}
-			}
-			if (p == x->fwd_rows[k]) {
-				k++;
-				p = 0;
-			}
-		}
-		if (done) {
-			x->nfwd = 0;
-			x->fwd_gen++;
-		}
-		uatomic_add(&w->pub->tp_index_ns, sfs_now_ns() - t0);
-		pthread_mutex_unlock(&t->mu);
-		if (done)
-			return;
-		for (int spin = 0; spin < 1000 && sfs_load_relaxed(&t->lock_wanted); spin++)
-			sched_yield();
-		if (w->kix_remap_pause_us)
-			usleep(w->kix_remap_pause_us);
-	}
 }
 
 struct rb_file {
@@ -489,18 +415,16 @@ int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locke
 		/* the rows' hashes a batch at a time: their slots load together */
 		while (!rc) {
 			uint64_t bh[REBUILD_BATCH];
-			uint32_t bp[REBUILD_BATCH];
 			unsigned nb = 0;
 
 			while (nb < REBUILD_BATCH && (rc = sfs_df_iter_next(it, &row)) == 1) {
 				bh[nb] = sfs_df_filter_hash(row.key, row.klen);
-				bp[nb] = (uint32_t)row.pos;
 				sfs__kix_prefetch(&nx, bh[nb++]);
 			}
 			if (rc > 0)
 				rc = 0;
 			for (unsigned i = 0; i < nb && rc >= 0; i++)
-				rc = sfs__kix_put(&nx, bh[i], rf[k].fid, bp[i]);
+				rc = sfs__kix_put(&nx, bh[i], rf[k].fid);
 			keys += nb;
 			if (!rc && !locked && sfs_load_relaxed(&w->stop))
 				rc = -ECANCELED;

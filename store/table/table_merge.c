@@ -13,12 +13,9 @@
  * inputs' vectors, which the merge carries over to the output by a
  * position map when it commits under the lock.  So merges may lag
  * arbitrarily without changing any result and never hold up a barrier
- * for longer than their commit.  For a value or counter table the key
- * index's entries of the inputs' rows then read as the output's, and the
- * thread rewrites them after the commit (the hash of each output row's
- * key kept while writing: 8 bytes per row; O(rows merged) hash-table
- * updates, a chunk of rows per hold of the lock: table_kindex.c's
- * sfs__tbl_kix_remap, counted in table_index_upkeep_ms).
+ * for longer than their commit.  For a value or counter table the commit
+ * forwards the key index's entries of the inputs to the output (O(inputs):
+ * table_kindex.c's sfs__tbl_kix_merged) and removes its expired rows'.
  * The same thread rebuilds an invalid key index (table_kindex.c).
  *
  * Pace (pace below): merges get a share of the maintenance core
@@ -61,7 +58,6 @@
 #define FANIN 4u              /* files of a level that trigger a shaping merge */
 #define DEBT_FILES (2u * FANIN) /* files of a level that make its merge urgent */
 #define MERGE_MAX 8u          /* inputs of one merge */
-_Static_assert(MERGE_MAX <= KIX_FWD_MAX, "a merge's inputs fit the key index's remap");
 #define BG_POLL_MS 20
 
 static int shaping_merge(struct sfs_target_writer *w, struct table *t);
@@ -136,7 +132,7 @@ struct min {
 	size_t dv_words;
 	uint32_t *to;           /* input row -> output row (UINT32_MAX: not written) */
 	uint64_t rows;
-	uint32_t fid;           /* its fid (the key index's remap) */
+	uint32_t fid;           /* its fid (the key index's forward) */
 	char name[SFS_TABLE_NAME];
 };
 
@@ -148,16 +144,15 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 	struct min m[MERGE_MAX];
 	uint32_t level = 0;
 	uint64_t t0 = sfs_now_ns(), outrow = 0, loads, expired = 0, now = 0, in_bytes = 0;
-	uint64_t emin = UINT64_MAX, emax = 0, remap = 0;
+	uint64_t emin = UINT64_MAX, emax = 0;
 	int normal;
 	char oname[SFS_TABLE_NAME], path[1024];
 	struct sfs_df_write_opts wo = { .page_bytes = SFS_TABLE_PAGE_BYTES,
 					 .keys_raw = SFS_TABLE_KEYS_RAW };
 	sfs_df_writer_t *out = NULL;
 	int rc = 0, kx = sfs__tbl_kix_on(w, t);
-	uint64_t *oh = NULL;            /* the key index: output row -> its key's hash */
-	size_t ohcap = 0, nex = 0, excap = 0;
-	struct kix_upd *ex = NULL;      /* ... and the expired rows that leave it */
+	size_t nex = 0, excap = 0;
+	struct kix_upd *ex = NULL;      /* the key index: the expired rows that leave it */
 
 	memset(m, 0, sizeof(m));
 	ttl = sfs__tbl_ttl_now(w, t, &now);
@@ -260,7 +255,7 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			if (kx)
 				ex[nex++] = (struct kix_upd){
 					.h = sfs_df_filter_hash(m[best].row.key, m[best].row.klen),
-					.ofid = m[best].fid, .orow = (uint32_t)m[best].row.pos };
+					.ofid = m[best].fid };
 		} else {
 			rc = sfs_df_writer_add(out, m[best].row.key, m[best].row.klen, SFS_DF_PUT,
 					       m[best].row.val, m[best].row.vlen);
@@ -273,18 +268,6 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 				emin = e < emin ? e : emin;
 				emax = e > emax ? e : emax;
 			}
-			if (kx && outrow == ohcap) {
-				uint64_t *no = realloc(oh, (ohcap = ohcap ? 2 * ohcap : 4096) *
-							       sizeof(*no));
-
-				if (!no) {
-					rc = -ENOMEM;
-					break;
-				}
-				oh = no;
-			}
-			if (kx)
-				oh[outrow] = sfs_df_filter_hash(m[best].row.key, m[best].row.klen);
 			m[best].to[m[best].row.pos] = (uint32_t)outrow++;
 		}
 		rc = sfs_df_iter_next(m[best].it, &m[best].row);
@@ -357,21 +340,15 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 			}
 		}
 		if (!rc && kx) {
-			/* the key index follows the rows to the output: read
-			 * through from now, rewritten below, after the commit */
+			/* the key index follows the rows to the output */
 			uint32_t ofid = 0, ifid[MERGE_MAX];
-			const uint32_t *to[MERGE_MAX];
-			uint64_t rows[MERGE_MAX];
 
 			for (size_t i = 0; outrow && i < t->nf; i++)
 				if (strcmp(t->f[i].name, oname) == 0)
 					ofid = t->f[i].fid;
-			for (size_t k = 0; k < n; k++) {
+			for (size_t k = 0; k < n; k++)
 				ifid[k] = m[k].fid;
-				to[k] = m[k].to;
-				rows[k] = m[k].rows;
-			}
-			remap = sfs__tbl_kix_merged(w, t, (unsigned)n, ifid, to, rows, ofid, ex, nex);
+			sfs__tbl_kix_merged(w, t, (unsigned)n, ifid, ofid, ex, nex);
 		}
 		if (!rc) {
 			sfs_fault("table.merge");
@@ -393,8 +370,6 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 					t->f[i].merging = 0;
 	}
 	pthread_mutex_unlock(&t->mu);
-	if (remap)
-		sfs__tbl_kix_remap(w, t, remap, oh);	/* before to[] and oh go */
 	for (size_t k = 0; k < n; k++) {
 		sfs_df_iter_close(m[k].it);
 		sfs_df_reader_close(m[k].rd);
@@ -402,7 +377,6 @@ static int shaping_merge(struct sfs_target_writer *w, struct table *t)
 		free(m[k].to);
 	}
 	sfs_df_writer_abort(out);
-	free(oh);
 	free(ex);
 	if (rc) {
 		/* a disk's trouble is said once per episode of the process (the

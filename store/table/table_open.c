@@ -76,8 +76,6 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 	sfs_store_relaxed(&w->pub->tp_knobs, w->knobs);
 	w->merge_budget = sfs_table_merge_budget();
 	w->zstd_from = sfs_table_zstd_from();
-	w->kix_remap_rows = sfs_table_kix_remap_rows();
-	w->kix_remap_pause_us = sfs_table_kix_remap_pause_us();
 	w->merge_base = sfs_load_relaxed(&w->pub->tp_bytes_written);
 	sfs_store_relaxed(&w->pub->tp_merge_budget, w->merge_budget);
 	w->applied = sfs_load_acquire(&w->pub->tp_applied);

@@ -450,7 +450,7 @@ static int kround_ask(struct sfs_target_writer *w, struct table *t, struct kroun
 	int rc;
 
 	for (size_t j = 0; j < n; j++) {
-		struct kix_slot cs[4];
+		uint32_t cs[4];
 		unsigned nc;
 		uint64_t adm = 0;
 
@@ -466,7 +466,7 @@ static int kround_ask(struct sfs_target_writer *w, struct table *t, struct kroun
 		for (unsigned c = 0; c < nc; c++) {
 			int v = 0;
 
-			while (v < nv && k->vfid[v] != cs[c].fid)
+			while (v < nv && k->vfid[v] != cs[c])
 				v++;
 			if (v == nv)
 				goto broken;	/* names a file the table has not */
@@ -491,8 +491,8 @@ static int kround_ask(struct sfs_target_writer *w, struct table *t, struct kroun
 
 		if (r->state != 1)
 			continue;	/* a collision: the key is in no file */
-		if (sfs__kix_find(&t->kix, k->h[j], k->vfid[r->file], (uint32_t)r->pos) < 0)
-			goto broken;	/* live at a row the index does not name */
+		if (sfs__kix_find(&t->kix, k->h[j], k->vfid[r->file]) < 0)
+			goto broken;	/* live in a file the index does not name */
 		k->res[j] = *r;
 		k->res[j].file = (int32_t)map[r->file];
 		hits++;
@@ -505,21 +505,18 @@ broken:
 	return 1;
 }
 
-/* The key's index change: from its superseded row @r (t->f index), to row
- * @nrow of the round's new file (UINT64_MAX: none). */
+/* The key's index change: from the file of its superseded row @r (t->f
+ * index) to the round's new file, where it is row @nrow (UINT64_MAX: it
+ * has none; the index keeps the file only). */
 static int kround_note(struct kround *k, const struct table *t, const struct tv_res *r,
 		       uint64_t h, uint64_t nrow)
 {
 	struct kix_upd u = { .h = h };
 
-	if (r->file >= 0) {
+	if (r->file >= 0)
 		u.ofid = t->f[r->file].fid;
-		u.orow = (uint32_t)r->pos;
-	}
-	if (nrow != UINT64_MAX) {
+	if (nrow != UINT64_MAX)
 		u.nfid = KIX_NEW;
-		u.nrow = (uint32_t)nrow;
-	}
 	if (!u.ofid && !u.nfid)
 		return 0;
 	if (k->nu == k->ucap) {

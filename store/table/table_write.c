@@ -263,9 +263,7 @@ int sfs__tbl_commit(struct sfs_target_writer *w, uint64_t seq)
 			/* held by a merge's pick or commit: the flush's only wait for it */
 			uint64_t l0 = sfs_now_ns();
 
-			uatomic_inc(&t->lock_wanted);
 			pthread_mutex_lock(&t->mu);
-			uatomic_dec(&t->lock_wanted);
 			uatomic_add(&w->pub->tp_flush_wait_ns, sfs_now_ns() - l0);
 		}
 		if (!t->loaded)
