@@ -389,9 +389,9 @@ uint64_t sfs__tbl_file_bytes(const char *path);
 
 /* table_kindex.c: the key index of value and counter tables */
 /* The slot where @h's probe starts, and a prefetch of it: the index is
- * hundreds of megabytes read at random (q18 at 100M: 537 MB), so each
- * loop over many keys (a round's asks and updates, a
- * grow's rehash, a rebuild) starts KIX_AHEAD keys' slots loading before
+ * hundreds of megabytes read at random (q18 at 100M: 403 MB), so each
+ * loop over many keys (a round's asks and updates, a grow's rehash, a
+ * rebuild) starts KIX_AHEAD keys' slots loading before
  * it reaches them; without it each key waited for its own miss. */
 #define KIX_AHEAD 16u
 

@@ -1,6 +1,6 @@
 /*
  * table_kindex.c — the key index of a value or counter table: an exact,
- * in-memory key -> (file, row) map of the table's live level >= 1 rows,
+ * in-memory key -> file map of the table's live level >= 1 rows,
  * process-local to the compactor (the writer's), so a round asks one place
  * per key instead of batch-probing every level >= 1 file (table_round.c).
  *
@@ -22,9 +22,9 @@
  * instead of a rewrite of every merged row's entry, which at 100M held
  * the flush up for seconds (q18: table_flush_wait_ms 2.9 s) and cost a
  * random hash-table update per merged row.  Why the hash alone is not
- * enough: two of 27M keys
- * share a 64-bit hash with probability ~2e-5 per table, and a collision
- * taken for a match would mask another key's row — silent data loss.  So
+ * enough: two of 27M keys share a 64-bit hash with probability ~2e-5 per
+ * table, and a collision taken for a match would mask another key's row —
+ * silent data loss.  So
  * the index is a multimap of hashes and every hit is confirmed by a probe
  * of the named file restricted to that key (the probe answers by the key's
  * bytes, with the vector applied): a key found in a file no candidate
