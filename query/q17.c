@@ -44,6 +44,7 @@ struct q17 {
 	unsigned char (*dirty)[16];
 	size_t dcap, dused;
 	struct rt_row row;
+	int64_t val[C_N][BATCH];    /* emit's reads of a batch, per counter */
 };
 
 struct q17_rec {
@@ -156,7 +157,7 @@ static int process_q17(struct rt_op *op, unsigned stage, const void *rec, uint32
 static int emit(struct rt_op *op, unsigned char (*keys)[16], unsigned n)
 {
 	struct q17 *q = op->priv;
-	static __thread int64_t val[C_N][BATCH];
+	int64_t (*val)[BATCH] = q->val;
 	struct sfs_key ks[BATCH];
 	int res[BATCH];
 

@@ -1932,6 +1932,23 @@ int sfs_counter_get(sfs_ctx_t *c, uint32_t state, uint64_t ns, const void *key, 
 #define MG_BATCH 64
 #define MG_KEYBYTES (16u << 10)
 
+/* A chunk's key, checked and hashed (sfs_multiget, sfs_counter_multiget). */
+struct mg_key {
+	uint64_t h;
+	uint32_t pfx;
+	int n;          /* buffered key length, or the key's refusal */
+};
+
+/* Step 2 of a chunk: the active buffer's entries of its keys @kb[0..m)
+ * loading (their slots were prefetched as they were hashed). */
+static void mg_prefetch_entries(const struct sfs_wbuf_geom *act, const struct mg_key *kb,
+				unsigned m)
+{
+	for (unsigned k = 0; act && k < m; k++)
+		if (kb[k].n >= 0)
+			sfs_wbuf_prefetch_entry_g(act, kb[k].h, (size_t)kb[k].n);
+}
+
 /* A chunk's answers of a TTL state made the user's (get_ttl's rule), with
  * its refreshes on read; returns the errors it met. */
 static __attribute__((noinline)) int multiget_ttl(sfs_ctx_t *c, uint32_t state,
@@ -1966,11 +1983,7 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 	static __thread unsigned char kstore[MG_KEYBYTES];
 	struct sfs_probe probes[MG_BATCH];
 	struct sfs_probe_result pr[MG_BATCH];
-	struct {
-		uint64_t h;
-		uint32_t pfx;
-		int n;          /* buffered key length, or the key's refusal */
-	} kb[MG_BATCH];
+	struct mg_key kb[MG_BATCH];
 	unsigned idx[MG_BATCH];
 	int errors = 0;
 
@@ -1989,10 +2002,7 @@ int sfs_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *keys, unsig
 				sfs_wbuf_prefetch_g(act, kb[m].h);
 		}
 		/* 2: entry prefetches */
-		if (act)
-			for (unsigned k = 0; k < m; k++)
-				if (kb[k].n >= 0)
-					sfs_wbuf_prefetch_entry_g(act, kb[k].h, (size_t)kb[k].n);
+		mg_prefetch_entries(act, kb, m);
 		/* 3: buffers, then cache */
 		for (unsigned k = 0; k < m; k++) {
 			unsigned at = base + k;
@@ -2073,8 +2083,7 @@ int sfs_counter_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *key
 	static __thread struct walk wk[MG_BATCH];
 	struct sfs_probe probes[MG_BATCH];
 	struct sfs_probe_result pr[MG_BATCH];
-	uint64_t kh[MG_BATCH];
-	int kn[MG_BATCH];
+	struct mg_key kb[MG_BATCH];
 	unsigned idx[MG_BATCH];
 	int errors = 0;
 
@@ -2097,21 +2106,19 @@ int sfs_counter_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *key
 
 			vals[base + m] = 0;
 			if (k->klen + SFS_KEY_PREFIX > MG_KEYBYTES - used) {
-				kn[m] = INT_MIN;	/* no room in the scratch: on its own */
+				kb[m].n = INT_MIN;	/* no room in the scratch: on its own */
 				continue;
 			}
-			kn[m] = key_prep(c, state, SFS_STATE_COUNTER, k->ns, k->key, k->klen,
-					 "counter multiget", kstore + used, &kh[m]);
-			if (kn[m] >= 0) {
-				used += (size_t)kn[m];
+			kb[m].n = key_ident(c, state, SFS_STATE_COUNTER, k->ns, k->key, k->klen,
+					    "counter multiget", &kb[m].pfx, &kb[m].h);
+			if (kb[m].n >= 0) {
+				key_write(kstore + used, kb[m].pfx, k->key, k->klen);
+				used += (size_t)kb[m].n;
 				if (act)
-					sfs_wbuf_prefetch_g(act, kh[m]);
+					sfs_wbuf_prefetch_g(act, kb[m].h);
 			}
 		}
-		if (act)
-			for (unsigned k = 0; k < m; k++)
-				if (kn[k] >= 0)
-					sfs_wbuf_prefetch_entry_g(act, kh[k], (size_t)kn[k]);
+		mg_prefetch_entries(act, kb, m);
 		/* the buffers, newest first; the store's keys set aside */
 		used = 0;
 		for (unsigned k = 0; k < m; k++) {
@@ -2121,26 +2128,26 @@ int sfs_counter_multiget(sfs_ctx_t *c, uint32_t state, const struct sfs_key *key
 			unsigned char *bk = kstore + used;
 			int rc;
 
-			if (kn[k] == INT_MIN) {
+			if (kb[k].n == INT_MIN) {
 				results[at] = sfs_counter_get(c, state, key->ns, key->key, key->klen,
 							      &vals[at]);
 				errors += results[at] < 0;
 				continue;
 			}
-			if (kn[k] < 0) {
-				results[at] = kn[k];
+			if (kb[k].n < 0) {
+				results[at] = kb[k].n;
 				errors++;
 				continue;
 			}
-			used += (size_t)kn[k];
-			rc = walk(c, bk, (size_t)kn[k], key->ns, kh[k], 1, &v, &vals[at], &wk[k]);
+			used += (size_t)kb[k].n;
+			rc = walk(c, bk, (size_t)kb[k].n, key->ns, kb[k].h, 1, &v, &vals[at], &wk[k]);
 			if (wk[k].done || rc < 0) {
 				results[at] = wk[k].res;
 				errors += wk[k].res < 0;
 				continue;
 			}
-			probes[np] = (struct sfs_probe){ .hash = kh[k], .ns = key->ns, .key = bk,
-							 .klen = (uint32_t)kn[k] };
+			probes[np] = (struct sfs_probe){ .hash = kb[k].h, .ns = key->ns, .key = bk,
+							 .klen = (uint32_t)kb[k].n };
 			idx[np++] = k;
 		}
 		/* one batched probe of the store */

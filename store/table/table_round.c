@@ -71,7 +71,7 @@ static int kround_ask(struct sfs_target_writer *w, struct table *t, struct kroun
 		      struct scratch *sc, const struct tv_file *vf, const size_t *map, int nv,
 		      size_t n);
 static int kround_note(struct kround *k, const struct table *t, const struct tv_res *r,
-		       uint64_t h, uint64_t nrow);
+		       uint64_t h, int kept);
 static void kround_compare(struct sfs_target_writer *w, const struct table *t,
 			   const struct tv_res *ix, const struct tv_res *pr, size_t n);
 
@@ -248,12 +248,11 @@ int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, str
 					goto fail;
 				masked++;
 			}
-			/* the key's entry: to its new row, or gone */
+			/* the key's entry: to the round's new file, or gone */
 			if (kr.on && (rc = kround_note(&kr, t, r, kr.h[j],
-						      ch[j].kind == SFS_DF_DELETE ? UINT64_MAX :
-						      !out ? ch[j].pos :
-						      ttl && sfs__tbl_ttl_drops(ch[j].kind, v, vlen, now) ?
-						      UINT64_MAX : added)))
+						      ch[j].kind != SFS_DF_DELETE &&
+						      (!out || !ttl ||
+						       !sfs__tbl_ttl_drops(ch[j].kind, v, vlen, now)))))
 				goto fail;
 			if (ch[j].kind == SFS_DF_DELETE || !out)
 				continue;
@@ -506,16 +505,15 @@ broken:
 }
 
 /* The key's index change: from the file of its superseded row @r (t->f
- * index) to the round's new file, where it is row @nrow (UINT64_MAX: it
- * has none; the index keeps the file only). */
+ * index) to the round's new file when @kept (else the key leaves). */
 static int kround_note(struct kround *k, const struct table *t, const struct tv_res *r,
-		       uint64_t h, uint64_t nrow)
+		       uint64_t h, int kept)
 {
 	struct kix_upd u = { .h = h };
 
 	if (r->file >= 0)
 		u.ofid = t->f[r->file].fid;
-	if (nrow != UINT64_MAX)
+	if (kept)
 		u.nfid = KIX_NEW;
 	if (!u.ofid && !u.nfid)
 		return 0;
