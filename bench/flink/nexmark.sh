@@ -31,10 +31,16 @@ REPEAT=${REPEAT:-1}
 WORK=${WORK:-$(mktemp -d /tmp/sfs-nexmark-flink.XXXXXX)}
 mkdir -p "$WORK"
 
+# RUN_TIMEOUT_S bounds each run, the C runtime's and each JVM's (run_one.py).
+# Progress on stderr ("nexmark.sh: <time> <step>"): what a caller reports when it must stop us.
+say() { echo "nexmark.sh: $(date +%T) $*" >&2; }
+say "building"
 make -C "$root" -s all jni >&2
 (cd "$root/flink" && mvn -B -q -DskipTests install) >&2
+say "sfs-flink installed; the harness's dependencies (Flink's table planner, RocksDB, ForSt)"
 (cd "$here/nexmark" && mvn -B -q -DskipTests package dependency:build-classpath \
 	-Dmdep.outputFile=target/cp.txt) >&2
+say "harness built"
 cp="$here/nexmark/target/classes:$(cat "$here/nexmark/target/cp.txt")"
 
 # The C runtime's digest of a query at EVENTS (cached per query and EVENTS in WORK).
@@ -43,19 +49,21 @@ c_digest() {
 	[ "$q" = q0 ] && { echo ""; return; }
 	if [ ! -f "$out" ]; then
 		rm -rf "$WORK/c-data"
-		"$root/bin/sfs" run --query "$q" --events "$EVENTS" --workers 1 --backend table \
+		${RUN_TIMEOUT_S:+timeout -k 10 "$RUN_TIMEOUT_S"} "$root/bin/sfs" run --query "$q" --events "$EVENTS" --workers 1 --backend table \
 			--data "$WORK/c-data" --output "$out" >"$WORK/c-$q-$EVENTS.log" 2>&1 || { echo "error"; return; }
 	fi
 	java -cp "$cp" io.sfs.nexmark.flink.Digest "$out"
 }
 
 for q in $QUERIES; do
+	say "$q: the C runtime's digest"
 	cd=$(c_digest "$q")
 	for ((r = 0; r < REPEAT; r++)); do
 		for b in $BACKENDS; do
 			run="$WORK/$q-$b-$r"
 			rm -rf "$run"
 			mkdir -p "$run"
+			say "$q on $b"
 			python3 "$here/run_one.py" "$run" "$q" "$b" "$cd" "$cp" "$root" "$EVENTS" "$CKPT_MS"
 		done
 	done

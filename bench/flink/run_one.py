@@ -22,6 +22,11 @@ What it counts, and how:
   RocksDB's and ForSt's instances; RUN_DIR/sfs: sfs's data directory); ckpt_dir_bytes_peak:
   of RUN_DIR/checkpoints.
 Sampling costs this script's CPU, not the run's. JVM_OPTS in the environment adds JVM flags.
+
+RUN_TIMEOUT_S in the environment bounds the run (unset: no bound; the digest test sets one): past
+it, the JVM's threads (jstack) and each sfs process's (gdb, when installed) go to RUN_DIR/stacks.txt,
+their first lines to stderr, the JVM and its descendants are killed, and the line says
+"timeout": true. A hung run then says where it hung instead of using up the caller's budget.
 """
 import json
 import os
@@ -122,6 +127,40 @@ class Sampler(threading.Thread):
         return out
 
 
+def dump_stacks(pid, path):
+    """The JVM's threads and each sfs process's, to path; returns the summary lines."""
+    out = []
+    with open(path, "w") as f:
+        for p, comm in sorted(children_of(pid).items()):
+            if p == pid:
+                cmd = ["jstack", str(p)]
+            elif comm.startswith("sfs"):
+                cmd = ["gdb", "-p", str(p), "-batch", "-ex", "thread apply all bt"]
+            else:
+                continue
+            f.write("=== %d %s\n" % (p, comm))
+            f.flush()
+            try:
+                r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, text=True, timeout=60)
+                f.write(r.stdout)
+                # a frame of an sfs process, or a Flink task thread's top frames
+                top = [l.strip() for l in r.stdout.splitlines()
+                       if l.startswith("#") or l.strip().startswith("at io.sfs")][:6]
+                out.append("%d %s: %s" % (p, comm, " | ".join(top)))
+            except (OSError, subprocess.TimeoutExpired) as e:
+                f.write("(%s)\n" % e)
+    return out
+
+
+def kill_tree(pid):
+    for p in sorted(children_of(pid), reverse=True):
+        try:
+            os.kill(p, 9)
+        except OSError:
+            pass
+
+
 def main():
     run, q, b, cdig, cp, root, events, ckpt = sys.argv[1:]
     # JVM_OPTS: extra JVM flags, e.g. a flight recording (-XX:StartFlightRecording=...)
@@ -133,7 +172,24 @@ def main():
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         s = Sampler(p.pid, run)
         s.start()
-        out, _ = p.communicate()
+        limit = float(os.environ.get("RUN_TIMEOUT_S", "0")) or None
+        try:
+            out, _ = p.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            lines = dump_stacks(p.pid, run + "/stacks.txt")
+            kill_tree(p.pid)
+            p.communicate()
+            for f in os.listdir("/dev/shm"):  # no process is left to remove the run's segments
+                if f.startswith("sfs.flink-%d-" % p.pid):
+                    os.unlink("/dev/shm/" + f)
+            s.stop.set()
+            s.join()
+            for l in lines:
+                print("run_one.py: %s %s hung: %s" % (q, b, l), file=sys.stderr)
+            print(json.dumps({"query": q, "backend": b, "events": int(events), "ok": False,
+                              "timeout": True, "log": run + "/job.log",
+                              "stacks": run + "/stacks.txt"}))
+            return
         s.stop.set()
         s.join()
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
