@@ -38,8 +38,10 @@ say "building"
 make -C "$root" -s all jni >&2
 (cd "$root/flink" && mvn -B -q -DskipTests install) >&2
 say "sfs-flink installed; the harness's dependencies (Flink's table planner, RocksDB, ForSt)"
+baselines=false
+case " $BACKENDS " in *" rocksdb "* | *" forst "*) baselines=true ;; esac
 (cd "$here/nexmark" && mvn -B -q -DskipTests package dependency:build-classpath \
-	-Dmdep.outputFile=target/cp.txt) >&2
+	-Dmdep.outputFile=target/cp.txt -Dnexmark.baselines=$baselines) >&2
 say "harness built"
 cp="$here/nexmark/target/classes:$(cat "$here/nexmark/target/cp.txt")"
 
