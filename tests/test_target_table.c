@@ -874,7 +874,8 @@ static void expect_map(uint32_t sid, const char *want)
 		  "%s: %llu rows written, %llu entries unchanged; expected %d and %d", what, \
 		  (unsigned long long)(s).rows, (unsigned long long)(s).unchanged, (r_), (u_))
 
-/* Rows the map diff did not probe: their map is in no file (diff on only). */
+/* Rows the map diff did not probe: their map is in no file, or the table's
+ * key filter rejects their key (diff on only). */
 #define EXPECT_PRUNED(s, diff, p_, what)                                                     \
 	cr_assert((s).pruned == ((diff) ? (uint64_t)(p_) : 0), "%s: %llu rows not probed, "     \
 		  "expected %d", what, (unsigned long long)(s).pruned, (diff) ? (p_) : 0)
@@ -928,7 +929,8 @@ static void map_diff_rows(int diff)
 	s = flush_step(c, p, 4);
 	expect_map(sm, "a=1;b=20;c=3;");
 	EXPECT_STEP(s, diff ? 0 : 4, diff ? 1 : 0, "a removal of an absent entry");
-	EXPECT_PRUNED(s, diff, 0, "a removal of an absent entry");
+	/* k is in a file, but the table's key filter knows zz never was */
+	EXPECT_PRUNED(s, diff, 1, "a removal of an absent entry");
 
 	/* a map no file holds, beside k: its rows are known new without a
 	 * probe — the put is written, the removal dropped; k's row is probed */
@@ -3519,7 +3521,10 @@ static uint64_t tables_reloaded(struct inproc *p)
  * difference, the index never found wrong, rebuilt after the reload and
  * after the rollback, and asked again after its rebuilds; and without the
  * check (the rounds take the index's answers: the model alone judges);
- * with it off, it is never asked.
+ * with it off, it is never asked.  The map table's key filter
+ * (table_kfilter.c), sized for 16 keys so that it fills and is rebuilt
+ * larger, is checked the same way: with the check, every key it rejects
+ * is probed too, and none was found in a level >= 1 file.
  */
 static void kindex_run(int on, int check)
 {
@@ -3535,6 +3540,7 @@ static void kindex_run(int on, int check)
 
 	setenv("SFS_TABLE_KEY_INDEX", on ? "1" : "0", 1);
 	setenv("SFS_TABLE_KEY_INDEX_CHECK", check ? "1" : "0", 1);
+	setenv("SFS_TABLE_KFILTER_MIN_KEYS", "16", 1);
 	memset(&m, 0, sizeof(m));
 	o.flags = SFS_WORKER_NO_CACHE;
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
@@ -3582,6 +3588,18 @@ static void kindex_run(int on, int check)
 		     (unsigned long long)relaxed(&pub->tp_index_mismatch));
 	cr_assert_eq(relaxed(&pub->tp_index_broken), 0, "seed %llu: the index was found wrong",
 		     (unsigned long long)seed0);
+	cr_assert_eq(relaxed(&pub->tp_kfilter_wrong), 0, "seed %llu: the key filter rejected "
+		     "%llu keys a level >= 1 file held", (unsigned long long)seed0,
+		     (unsigned long long)relaxed(&pub->tp_kfilter_wrong));
+	/* the map's filter: filled and rebuilt larger, rebuilt after the
+	 * reload and the rollback, and it rejected keys (with the check
+	 * they are probed anyway, so count them there: rejects come
+	 * without it) */
+	cr_assert_geq(relaxed(&pub->tp_kfilter_rebuilds), 3, "key filter rebuilds: %llu",
+		      (unsigned long long)relaxed(&pub->tp_kfilter_rebuilds));
+	cr_assert_gt(relaxed(&pub->tp_kfilter_bytes), 0);
+	if (!check)
+		cr_assert_gt(relaxed(&pub->tp_kfilter_rejects), 0, "the key filter rejected keys");
 	if (on) {
 		/* value, add and max: each rebuilt after the reload and the rollback */
 		cr_assert_geq(relaxed(&pub->tp_index_rebuilds), 2 * 3, "rebuilds: %llu",

@@ -120,6 +120,7 @@ uint32_t sfs_table_knobs(void)
 		{ "SFS_TABLE_CKPT_SYNC", SFS_TABLE_K_CKPT_SYNC },
 		{ "SFS_TABLE_BG_IDLE", SFS_TABLE_K_BG_IDLE },
 		{ "SFS_TABLE_KEY_INDEX", SFS_TABLE_K_KEY_INDEX },
+		{ "SFS_TABLE_KEY_FILTER", SFS_TABLE_K_KEY_FILTER },
 	};
 	uint32_t on = SFS_TABLE_K_ALL;
 
@@ -158,6 +159,12 @@ uint32_t sfs_table_merge_budget(void)
 uint32_t sfs_table_zstd_from(void)
 {
 	return env_u32("SFS_TABLE_ZSTD_FROM", SFS_TABLE_ZSTD_FROM, 1, 64);
+}
+
+uint32_t sfs_table_kfilter_min_keys(void)
+{
+	return env_u32("SFS_TABLE_KFILTER_MIN_KEYS", SFS_TABLE_KFILTER_MIN_KEYS_DEFAULT, 16,
+		       1u << 30);
 }
 
 int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out)

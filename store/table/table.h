@@ -82,7 +82,10 @@
 #define SFS_TABLE_K_KEY_INDEX 0x80u /* value and counter rounds ask an in-memory
 				     * key index once per key (else: a batch
 				     * probe of every level >= 1 file) */
-#define SFS_TABLE_K_ALL       0xffu
+#define SFS_TABLE_K_KEY_FILTER 0x200u /* the map diff tests a map table's key filter
+				     * before its files' filters (else: every
+				     * file that admits the map) */
+#define SFS_TABLE_K_ALL       (0xffu | SFS_TABLE_K_KEY_FILTER)
 /* Off unless SFS_TABLE_L0_IMAGE=1, so not in K_ALL: a sealed buffer saved as
  * an image at the barrier, converted later (table_l0.c: what is not done). */
 #define SFS_TABLE_K_L0_IMAGE  0x100u
@@ -190,6 +193,16 @@ struct sfs_table_pub {
 	uint64_t tp_l0_converted;   /* images turned into level-0 data commits */
 	uint64_t tp_l0_ttl_dropped; /* their entries dropped as expired at conversion (what
 				     * the compactor counts in wc_ttl_dropped at a flush) */
+	/* The key filter of map and list tables (table_kfilter.c): its bytes
+	 * now (a gauge, summed over tables, a rebuild's filter included), the
+	 * map diff's entries it found new to the table (no file asked), its
+	 * rebuilds and their time, and what the check found. */
+	uint64_t tp_kfilter_bytes;
+	uint64_t tp_kfilter_rejects;
+	uint64_t tp_kfilter_rebuilds;
+	uint64_t tp_kfilter_rebuild_ns;
+	uint64_t tp_kfilter_wrong;  /* keys it rejected that a level >= 1 file held: 0
+				     * unless a bug (SFS_TABLE_KEY_INDEX_CHECK=1 only) */
 	struct sfs_table_pub_table tp_tables[SFS_MAX_STATES];
 	struct sfs_table_pub_file tp_files[SFS_TABLE_PUB_FILES];
 	/* Seqlock: the buffer images not converted yet (table_l0.c), oldest
@@ -222,6 +235,12 @@ uint32_t sfs_table_zstd_from(void);
  * debt).  Default SFS_TABLE_MERGE_BUDGET_DEFAULT. */
 #define SFS_TABLE_MERGE_BUDGET_DEFAULT 1u
 uint32_t sfs_table_merge_budget(void);
+
+/* SFS_TABLE_KFILTER_MIN_KEYS (tests: a small filter fills and is rebuilt
+ * larger): the fewest keys a map table's key filter is sized for
+ * (table_kfilter.c).  Default SFS_TABLE_KFILTER_MIN_KEYS_DEFAULT. */
+#define SFS_TABLE_KFILTER_MIN_KEYS_DEFAULT (1u << 20)
+uint32_t sfs_table_kfilter_min_keys(void);
 
 extern const struct sfs_target_ops sfs_target_table;
 

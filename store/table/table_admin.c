@@ -164,6 +164,21 @@ void sfs__table_summary_json(struct sfs_seg *s, uint32_t workers, FILE *out)
 		(unsigned long long)ixk, (unsigned long long)ixb, (unsigned long long)ixa,
 		(unsigned long long)ixh, (unsigned long long)ixr, (unsigned long long)ixrk,
 		ixrns / 1e6, ixns / 1e6, (unsigned long long)ixbad, (unsigned long long)ixmis);
+	{	/* the key filter of map and list tables (table_kfilter.c) */
+		unsigned long long kb = 0, kr = 0, kn = 0, kns = 0;
+
+		for (uint32_t w = 0; w < workers; w++) {
+			const struct sfs_table_pub *p = sfs_table_pub_of(s, w);
+
+			kb += p ? p->tp_kfilter_bytes : 0;
+			kr += p ? p->tp_kfilter_rejects : 0;
+			kn += p ? p->tp_kfilter_rebuilds : 0;
+			kns += p ? p->tp_kfilter_rebuild_ns : 0;
+		}
+		fprintf(out, ", \"table_kfilter_bytes\": %llu, \"table_kfilter_rejects\": %llu, "
+			"\"table_kfilter_rebuilds\": %llu, \"table_kfilter_rebuild_ms\": %.3f",
+			kb, kr, kn, kns / 1e6);
+	}
 	{	/* level-0 images (table_l0.c), SFS_TABLE_L0_IMAGE=1 */
 		unsigned long long ab = 0, cv = 0;
 

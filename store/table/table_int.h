@@ -120,6 +120,8 @@ struct srow {                       /* a staged row: offsets into the stage buff
 };
 
 #define PRE_UNKNOWN (-2)
+#define PRE_KF_REJECTED (-3)        /* the map diff's check: probed, though the key filter
+				     * rejected it (table_write.c) */
 
 /* The key index of a value or counter table (table_kindex.c). */
 struct kix_slot {
@@ -151,6 +153,19 @@ struct kix {                        /* guarded by t->mu */
 	uint32_t nfwd;
 };
 
+/* The key filter of a map or list table (table_kfilter.c). */
+struct kfilter {                    /* guarded by t->mu; nbits' words also set by a rebuild */
+	uint32_t *bits;             /* nblocks blocks of 8 words (datafile_fmt.h's sbbf) */
+	uint32_t nblocks;
+	int valid;                  /* else: "maybe" to every key */
+	uint64_t n, cap;            /* keys added; keys it was sized for */
+	uint32_t *nbits;            /* a rebuild's filter (the background thread owns it) */
+	int building;               /* a rebuild reads the files: it frees nbits */
+	uint32_t nnblocks;
+	uint64_t nn, ncap;          /* keys rounds added to it meanwhile; its size in keys */
+	uint64_t pub_bytes;         /* this table's share of tp_kfilter_bytes */
+};
+
 /*
  * One table, process-local to the compactor.  Two threads use it: the main
  * thread (apply, commit, snapshot) and the background thread (shaping
@@ -175,6 +190,7 @@ struct table {
 	uint64_t order;
 	uint32_t fids;              /* the last struct tfile fid given */
 	struct kix kix;             /* the key index (value and counter tables) */
+	struct kfilter kf;          /* the key filter (map and list tables) */
 	uint64_t loads;             /* sfs__tbl_table_load calls: a merge that saw another
 				     * load (vectors rolled back) gives up */
 	/* staging (main thread only) */
@@ -280,6 +296,7 @@ struct sfs_target_writer {
 	 * priority; merge_spent is the background thread's alone. */
 	uint32_t merge_budget;
 	uint32_t zstd_from;         /* the first level merges write as ZSTD (at open) */
+	uint32_t kf_min_keys;       /* the fewest keys a key filter is sized for (at open) */
 	uint64_t merge_base;        /* tp_bytes_written at open (the region outlives us) */
 	uint64_t merge_spent;
 	int stop;                   /* close (release), the background thread (relaxed) */
@@ -421,6 +438,13 @@ void sfs__tbl_kix_commit(struct sfs_target_writer *w, struct table *t, const str
 void sfs__tbl_kix_merged(struct sfs_target_writer *w, struct table *t, unsigned n,
 			 const uint32_t *ifid, uint32_t ofid, const struct kix_upd *ex, size_t nex);
 int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locked);
+int sfs__tbl_kf_on(const struct sfs_target_writer *w, const struct table *t);
+void sfs__tbl_kf_invalidate(struct table *t);
+void sfs__tbl_kf_free(struct sfs_target_writer *w, struct table *t);
+void sfs__tbl_kf_maybe_empty(struct sfs_target_writer *w, struct table *t);
+void sfs__tbl_kf_add(struct table *t, const uint64_t *h, size_t n);
+int sfs__tbl_kf_maybe(const struct table *t, uint64_t h);
+int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t);
 
 /* table_publish.c: publication and the deferred unlinks */
 int sfs__tbl_publish(struct sfs_target_writer *w);

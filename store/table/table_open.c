@@ -76,6 +76,7 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 	sfs_store_relaxed(&w->pub->tp_knobs, w->knobs);
 	w->merge_budget = sfs_table_merge_budget();
 	w->zstd_from = sfs_table_zstd_from();
+	w->kf_min_keys = sfs_table_kfilter_min_keys();
 	w->merge_base = sfs_load_relaxed(&w->pub->tp_bytes_written);
 	sfs_store_relaxed(&w->pub->tp_merge_budget, w->merge_budget);
 	w->applied = sfs_load_acquire(&w->pub->tp_applied);
@@ -321,6 +322,7 @@ void sfs__tbl_close(struct sfs_target_writer *w)
 			continue;
 		sfs__tbl_table_drop_files(t);
 		sfs__tbl_kix_free(w, t);
+		sfs__tbl_kf_free(w, t);
 		free(t->f);
 		free(t->sb);
 		free(t->rows);

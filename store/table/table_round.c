@@ -124,6 +124,7 @@ int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, str
 	int done = 0, from_pre, ttl = sfs__tbl_ttl_now(w, t, &now);
 	struct kround kr = { 0 };
 	uint32_t f0fid = f0->fid;
+	uint64_t *kh = NULL;        /* a chunk's key hashes for the key filter (map tables) */
 
 	if (!vf || !map) {
 		free(vf);
@@ -138,6 +139,9 @@ int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, str
 	}
 	nv = sfs__tbl_lookup_view(t, f0, vf, map, 1);
 	ch = malloc(ROUND_CHUNK * sizeof(*ch));
+	if (sfs__tbl_kf_on(w, t) && (t->kf.valid || t->kf.nbits) &&
+	    !(kh = malloc(ROUND_CHUNK * sizeof(*kh))))
+		goto fail_nomem;
 	if (!ch || (rc = sfs__tbl_scratch_grow(sc, ROUND_CHUNK)) ||
 	    kround_init(w, t, &kr, vf, map, nv))
 		goto fail_nomem;
@@ -194,6 +198,16 @@ int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, str
 		}
 		sfs_bump_reset(&sc->arena);
 		from_pre = pre && known(pre + g, n, npre - g);
+		if (kh) {
+			/* a map table's filter learns the keys reaching level 1
+			 * before the commit (a failed round leaves extras) */
+			size_t nh = 0;
+
+			for (size_t j = 0; j < n; j++)
+				if (ch[j].kind != SFS_DF_DELETE)
+					kh[nh++] = sfs_df_filter_hash(sc->pk[j].p, sc->pk[j].len);
+			sfs__tbl_kf_add(t, kh, nh);
+		}
 		for (size_t j = 0; kr.on && j < n; j++)
 			kr.h[j] = sfs_df_filter_hash(sc->pk[j].p, sc->pk[j].len);
 		ix = 0;
@@ -316,6 +330,7 @@ int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, str
 	free(vf);
 	free(map);
 	free(ch);
+	free(kh);
 	free(kb);
 	free(vb);
 	return 0;
@@ -330,6 +345,7 @@ fail:
 	free(vf);
 	free(map);
 	free(ch);
+	free(kh);
 	free(kb);
 	free(vb);
 	return rc;

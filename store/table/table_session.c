@@ -253,6 +253,7 @@ void sfs__tbl_table_drop_files(struct table *t)
 	t->nf = 0;
 	t->dvi[0] = '\0';
 	sfs__tbl_kix_invalidate(t);	/* rebuilt from the files that come (table_kindex.c) */
+	sfs__tbl_kf_invalidate(t);	/* ... and so is the key filter (table_kfilter.c) */
 }
 
 /*

@@ -58,6 +58,8 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 static int map_diff(struct sfs_target_writer *w, struct table *t);
 static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t,
 				    const struct tv_file *vf, unsigned nf, size_t base, size_t *np);
+static int map_admitted(const struct tv_file *vf, unsigned nf, const unsigned char *key,
+			uint32_t plen, int l0_only, uint64_t *admit);
 static int cleared(const struct table *t, const unsigned char *pfx, uint32_t plen);
 static int staged(struct table *t, const void *k, uint32_t klen, size_t nrows);
 static void sort_rows(struct table *t);
@@ -487,7 +489,8 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 		/* spread the np results over the base rows, from the end (a
 		 * probed row's result moves to an index >= its own) */
 		for (size_t k = base; !rc && k-- > 0;)
-			sc->pr[k] = t->rows[k].old_file == PRE_UNKNOWN
+			sc->pr[k] = t->rows[k].old_file == PRE_UNKNOWN ||
+						    t->rows[k].old_file == PRE_KF_REJECTED
 					    ? sc->pr[--np]
 					    : (struct tv_res){ .state = 0, .file = -1 };
 		for (size_t k = 0; !rc && k < base; k++) {
@@ -498,6 +501,8 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 								      memcmp(p->val, sfs__tbl_sb_at(t, r->voff),
 									     r->vlen) == 0;
 
+			if (r->old_file == PRE_KF_REJECTED && p->file >= 0 && vf[p->file].level > 0)
+				uatomic_inc(&w->pub->tp_kfilter_wrong);
 			if (same) {
 				uatomic_add(&w->pub->tp_map_unchanged, 1);
 				continue;
@@ -524,14 +529,20 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 
 /*
  * The keys of the first @base staged rows that the map diff must probe,
- * into sc->pk[0..*@np) with sc->pm[] the files whose prefix filters admit
- * their maps (sfs__tv_probe asks only those), their rows marked old_file
- * PRE_UNKNOWN; the others are rows of a map (parent | namespace) that no file of the view @vf[0..nf)
- * admits by its prefix filter — a map new to the table, which holds none
- * of its entries — marked -1 (absent everywhere) and not probed.  Rows are
- * sorted, so a map's rows are adjacent: one hash and one filter block per
- * file per map instead of per row.  q4 writes the bids of auctions born
- * since the last barrier: nearly every row of its bids map is one.
+ * into sc->pk[0..*@np) with sc->pm[] the files that may hold them
+ * (sfs__tv_probe asks only those), their rows marked old_file PRE_UNKNOWN;
+ * the others are marked -1 (absent everywhere) and not probed:
+ *  - a row whose key the table's key filter rejects is in no level >= 1
+ *    file (table_kfilter.c): only the view's level-0 files are asked, by
+ *    their prefix filters (usually there are none).  q9 and q20 write
+ *    bids, nearly all new, into maps most files admit;
+ *  - a row of a map (parent | namespace) that no file of the view
+ *    @vf[0..nf) admits by its prefix filter: a map new to the table.  q4
+ *    writes the bids of auctions born since the last barrier: nearly every
+ *    row of its bids map is one.
+ * Rows are sorted, so a map's rows are adjacent: one hash and one prefix
+ * filter block per file per map instead of per row, each mask computed at
+ * its first need.
  */
 static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t,
 				    const struct tv_file *vf, unsigned nf, size_t base, size_t *np)
@@ -539,46 +550,80 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 	struct scratch *sc = &w->main_sc;
 	const unsigned char *prev = NULL;
 	uint32_t prev_len = 0;
-	uint64_t pruned = 0, admit = TV_ADMIT_ALL;
+	uint64_t pruned = 0, rejected = 0, admit = TV_ADMIT_ALL, admit_l0 = TV_ADMIT_ALL;
+	int have = 0, have_l0 = 0, kf;
 
+	sfs__tbl_kf_maybe_empty(w, t);
+	kf = t->kf.valid;
 	*np = 0;
 	for (size_t k = 0; k < base; k++) {
 		struct srow *r = &t->rows[k];
 		const unsigned char *key = sfs__tbl_sb_at(t, r->koff);
 		uint32_t plen = sfs__table_map_prefix(key, r->klen);
+		uint64_t m;
+		int rc;
 
 		if (!plen) {
-			admit = TV_ADMIT_ALL;	/* no map prefix (not expected): probe it */
+			have = have_l0 = 1;	/* no map prefix (not expected): probe it */
+			admit = admit_l0 = TV_ADMIT_ALL;
 			prev = NULL;
 		} else if (!prev || plen != prev_len || memcmp(prev, key, plen)) {
-			/* every file's answer, not just the first yes: the probe
-			 * below asks only the files that admit the map */
-			uint64_t ph = sfs_df_filter_hash(key, plen);
-
-			admit = 0;
-			for (unsigned f = 0; f < nf; f++) {
-				int rc = sfs_df_prefix_maybe_h(vf[f].rd, SFS_TABLE_PFX_MAP, ph);
-
-				if (rc < 0)
-					return rc;
-				if (rc)
-					admit |= f < 64 ? 1ull << f : ~0ull << 63;
-			}
+			have = have_l0 = 0;	/* a new map */
 			prev = key;
 			prev_len = plen;
 		}
-		if (!admit) {
+		if (kf && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen)) &&
+		    !w->kix_check) {
+			if (!have_l0 && (rc = map_admitted(vf, nf, key, plen, 1, &admit_l0)) < 0)
+				return rc;
+			have_l0 = 1;
+			m = admit_l0;
+			rejected++;
+		} else {
+			if (!have && (rc = map_admitted(vf, nf, key, plen, 0, &admit)) < 0)
+				return rc;
+			have = 1;
+			m = admit;
+		}
+		if (!m) {
 			r->old_file = -1;
 			pruned++;
 			continue;
 		}
-		r->old_file = PRE_UNKNOWN;
-		sc->pm[*np] = admit;
+		/* the check (SFS_TABLE_KEY_INDEX_CHECK=1): probed as without
+		 * the filter, a rejected key found at level >= 1 counted */
+		r->old_file = kf && w->kix_check && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen))
+				      ? PRE_KF_REJECTED : PRE_UNKNOWN;
+		sc->pm[*np] = m;
 		sc->pk[*np].p = key;
 		sc->pk[(*np)++].len = r->klen;
 	}
 	if (pruned)
 		uatomic_add(&w->pub->tp_map_pruned, pruned);
+	if (rejected)
+		uatomic_add(&w->pub->tp_kfilter_rejects, rejected);
+	return 0;
+}
+
+/* Into *@admit, the files of @vf[0..nf) (@l0_only: of level 0) whose
+ * prefix filters admit the map @key[0..plen): every file's answer, not just
+ * the first yes (the probe asks only those files). */
+static int map_admitted(const struct tv_file *vf, unsigned nf, const unsigned char *key,
+			uint32_t plen, int l0_only, uint64_t *admit)
+{
+	uint64_t ph = sfs_df_filter_hash(key, plen);
+
+	*admit = 0;
+	for (unsigned f = 0; f < nf; f++) {
+		int rc;
+
+		if (l0_only && vf[f].level != 0)
+			continue;
+		if ((rc = sfs_df_prefix_maybe_h(vf[f].rd, SFS_TABLE_PFX_MAP, ph)) < 0)
+			return rc;
+		if (rc)
+			*admit |= f < 64 ? 1ull << f : ~0ull << 63;
+	}
 	return 0;
 }
 
