@@ -6,7 +6,8 @@
 # events/s, the worker's stall, CPU ms by role (worker, compactor,
 # checkpointer), events per CPU-second of all three, table files and keys
 # asked (table_probe_keys), the key index's upkeep and the flush's waits on
-# a merge's lock (ms), the longest checkpoint, the live state in MiB;
+# a merge's lock (ms), the map tables' key filter (entries it found new, its
+# rebuilds' ms, its MiB at the end), the longest checkpoint, the live state in MiB;
 # and the ratio B/A of each median.  Alternation cancels a machine's drift;
 # medians its noise.
 #
@@ -42,7 +43,8 @@ def run(i, k):
     r = dict(evs=evs, stall=j.get("stall_ms", 0), w=c.get("worker", 0), c=c.get("compactor", 0), k=c.get("checkpointer", 0),
              files=j.get("table_files"), pk=j.get("table_probe_keys"), rows=j.get("table_rows_written"),
              ckmax=j.get("checkpoint_max_ms"), ckmed=j.get("checkpoint_median_ms"),
-             upkeep=j.get("table_index_upkeep_ms"), fwait=j.get("table_flush_wait_ms"), load=os.getloadavg()[0], mb=int(du[0])>>20 if du else None)
+             upkeep=j.get("table_index_upkeep_ms"), fwait=j.get("table_flush_wait_ms"),
+             kfrej=j.get("table_kfilter_rejects"), kfms=j.get("table_kfilter_rebuild_ms"), kfmb=(j.get("table_kfilter_bytes") or 0) >> 20, load=os.getloadavg()[0], mb=int(du[0])>>20 if du else None)
     r["ev_cpus"] = int(ev) / ((r["w"] + r["c"] + r["k"]) / 1000.0) if r["w"] else 0
     res[i].append(r)
     print(i, k, {a: (round(v, 3) if isinstance(v, float) else v) for a, v in r.items()}, flush=True)
@@ -52,6 +54,6 @@ for k in range(n):
 def med(i, f):
     v = [r[f] for r in res[i] if r.get(f) is not None]
     return statistics.median(v) if v else None
-for f in ["evs", "stall", "w", "c", "k", "ev_cpus", "files", "pk", "upkeep", "fwait", "ckmax", "mb"]:
+for f in ["evs", "stall", "w", "c", "k", "ev_cpus", "files", "pk", "upkeep", "fwait", "kfms", "ckmax", "mb"]:
     a, b = med(0, f), med(1, f)
     print(f"{f:8} A {a}  B {b}  B/A {b/a:.3f}" if a and b else f"{f:8} A {a} B {b}")

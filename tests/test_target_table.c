@@ -3523,8 +3523,10 @@ static uint64_t tables_reloaded(struct inproc *p)
  * check (the rounds take the index's answers: the model alone judges);
  * with it off, it is never asked.  The map table's key filter
  * (table_kfilter.c), sized for 16 keys so that it fills and is rebuilt
- * larger, is checked the same way: with the check, every key it rejects
- * is probed too, and none was found in a level >= 1 file.
+ * larger, each rebuild waiting 20 ms before it reads so that rounds commit
+ * meanwhile (their keys journalled), is checked the same way: with the
+ * check, every key it rejects is probed too, and none was found in a
+ * level >= 1 file.
  */
 static void kindex_run(int on, int check)
 {
@@ -3541,6 +3543,7 @@ static void kindex_run(int on, int check)
 	setenv("SFS_TABLE_KEY_INDEX", on ? "1" : "0", 1);
 	setenv("SFS_TABLE_KEY_INDEX_CHECK", check ? "1" : "0", 1);
 	setenv("SFS_TABLE_KFILTER_MIN_KEYS", "16", 1);
+	setenv("SFS_TABLE_KFILTER_REBUILD_DELAY_MS", "20", 1);	/* rounds during rebuilds */
 	memset(&m, 0, sizeof(m));
 	o.flags = SFS_WORKER_NO_CACHE;
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());

@@ -154,15 +154,16 @@ struct kix {                        /* guarded by t->mu */
 };
 
 /* The key filter of a map or list table (table_kfilter.c). */
-struct kfilter {                    /* guarded by t->mu; nbits' words also set by a rebuild */
+struct kfilter {                    /* guarded by t->mu */
 	uint32_t *bits;             /* nblocks blocks of 8 words (datafile_fmt.h's sbbf) */
 	uint32_t nblocks;
 	int valid;                  /* else: "maybe" to every key */
 	uint64_t n, cap;            /* keys added; keys it was sized for */
-	uint32_t *nbits;            /* a rebuild's filter (the background thread owns it) */
-	int building;               /* a rebuild reads the files: it frees nbits */
-	uint32_t nnblocks;
-	uint64_t nn, ncap;          /* keys rounds added to it meanwhile; its size in keys */
+	int building;               /* a rebuild reads the files: rounds journal their keys */
+	uint64_t building_bytes;    /* the size of the filter it builds */
+	uint64_t *jr;               /* the journal: key hashes */
+	size_t njr, jrcap;
+	int jr_lost;                /* a journal entry could not be kept: the rebuild gives up */
 	uint64_t pub_bytes;         /* this table's share of tp_kfilter_bytes */
 };
 
@@ -297,6 +298,8 @@ struct sfs_target_writer {
 	uint32_t merge_budget;
 	uint32_t zstd_from;         /* the first level merges write as ZSTD (at open) */
 	uint32_t kf_min_keys;       /* the fewest keys a key filter is sized for (at open) */
+	uint32_t kf_rebuild_delay_ms; /* tests: a key filter rebuild waits this long before it
+				     * reads the files, so rounds commit meanwhile */
 	uint64_t merge_base;        /* tp_bytes_written at open (the region outlives us) */
 	uint64_t merge_spent;
 	int stop;                   /* close (release), the background thread (relaxed) */

@@ -26,23 +26,27 @@
  * filter answers "maybe" (the diff asks the files, as without it) until the
  * background thread has rebuilt it from the level >= 1 files' keys.
  *
- * Size: KF_BITS_PER_KEY bits a key (Parquet's split-block filter, 256-bit
- * blocks: ~0.5 % false positives at 10 bits), sized for twice the keys it
- * was built for (w->kf_min_keys at least: SFS_TABLE_KFILTER_MIN_KEYS).  When the keys added pass that
- * capacity the filter stays in use, its false positives rising, while the
- * background thread builds one of four times the keys: rebuilds read every
- * level >= 1 key about 1.33 times over a run that only grows.  Rounds that
- * commit during a rebuild add their keys to both filters (atomic ORs: the
- * rebuild adds without the lock).  SFS_TABLE_KEY_FILTER=0 switches it off.
+ * Size: KF_BITS_PER_KEY bits a key of its capacity (Parquet's split-block
+ * filter, 256-bit blocks: ~0.5 % false positives when full), a new
+ * table's sized for 2 * w->kf_min_keys (SFS_TABLE_KFILTER_MIN_KEYS, 1M).
+ * When the keys added pass its capacity the filter stays in use, its
+ * false positives rising, while the background thread builds one for four
+ * times the keys it reads: rebuilds read every level >= 1 key about 1.33
+ * times over a run that only grows, from the key pages alone.  Rounds that
+ * commit during a rebuild journal their keys, which the rebuild adds under
+ * the lock before it swaps its filter in (so the bits it sets without the
+ * lock are its own).  SFS_TABLE_KEY_FILTER=0 switches it off.
  *
- * Cost: 1.25 bytes a key of compactor memory (~115 MB at q9 100M), one
+ * Cost: 1.25 to 5 bytes a key of compactor memory (tp_kfilter_bytes), one
  * hash and one filter test per entry in the map diff, one filter add per
- * row a round lands, and the rebuilds' reads (tp_kfilter_rebuild_ns).
+ * row a round lands, and the rebuilds' reads on the background thread
+ * (tp_kfilter_rebuild_ns), which merges wait for.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -67,26 +71,28 @@ static uint32_t *kf_alloc(uint64_t keys, uint32_t *nblocks)
 	return calloc(nb, 32);
 }
 
-static void kf_set(uint32_t *bits, uint32_t nblocks, uint64_t h, int atomic)
+static void kf_set(uint32_t *bits, uint32_t nblocks, uint64_t h)
 {
 	uint32_t *b = (uint32_t *)(void *)sbbf_block((uint8_t *)bits, nblocks, h);
 
-	for (int i = 0; i < 8; i++) {
-		uint32_t m = 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
-
-		if (atomic)
-			__atomic_fetch_or(&b[i], m, __ATOMIC_RELAXED);
-		else
-			b[i] |= m;
-	}
+	for (int i = 0; i < 8; i++)
+		b[i] |= 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
 }
 
 static void kf_publish(struct sfs_target_writer *w, struct table *t)
 {
-	uint64_t bytes = (uint64_t)t->kf.nblocks * 32 + (uint64_t)t->kf.nnblocks * 32;
+	uint64_t bytes = (uint64_t)t->kf.nblocks * 32 + t->kf.building_bytes;
 
 	uatomic_add(&w->pub->tp_kfilter_bytes, bytes - t->kf.pub_bytes);
 	t->kf.pub_bytes = bytes;
+}
+
+static void kf_journal_drop(struct kfilter *f)
+{
+	free(f->jr);
+	f->jr = NULL;
+	f->njr = f->jrcap = 0;
+	f->jr_lost = 0;
 }
 
 void sfs__tbl_kf_invalidate(struct table *t)
@@ -98,17 +104,17 @@ void sfs__tbl_kf_invalidate(struct table *t)
 	f->nblocks = 0;
 	f->n = f->cap = 0;
 	f->valid = 0;
-	if (!f->building)
-		free(f->nbits);
-	f->nbits = NULL;	/* a rebuild under way sees it, gives up and frees its own */
-	f->nnblocks = 0;
-	f->nn = f->ncap = 0;
+	f->building = 0;	/* a rebuild under way sees t->loads move and gives up */
+	f->building_bytes = 0;
+	kf_journal_drop(f);
 }
 
+/* At close: the gauge keeps its last figure (a run's summary, read after
+ * the compactor has closed, shows the filter's final size). */
 void sfs__tbl_kf_free(struct sfs_target_writer *w, struct table *t)
 {
+	(void)w;
 	sfs__tbl_kf_invalidate(t);
-	kf_publish(w, t);
 }
 
 /* A table with nothing at level >= 1 has a valid empty filter (t->mu held). */
@@ -116,7 +122,7 @@ void sfs__tbl_kf_maybe_empty(struct sfs_target_writer *w, struct table *t)
 {
 	struct kfilter *f = &t->kf;
 
-	if (f->valid || !sfs__tbl_kf_on(w, t))
+	if (f->valid || f->building || !sfs__tbl_kf_on(w, t))
 		return;
 	for (size_t i = 0; i < t->nf; i++)
 		if (t->f[i].level > 0)
@@ -134,14 +140,26 @@ void sfs__tbl_kf_add(struct table *t, const uint64_t *h, size_t n)
 {
 	struct kfilter *f = &t->kf;
 
-	for (size_t i = 0; f->valid && i < n; i++)
-		kf_set(f->bits, f->nblocks, h[i], 0);
-	if (f->valid)
+	if (f->valid) {
+		for (size_t i = 0; i < n; i++)
+			kf_set(f->bits, f->nblocks, h[i]);
 		f->n += n;
-	for (size_t i = 0; f->nbits && i < n; i++)
-		kf_set(f->nbits, f->nnblocks, h[i], 1);
-	if (f->nbits)
-		__atomic_fetch_add(&f->nn, n, __ATOMIC_RELAXED);
+	}
+	if (f->building && !f->jr_lost) {
+		if (f->njr + n > f->jrcap) {
+			size_t cap = (f->njr + n) * 2 + 1024;
+			uint64_t *nj = realloc(f->jr, cap * sizeof(*nj));
+
+			if (!nj) {
+				f->jr_lost = 1;
+				return;
+			}
+			f->jr = nj;
+			f->jrcap = cap;
+		}
+		memcpy(f->jr + f->njr, h, n * sizeof(*h));
+		f->njr += n;
+	}
 }
 
 /* 0: no level >= 1 file holds the key of hash @h; 1: one may (t->mu held). */
@@ -161,26 +179,28 @@ int sfs__tbl_kf_maybe(const struct table *t, uint64_t h)
 
 /*
  * The background thread's upkeep of @t's filter: (re)built from the level
- * >= 1 files' keys, vectors not applied (a masked row's key only adds a
- * false positive), when it is invalid or holds more keys than it was sized
- * for.  The file set is copied under t->mu, the files read without it,
- * rounds meanwhile add to the new filter too; a reload meanwhile (t->loads)
- * or a file gone before it was read makes it give up, to be retried.
- * 1 if rebuilt, 0 if not needed or given up, < 0 error.
+ * >= 1 files' keys (vectors not applied: a masked row's key only adds a
+ * false positive) when it is invalid or holds more keys than it was sized
+ * for.  The file set is copied under t->mu, the files read without it into
+ * a filter of this thread's own, while rounds journal the keys they add;
+ * the journal is applied and the filter swapped in under the lock.  A
+ * reload meanwhile (t->loads), a lost journal entry or a file gone before
+ * it was read makes it give up, to be retried.  1 if rebuilt, 0 if not
+ * needed or given up, < 0 error.
  */
 int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t)
 {
 	struct kfilter *f = &t->kf;
 	char (*names)[SFS_TABLE_NAME] = NULL;
 	size_t nn = 0;
-	uint64_t loads, rows = 0, keys = 0, t0 = sfs_now_ns();
+	uint64_t loads, rows = 0, keys = 0, cap, t0 = sfs_now_ns();
 	uint32_t *nbits = NULL, nblocks = 0;
 	char path[1024];
 	int rc = 0;
 
 	pthread_mutex_lock(&t->mu);
 	sfs__tbl_kf_maybe_empty(w, t);
-	if (!sfs__tbl_kf_on(w, t) || !t->loaded || f->nbits || (f->valid && f->n <= f->cap)) {
+	if (!sfs__tbl_kf_on(w, t) || !t->loaded || f->building || (f->valid && f->n <= f->cap)) {
 		pthread_mutex_unlock(&t->mu);
 		return 0;
 	}
@@ -190,8 +210,8 @@ int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t)
 			rows += t->f[i].rows;
 	if (f->valid && f->n > rows)
 		rows = f->n;	/* updates of existing keys counted too: the larger */
-	if (!(names = calloc(t->nf + 1, sizeof(*names))) ||
-	    !(nbits = kf_alloc(4 * (rows > w->kf_min_keys ? rows : w->kf_min_keys), &nblocks))) {
+	cap = 4 * (rows > w->kf_min_keys ? rows : w->kf_min_keys);
+	if (!(names = calloc(t->nf + 1, sizeof(*names))) || !(nbits = kf_alloc(cap, &nblocks))) {
 		free(names);
 		pthread_mutex_unlock(&t->mu);
 		return -ENOMEM;
@@ -199,23 +219,28 @@ int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t)
 	for (size_t i = 0; i < t->nf; i++)
 		if (t->f[i].level > 0)
 			memcpy(names[nn++], t->f[i].name, SFS_TABLE_NAME);
-	f->nbits = nbits;
+	kf_journal_drop(f);
 	f->building = 1;
-	f->nnblocks = nblocks;
-	f->nn = 0;
-	f->ncap = 4 * (rows > w->kf_min_keys ? rows : w->kf_min_keys);
+	f->building_bytes = (uint64_t)nblocks * 32;
 	kf_publish(w, t);
 	pthread_mutex_unlock(&t->mu);
+	if (w->kf_rebuild_delay_ms) {	/* tests: rounds commit meanwhile */
+		struct timespec ts = { w->kf_rebuild_delay_ms / 1000,
+				       (long)(w->kf_rebuild_delay_ms % 1000) * 1000000L };
+
+		nanosleep(&ts, NULL);
+	}
 	for (size_t k = 0; k < nn && !rc; k++) {
 		sfs_df_reader_t *rd = NULL;
 		sfs_df_iter_t *it = NULL;
 		struct sfs_df_row row;
 
 		snprintf(path, sizeof(path), "%s/%s", t->dir, names[k]);
-		if (!(rc = sfs_df_reader_open(path, NULL, &rd)))
-			rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it);
+		if (!(rc = sfs_df_reader_open(path, NULL, &rd)) &&
+		    !(rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, NULL, 0, &it)))
+			sfs_df_iter_keys_only(it);
 		while (!rc && (rc = sfs_df_iter_next(it, &row)) == 1) {
-			kf_set(nbits, nblocks, sfs_df_filter_hash(row.key, row.klen), 1);
+			kf_set(nbits, nblocks, sfs_df_filter_hash(row.key, row.klen));
 			keys++;
 			rc = 0;
 		}
@@ -227,24 +252,26 @@ int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t)
 		sfs_df_reader_close(rd);
 	}
 	pthread_mutex_lock(&t->mu);
-	f->building = 0;
-	if (t->loads != loads || f->nbits != nbits) {
-		rc = -ECANCELED;	/* reloaded: the filter was dropped with the files */
-	} else if (rc) {
-		f->nbits = NULL;	/* a file gone before it was read: retried */
-		f->nnblocks = 0;
-	} else {
+	if (t->loads != loads || !f->building || f->jr_lost) {
+		rc = -ECANCELED;	/* reloaded (the filter was dropped with the files),
+					 * or a round's keys were lost */
+	} else if (!rc) {
+		for (size_t i = 0; i < f->njr; i++)
+			kf_set(nbits, nblocks, f->jr[i]);
 		free(f->bits);
 		f->bits = nbits;
 		nbits = NULL;
 		f->nblocks = nblocks;
-		f->n = keys + f->nn;
-		f->cap = f->ncap;
+		f->n = keys + f->njr;
+		f->cap = cap;
 		f->valid = 1;
-		f->nbits = NULL;
-		f->nnblocks = 0;
 		uatomic_inc(&w->pub->tp_kfilter_rebuilds);
 		uatomic_add(&w->pub->tp_kfilter_rebuild_ns, sfs_now_ns() - t0);
+	}
+	if (t->loads == loads) {
+		f->building = 0;
+		f->building_bytes = 0;
+		kf_journal_drop(f);
 	}
 	kf_publish(w, t);
 	pthread_mutex_unlock(&t->mu);

@@ -410,8 +410,9 @@ int sfs__tbl_kix_rebuild(struct sfs_target_writer *w, struct table *t, int locke
 		struct sfs_df_row row;
 
 		snprintf(path, sizeof(path), "%s/%s", t->dir, rf[k].name);
-		if (!(rc = sfs_df_reader_open(path, NULL, &rd)))
-			rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, rf[k].dv, rf[k].dv_words, &it);
+		if (!(rc = sfs_df_reader_open(path, NULL, &rd)) &&
+		    !(rc = sfs_df_iter_range(rd, NULL, 0, NULL, 0, rf[k].dv, rf[k].dv_words, &it)))
+			sfs_df_iter_keys_only(it);
 		/* the rows' hashes a batch at a time: their slots load together */
 		while (!rc) {
 			uint64_t bh[REBUILD_BATCH];

@@ -77,6 +77,9 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 	w->merge_budget = sfs_table_merge_budget();
 	w->zstd_from = sfs_table_zstd_from();
 	w->kf_min_keys = sfs_table_kfilter_min_keys();
+	w->kf_rebuild_delay_ms = getenv("SFS_TABLE_KFILTER_REBUILD_DELAY_MS")
+					 ? (uint32_t)atoi(getenv("SFS_TABLE_KFILTER_REBUILD_DELAY_MS"))
+					 : 0;
 	w->merge_base = sfs_load_relaxed(&w->pub->tp_bytes_written);
 	sfs_store_relaxed(&w->pub->tp_merge_budget, w->merge_budget);
 	w->applied = sfs_load_acquire(&w->pub->tp_applied);

@@ -139,7 +139,7 @@ int sfs__tbl_uplevel(struct sfs_target_writer *w, struct table *t, size_t i, str
 	}
 	nv = sfs__tbl_lookup_view(t, f0, vf, map, 1);
 	ch = malloc(ROUND_CHUNK * sizeof(*ch));
-	if (sfs__tbl_kf_on(w, t) && (t->kf.valid || t->kf.nbits) &&
+	if (sfs__tbl_kf_on(w, t) && (t->kf.valid || t->kf.building) &&
 	    !(kh = malloc(ROUND_CHUNK * sizeof(*kh))))
 		goto fail_nomem;
 	if (!ch || (rc = sfs__tbl_scratch_grow(sc, ROUND_CHUNK)) ||

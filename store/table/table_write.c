@@ -58,8 +58,9 @@ static int commit_table(struct sfs_target_writer *w, struct table *t, uint64_t s
 static int map_diff(struct sfs_target_writer *w, struct table *t);
 static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t,
 				    const struct tv_file *vf, unsigned nf, size_t base, size_t *np);
+enum { MAP_ALL, MAP_L0, MAP_ANY };
 static int map_admitted(const struct tv_file *vf, unsigned nf, const unsigned char *key,
-			uint32_t plen, int l0_only, uint64_t *admit);
+			uint32_t plen, int which, uint64_t *admit);
 static int cleared(const struct table *t, const unsigned char *pfx, uint32_t plen);
 static int staged(struct table *t, const void *k, uint32_t klen, size_t nrows);
 static void sort_rows(struct table *t);
@@ -540,9 +541,10 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
  *    @vf[0..nf) admits by its prefix filter: a map new to the table.  q4
  *    writes the bids of auctions born since the last barrier: nearly every
  *    row of its bids map is one.
- * Rows are sorted, so a map's rows are adjacent: one hash and one prefix
- * filter block per file per map instead of per row, each mask computed at
- * its first need.
+ * First, per map, whether any file admits it (up to the first that does),
+ * so a new map costs no key filter test.  Rows are sorted, so a map's rows
+ * are adjacent: one hash and one prefix filter block per file per map
+ * instead of per row, each mask computed at its first need.
  */
 static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t,
 				    const struct tv_file *vf, unsigned nf, size_t base, size_t *np)
@@ -550,8 +552,9 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 	struct scratch *sc = &w->main_sc;
 	const unsigned char *prev = NULL;
 	uint32_t prev_len = 0;
-	uint64_t pruned = 0, rejected = 0, admit = TV_ADMIT_ALL, admit_l0 = TV_ADMIT_ALL;
-	int have = 0, have_l0 = 0, kf;
+	uint64_t pruned = 0, rejected = 0, admit = TV_ADMIT_ALL, admit_l0 = TV_ADMIT_ALL,
+		 any = TV_ADMIT_ALL;
+	int have = 0, have_l0 = 0, have_any = 0, kf;
 
 	sfs__tbl_kf_maybe_empty(w, t);
 	kf = t->kf.valid;
@@ -564,23 +567,30 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 		int rc;
 
 		if (!plen) {
-			have = have_l0 = 1;	/* no map prefix (not expected): probe it */
-			admit = admit_l0 = TV_ADMIT_ALL;
+			have = have_l0 = have_any = 1;	/* no map prefix (not expected): probe it */
+			admit = admit_l0 = any = TV_ADMIT_ALL;
 			prev = NULL;
 		} else if (!prev || plen != prev_len || memcmp(prev, key, plen)) {
-			have = have_l0 = 0;	/* a new map */
+			have = have_l0 = have_any = 0;	/* a new map */
 			prev = key;
 			prev_len = plen;
 		}
-		if (kf && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen)) &&
-		    !w->kix_check) {
-			if (!have_l0 && (rc = map_admitted(vf, nf, key, plen, 1, &admit_l0)) < 0)
+		/* first whether any file admits the map (up to the first yes):
+		 * a map new to the table costs no key filter test */
+		if (!have_any && (rc = map_admitted(vf, nf, key, plen, MAP_ANY, &any)) < 0)
+			return rc;
+		have_any = 1;
+		if (!any) {
+			m = 0;
+		} else if (kf && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen)) &&
+			   !w->kix_check) {
+			if (!have_l0 && (rc = map_admitted(vf, nf, key, plen, MAP_L0, &admit_l0)) < 0)
 				return rc;
 			have_l0 = 1;
 			m = admit_l0;
 			rejected++;
 		} else {
-			if (!have && (rc = map_admitted(vf, nf, key, plen, 0, &admit)) < 0)
+			if (!have && (rc = map_admitted(vf, nf, key, plen, MAP_ALL, &admit)) < 0)
 				return rc;
 			have = 1;
 			m = admit;
@@ -592,7 +602,8 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 		}
 		/* the check (SFS_TABLE_KEY_INDEX_CHECK=1): probed as without
 		 * the filter, a rejected key found at level >= 1 counted */
-		r->old_file = kf && w->kix_check && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen))
+		r->old_file = kf && w->kix_check &&
+					      !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen))
 				      ? PRE_KF_REJECTED : PRE_UNKNOWN;
 		sc->pm[*np] = m;
 		sc->pk[*np].p = key;
@@ -605,11 +616,12 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 	return 0;
 }
 
-/* Into *@admit, the files of @vf[0..nf) (@l0_only: of level 0) whose
- * prefix filters admit the map @key[0..plen): every file's answer, not just
- * the first yes (the probe asks only those files). */
+/* Into *@admit, the files of @vf[0..nf) whose prefix filters admit the map
+ * @key[0..plen): every file's answer (MAP_ALL; MAP_L0: of the level-0 files
+ * only), the probe then asking only those files; or (MAP_ANY) up to the
+ * first that admits it, nonzero if one does. */
 static int map_admitted(const struct tv_file *vf, unsigned nf, const unsigned char *key,
-			uint32_t plen, int l0_only, uint64_t *admit)
+			uint32_t plen, int which, uint64_t *admit)
 {
 	uint64_t ph = sfs_df_filter_hash(key, plen);
 
@@ -617,12 +629,14 @@ static int map_admitted(const struct tv_file *vf, unsigned nf, const unsigned ch
 	for (unsigned f = 0; f < nf; f++) {
 		int rc;
 
-		if (l0_only && vf[f].level != 0)
+		if (which == MAP_L0 && vf[f].level != 0)
 			continue;
 		if ((rc = sfs_df_prefix_maybe_h(vf[f].rd, SFS_TABLE_PFX_MAP, ph)) < 0)
 			return rc;
 		if (rc)
 			*admit |= f < 64 ? 1ull << f : ~0ull << 63;
+		if (rc && which == MAP_ANY)
+			break;
 	}
 	return 0;
 }

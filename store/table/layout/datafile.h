@@ -336,6 +336,11 @@ struct sfs_df_row {
 int sfs_df_iter_range(sfs_df_reader_t *r, const void *lo, size_t lolen, const void *hi,
 		      size_t hilen, const uint64_t *dv, size_t dv_words, sfs_df_iter_t **out);
 
+/* From now on @it returns keys only (val NULL, vlen 0): no value page is
+ * read or decompressed.  A scan of keys (an index's or filter's rebuild)
+ * then costs the key pages alone. */
+void sfs_df_iter_keys_only(sfs_df_iter_t *it);
+
 /* Rows whose key group (first 2 key bytes, big-endian) is in [kg_lo, kg_hi]:
  * restore/rescale clipping and level merges. */
 int sfs_df_iter_kg(sfs_df_reader_t *r, uint32_t kg_lo, uint32_t kg_hi, const uint64_t *dv,

@@ -113,6 +113,7 @@ struct sfs_df_iter {
 	uint32_t di_row;                   /* next row in the current page */
 	int di_loaded, di_check_hi, di_seek, di_done, di_err;
 	int di_cached;                     /* pages through the reader's cache */
+	int di_keys_only;                  /* sfs_df_iter_keys_only: no value pages */
 	int32_t di_kpin, di_vpin;          /* ... the slots it holds pinned, -1 none */
 	struct df_page di_kpg, di_vpg;
 	int64_t di_vpid;                   /* value page in di_vpg, -1 none */
@@ -1421,7 +1422,7 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 		row->kind = it->di_kpg.pg_kind[j];
 		row->val = NULL;
 		row->vlen = 0;
-		if (row->kind != SFS_DF_DELETE) {
+		if (row->kind != SFS_DF_DELETE && !it->di_keys_only) {
 			const uint8_t *v;
 
 			if (it->di_vpid < 0 || pos < it->di_vpg.pg_first ||
@@ -1445,6 +1446,11 @@ int sfs_df_iter_next(sfs_df_iter_t *it, struct sfs_df_row *row)
 		}
 		return 1;
 	}
+}
+
+void sfs_df_iter_keys_only(sfs_df_iter_t *it)
+{
+	it->di_keys_only = 1;
 }
 
 void sfs_df_iter_close(sfs_df_iter_t *it)
