@@ -898,6 +898,7 @@ static void map_diff_rows(int diff)
 
 	if (!diff)
 		setenv("SFS_TABLE_MAP_DIFF", "0", 1);
+	setenv("SFS_TABLE_KFILTER_AFTER", "0", 1);	/* the key filter from the start */
 	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
 	cr_assert_eq(sfs_state_register(c, "m", SFS_STATE_MAP, &sm), 0);
 	flusher_start();
@@ -971,6 +972,95 @@ Test(tblt, a_changed_map_entry_writes_one_row_and_a_reverted_change_none)
 Test(tblt, without_the_map_diff_a_touched_map_is_rewritten_whole_and_a_clear_still_clears)
 {
 	map_diff_rows(0);
+}
+
+/*
+ * The key filter is built for a map table whose diff asks the files for
+ * many keys per row, not for one whose maps are new (their prefix filters
+ * prune): no shaping merges (every barrier adds a file), each barrier
+ * putting 4 new entries into each of 8 maps — maps every file holds
+ * (@old), or maps never seen before (!@old).  Every entry reads back; with
+ * @old the filter was built and rejected new entries without a file
+ * asked, without it there is none.
+ */
+static void kfilter_adaptive(int old)
+{
+	struct sfs_worker_opts o = small_opts();
+	struct inproc *p = &live_flusher;
+	struct sfs_target_reader *r;
+	const struct sfs_table_pub *pub;
+	uint32_t sm;
+	uint64_t rej0 = 0;
+	char k[32], uk[32];
+	sfs_ctx_t *c;
+
+	setenv("SFS_TABLE_SHAPING", "0", 1);
+	setenv("SFS_TABLE_KFILTER_MIN_KEYS", "16", 1);
+	o.flags = SFS_WORKER_NO_CACHE;
+	cr_assert_eq(sfs_worker_open(job, 0, 0, &o, &c), 0, "%s", sfs_last_error());
+	cr_assert_eq(sfs_state_register(c, "m", SFS_STATE_MAP, &sm), 0);
+	flusher_start();
+	for (unsigned b = 1; b <= 48; b++) {
+		for (unsigned m = 0; m < 8; m++)
+			for (unsigned e = 0; e < 4; e++) {
+				if (old)
+					snprintf(k, sizeof(k), "m%u", m);
+				else
+					snprintf(k, sizeof(k), "b%u.m%u", b, m);
+				snprintf(uk, sizeof(uk), "b%03u.%02u", b, e);
+				mput(c, sm, 0, k, uk, "v");
+			}
+		cr_assert_eq(sfs_barrier(c, b), 0, "%s", sfs_last_error());
+		inproc_drain(p, c);
+		pub = sfs_table_pub_of(&seg, 0);
+		/* the background thread builds it once the diff wants it */
+		for (int t = 0; old && b == 32 && t < 5000 && relaxed(&pub->tp_kfilter_rebuilds) == 0;
+		     t++)
+			usleep(1000);
+		if (b == 40)
+			rej0 = relaxed(&pub->tp_kfilter_rejects);
+	}
+	pub = sfs_table_pub_of(&seg, 0);
+	if (old) {
+		cr_assert_geq(relaxed(&pub->tp_kfilter_rebuilds), 1, "the filter was built");
+		cr_assert_gt(relaxed(&pub->tp_kfilter_rejects), rej0, "and rejected new entries "
+			     "(%llu, %llu at barrier 40)",
+			     (unsigned long long)relaxed(&pub->tp_kfilter_rejects),
+			     (unsigned long long)rej0);
+		cr_assert_gt(relaxed(&pub->tp_kfilter_bytes), 0);
+	} else {
+		cr_assert_eq(relaxed(&pub->tp_kfilter_rebuilds) + relaxed(&pub->tp_kfilter_bytes) +
+				     relaxed(&pub->tp_kfilter_rejects), 0,
+			     "no filter for maps the prefix filters prune");
+	}
+	cr_assert_eq(T->rd.reader_open(&seg, 0, &r), 0);
+	cr_assert_eq(T->rd.catch_up(r), 0, "%s", sfs_last_error());
+	for (unsigned m = 0; m < 8; m++) {
+		char want[48 * 4 * 10 + 1] = "";	/* within struct cat's 2048 */
+		unsigned n = 0;
+
+		for (unsigned b = 1; b <= 48; b++)
+			for (unsigned e = 0; e < 4 && (old || b == 48); e++)
+				n += (unsigned)snprintf(want + n, sizeof(want) - n, "b%03u.%02u=v;", b, e);
+		if (old)
+			snprintf(k, sizeof(k), "m%u", m);
+		else
+			snprintf(k, sizeof(k), "b48.m%u", m);
+		cr_assert(map_is(r, sm, 0, k, want, 0), "map %s reads every entry", k);
+	}
+	T->rd.reader_close(r);
+	flusher_stop();
+	sfs_worker_close(c);
+}
+
+Test(tblt, a_map_table_gets_its_key_filter_when_its_diff_asks_many_files_for_each_row)
+{
+	kfilter_adaptive(1);
+}
+
+Test(tblt, a_map_table_whose_maps_are_new_gets_no_key_filter)
+{
+	kfilter_adaptive(0);
 }
 
 /* ---- 4. kill -9 of the flusher at each crash point ---------------------------------- */
@@ -3543,6 +3633,7 @@ static void kindex_run(int on, int check)
 	setenv("SFS_TABLE_KEY_INDEX", on ? "1" : "0", 1);
 	setenv("SFS_TABLE_KEY_INDEX_CHECK", check ? "1" : "0", 1);
 	setenv("SFS_TABLE_KFILTER_MIN_KEYS", "16", 1);
+	setenv("SFS_TABLE_KFILTER_AFTER", "0", 1);	/* from the start */
 	setenv("SFS_TABLE_KFILTER_REBUILD_DELAY_MS", "20", 1);	/* rounds during rebuilds */
 	memset(&m, 0, sizeof(m));
 	o.flags = SFS_WORKER_NO_CACHE;

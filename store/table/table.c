@@ -167,6 +167,11 @@ uint32_t sfs_table_kfilter_min_keys(void)
 		       1u << 30);
 }
 
+uint32_t sfs_table_kfilter_after(void)
+{
+	return env_u32("SFS_TABLE_KFILTER_AFTER", SFS_TABLE_KFILTER_AFTER_DEFAULT, 0, 1000000);
+}
+
 int sfs__table_pub_find(struct sfs_seg *s, uint32_t worker, int create, struct sfs_table_pub **out)
 {
 	char name[SFS_REGION_NAME_MAX];

@@ -242,6 +242,13 @@ uint32_t sfs_table_merge_budget(void);
 #define SFS_TABLE_KFILTER_MIN_KEYS_DEFAULT (1u << 20)
 uint32_t sfs_table_kfilter_min_keys(void);
 
+/* SFS_TABLE_KFILTER_AFTER=R: a map table gets its key filter once its map
+ * diff probes more than R keys in files per row written (over windows of
+ * 64K rows); 0: every map table from the start (tests).  Default
+ * SFS_TABLE_KFILTER_AFTER_DEFAULT. */
+#define SFS_TABLE_KFILTER_AFTER_DEFAULT 2u
+uint32_t sfs_table_kfilter_after(void);
+
 extern const struct sfs_target_ops sfs_target_table;
 
 #endif

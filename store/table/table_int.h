@@ -158,6 +158,10 @@ struct kfilter {                    /* guarded by t->mu */
 	uint32_t *bits;             /* nblocks blocks of 8 words (datafile_fmt.h's sbbf) */
 	uint32_t nblocks;
 	int valid;                  /* else: "maybe" to every key */
+	int wanted;                 /* the map diff asked files enough to pay for it */
+	uint64_t win_rows, win_probed; /* the map diff's rows and keys probed in files,
+				     * since the last decision ... */
+	uint32_t win_diffs;         /* ... and its diffs */
 	uint64_t n, cap;            /* keys added; keys it was sized for */
 	int building;               /* a rebuild reads the files: rounds journal their keys */
 	uint64_t building_bytes;    /* the size of the filter it builds */
@@ -298,6 +302,8 @@ struct sfs_target_writer {
 	uint32_t merge_budget;
 	uint32_t zstd_from;         /* the first level merges write as ZSTD (at open) */
 	uint32_t kf_min_keys;       /* the fewest keys a key filter is sized for (at open) */
+	uint32_t kf_after;          /* keys probed per row above which a map table gets its
+				     * key filter (at open; 0: every map table, at once) */
 	uint32_t kf_rebuild_delay_ms; /* tests: a key filter rebuild waits this long before it
 				     * reads the files, so rounds commit meanwhile */
 	uint64_t merge_base;        /* tp_bytes_written at open (the region outlives us) */
@@ -403,8 +409,8 @@ void sfs__tbl_prefix_opts(const struct table *t, struct sfs_df_write_opts *wo);
 int sfs__tbl_scratch_grow(struct scratch *sc, size_t n);
 void sfs__tbl_scratch_free(struct scratch *sc);
 void sfs__tbl_view_work(const struct tv_file *vf, int nv, uint64_t *keys, uint64_t *pages);
-void sfs__tbl_count_probe_work(struct sfs_target_writer *w, const struct tv_file *vf, int nv,
-			       uint64_t keys0, uint64_t pages0);
+uint64_t sfs__tbl_count_probe_work(struct sfs_target_writer *w, const struct tv_file *vf, int nv,
+				   uint64_t keys0, uint64_t pages0);
 uint64_t sfs__tbl_file_bytes(const char *path);
 
 /* table_kindex.c: the key index of value and counter tables */
@@ -448,6 +454,8 @@ void sfs__tbl_kf_maybe_empty(struct sfs_target_writer *w, struct table *t);
 void sfs__tbl_kf_add(struct table *t, const uint64_t *h, size_t n);
 int sfs__tbl_kf_maybe(const struct table *t, uint64_t h);
 int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t);
+void sfs__tbl_kf_note_diff(struct sfs_target_writer *w, struct table *t, uint64_t rows,
+			   uint64_t probed);
 
 /* table_publish.c: publication and the deferred unlinks */
 int sfs__tbl_publish(struct sfs_target_writer *w);

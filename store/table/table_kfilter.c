@@ -4,6 +4,12 @@
  * only (process-local, guarded by t->mu like the key index), so the map
  * diff learns with one test that a written entry is new to the table.
  *
+ * Which tables: those whose map diff asks the files for more than
+ * SFS_TABLE_KFILTER_AFTER (2) keys per row written (sfs__tbl_kf_note_diff);
+ * a table whose maps are new to it (q4's bids of new auctions) is pruned
+ * by its files' prefix filters already and would pay the filter's upkeep
+ * for nothing.
+ *
  * Why: the map diff (table_write.c) must find, for each entry a barrier
  * writes, the row it supersedes, to mask it.  It asks every file whose
  * prefix filter admits the entry's map, and in each a key filter; at q9
@@ -35,7 +41,11 @@
  * times over a run that only grows, from the key pages alone.  Rounds that
  * commit during a rebuild journal their keys, which the rebuild adds under
  * the lock before it swaps its filter in (so the bits it sets without the
- * lock are its own).  SFS_TABLE_KEY_FILTER=0 switches it off.
+ * lock are its own).  SFS_TABLE_KEY_FILTER=0 switches it off; for tests,
+ * SFS_TABLE_KFILTER_MIN_KEYS sizes it small (it fills) and
+ * SFS_TABLE_KFILTER_REBUILD_DELAY_MS holds a rebuild before its reads (rounds
+ * journal meanwhile); SFS_TABLE_KEY_INDEX_CHECK=1 probes every key it
+ * rejects and counts those a level >= 1 file holds (tp_kfilter_wrong).
  *
  * Cost: 1.25 to 5 bytes a key of compactor memory (tp_kfilter_bytes), one
  * hash and one filter test per entry in the map diff, one filter add per
@@ -55,10 +65,40 @@
 #include "store/table/table_int.h"
 
 #define KF_BITS_PER_KEY 10u
+#define KF_WINDOW_ROWS 65536u
+#define KF_WINDOW_DIFFS 16u
 
 int sfs__tbl_kf_on(const struct sfs_target_writer *w, const struct table *t)
 {
 	return (w->knobs & SFS_TABLE_K_KEY_FILTER) && sfs__tbl_is_map_kind(t->kind);
+}
+
+static int kf_wanted(const struct sfs_target_writer *w, const struct table *t)
+{
+	return sfs__tbl_kf_on(w, t) && (t->kf.wanted || w->kf_after == 0);
+}
+
+/* The map diff wrote @rows rows and probed @probed keys in files (t->mu
+ * held): once a window (KF_WINDOW_ROWS rows or KF_WINDOW_DIFFS diffs)
+ * probed more than w->kf_after keys a row, the table wants its filter
+ * (built by the background thread from then on, kept from then on).  q4 probes 0.4 keys a row at 100M (its
+ * maps are new: their prefix filters prune), q9 ~40: the filter would cost
+ * q4 ~13 % of its compactor (the rounds' adds, the rebuilds) for nothing. */
+void sfs__tbl_kf_note_diff(struct sfs_target_writer *w, struct table *t, uint64_t rows,
+			   uint64_t probed)
+{
+	struct kfilter *f = &t->kf;
+
+	if (f->wanted || !sfs__tbl_kf_on(w, t))
+		return;
+	f->win_rows += rows;
+	f->win_probed += probed;
+	if (f->win_rows < KF_WINDOW_ROWS && ++f->win_diffs < KF_WINDOW_DIFFS)
+		return;
+	if (f->win_probed > (uint64_t)w->kf_after * f->win_rows)
+		f->wanted = 1;
+	f->win_rows = f->win_probed = 0;
+	f->win_diffs = 0;
 }
 
 static uint32_t *kf_alloc(uint64_t keys, uint32_t *nblocks)
@@ -122,7 +162,7 @@ void sfs__tbl_kf_maybe_empty(struct sfs_target_writer *w, struct table *t)
 {
 	struct kfilter *f = &t->kf;
 
-	if (f->valid || f->building || !sfs__tbl_kf_on(w, t))
+	if (f->valid || f->building || !kf_wanted(w, t))
 		return;
 	for (size_t i = 0; i < t->nf; i++)
 		if (t->f[i].level > 0)
@@ -200,7 +240,7 @@ int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t)
 
 	pthread_mutex_lock(&t->mu);
 	sfs__tbl_kf_maybe_empty(w, t);
-	if (!sfs__tbl_kf_on(w, t) || !t->loaded || f->building || (f->valid && f->n <= f->cap)) {
+	if (!kf_wanted(w, t) || !t->loaded || f->building || (f->valid && f->n <= f->cap)) {
 		pthread_mutex_unlock(&t->mu);
 		return 0;
 	}

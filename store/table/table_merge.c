@@ -95,20 +95,21 @@ void *sfs__tbl_bg_main(void *arg)
 					did = 1;
 				pthread_mutex_unlock(&t->mu);
 			}
+			/* a map table's key filter: built when it pays, rebuilt
+			 * when it fills or after a reload (table_kfilter.c) */
+			if (!sfs_load_relaxed(&w->stop) && sfs__tbl_kf_upkeep(w, t) < 0)
+				sfs_log("worker %u, table %s: rebuilding the key filter (retried "
+					"later): %s", w->worker, t->dir, sfs_last_error());
 			if (!(w->knobs & SFS_TABLE_K_SHAPING))
 				continue;
 			if (ttl_drop_files(w, t) > 0)
 				did = 1;
 			if (shaping_merge(w, t) > 0 || expiry_pass(w, t) > 0)
 				did = 1;
-			/* an invalid key index or key filter (a reload, a rollback,
-			 * the open; a full filter): rebuilt from the files, reading
-			 * without the lock */
+			/* an invalid key index (a reload, a rollback, the open):
+			 * rebuilt from the files, reading without the lock */
 			if (!sfs_load_relaxed(&w->stop) && sfs__tbl_kix_rebuild(w, t, 0) < 0)
 				sfs_log("worker %u, table %s: rebuilding the key index (retried "
-					"later): %s", w->worker, t->dir, sfs_last_error());
-			if (!sfs_load_relaxed(&w->stop) && sfs__tbl_kf_upkeep(w, t) < 0)
-				sfs_log("worker %u, table %s: rebuilding the key filter (retried "
 					"later): %s", w->worker, t->dir, sfs_last_error());
 		}
 		sfs__tbl_reap(w);

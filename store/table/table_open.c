@@ -77,6 +77,7 @@ int sfs__tbl_open(struct sfs_seg *s, uint32_t worker, const struct sfs_proc_slot
 	w->merge_budget = sfs_table_merge_budget();
 	w->zstd_from = sfs_table_zstd_from();
 	w->kf_min_keys = sfs_table_kfilter_min_keys();
+	w->kf_after = sfs_table_kfilter_after();
 	w->kf_rebuild_delay_ms = getenv("SFS_TABLE_KFILTER_REBUILD_DELAY_MS")
 					 ? (uint32_t)atoi(getenv("SFS_TABLE_KFILTER_REBUILD_DELAY_MS"))
 					 : 0;

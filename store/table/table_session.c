@@ -615,14 +615,15 @@ void sfs__tbl_view_work(const struct tv_file *vf, int nv, uint64_t *keys, uint64
 	}
 }
 
-void sfs__tbl_count_probe_work(struct sfs_target_writer *w, const struct tv_file *vf, int nv,
-			       uint64_t keys0, uint64_t pages0)
+uint64_t sfs__tbl_count_probe_work(struct sfs_target_writer *w, const struct tv_file *vf, int nv,
+				   uint64_t keys0, uint64_t pages0)
 {
 	uint64_t keys, pages;
 
 	sfs__tbl_view_work(vf, nv, &keys, &pages);
 	uatomic_add(&w->pub->tp_probe_keys, keys - keys0);
 	uatomic_add(&w->pub->tp_probe_pages, pages - pages0);
+	return keys - keys0;
 }
 
 /* Bytes of the file at @path (0 if it cannot be stat'ed): the counted

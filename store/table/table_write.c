@@ -486,7 +486,7 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 					      ((w->knobs & SFS_TABLE_K_HASH_IN) ? 0
 										: SFS_DF_PROBE_PER_LITERAL),
 				      &sc->arena, sc->pr, sc->sk, sc->pi, sc->ph);
-		sfs__tbl_count_probe_work(w, vf, nv, k0, p0);
+		sfs__tbl_kf_note_diff(w, t, base, sfs__tbl_count_probe_work(w, vf, nv, k0, p0));
 		/* spread the np results over the base rows, from the end (a
 		 * probed row's result moves to an index >= its own) */
 		for (size_t k = base; !rc && k-- > 0;)
