@@ -243,8 +243,8 @@ uint32_t sfs_table_merge_budget(void);
 uint32_t sfs_table_kfilter_min_keys(void);
 
 /* SFS_TABLE_KFILTER_AFTER=R: a map table gets its key filter once its map
- * diff probes more than R keys in files per row written (over windows of
- * 64K rows); 0: every map table from the start (tests).  Default
+ * diff has probed more than R keys in files per row written over the
+ * table's life; 0: every map table from the start (tests).  Default
  * SFS_TABLE_KFILTER_AFTER_DEFAULT. */
 #define SFS_TABLE_KFILTER_AFTER_DEFAULT 2u
 uint32_t sfs_table_kfilter_after(void);

@@ -159,9 +159,9 @@ struct kfilter {                    /* guarded by t->mu */
 	uint32_t nblocks;
 	int valid;                  /* else: "maybe" to every key */
 	int wanted;                 /* the map diff asked files enough to pay for it */
-	uint64_t win_rows, win_probed; /* the map diff's rows and keys probed in files,
-				     * since the last decision ... */
-	uint32_t win_diffs;         /* ... and its diffs */
+	uint64_t diff_rows, diff_probed; /* the map diff's rows and keys probed in files
+				     * over the table's life ... */
+	uint32_t diffs;             /* ... and its diffs */
 	uint64_t n, cap;            /* keys added; keys it was sized for */
 	int building;               /* a rebuild reads the files: rounds journal their keys */
 	uint64_t building_bytes;    /* the size of the filter it builds */

@@ -65,8 +65,8 @@
 #include "store/table/table_int.h"
 
 #define KF_BITS_PER_KEY 10u
-#define KF_WINDOW_ROWS 65536u
-#define KF_WINDOW_DIFFS 16u
+#define KF_MIN_ROWS 65536u
+#define KF_MIN_DIFFS 16u
 
 int sfs__tbl_kf_on(const struct sfs_target_writer *w, const struct table *t)
 {
@@ -79,11 +79,15 @@ static int kf_wanted(const struct sfs_target_writer *w, const struct table *t)
 }
 
 /* The map diff wrote @rows rows and probed @probed keys in files (t->mu
- * held): once a window (KF_WINDOW_ROWS rows or KF_WINDOW_DIFFS diffs)
- * probed more than w->kf_after keys a row, the table wants its filter
- * (built by the background thread from then on, kept from then on).  q4 probes 0.4 keys a row at 100M (its
- * maps are new: their prefix filters prune), q9 ~40: the filter would cost
- * q4 ~13 % of its compactor (the rounds' adds, the rebuilds) for nothing. */
+ * held): once the table's diffs have probed more than w->kf_after keys per
+ * row over their whole life (counted from KF_MIN_ROWS rows or
+ * KF_MIN_DIFFS diffs on), the table wants its filter, built by the
+ * background thread and kept from then on.  The whole life, not a window:
+ * q4 probes 0.9 keys a row over a 100M run (its maps are new: their prefix
+ * filters prune) but more than 2 in some stretches, when merges lag, and a
+ * filter built then, late and large, cost it a 9.6 s rebuild and 420 MB
+ * for little (an always-on filter cost it 7-12 % of its events/s); q9
+ * passes 2 at ~30M events and probes 40 a row at 100M. */
 void sfs__tbl_kf_note_diff(struct sfs_target_writer *w, struct table *t, uint64_t rows,
 			   uint64_t probed)
 {
@@ -91,14 +95,13 @@ void sfs__tbl_kf_note_diff(struct sfs_target_writer *w, struct table *t, uint64_
 
 	if (f->wanted || !sfs__tbl_kf_on(w, t))
 		return;
-	f->win_rows += rows;
-	f->win_probed += probed;
-	if (f->win_rows < KF_WINDOW_ROWS && ++f->win_diffs < KF_WINDOW_DIFFS)
+	f->diff_rows += rows;
+	f->diff_probed += probed;
+	f->diffs++;
+	if (f->diff_rows < KF_MIN_ROWS && f->diffs < KF_MIN_DIFFS)
 		return;
-	if (f->win_probed > (uint64_t)w->kf_after * f->win_rows)
+	if (f->diff_probed > (uint64_t)w->kf_after * f->diff_rows)
 		f->wanted = 1;
-	f->win_rows = f->win_probed = 0;
-	f->win_diffs = 0;
 }
 
 static uint32_t *kf_alloc(uint64_t keys, uint32_t *nblocks)
