@@ -13,9 +13,9 @@
  * Why: the map diff (table_write.c) must find, for each entry a barrier
  * writes, the row it supersedes, to mask it.  It asks every file whose
  * prefix filter admits the entry's map, and in each a key filter; at q9
- * 100M that was 13.5 files per row written over up to 178 files (1.39
- * billion keys probed), a cost that grows with the run while nearly every
- * entry (a bid) is new.  A key the table filter rejects is in no level >= 1
+ * 100M that was 13.5 to 44 keys probed per row written (1.4 to 4.5 billion
+ * keys, as merges happened to keep up), a cost that grows with the run
+ * while nearly every entry (a bid) is new.  A key the table filter rejects is in no level >= 1
  * file: the diff skips its prefix and key tests there.  A value table has
  * the exact key index instead (table_kindex.c); a map table holds ~90M
  * entries at q9 100M, which at the index's ~20 bytes a key would be 1.8 GB,
@@ -33,7 +33,7 @@
  * background thread has rebuilt it from the level >= 1 files' keys.
  *
  * Size: KF_BITS_PER_KEY bits a key of its capacity (Parquet's split-block
- * filter, 256-bit blocks: ~0.5 % false positives when full), a new
+ * filter, 256-bit blocks: about 1 % false positives when full), a new
  * table's sized for 2 * w->kf_min_keys (SFS_TABLE_KFILTER_MIN_KEYS, 1M).
  * When the keys added pass its capacity the filter stays in use, its
  * false positives rising, while the background thread builds one for four
@@ -59,7 +59,6 @@
 #include <time.h>
 
 #include "common/clock.h"
-#include "common/log.h"
 #include "shm/atomic.h"
 #include "store/table/layout/datafile_fmt.h"
 #include "store/table/table_int.h"
@@ -85,7 +84,7 @@ static int kf_wanted(const struct sfs_target_writer *w, const struct table *t)
  * background thread and kept from then on.  The whole life, not a window:
  * q4 probes 0.9 keys a row over a 100M run (its maps are new: their prefix
  * filters prune) but more than 2 in some stretches, when merges lag, and a
- * filter built then, late and large, cost it a 9.6 s rebuild and 420 MB
+ * filter built then, late and large, cost it a 9.6 s rebuild and 401 MiB
  * for little (an always-on filter cost it 7-12 % of its events/s); q9
  * passes 2 at ~30M events and probes 40 a row at 100M. */
 void sfs__tbl_kf_note_diff(struct sfs_target_writer *w, struct table *t, uint64_t rows,
