@@ -118,7 +118,7 @@ static void kf_set(uint32_t *bits, uint32_t nblocks, uint64_t h)
 	uint32_t *b = (uint32_t *)(void *)sbbf_block((uint8_t *)bits, nblocks, h);
 
 	for (int i = 0; i < 8; i++)
-		b[i] |= 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
+		b[i] |= sbbf_bit(h, i);
 }
 
 static void kf_publish(struct sfs_target_writer *w, struct table *t)
@@ -215,7 +215,7 @@ int sfs__tbl_kf_maybe(const struct table *t, uint64_t h)
 		return 1;
 	b = (const uint32_t *)(const void *)sbbf_block((uint8_t *)f->bits, f->nblocks, h);
 	for (int i = 0; i < 8; i++)
-		clear |= ~b[i] & 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
+		clear |= ~b[i] & sbbf_bit(h, i);
 	return clear == 0;
 }
 

@@ -59,8 +59,8 @@ static int map_diff(struct sfs_target_writer *w, struct table *t);
 static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t,
 				    const struct tv_file *vf, unsigned nf, size_t base, size_t *np);
 enum { MAP_ALL, MAP_L0, MAP_ANY };
-static int map_admitted(const struct tv_file *vf, unsigned nf, const unsigned char *key,
-			uint32_t plen, int which, uint64_t *admit);
+static int map_admitted(const struct tv_file *vf, unsigned nf, uint64_t ph, int which,
+			uint64_t *admit);
 static int cleared(const struct table *t, const unsigned char *pfx, uint32_t plen);
 static int staged(struct table *t, const void *k, uint32_t klen, size_t nrows);
 static void sort_rows(struct table *t);
@@ -553,7 +553,7 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 	const unsigned char *prev = NULL;
 	uint32_t prev_len = 0;
 	uint64_t pruned = 0, rejected = 0, admit = TV_ADMIT_ALL, admit_l0 = TV_ADMIT_ALL,
-		 any = TV_ADMIT_ALL;
+		 any = TV_ADMIT_ALL, ph = 0;
 	int have = 0, have_l0 = 0, have_any = 0, kf;
 
 	sfs__tbl_kf_maybe_empty(w, t);
@@ -564,7 +564,7 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 		const unsigned char *key = sfs__tbl_sb_at(t, r->koff);
 		uint32_t plen = sfs__table_map_prefix(key, r->klen);
 		uint64_t m;
-		int rc;
+		int rc, kf_rejects;
 
 		if (!plen) {
 			have = have_l0 = have_any = 1;	/* no map prefix (not expected): probe it */
@@ -574,23 +574,24 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 			have = have_l0 = have_any = 0;	/* a new map */
 			prev = key;
 			prev_len = plen;
+			ph = sfs_df_filter_hash(key, plen);
 		}
 		/* first whether any file admits the map (up to the first yes):
 		 * a map new to the table costs no key filter test */
-		if (!have_any && (rc = map_admitted(vf, nf, key, plen, MAP_ANY, &any)) < 0)
+		if (!have_any && (rc = map_admitted(vf, nf, ph, MAP_ANY, &any)) < 0)
 			return rc;
 		have_any = 1;
+		kf_rejects = any && kf && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen));
 		if (!any) {
 			m = 0;
-		} else if (kf && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen)) &&
-			   !w->kix_check) {
-			if (!have_l0 && (rc = map_admitted(vf, nf, key, plen, MAP_L0, &admit_l0)) < 0)
+		} else if (kf_rejects && !w->kix_check) {
+			if (!have_l0 && (rc = map_admitted(vf, nf, ph, MAP_L0, &admit_l0)) < 0)
 				return rc;
 			have_l0 = 1;
 			m = admit_l0;
 			rejected++;
 		} else {
-			if (!have && (rc = map_admitted(vf, nf, key, plen, MAP_ALL, &admit)) < 0)
+			if (!have && (rc = map_admitted(vf, nf, ph, MAP_ALL, &admit)) < 0)
 				return rc;
 			have = 1;
 			m = admit;
@@ -602,9 +603,7 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 		}
 		/* the check (SFS_TABLE_KEY_INDEX_CHECK=1): probed as without
 		 * the filter, a rejected key found at level >= 1 counted */
-		r->old_file = kf && w->kix_check &&
-					      !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen))
-				      ? PRE_KF_REJECTED : PRE_UNKNOWN;
+		r->old_file = kf_rejects ? PRE_KF_REJECTED : PRE_UNKNOWN;
 		sc->pm[*np] = m;
 		sc->pk[*np].p = key;
 		sc->pk[(*np)++].len = r->klen;
@@ -617,14 +616,12 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 }
 
 /* Into *@admit, the files of @vf[0..nf) whose prefix filters admit the map
- * @key[0..plen): every file's answer (MAP_ALL; MAP_L0: of the level-0 files
+ * whose prefix hashes to @ph (hashed once per map): every file's answer (MAP_ALL; MAP_L0: of the level-0 files
  * only), the probe then asking only those files; or (MAP_ANY) up to the
  * first that admits it, nonzero if one does. */
-static int map_admitted(const struct tv_file *vf, unsigned nf, const unsigned char *key,
-			uint32_t plen, int which, uint64_t *admit)
+static int map_admitted(const struct tv_file *vf, unsigned nf, uint64_t ph, int which,
+			uint64_t *admit)
 {
-	uint64_t ph = sfs_df_filter_hash(key, plen);
-
 	*admit = 0;
 	for (unsigned f = 0; f < nf; f++) {
 		int rc;

@@ -161,4 +161,10 @@ static inline uint8_t *sbbf_block(uint8_t *f, uint32_t nblocks, uint64_t h)
 	return f + 32 * (((h >> 32) * nblocks) >> 32);
 }
 
+/* The one bit of word @i of its block that the key of hash @h sets. */
+static inline uint32_t sbbf_bit(uint64_t h, int i)
+{
+	return 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
+}
+
 #endif

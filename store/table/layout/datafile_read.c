@@ -897,7 +897,7 @@ static int sbbf_maybe(const uint8_t *f, uint32_t nblocks, uint64_t h)
 	uint32_t clear = 0;
 
 	for (int i = 0; i < 8; i++)
-		clear |= ~ld32(b + 4 * i) & 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
+		clear |= ~ld32(b + 4 * i) & sbbf_bit(h, i);
 	return clear == 0;
 }
 

@@ -606,7 +606,7 @@ static void sbbf_add(uint8_t *f, uint32_t nblocks, uint64_t h)
 	uint8_t *b = sbbf_block(f, nblocks, h);
 
 	for (int i = 0; i < 8; i++) {
-		uint32_t w = ld32(b + 4 * i) | 1u << (((uint32_t)h * sbbf_salt[i]) >> 27);
+		uint32_t w = ld32(b + 4 * i) | sbbf_bit(h, i);
 
 		memcpy(b + 4 * i, &w, 4);
 	}
