@@ -12,6 +12,14 @@
  * dispatches on the CPU itself.  ISA-L's crc32_iscsi neither inverts its
  * input nor its output, so sfs_crc32c(crc, p, n) = ~crc32_iscsi(p, n, ~crc),
  * in pieces of at most INT_MAX bytes (its length is an int).
+ *
+ * ISA-L's AVX-512 routine returns with the upper halves of the vector
+ * registers dirty (no vzeroupper).  Until the next vzeroupper, every
+ * legacy-SSE instruction of the process then waits on a merge with those
+ * upper bits: libm's pow in the Nexmark generator ran 14x slower in a loop
+ * after one checksum, and Debian's liblz4, libzstd and our own -O2 code are
+ * all SSE-encoded.  So each call ends with a vzeroupper (about a cycle)
+ * where the CPU has AVX (crc32c_avx, set once at load).
  */
 #include <isa-l/crc.h>
 #include <limits.h>
@@ -20,6 +28,15 @@
 #include "common/crc32c.h"
 
 static uint32_t crc_tab[256];
+static int crc32c_avx;
+
+__attribute__((constructor)) static void crc32c_cpu(void)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	crc32c_avx = __builtin_cpu_supports("avx");
+#endif
+}
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void)
@@ -56,5 +73,9 @@ uint32_t sfs_crc32c(uint32_t crc, const void *p, size_t n)
 		b += k;
 		n -= (size_t)k;
 	}
+#if defined(__x86_64__)
+	if (crc32c_avx)
+		__asm__ volatile("vzeroupper" ::: "memory");
+#endif
 	return ~crc;
 }
