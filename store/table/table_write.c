@@ -528,6 +528,15 @@ static int map_diff(struct sfs_target_writer *w, struct table *t)
 	return rc;
 }
 
+/* The filter hash of staged row @k's key, its filter block loading. */
+static uint64_t row_key_hash(const struct table *t, size_t k)
+{
+	uint64_t h = sfs_df_filter_hash(sfs__tbl_sb_at(t, t->rows[k].koff), t->rows[k].klen);
+
+	sfs__tbl_kf_prefetch(t, h);
+	return h;
+}
+
 /*
  * The keys of the first @base staged rows that the map diff must probe,
  * into sc->pk[0..*@np) with sc->pm[] the files that may hold them
@@ -553,18 +562,27 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 	const unsigned char *prev = NULL;
 	uint32_t prev_len = 0;
 	uint64_t pruned = 0, rejected = 0, admit = TV_ADMIT_ALL, admit_l0 = TV_ADMIT_ALL,
-		 any = TV_ADMIT_ALL, ph = 0;
+		 any = TV_ADMIT_ALL, ph = 0, kh[SFS_TBL_KF_AHEAD];
 	int have = 0, have_l0 = 0, have_any = 0, kf;
 
 	sfs__tbl_kf_maybe_empty(w, t);
 	kf = t->kf.valid;
 	*np = 0;
+	/* each key's filter block starts loading SFS_TBL_KF_AHEAD rows ahead */
+	for (size_t k = 0; kf && k < base && k < SFS_TBL_KF_AHEAD; k++)
+		kh[k] = row_key_hash(t, k);
 	for (size_t k = 0; k < base; k++) {
 		struct srow *r = &t->rows[k];
 		const unsigned char *key = sfs__tbl_sb_at(t, r->koff);
 		uint32_t plen = sfs__table_map_prefix(key, r->klen);
-		uint64_t m;
+		uint64_t m, h = 0;
 		int rc, kf_rejects;
+
+		if (kf) {
+			h = kh[k % SFS_TBL_KF_AHEAD];
+			if (k + SFS_TBL_KF_AHEAD < base)
+				kh[k % SFS_TBL_KF_AHEAD] = row_key_hash(t, k + SFS_TBL_KF_AHEAD);
+		}
 
 		if (!plen) {
 			have = have_l0 = have_any = 1;	/* no map prefix (not expected): probe it */
@@ -581,7 +599,7 @@ static int probe_keys_of_known_maps(struct sfs_target_writer *w, struct table *t
 		if (!have_any && (rc = map_admitted(vf, nf, ph, MAP_ANY, &any)) < 0)
 			return rc;
 		have_any = 1;
-		kf_rejects = any && kf && !sfs__tbl_kf_maybe(t, sfs_df_filter_hash(key, r->klen));
+		kf_rejects = any && kf && !sfs__tbl_kf_maybe(t, h);
 		if (!any) {
 			m = 0;
 		} else if (kf_rejects && !w->kix_check) {
