@@ -28,6 +28,7 @@
 #include "common/crc32c.h"
 
 static uint32_t crc_tab[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 static int crc32c_avx;
 
 __attribute__((constructor)) static void crc32c_cpu(void)
@@ -37,7 +38,6 @@ __attribute__((constructor)) static void crc32c_cpu(void)
 	crc32c_avx = __builtin_cpu_supports("avx");
 #endif
 }
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void)
 {

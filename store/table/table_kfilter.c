@@ -108,7 +108,7 @@ void sfs__tbl_kf_note_diff(struct sfs_target_writer *w, struct table *t, uint64_
  * kernel grants them (madvise mode): its keys land on random blocks, and
  * with 4 KiB pages nearly every test or add of a 100-400 MB filter also
  * walks the page table.  A loop of 20M adds into 256 MB, with the
- * prefetching below, took 22 ns a key in huge pages against 34-48 ns. */
+ * prefetching below, took 22 ns a key in huge pages against 34-53 ns. */
 static uint32_t *kf_alloc(uint64_t keys, uint32_t *nblocks)
 {
 	uint64_t nb = (keys * KF_BITS_PER_KEY + 255) / 256;
