@@ -128,9 +128,15 @@ static uint32_t *kf_alloc(uint64_t keys, uint32_t *nblocks)
 	return p;
 }
 
+/* The 8-word block of hash @h in a filter of @nblocks blocks. */
+static inline uint32_t *kf_block(const uint32_t *bits, uint32_t nblocks, uint64_t h)
+{
+	return (uint32_t *)(void *)sbbf_block((uint8_t *)(uintptr_t)bits, nblocks, h);
+}
+
 static void kf_set(uint32_t *bits, uint32_t nblocks, uint64_t h)
 {
-	uint32_t *b = (uint32_t *)(void *)sbbf_block((uint8_t *)bits, nblocks, h);
+	uint32_t *b = kf_block(bits, nblocks, h);
 
 	for (int i = 0; i < 8; i++)
 		b[i] |= sbbf_bit(h, i);
@@ -200,8 +206,8 @@ void sfs__tbl_kf_add(struct table *t, const uint64_t *h, size_t n)
 	if (f->valid) {
 		for (size_t i = 0; i < n; i++) {
 			if (i + SFS_TBL_KF_AHEAD < n)
-				__builtin_prefetch(sbbf_block((uint8_t *)f->bits, f->nblocks,
-							      h[i + SFS_TBL_KF_AHEAD]), 1);
+				__builtin_prefetch(kf_block(f->bits, f->nblocks,
+							    h[i + SFS_TBL_KF_AHEAD]), 1);
 			kf_set(f->bits, f->nblocks, h[i]);
 		}
 		f->n += n;
@@ -232,7 +238,7 @@ int sfs__tbl_kf_maybe(const struct table *t, uint64_t h)
 
 	if (!f->valid)
 		return 1;
-	b = (const uint32_t *)(const void *)sbbf_block((uint8_t *)f->bits, f->nblocks, h);
+	b = kf_block(f->bits, f->nblocks, h);
 	for (int i = 0; i < 8; i++)
 		clear |= ~b[i] & sbbf_bit(h, i);
 	return clear == 0;
@@ -243,7 +249,7 @@ int sfs__tbl_kf_maybe(const struct table *t, uint64_t h)
 void sfs__tbl_kf_prefetch(const struct table *t, uint64_t h)
 {
 	if (t->kf.valid)
-		__builtin_prefetch(sbbf_block((uint8_t *)t->kf.bits, t->kf.nblocks, h));
+		__builtin_prefetch(kf_block(t->kf.bits, t->kf.nblocks, h));
 }
 
 /*
@@ -312,7 +318,7 @@ int sfs__tbl_kf_upkeep(struct sfs_target_writer *w, struct table *t)
 		while (!rc && (rc = sfs_df_iter_next(it, &row)) == 1) {
 			uint64_t h = sfs_df_filter_hash(row.key, row.klen);
 
-			__builtin_prefetch(sbbf_block((uint8_t *)nbits, nblocks, h), 1);
+			__builtin_prefetch(kf_block(nbits, nblocks, h), 1);
 			if (nk >= SFS_TBL_KF_AHEAD)
 				kf_set(nbits, nblocks, ring[nk % SFS_TBL_KF_AHEAD]);
 			ring[nk++ % SFS_TBL_KF_AHEAD] = h;
