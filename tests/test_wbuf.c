@@ -752,11 +752,12 @@ Test(sorted, key_group_order_then_namespace)
  * The radix sort (above WB_RADIX_MIN entries) against the order: keys of
  * the shapes it meets (few varying bytes: exact on its 64-bit key; more
  * than 8: ties resolved by comparison; equal 24-byte prefixes: one run;
- * lengths around the prefix; namespaces), at sizes around the threshold.
+ * lengths around the prefix; namespaces; Flink's long rows, runs that
+ * split words deep), at sizes around the threshold.
  * The order is strict and the count is the live count, so the output is
  * the sorted set of current entries.
  */
-enum { SHAPE_IDS, SHAPE_MAP, SHAPE_RANDOM, SHAPE_LONG_EQUAL, SHAPE_NS_ONLY, SHAPES };
+enum { SHAPE_IDS, SHAPE_MAP, SHAPE_RANDOM, SHAPE_LONG_EQUAL, SHAPE_NS_ONLY, SHAPE_ROW, SHAPES };
 
 static size_t shape_key(int shape, uint64_t *seed, uint8_t *key, uint64_t *ns)
 {
@@ -797,6 +798,24 @@ static size_t shape_key(int shape, uint64_t *seed, uint8_t *key, uint64_t *ns)
 			key[i] = (uint8_t)(th_rand(seed) % 4);
 		*ns = (r >> 24) % 2;
 		return n;
+	case SHAPE_ROW:		/* Flink's map entry: a join key, a serialized row as user key */
+		/* 40 bytes shared by a join key's entries (20 join keys), then a
+		 * row of zero runs and few varying bytes, 120-300 bytes, some
+		 * differing only past byte 200 or in length (each other's
+		 * prefixes: zero tails) or namespace.  Bytes 4..11 are all 0 or
+		 * all 1 bits: the radix key's 64 varying bits end before the
+		 * join key (byte 12), so its runs hold several. */
+		memset(key + 4, 0, 36);
+		memset(key + 4, (r >> 30) & 1 ? 0xff : 0, 8);
+		key[12] = (uint8_t)(id % 20);
+		n = 120 + (r >> 16) % 181;
+		memset(key + 40, 0, n - 40);
+		for (size_t i = 40; i < n; i += 8 + (r >> 20) % 24)
+			key[i] = (uint8_t)(th_rand(seed) % 3);
+		key[n - 1] = (uint8_t)(th_rand(seed) % 2);
+		key[200 < n ? 200 : n - 1] ^= (uint8_t)(id >> 40) % 2;
+		*ns = (r >> 28) % 2;
+		return n;
 	default:		/* one key, many namespaces */
 		memcpy(key, "\x00\x07kk", 4);
 		*ns = id;
@@ -814,10 +833,10 @@ Test(sorted, radix_sort_matches_the_order_for_every_key_shape)
 		sfs__wbuf_sort_bytes_only(shape >= SHAPES);
 		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
 			size_t want = sizes[z], n = 0;
-			struct sfs_wbuf *b = tw_buf(want + 16, 8 * MiB);
+			struct sfs_wbuf *b = tw_buf(want + 16, 24 * MiB);
 			uint64_t *offs = calloc(want + 16, sizeof(*offs));
 			struct sfs_wbuf_stats st = { 0 };
-			uint8_t key[64];
+			uint8_t key[320];
 
 			cr_assert_not_null(offs);
 			for (int tries = 0; st.entries < want && tries < 100 * (int)want; tries++) {
@@ -843,7 +862,7 @@ Test(sorted, radix_sort_matches_the_order_for_every_key_shape)
 					     "and %zu out of order", shape, want, i - 1, i);
 			}
 			free(offs);
-			munmap(b, sfs_wbuf_size(want + 16, 8 * MiB));
+			munmap(b, sfs_wbuf_size(want + 16, 24 * MiB));
 		}
 	}
 }

@@ -442,6 +442,157 @@ static int wb_cmp_item(const void *a, const void *b, void *ctx)
 	return wb_cmp_pair(&rk_pairs[x->i], &rk_pairs[y->i], ctx);
 }
 
+/* Insertion sort of @a[0..n) by the full order (a short run). */
+static void wb_insert_items(struct wb_item *a, size_t n, const struct sfs_wbuf *b)
+{
+	for (size_t i = 1; i < n; i++) {
+		struct wb_item t = a[i];
+		size_t k = i;
+
+		for (; k > 0 && wb_cmp_item(&t, &a[k - 1], (void *)b) < 0; k--)
+			a[k] = a[k - 1];
+		a[k] = t;
+	}
+}
+
+/* Items by their k alone (ties in any order): quicksort, median of three,
+ * insertion below 16, the smaller side recursed, qsort_r past the depth
+ * budget — the shape of wb_sort_pairs, on 16-byte items and one compare. */
+static int wb_cmp_k(const void *x, const void *y)
+{
+	uint64_t a = ((const struct wb_item *)x)->k, b = ((const struct wb_item *)y)->k;
+
+	return (a > b) - (a < b);
+}
+
+static void wb_sort_k(struct wb_item *v, size_t n, int depth)
+{
+	while (n > 16) {
+		struct wb_item *l = v, *m = v + n / 2, *r = v + n - 1, t;
+		uint64_t pivot;
+		size_t i = 0, j = n - 1;
+
+		if (depth-- == 0) {
+			qsort(v, n, sizeof(*v), wb_cmp_k);
+			return;
+		}
+		if (m->k < l->k)
+			t = *m, *m = *l, *l = t;
+		if (r->k < m->k) {
+			t = *r, *r = *m, *m = t;
+			if (m->k < l->k)
+				t = *m, *m = *l, *l = t;
+		}
+		pivot = m->k;
+		for (;;) {
+			while (v[i].k < pivot)
+				i++;
+			while (pivot < v[j].k)
+				j--;
+			if (i >= j)
+				break;
+			t = v[i], v[i] = v[j], v[j] = t;
+			i++, j--;
+		}
+		if (j + 1 < n - (j + 1)) {
+			wb_sort_k(v, j + 1, depth);
+			v += j + 1;
+			n -= j + 1;
+		} else {
+			wb_sort_k(v + j + 1, n - (j + 1), depth);
+			n = j + 1;
+		}
+	}
+	for (size_t i = 1; i < n; i++) {
+		struct wb_item t = v[i];
+		size_t k = i;
+
+		for (; k > 0 && t.k < v[k - 1].k; k--)
+			v[k] = v[k - 1];
+		v[k] = t;
+	}
+}
+
+/* Key word @w (bytes 8w .. 8w+7) of @e, big-endian, zero past the key. */
+static inline uint64_t wb_key_word(const struct sfs_wbuf_entry *e, uint32_t klen, size_t w)
+{
+	uint64_t x = 0;
+	size_t at = 8 * w;
+
+	if (at < klen)
+		memcpy(&x, (const uint8_t *)(e + 1) + at, klen - at < 8 ? klen - at : 8);
+	return __builtin_bswap64(x);
+}
+
+#define WB_TIES_AHEAD 8		/* entries whose next key word is loading */
+#define WB_TIES_LEVELS 64	/* splits deep before the ties take full compares */
+
+/*
+ * The full order of @a[0..n), items whose keys agree on their first @w
+ * words (zero-padded): a multikey sort.  Each item's word @w is read once
+ * into k (from its pair for the first WB_PREFIX_WORDS, the radix key
+ * having kept only 64 of their varying bits; from its entry after); the
+ * run is sorted by k, and each run of equal k goes on at word w + 1.  A
+ * word all items share costs one read per item and no sort.  Once every
+ * key of the run has ended (8w >= its longest), what is left is length and
+ * namespace: full compares.  Why not compare
+ * whole keys: Flink's map entries carry a serialized row as the user key
+ * (q20: ~250 bytes) and one join key's entries share their first ~40 —
+ * qsort_r's compares there (two entry misses and a long common prefix
+ * each, log n times per entry) were 19 % of the compactor under Flink.
+ * Zero padding keeps the order: a key that ends where another goes on
+ * with nonzero bytes is its prefix (smaller); equal words go deeper.
+ */
+static void wb_ties_from(struct wb_item *a, size_t n, const struct wb_pair *v,
+			 const struct sfs_wbuf *b, size_t w, int levels)
+{
+	for (;;) {
+		uint64_t lo = UINT64_MAX, hi = 0;
+		uint32_t longest = 0;
+
+		if (n <= 16 || levels == 0) {
+			if (n <= 16)
+				wb_insert_items(a, n, b);
+			else
+				qsort_r(a, n, sizeof(*a), wb_cmp_item, (void *)b);
+			return;
+		}
+		for (size_t i = 0; i < n; i++) {
+			const struct sfs_wbuf_entry *e;
+			uint32_t kl;
+
+			if (w < WB_PREFIX_WORDS) {	/* the pair has it: no entry read */
+				a[i].k = v[a[i].i].p[w];
+			} else {
+				if (i + WB_TIES_AHEAD < n)
+					__builtin_prefetch((const uint8_t *)(wb_at(b, v[a[i + WB_TIES_AHEAD].i].off) +
+									     1) + 8 * w);
+				e = wb_at(b, v[a[i].i].off);
+				kl = sfs__wbuf_klen(e);
+				a[i].k = wb_key_word(e, kl, w);
+				longest = kl > longest ? kl : longest;
+			}
+			lo = a[i].k < lo ? a[i].k : lo;
+			hi = a[i].k > hi ? a[i].k : hi;
+		}
+		if (w >= WB_PREFIX_WORDS && 8 * w >= longest) {
+			qsort_r(a, n, sizeof(*a), wb_cmp_item, (void *)b);
+			return;
+		}
+		w++;
+		if (lo == hi)
+			continue;	/* every key has this word: on to the next */
+		wb_sort_k(a, n, 2 * (64 - __builtin_clzll(n)));
+		for (size_t s = 0, e; s < n; s = e) {
+			for (e = s + 1; e < n && a[e].k == a[s].k; e++)
+				;
+			if (e - s > 1)
+				wb_ties_from(a + s, e - s, v, b, w, levels - 1);
+		}
+		return;
+	}
+}
+
 /* The full order within runs of items of equal keys, at @a[0..n). */
 static void wb_radix_ties(struct wb_item *a, size_t n, const struct wb_pair *v,
 			  const struct sfs_wbuf *b)
@@ -450,20 +601,8 @@ static void wb_radix_ties(struct wb_item *a, size_t n, const struct wb_pair *v,
 	for (size_t s = 0, e; s < n; s = e) {
 		for (e = s + 1; e < n && a[e].k == a[s].k; e++)
 			;
-		if (e - s < 2)
-			continue;
-		if (e - s > 16) {
-			qsort_r(a + s, e - s, sizeof(*a), wb_cmp_item, (void *)b);
-			continue;
-		}
-		for (size_t i = s + 1; i < e; i++) {
-			struct wb_item t = a[i];
-			size_t k = i;
-
-			for (; k > s && wb_cmp_item(&t, &a[k - 1], (void *)b) < 0; k--)
-				a[k] = a[k - 1];
-			a[k] = t;
-		}
+		if (e - s > 1)
+			wb_ties_from(a + s, e - s, v, b, 0, WB_TIES_LEVELS);
 	}
 }
 
