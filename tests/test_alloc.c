@@ -3,7 +3,8 @@
  * and the size-class heap (class table, per-class reuse, large objects and
  * coalescing, refused frees, exhaustion, a randomized model test against a
  * reference, bad headers), and both seen through two mappings at different
- * addresses: in one process (memfd mapped twice) and in a forked child.
+ * addresses: in one process (memfd mapped twice) and in a forked child;
+ * and common/hugemem's zeroed blocks for the compactor's big tables.
  *
  * Multi-process rules (tests/helpers.h): a forked child reports only
  * through its exit code, never cr_assert, and is reaped with a timeout.
@@ -19,6 +20,7 @@
 
 #include "tests/helpers.h"
 #include "common/err.h"
+#include "common/hugemem.h"
 #include "shm/alloc.h"
 
 #define KiB 1024ull
@@ -911,4 +913,31 @@ Test(shared, forked_reader_and_owner, .timeout = 30)
 	cr_assert_eq(st.in_use, 0);
 	munmap(base, len);
 	close(fd);
+}
+
+/* ---- common/hugemem --------------------------------------------------- */
+
+/* Zeroed (the block may be one the allocator had dirtied); from 2 MiB on aligned
+ * to 2 MiB (where the huge-page advice can take); an overflowing size is
+ * refused, not wrapped. */
+Test(hugemem, zeroed_aligned_and_refuses_overflow)
+{
+	static const size_t sizes[] = { 24, 2 * MiB - 8, 2 * MiB, 3 * MiB + 12 };
+
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		for (int round = 0; round < 2; round++) {
+			uint8_t *p = sfs_huge_calloc(sizes[z] / 4, 4);
+
+			cr_assert_not_null(p);
+			for (size_t i = 0; i < sizes[z]; i++)
+				cr_assert_eq(p[i], 0, "%zu bytes: byte %zu is %u", sizes[z], i, p[i]);
+			if (sizes[z] >= 2 * MiB)
+				cr_assert_eq((uintptr_t)p % (2 * MiB), 0, "%zu bytes at %p", sizes[z],
+					     (void *)p);
+			memset(p, 0xa5, sizes[z]);	/* dirty: the next round's block may be it */
+			free(p);
+		}
+	}
+	cr_assert_null(sfs_huge_calloc(SIZE_MAX / 8, 16));
+	cr_assert_null(sfs_huge_calloc((size_t)1 << 62, 8));
 }

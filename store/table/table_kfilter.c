@@ -56,10 +56,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/hugemem.h"
 #include "shm/atomic.h"
 #include "store/table/layout/datafile_fmt.h"
 #include "store/table/table_int.h"
@@ -105,27 +105,18 @@ void sfs__tbl_kf_note_diff(struct sfs_target_writer *w, struct table *t, uint64_
 }
 
 /* A filter of 2 MiB or more sits in transparent huge pages where the
- * kernel grants them (madvise mode): its keys land on random blocks, and
+ * kernel grants them (common/hugemem.h): its keys land on random blocks, and
  * with 4 KiB pages nearly every test or add of a 100-400 MB filter also
  * walks the page table.  A loop of 20M adds into 256 MB, with the
  * prefetching below, took 22 ns a key in huge pages against 34-53 ns. */
 static uint32_t *kf_alloc(uint64_t keys, uint32_t *nblocks)
 {
 	uint64_t nb = (keys * KF_BITS_PER_KEY + 255) / 256;
-	size_t huge = 2u << 20, bytes;
-	void *p;
 
 	if (nb > UINT32_MAX)
 		return NULL;
 	*nblocks = (uint32_t)nb;
-	bytes = (size_t)nb * 32;
-	if (bytes < huge)
-		return calloc(nb, 32);
-	if (!(p = aligned_alloc(huge, (bytes + huge - 1) & ~(huge - 1))))
-		return NULL;
-	(void)madvise(p, (bytes + huge - 1) & ~(huge - 1), MADV_HUGEPAGE);	/* advice only */
-	memset(p, 0, bytes);
-	return p;
+	return sfs_huge_calloc(nb, 32);
 }
 
 /* The 8-word block of hash @h in a filter of @nblocks blocks. */

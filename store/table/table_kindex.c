@@ -57,8 +57,8 @@
  * (tests) runs the full probe beside the index and counts every difference
  * (tp_index_mismatch), taking the probe's answer.
  *
- * Cost: 12 bytes per slot, 4 per fid the table ever gave while the index
- * is valid (the forwards); the rebuild reads every live level >= 1 row's
+ * Cost: 12 bytes per slot (in huge pages from 2 MiB: common/hugemem.h),
+ * 4 per fid the table ever gave while the index is valid (the forwards); the rebuild reads every live level >= 1 row's
  * key once (tp_index_rebuild_ns / tp_index_rebuild_keys).
  */
 #include <errno.h>
@@ -67,6 +67,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/hugemem.h"
 #include "shm/atomic.h"
 #include "store/table/table_int.h"
 
@@ -89,7 +90,7 @@ static void kix_publish(struct sfs_target_writer *w, struct kix *x)
 
 static int kix_grow(struct kix *x, size_t cap)
 {
-	struct kix_slot *s = calloc(cap, sizeof(*s)), *old = x->s;
+	struct kix_slot *s = sfs_huge_calloc(cap, sizeof(*s)), *old = x->s;
 	size_t ocap = old ? x->mask + 1 : 0;
 
 	if (!s)
