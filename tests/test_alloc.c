@@ -917,9 +917,9 @@ Test(shared, forked_reader_and_owner, .timeout = 30)
 
 /* ---- common/hugemem --------------------------------------------------- */
 
-/* Zeroed (the block may be one the allocator had dirtied); from 2 MiB on aligned
- * to 2 MiB (where the huge-page advice can take); an overflowing size is
- * refused, not wrapped. */
+/* Zeroed (the block may be one the allocator had dirtied); from 2 MiB on
+ * aligned to 2 MiB (where the huge-page advice can take); an overflowing
+ * size is refused, not wrapped. */
 Test(hugemem, zeroed_aligned_and_refuses_overflow)
 {
 	static const size_t sizes[] = { 24, 2 * MiB - 8, 2 * MiB, 3 * MiB + 12 };

@@ -456,7 +456,7 @@ static void wb_insert_items(struct wb_item *a, size_t n, const struct sfs_wbuf *
 }
 
 /* Items by their k alone (ties in any order): quicksort, median of three,
- * insertion below 16, the smaller side recursed, qsort_r past the depth
+ * insertion below 16, the smaller side recursed, qsort past the depth
  * budget — the shape of wb_sort_pairs, on 16-byte items and one compare. */
 static int wb_cmp_k(const void *x, const void *y)
 {
@@ -535,13 +535,13 @@ static inline uint64_t wb_key_word(const struct sfs_wbuf_entry *e, uint32_t klen
  * run is sorted by k, and each run of equal k goes on at word w + 1.  A
  * word all items share costs one read per item and no sort.  Once every
  * key of the run has ended (8w >= its longest), what is left is length and
- * namespace: full compares.  Why not compare
- * whole keys: Flink's map entries carry a serialized row as the user key
- * (q20: ~250 bytes) and one join key's entries share their first ~40 —
- * qsort_r's compares there (two entry misses and a long common prefix
- * each, log n times per entry) were 19 % of the compactor under Flink.
- * Zero padding keeps the order: a key that ends where another goes on
- * with nonzero bytes is its prefix (smaller); equal words go deeper.
+ * namespace: full compares.  Zero padding keeps the order: a key that ends
+ * where another goes on with nonzero bytes is its prefix (smaller); equal
+ * words go deeper.  Why not compare whole keys: Flink's map entries carry
+ * a serialized row as the user key (q20: ~250 bytes) and one join key's
+ * entries share their first ~40 — qsort_r's compares there (two entry
+ * misses and a long common prefix each, log n times per entry) were 19 %
+ * of the compactor under Flink (bench/RESULTS.md, issue 34's sixth stop).
  */
 static void wb_ties_from(struct wb_item *a, size_t n, const struct wb_pair *v,
 			 const struct sfs_wbuf *b, size_t w, int levels)
@@ -564,9 +564,10 @@ static void wb_ties_from(struct wb_item *a, size_t n, const struct wb_pair *v,
 			if (w < WB_PREFIX_WORDS) {	/* the pair has it: no entry read */
 				a[i].k = v[a[i].i].p[w];
 			} else {
-				if (i + WB_TIES_AHEAD < n)
-					__builtin_prefetch((const uint8_t *)(wb_at(b, v[a[i + WB_TIES_AHEAD].i].off) +
-									     1) + 8 * w);
+				if (i + WB_TIES_AHEAD < n) {
+					e = wb_at(b, v[a[i + WB_TIES_AHEAD].i].off);
+					__builtin_prefetch((const uint8_t *)(e + 1) + 8 * w);
+				}
 				e = wb_at(b, v[a[i].i].off);
 				kl = sfs__wbuf_klen(e);
 				a[i].k = wb_key_word(e, kl, w);

@@ -58,8 +58,9 @@
  * (tp_index_mismatch), taking the probe's answer.
  *
  * Cost: 12 bytes per slot (in huge pages from 2 MiB: common/hugemem.h),
- * 4 per fid the table ever gave while the index is valid (the forwards); the rebuild reads every live level >= 1 row's
- * key once (tp_index_rebuild_ns / tp_index_rebuild_keys).
+ * 4 per fid the table ever gave while the index is valid (the forwards);
+ * the rebuild reads every live level >= 1 row's key once
+ * (tp_index_rebuild_ns / tp_index_rebuild_keys).
  */
 #include <errno.h>
 #include <pthread.h>
