@@ -917,9 +917,12 @@ Test(shared, forked_reader_and_owner, .timeout = 30)
 
 /* ---- common/hugemem --------------------------------------------------- */
 
-/* Zeroed (the block may be one the allocator had dirtied); from 2 MiB on
- * aligned to 2 MiB (where the huge-page advice can take); an overflowing
- * size is refused, not wrapped. */
+/* Zeroed; from 2 MiB on aligned to 2 MiB (where the huge-page advice can
+ * take); an overflowing size is refused, not wrapped.  The zero check
+ * guards a reused block only: here jemalloc hands big blocks back to the
+ * kernel on free, so the second round's block comes zeroed anyway and
+ * dropping the memset is not caught (the alignment and overflow checks
+ * are: each fails when its branch is removed). */
 Test(hugemem, zeroed_aligned_and_refuses_overflow)
 {
 	static const size_t sizes[] = { 24, 2 * MiB - 8, 2 * MiB, 3 * MiB + 12 };
